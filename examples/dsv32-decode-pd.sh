@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# DeepSeek-V3.2 decode instance of a P/D deployment: NixlConnector receives KV
+# from the prefill instance, HiSparseConnector keeps the full MLA KV in 128 GiB
+# of pinned host RAM per DP replica. No --attention-config: hisparse_config is
+# inferred from the connector. Same flags as `vllm serve`.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+exec "${HISPARSE_CHECK:-hisparse-check}" "$here/tests/data/models/deepseek-v3.2" \
+  --tensor-parallel-size 8 \
+  --kv-cache-dtype fp8_ds_mla \
+  --kv-transfer-config '{
+    "kv_connector": "MultiConnector",
+    "kv_role": "kv_consumer",
+    "kv_connector_extra_config": {"connectors": [
+      {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"},
+      {"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+       "kv_connector_extra_config": {"host_pool_gib": 128}}
+    ]}
+  }' "$@"

@@ -1,0 +1,303 @@
+//! vLLM's argv dialect, before clap sees it (vLLM 0.33
+//! `FlexibleArgumentParser.parse_args`):
+//! - `--config FILE.yaml` is expanded in place of the flag, ahead of the other
+//!   flags so that flags on the command line win;
+//! - underscores in flag names become dashes (`--max_model_len`);
+//! - dotted flags (`--kv-transfer-config.kv_role kv_both`, `--x.y+ a,b`) are
+//!   collected into one JSON object per flag, passed as if written in JSON.
+
+use serde_json::{Map, Value};
+
+/// Flags that have a `--no-` form (argparse `BooleanOptionalAction`).
+const NEGATABLE: &[&str] = &[
+    "scheduler-reserve-full-isl",
+    "disable-hybrid-kv-cache-manager",
+];
+
+/// vLLM's multi-letter single-dash aliases.
+const SHORT_ALIASES: &[(&str, &str)] = &[
+    ("-tp", "--tensor-parallel-size"),
+    ("-pp", "--pipeline-parallel-size"),
+    ("-dp", "--data-parallel-size"),
+    ("-dcp", "--decode-context-parallel-size"),
+    ("-cc", "--compilation-config"),
+];
+
+/// Expand `--config`, normalize flag names and fold dotted flags.
+pub fn preprocess(args: &[String]) -> Result<Vec<String>, String> {
+    let args = pull_config_file(args)?;
+    let mut out: Vec<String> = Vec::with_capacity(args.len());
+    let mut dicts: Vec<(String, Value)> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = normalize_name(&args[i]);
+        i += 1;
+        let is_dotted =
+            arg.starts_with('-') && arg.split('=').next().is_some_and(|name| name.contains('.'));
+        if !is_dotted {
+            out.push(arg);
+            continue;
+        }
+        let (name, value) = match arg.split_once('=') {
+            Some((name, value)) => (name.to_owned(), value.to_owned()),
+            None => {
+                let value = args
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("{arg} expects a value"))?;
+                i += 1;
+                (arg, value)
+            }
+        };
+        let (name, value) = match name.strip_suffix('+') {
+            Some(stripped) => (
+                stripped.to_owned(),
+                Value::Array(
+                    value
+                        .split(',')
+                        .map(|s| Value::String(s.to_owned()))
+                        .collect(),
+                ),
+            ),
+            None => (name, parse_dotted_value(&value)),
+        };
+        let mut keys = name.split('.');
+        let flag = keys.next().unwrap_or_default().to_owned();
+        let keys: Vec<&str> = keys.collect();
+        if keys.iter().any(|k| k.is_empty()) {
+            return Err(format!("{name}: empty key in dotted flag"));
+        }
+        let nested = keys.iter().rev().fold(value, |acc, key| {
+            let mut m = Map::new();
+            m.insert((*key).to_owned(), acc);
+            Value::Object(m)
+        });
+        match dicts.iter_mut().find(|(f, _)| *f == flag) {
+            Some((_, existing)) => merge(existing, nested),
+            None => dicts.push((flag, nested)),
+        }
+    }
+    for (flag, value) in dicts {
+        out.push(flag);
+        out.push(value.to_string());
+    }
+    Ok(out)
+}
+
+/// `--max_model_len=4` -> `--max-model-len=4`: dashes in the name up to the first '.'.
+fn normalize_name(arg: &str) -> String {
+    for (short, long) in SHORT_ALIASES {
+        if let Some(rest) = arg.strip_prefix(short) {
+            if rest.is_empty() || rest.starts_with(['=', '.']) {
+                return format!("{long}{rest}");
+            }
+        }
+    }
+    let Some(body) = arg.strip_prefix("--") else {
+        return arg.to_owned();
+    };
+    let end = body.find(['.', '=']).unwrap_or(body.len());
+    format!("--{}{}", body[..end].replace('_', "-"), &body[end..])
+}
+
+/// JSON if it parses, else a human-readable int (`80g`), else the string.
+fn parse_dotted_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| match human_readable_int(text) {
+        Some(n) => Value::from(n),
+        None => Value::String(text.to_owned()),
+    })
+}
+
+/// vLLM `recursive_dict_update`: objects merge, lists concatenate, the rest is replaced.
+fn merge(original: &mut Value, update: Value) {
+    match (original, update) {
+        (Value::Object(o), Value::Object(u)) => {
+            for (k, v) in u {
+                match o.get_mut(&k) {
+                    Some(existing)
+                        if (existing.is_object() && v.is_object())
+                            || (existing.is_array() && v.is_array()) =>
+                    {
+                        merge(existing, v)
+                    }
+                    _ => {
+                        o.insert(k, v);
+                    }
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(u)) => o.extend(u),
+        (o, u) => *o = u,
+    }
+}
+
+/// vLLM `human_readable_int`: `1k` = 1000, `1K` = 1024, `25.6k` = 25600;
+/// decimals are refused with binary suffixes.
+pub fn human_readable_int(text: &str) -> Option<i64> {
+    let t = text.trim();
+    if let Ok(n) = t.parse::<i64>() {
+        return Some(n);
+    }
+    let suffix = t.chars().last()?;
+    let number = &t[..t.len() - suffix.len_utf8()];
+    if number.is_empty()
+        || !number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        || number.matches('.').count() > 1
+    {
+        return None;
+    }
+    let decimal = match suffix {
+        'k' => Some(1e3),
+        'm' => Some(1e6),
+        'g' => Some(1e9),
+        't' => Some(1e12),
+        _ => None,
+    };
+    if let Some(mult) = decimal {
+        return Some((number.parse::<f64>().ok()? * mult) as i64);
+    }
+    let shift = match suffix {
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => return None,
+    };
+    number.parse::<i64>().ok()?.checked_mul(1i64 << shift)
+}
+
+fn pull_config_file(args: &[String]) -> Result<Vec<String>, String> {
+    let positions: Vec<usize> = args
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| *a == "--config" || a.starts_with("--config="))
+        .map(|(i, _)| i)
+        .collect();
+    let Some(&index) = positions.first() else {
+        return Ok(args.to_vec());
+    };
+    if positions.len() > 1 {
+        return Err("more than one --config file given".to_owned());
+    }
+    let (file, consumed) = match args[index].split_once('=') {
+        Some((_, file)) => (file.to_owned(), 1),
+        None => (
+            args.get(index + 1)
+                .cloned()
+                .ok_or("--config expects a YAML file path")?,
+            2,
+        ),
+    };
+    let config_args = load_config_file(&file)?;
+    let mut out = config_args;
+    out.extend_from_slice(&args[..index]);
+    out.extend_from_slice(&args[index + consumed..]);
+    Ok(out)
+}
+
+/// vLLM `load_config_file`: a YAML mapping of flag names to values, flattened to argv.
+fn load_config_file(file: &str) -> Result<Vec<String>, String> {
+    if !(file.ends_with(".yaml") || file.ends_with(".yml")) {
+        return Err(format!(
+            "--config {file}: the config file must be .yaml or .yml"
+        ));
+    }
+    let text =
+        std::fs::read_to_string(file).map_err(|e| format!("cannot read --config {file}: {e}"))?;
+    let doc: Value = serde_yaml_ng::from_str(&text)
+        .map_err(|e| format!("--config {file} is not valid YAML: {e}"))?;
+    let Value::Object(map) = doc else {
+        return Err(format!(
+            "--config {file} must be a YAML mapping of flag names to values"
+        ));
+    };
+    let mut out = Vec::new();
+    for (key, value) in map {
+        match value {
+            Value::Bool(true) => out.push(format!("--{key}")),
+            Value::Bool(false) => {
+                if NEGATABLE.contains(&key.replace('_', "-").as_str()) {
+                    out.push(format!("--no-{key}"));
+                }
+            }
+            Value::Array(items) => {
+                if !items.is_empty() {
+                    out.push(format!("--{key}"));
+                    out.extend(items.iter().map(python_str));
+                }
+            }
+            Value::Object(_) => {
+                out.push(format!("--{key}"));
+                out.push(value.to_string());
+            }
+            other => {
+                out.push(format!("--{key}"));
+                out.push(python_str(&other));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Python `str()` of a YAML scalar, as vLLM passes it on.
+fn python_str(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "None".to_owned(),
+        Value::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn dotted_flags_fold_into_json() {
+        let out = preprocess(&s(&[
+            "--kv-transfer-config.kv_connector",
+            "HiSparseConnector",
+            "--kv_transfer_config.kv_role=kv_both",
+            "--kv-transfer-config.kv_connector_extra_config.host_pool_gib",
+            "64",
+        ]))
+        .unwrap();
+        assert_eq!(out[0], "--kv-transfer-config");
+        let v: Value = serde_json::from_str(&out[1]).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"host_pool_gib": 64}})
+        );
+    }
+
+    #[test]
+    fn human_readable_ints() {
+        assert_eq!(human_readable_int("1k"), Some(1000));
+        assert_eq!(human_readable_int("1K"), Some(1024));
+        assert_eq!(human_readable_int("25.6k"), Some(25600));
+        assert_eq!(human_readable_int("1.5K"), None);
+        assert_eq!(human_readable_int("128"), Some(128));
+        assert_eq!(human_readable_int("abc"), None);
+    }
+
+    #[test]
+    fn underscores_become_dashes() {
+        assert_eq!(normalize_name("--max_model_len=4"), "--max-model-len=4");
+        assert_eq!(
+            normalize_name("--kv_transfer_config.kv_role"),
+            "--kv-transfer-config.kv_role"
+        );
+        assert_eq!(normalize_name("-tp"), "--tensor-parallel-size");
+        assert_eq!(
+            normalize_name("-cc.cudagraph_mode"),
+            "--compilation-config.cudagraph_mode"
+        );
+        assert_eq!(normalize_name("-tpx"), "-tpx");
+    }
+}

@@ -1,0 +1,152 @@
+//! Human-readable report: resolved settings with provenance, then warnings,
+//! then errors, each with what was given, what is allowed and the fix.
+
+use hisparse_core::{Diagnostic, Provenance, Report, Resolved};
+use serde_json::Value;
+use std::fmt::Write;
+
+pub fn human(report: &Report) -> String {
+    let mut out = String::new();
+    let model = report.model.as_ref().map_or_else(
+        || "no model".to_owned(),
+        |m| {
+            format!(
+                "{} ({})",
+                m.architecture
+                    .as_deref()
+                    .or(m.model_type.as_deref())
+                    .unwrap_or("unknown architecture"),
+                m.source
+            )
+        },
+    );
+    let _ = writeln!(
+        out,
+        "hisparse-check: {model}; rules of vLLM {}",
+        report.vllm_version
+    );
+    match (&report.hisparse, report.hisparse_enabled) {
+        (Some(h), _) => {
+            let why = match &h.enabled.provenance {
+                Provenance::Explicit { path } => format!("explicit ({path})"),
+                Provenance::Inferred { connector } => {
+                    format!("inferred from the HiSparseConnector at {connector}")
+                }
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "\nHiSparse: enabled, {why}");
+            let mut rows: Vec<(&str, String, &Provenance)> = vec![
+                row("host_pool_gib", &h.host_pool_gib, |v| format!("{v} GiB")),
+                row("device_buffer_size", &h.device_buffer_size, |v| {
+                    format!("{v} rows")
+                }),
+                row("eager_host_mirror", &h.eager_host_mirror, |v| v.to_string()),
+                row("index_topk", &h.index_topk, |v| v.to_string()),
+                row("max_decode_query_len", &h.max_decode_query_len, |v| {
+                    v.to_string()
+                }),
+                row("kv_cache_dtype", &h.kv_cache_dtype, |v| v.clone()),
+            ];
+            if let Some(r) = &h.row_bytes {
+                rows.push(row("row_bytes", r, |v| format!("{v} B")));
+            }
+            rows.push(row("block_size", &h.block_size, |v| format!("{v} tokens")));
+            rows.push(row("max_model_len", &h.max_model_len, |v| {
+                format!("{v} tokens")
+            }));
+            rows.push(row("sparse_mla_layers", &h.sparse_mla_layers, |v| {
+                v.to_string()
+            }));
+            if let Some(r) = &h.host_block_bytes {
+                rows.push(row("host_block_bytes", r, |v| format!("{v} B")));
+            }
+            if let Some(r) = &h.host_blocks {
+                rows.push(row("host_blocks", r, |v| v.to_string()));
+            }
+            rows.push(row("min_host_blocks", &h.min_host_blocks, |v| {
+                v.to_string()
+            }));
+            for (name, value, prov) in rows {
+                let _ = writeln!(out, "  {name:<22} {value:<14} {}", provenance(prov));
+            }
+        }
+        (None, true) => {
+            let _ = writeln!(
+                out,
+                "\nHiSparse: configured, but the configuration is invalid (no settings resolved)"
+            );
+        }
+        (None, false) => {
+            let _ = writeln!(
+                out,
+                "\nHiSparse: not configured (no HiSparseConnector and no hisparse_config)"
+            );
+        }
+    }
+    section(&mut out, "warning", &report.warnings);
+    section(&mut out, "error", &report.errors);
+    let verdict = if report.valid { "valid" } else { "INVALID" };
+    let _ = write!(
+        out,
+        "\nresult: {verdict} ({} error{}, {} warning{})",
+        report.errors.len(),
+        plural(report.errors.len()),
+        report.warnings.len(),
+        plural(report.warnings.len())
+    );
+    out
+}
+
+fn row<'a, T>(
+    name: &'a str,
+    r: &'a Resolved<T>,
+    show: impl Fn(&T) -> String,
+) -> (&'a str, String, &'a Provenance) {
+    (name, show(&r.value), &r.provenance)
+}
+
+fn provenance(p: &Provenance) -> String {
+    match p {
+        Provenance::Explicit { path } => format!("explicit: {path}"),
+        Provenance::Inferred { connector } => format!("inferred: {connector}"),
+        Provenance::Default { rule } => format!("default: {rule}"),
+        Provenance::Derived { from, rule } => format!("derived from {}: {rule}", from.join(", ")),
+    }
+}
+
+fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
+    if diags.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{}{} ({}):", kind, plural(diags.len()), diags.len());
+    for d in diags {
+        let _ = writeln!(out, "  {kind}[{}] {}", d.code.as_str(), d.path);
+        let _ = writeln!(out, "    {}", d.message);
+        if let Some(given) = &d.given {
+            let _ = writeln!(out, "    given:   {}", short(given));
+        }
+        if let Some(allowed) = &d.allowed {
+            let _ = writeln!(out, "    allowed: {allowed}");
+        }
+        if let Some(hint) = &d.hint {
+            let _ = writeln!(out, "    fix:     {hint}");
+        }
+    }
+}
+
+fn short(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() > 160 {
+        format!("{}...", text.chars().take(157).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

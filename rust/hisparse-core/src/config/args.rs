@@ -1,0 +1,242 @@
+//! [`ServeArgs`]: a vLLM serve configuration as data, named exactly like
+//! vLLM's `EngineArgs` fields. The CLI fills it from flags, Python from
+//! keyword arguments, and test vectors from JSON; fixes edit its JSON form.
+
+use crate::diagnostic::{Code, Diagnostic};
+use crate::path::FieldPath;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+/// The serve configuration to check. `None` means "not given": vLLM's default applies.
+///
+/// JSON-valued fields (`kv_transfer_config`, ...) hold what the user wrote,
+/// unvalidated: either the parsed JSON or the raw flag text (a JSON string),
+/// which [`ServeArgs::normalized`] parses. The resolver reports every problem.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeArgs {
+    /// `--model`: a local `config.json` or a model directory containing one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The model's HF `config.json` already parsed (instead of `model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_config: Option<Value>,
+    /// `--hf-overrides` JSON, deep-merged over `config.json` (vLLM semantics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_overrides: Option<Value>,
+    /// `--kv-transfer-config` JSON (vLLM `KVTransferConfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_transfer_config: Option<Value>,
+    /// `--attention-config` JSON (vLLM `AttentionConfig`; holds `hisparse_config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_config: Option<Value>,
+    /// `--speculative-config` JSON (vLLM `SpeculativeConfig`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_config: Option<Value>,
+    /// `--compilation-config` JSON (vLLM `CompilationConfig`; `cudagraph_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compilation_config: Option<Value>,
+    /// `--tensor-parallel-size` / `-tp` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_parallel_size: Option<i64>,
+    /// `--pipeline-parallel-size` / `-pp` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_parallel_size: Option<i64>,
+    /// `--data-parallel-size` / `-dp` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel_size: Option<i64>,
+    /// `--decode-context-parallel-size` / `-dcp` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_context_parallel_size: Option<i64>,
+    /// `--kv-cache-dtype` (default "auto").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_dtype: Option<String>,
+    /// `--block-size` in tokens (default: the backend's, 64 for sparse MLA on CUDA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<i64>,
+    /// `--max-model-len` in tokens; -1 means auto (default: the model's `max_position_embeddings`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<i64>,
+    /// `--max-num-seqs` (default: vLLM's, not needed for HiSparse checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<i64>,
+    /// `--[no-]scheduler-reserve-full-isl` (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_reserve_full_isl: Option<bool>,
+    /// `--disable-hybrid-kv-cache-manager` (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_hybrid_kv_cache_manager: Option<bool>,
+    /// The `VLLM_USE_V2_MODEL_RUNNER` environment variable as a string (unset: None).
+    #[serde(
+        default,
+        rename = "VLLM_USE_V2_MODEL_RUNNER",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vllm_use_v2_model_runner: Option<String>,
+    /// Target platform: "cuda" (default), "rocm" or "cpu".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+}
+
+/// Input that could not be read at all (exit code 2 in `hisparse-check`).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("model config not found: {path} (pass a local config.json or a directory containing one; hisparse-check does not download from a hub)")]
+    ModelNotFound { path: String },
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid JSON: {source}")]
+    ModelJson {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: the model config must be a JSON object, got {kind}")]
+    ModelNotObject { path: String, kind: &'static str },
+}
+
+/// Names of the JSON-valued fields, as `(field, flag)`.
+pub const JSON_FIELDS: &[(&str, &str)] = &[
+    ("kv_transfer_config", "--kv-transfer-config"),
+    ("attention_config", "--attention-config"),
+    ("speculative_config", "--speculative-config"),
+    ("compilation_config", "--compilation-config"),
+    ("hf_overrides", "--hf-overrides"),
+];
+
+impl ServeArgs {
+    /// A copy whose JSON-valued fields given as text are parsed. Text that is
+    /// not JSON becomes an `invalid_json` error and the field is dropped.
+    pub fn normalized(&self) -> (Cow<'_, ServeArgs>, Vec<Diagnostic>) {
+        let has_text = [
+            &self.kv_transfer_config,
+            &self.attention_config,
+            &self.speculative_config,
+            &self.compilation_config,
+            &self.hf_overrides,
+        ]
+        .iter()
+        .any(|v| matches!(v, Some(Value::String(_))));
+        if !has_text {
+            return (Cow::Borrowed(self), Vec::new());
+        }
+        let mut out = self.clone();
+        let mut errors = Vec::new();
+        for (field, flag) in JSON_FIELDS {
+            let slot = match *field {
+                "kv_transfer_config" => &mut out.kv_transfer_config,
+                "attention_config" => &mut out.attention_config,
+                "speculative_config" => &mut out.speculative_config,
+                "compilation_config" => &mut out.compilation_config,
+                _ => &mut out.hf_overrides,
+            };
+            let Some(Value::String(text)) = slot.as_ref() else {
+                continue;
+            };
+            match serde_json::from_str::<Value>(text) {
+                Ok(v) => *slot = Some(v),
+                Err(e) => {
+                    errors.push(
+                        Diagnostic::error(Code::InvalidJson, FieldPath::root(field), format!("{flag} is not valid JSON: {e}"))
+                            .given(&Value::String(text.clone()))
+                            .allowed("a JSON object")
+                            .hint(format!(
+                                "quote the whole JSON in single quotes in the shell: {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value"
+                            )),
+                    );
+                    *slot = None;
+                }
+            }
+        }
+        (Cow::Owned(out), errors)
+    }
+
+    /// The JSON form that fixes edit and test vectors store.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("ServeArgs always serializes")
+    }
+
+    /// Read back the JSON form (unknown top-level keys are rejected).
+    pub fn from_json(value: Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
+    /// The model's HF config: `hf_config` if given, else `model`'s config.json.
+    /// Returns `Ok(None)` when neither is given. Files are parsed once per
+    /// (path, size, mtime) and shared, so repeated checks stay cheap.
+    pub fn load_hf_config(&self) -> Result<Option<(Arc<Value>, String)>, LoadError> {
+        if let Some(cfg) = &self.hf_config {
+            return Ok(Some((Arc::new(cfg.clone()), "hf_config".to_owned())));
+        }
+        let Some(model) = &self.model else {
+            return Ok(None);
+        };
+        let file = config_file(Path::new(model)).ok_or_else(|| LoadError::ModelNotFound {
+            path: model.clone(),
+        })?;
+        let shown = file.display().to_string();
+        let stamp = std::fs::metadata(&file)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
+        if let Some(hit) = cache_get(&file, stamp) {
+            return Ok(Some((hit, shown)));
+        }
+        let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|source| LoadError::ModelJson {
+            path: shown.clone(),
+            source,
+        })?;
+        if !value.is_object() {
+            return Err(LoadError::ModelNotObject {
+                path: shown,
+                kind: crate::config::schema::kind(&value),
+            });
+        }
+        let value = Arc::new(value);
+        cache_put(file, stamp, Arc::clone(&value));
+        Ok(Some((value, shown)))
+    }
+}
+
+type Stamp = Option<(u64, Option<SystemTime>)>;
+type ConfigCache = Mutex<HashMap<PathBuf, (Stamp, Arc<Value>)>>;
+
+fn cache() -> &'static ConfigCache {
+    static CACHE: OnceLock<ConfigCache> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+fn cache_get(file: &Path, stamp: Stamp) -> Option<Arc<Value>> {
+    let guard = cache().lock().ok()?;
+    let (seen, value) = guard.get(file)?;
+    (stamp.is_some() && *seen == stamp).then(|| Arc::clone(value))
+}
+
+fn cache_put(file: PathBuf, stamp: Stamp, value: Arc<Value>) {
+    if let Ok(mut guard) = cache().lock() {
+        if guard.len() >= 64 {
+            guard.clear();
+        }
+        guard.insert(file, (stamp, value));
+    }
+}
+
+fn config_file(path: &Path) -> Option<PathBuf> {
+    if path.is_file() {
+        return Some(path.to_owned());
+    }
+    let inner = path.join("config.json");
+    inner.is_file().then_some(inner)
+}

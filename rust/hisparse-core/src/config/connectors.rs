@@ -1,0 +1,588 @@
+//! The `--kv-transfer-config` connector tree: validate every node and find
+//! `HiSparseConnector` at any depth of nested `MultiConnector`s.
+//!
+//! vLLM 0.33.0's `KVTransferConfig.has_connector` looks one MultiConnector
+//! level deep and crashes on malformed children; this walk is iterative (an
+//! explicit stack, so hostile nesting cannot overflow it), bounded by
+//! [`MAX_DEPTH`], and reports every problem with its exact path.
+
+use crate::config::schema::{
+    check_keys, closest, kind, lax_bool, lax_int, quoted, type_error, KNOWN_CONNECTORS, KV_ROLES,
+    KV_TRANSFER_FIELDS, KV_TRANSFER_REMOVED,
+};
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::{json, Map, Value};
+
+/// Deepest MultiConnector nesting accepted (the top-level connector is depth
+/// 0). Deeper trees get a `max_depth_exceeded` error instead of being walked.
+pub const MAX_DEPTH: usize = 16;
+
+pub const HISPARSE: &str = "HiSparseConnector";
+pub const MULTI: &str = "MultiConnector";
+
+/// A `HiSparseConnector` found in the tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HiSparseSite {
+    /// Path of the connector object, e.g. `kv_transfer_config.kv_connector_extra_config.connectors[1]`.
+    pub path: FieldPath,
+    /// 0 when it is the top-level connector, 1 inside the top MultiConnector, ...
+    pub depth: usize,
+    /// Its `kv_connector_extra_config.host_pool_gib`, as written.
+    pub host_pool_gib: Option<Value>,
+    /// Fix operations that remove this connector and leave a valid tree
+    /// (a MultiConnector left without children is removed too).
+    pub removal: Vec<FixOp>,
+}
+
+/// What the walk learned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConnectorTree {
+    /// Every HiSparseConnector, in document order.
+    pub sites: Vec<HiSparseSite>,
+    /// The top-level `kv_connector`, when it is a string.
+    pub top_connector: Option<String>,
+}
+
+struct Node<'a> {
+    value: &'a Value,
+    path: FieldPath,
+    depth: usize,
+    /// Role of the closest ancestor that has one (a child without a role inherits nothing in
+    /// vLLM, but it is the best fix to suggest).
+    parent_role: Option<String>,
+    /// Whether any ancestor is a `kv_producer`.
+    under_producer: bool,
+    /// Path whose removal deletes this node without leaving an empty MultiConnector.
+    removal: FieldPath,
+}
+
+/// Walk `kv_transfer_config`, pushing diagnostics for every malformed node.
+pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
+    let top = FieldPath::root("kv_transfer_config");
+    let mut tree = ConnectorTree::default();
+    if let Value::Array(items) = root {
+        out.push(top_level_list(&top, root, items));
+        return tree;
+    }
+    if let Some(name) = root.get("kv_connector").and_then(Value::as_str) {
+        tree.top_connector = Some(name.to_owned());
+    }
+    let mut stack = vec![Node {
+        value: root,
+        path: top.clone(),
+        depth: 0,
+        parent_role: None,
+        under_producer: false,
+        removal: top,
+    }];
+    let mut depth_reported = false;
+    while let Some(node) = stack.pop() {
+        let Value::Object(obj) = node.value else {
+            out.push(not_object(&node));
+            continue;
+        };
+        let role = check_fields(obj, &node, out);
+        let connector = obj.get("kv_connector").and_then(Value::as_str);
+        let is_producer = node.under_producer || role.as_deref() == Some("kv_producer");
+        let extra = obj
+            .get("kv_connector_extra_config")
+            .and_then(Value::as_object);
+        let extra_path = node.path.key("kv_connector_extra_config");
+
+        if connector == Some(HISPARSE) {
+            tree.sites
+                .push(site(&node, extra, role.as_deref(), is_producer, out));
+        }
+
+        let (children, children_path) = match (
+            extra.and_then(|e| e.get("connectors")),
+            obj.get("connectors"),
+        ) {
+            (Some(c), _) => (Some(c), extra_path.key("connectors")),
+            // Misplaced `connectors` (reported by check_fields): walk them where they are.
+            (None, Some(c)) => (Some(c), node.path.key("connectors")),
+            (None, None) => (None, extra_path.key("connectors")),
+        };
+        if connector != Some(MULTI) {
+            if let (Some(Value::Array(items)), Some(name)) = (children, connector) {
+                if !items.is_empty() && obj.get("connectors").is_none() {
+                    out.push(
+                        Diagnostic::warning(
+                            Code::ConnectorsKeyIgnored,
+                            children_path.clone(),
+                            format!("{name} is not a MultiConnector, so vLLM ignores its {} child connectors", items.len()),
+                        )
+                        .hint(format!("set {} to \"{MULTI}\" to use them", node.path.key("kv_connector"))),
+                    );
+                }
+            }
+            continue;
+        }
+        let items = match children {
+            Some(Value::Array(items)) if !items.is_empty() => items,
+            Some(Value::Array(_)) | None => {
+                out.push(
+                    Diagnostic::error(
+                        Code::EmptyMultiConnector,
+                        children_path.clone(),
+                        format!("the MultiConnector at {} has no child connectors", node.path),
+                    )
+                    .allowed("a non-empty list of connector objects")
+                    .hint(format!(
+                        "list the connectors in {children_path}, e.g. [{{\"kv_connector\": \"{HISPARSE}\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": 64}}}}], or remove the MultiConnector"
+                    ))
+                    .fix(vec![FixOp::Remove { path: node.removal.clone() }]),
+                );
+                continue;
+            }
+            Some(obj @ Value::Object(_)) => {
+                out.push(
+                    type_error(&children_path, "a list of connector objects", obj)
+                        .hint(format!(
+                            "wrap the single connector in a list: {children_path} = [{{...}}]"
+                        ))
+                        .fix(vec![FixOp::Set {
+                            path: children_path.clone(),
+                            value: json!([obj]),
+                        }]),
+                );
+                continue;
+            }
+            Some(other) => {
+                let mut d = Diagnostic::error(
+                    Code::ConnectorsNotList,
+                    children_path.clone(),
+                    format!("{children_path} must be a list of connector objects, got {}", kind(other)),
+                )
+                .given(other)
+                .allowed("a non-empty list of connector objects")
+                .hint("write the child connectors as a JSON list of objects, each with kv_connector and kv_role");
+                if node.depth == 0 && other.is_null() {
+                    d.message.push_str(&format!(
+                        " (vLLM {} raises TypeError on this at start-up)",
+                        crate::VLLM_VERSION
+                    ));
+                }
+                out.push(d);
+                continue;
+            }
+        };
+        if node.depth + 1 > MAX_DEPTH {
+            if !depth_reported {
+                depth_reported = true;
+                out.push(
+                    Diagnostic::error(
+                        Code::MaxDepthExceeded,
+                        children_path.clone(),
+                        format!("MultiConnectors are nested more than {MAX_DEPTH} levels deep here"),
+                    )
+                    .allowed(format!("at most {MAX_DEPTH} levels of MultiConnector nesting"))
+                    .hint("flatten the tree: put the child connectors directly into the top-level MultiConnector's connectors list"),
+                );
+            }
+            continue;
+        }
+        // Reverse so children pop (and are reported) in document order.
+        for (i, child) in items.iter().enumerate().rev() {
+            let child_path = children_path.index(i);
+            stack.push(Node {
+                value: child,
+                removal: if items.len() > 1 {
+                    child_path.clone()
+                } else {
+                    node.removal.clone()
+                },
+                path: child_path,
+                depth: node.depth + 1,
+                parent_role: role.clone().or_else(|| node.parent_role.clone()),
+                under_producer: is_producer,
+            });
+        }
+    }
+    report_multiple(&tree.sites, out);
+    tree
+}
+
+fn top_level_list(top: &FieldPath, root: &Value, items: &[Value]) -> Diagnostic {
+    let roles: Vec<&str> = items
+        .iter()
+        .filter_map(|c| c.get("kv_role").and_then(Value::as_str))
+        .collect();
+    let role = match roles.first() {
+        Some(first) if roles.iter().all(|r| r == first) && KV_ROLES.contains(first) => *first,
+        _ => "kv_both",
+    };
+    let wrapped = json!({
+        "kv_connector": MULTI,
+        "kv_role": role,
+        "kv_connector_extra_config": {"connectors": root},
+    });
+    Diagnostic::error(
+        Code::ConnectorsListAtTopLevel,
+        top.clone(),
+        "kv_transfer_config is a JSON list, but it must be one connector object; several connectors go inside a MultiConnector",
+    )
+    .given(root)
+    .allowed("an object such as {\"kv_connector\": \"MultiConnector\", \"kv_role\": ..., \"kv_connector_extra_config\": {\"connectors\": [...]}}")
+    .hint(format!("wrap the list in a MultiConnector: --kv-transfer-config '{wrapped}'"))
+    .fix(vec![FixOp::Set { path: top.clone(), value: wrapped }])
+}
+
+fn not_object(node: &Node<'_>) -> Diagnostic {
+    if node.depth == 0 {
+        return type_error(&node.path, "an object", node.value);
+    }
+    let mut d = Diagnostic::error(
+        Code::ConnectorNotObject,
+        node.path.clone(),
+        format!(
+            "{} must be a connector object, got {}",
+            node.path,
+            kind(node.value)
+        ),
+    )
+    .given(node.value)
+    .allowed("an object with kv_connector and kv_role")
+    .hint(format!(
+        "replace {} with a connector object, or remove it",
+        node.path
+    ))
+    .fix(vec![FixOp::Remove {
+        path: node.removal.clone(),
+    }]);
+    if node.depth == 1 {
+        d.message.push_str(&format!(
+            " (vLLM {} raises AttributeError on this at start-up)",
+            crate::VLLM_VERSION
+        ));
+    }
+    d
+}
+
+/// Check one connector object's own fields; returns its valid `kv_role`.
+fn check_fields(
+    obj: &Map<String, Value>,
+    node: &Node<'_>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    let path = &node.path;
+    if let Some(misplaced) = obj.get("connectors") {
+        let to = path.key("kv_connector_extra_config").key("connectors");
+        out.push(
+            Diagnostic::error(
+                Code::MisplacedConnectors,
+                path.key("connectors"),
+                format!("child connectors belong in {to}, not directly in {path}"),
+            )
+            .given(misplaced)
+            .allowed(format!(
+                "connectors inside {}",
+                path.key("kv_connector_extra_config")
+            ))
+            .fix(vec![FixOp::Move {
+                from: path.key("connectors"),
+                to,
+            }]),
+        );
+    }
+    check_keys(
+        obj,
+        KV_TRANSFER_FIELDS,
+        KV_TRANSFER_REMOVED,
+        "KVTransferConfig",
+        path,
+        out,
+    );
+
+    let connector = match obj.get("kv_connector") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(other) => {
+            out.push(type_error(&path.key("kv_connector"), "a string", other));
+            None
+        }
+    };
+    let module_path = match obj.get("kv_connector_module_path") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => {
+            out.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    path.key("kv_connector_module_path"),
+                    "kv_connector_module_path cannot be an empty string",
+                )
+                .given(&json!(""))
+                .allowed("a Python module path, or null")
+                .fix(vec![FixOp::Remove {
+                    path: path.key("kv_connector_module_path"),
+                }]),
+            );
+            None
+        }
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(other) => {
+            out.push(type_error(
+                &path.key("kv_connector_module_path"),
+                "a string or null",
+                other,
+            ));
+            None
+        }
+    };
+    if let (Some(name), None) = (connector, module_path) {
+        if !KNOWN_CONNECTORS.contains(&name) {
+            let at = path.key("kv_connector");
+            let mut d = Diagnostic::error(
+                Code::UnknownConnector,
+                at.clone(),
+                format!(
+                    "\"{name}\" is not a connector vLLM {} knows",
+                    crate::VLLM_VERSION
+                ),
+            )
+            .given(&json!(name))
+            .allowed(format!(
+                "one of {}, or set kv_connector_module_path",
+                quoted(KNOWN_CONNECTORS)
+            ));
+            if let Some(best) = closest(name, KNOWN_CONNECTORS) {
+                d = d
+                    .hint(format!("did you mean \"{best}\"?"))
+                    .fix(vec![FixOp::Set {
+                        path: at,
+                        value: json!(best),
+                    }]);
+            } else {
+                d = d.hint("use a registered connector name, or point kv_connector_module_path at the module that defines it");
+            }
+            out.push(d);
+        }
+    }
+    if node.depth > 0
+        && connector.is_none()
+        && !matches!(obj.get("kv_connector"), Some(v) if !v.is_null())
+    {
+        out.push(
+            Diagnostic::error(
+                Code::MissingKvConnector,
+                path.key("kv_connector"),
+                format!("the child connector at {path} has no kv_connector"),
+            )
+            .allowed(format!("one of {}", quoted(KNOWN_CONNECTORS)))
+            .hint(format!(
+                "name the connector in {} (e.g. \"NixlConnector\"), or remove the entry",
+                path.key("kv_connector")
+            ))
+            .fix(vec![FixOp::Remove {
+                path: node.removal.clone(),
+            }]),
+        );
+    }
+
+    let role = match obj.get("kv_role") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if KV_ROLES.contains(&s.as_str()) => Some(s.clone()),
+        Some(other) => {
+            let at = path.key("kv_role");
+            let mut d = match other {
+                Value::String(s) => Diagnostic::error(
+                    Code::InvalidValue,
+                    at.clone(),
+                    format!("Unsupported kv_role \"{s}\""),
+                )
+                .given(other),
+                _ => type_error(&at, "a string", other),
+            }
+            .allowed(format!("one of {}", quoted(KV_ROLES)));
+            let best = other
+                .as_str()
+                .and_then(|s| closest(s, KV_ROLES))
+                .unwrap_or_else(|| suggested_role(connector, node));
+            d = d.fix(vec![FixOp::Set {
+                path: at,
+                value: json!(best),
+            }]);
+            out.push(d);
+            None
+        }
+    };
+    if connector.is_some() && obj.get("kv_role").is_none_or(Value::is_null) {
+        let at = path.key("kv_role");
+        out.push(
+            Diagnostic::error(
+                Code::MissingKvRole,
+                at.clone(),
+                format!("kv_role is required when kv_connector is set ({path} has none)"),
+            )
+            .allowed(format!("one of {}", quoted(KV_ROLES)))
+            .fix(vec![FixOp::Set {
+                path: at,
+                value: json!(suggested_role(connector, node)),
+            }]),
+        );
+    }
+
+    for (field, check) in [
+        ("engine_id", FieldKind::OptStr),
+        ("kv_buffer_device", FieldKind::Str),
+        ("kv_port", FieldKind::Int),
+        ("enable_permute_local_kv", FieldKind::Bool),
+        ("kv_load_failure_policy", FieldKind::Policy),
+        ("kv_connector_extra_config", FieldKind::Dict),
+    ] {
+        if let Some(v) = obj.get(field) {
+            if let Some(d) = check.check(&path.key(field), v) {
+                out.push(d);
+            }
+        }
+    }
+    role
+}
+
+fn suggested_role(connector: Option<&str>, node: &Node<'_>) -> &'static str {
+    if connector == Some(HISPARSE) {
+        return "kv_both";
+    }
+    match node.parent_role.as_deref() {
+        Some("kv_producer") => "kv_producer",
+        Some("kv_consumer") => "kv_consumer",
+        _ => "kv_both",
+    }
+}
+
+#[derive(Clone, Copy)]
+enum FieldKind {
+    OptStr,
+    Str,
+    Int,
+    Bool,
+    Policy,
+    Dict,
+}
+
+impl FieldKind {
+    fn check(self, path: &FieldPath, v: &Value) -> Option<Diagnostic> {
+        let ok = match self {
+            FieldKind::OptStr => v.is_null() || v.is_string(),
+            FieldKind::Str => v.is_string(),
+            FieldKind::Int => lax_int(v).is_some(),
+            FieldKind::Bool => lax_bool(v).is_some(),
+            FieldKind::Dict => v.is_object(),
+            FieldKind::Policy => {
+                return match v.as_str() {
+                    Some("recompute" | "fail") => None,
+                    _ => Some(
+                        Diagnostic::error(
+                            Code::InvalidValue,
+                            path.clone(),
+                            format!("{path} must be \"recompute\" or \"fail\""),
+                        )
+                        .given(v)
+                        .allowed("\"recompute\" or \"fail\"")
+                        .fix(vec![FixOp::Set {
+                            path: path.clone(),
+                            value: json!("fail"),
+                        }]),
+                    ),
+                };
+            }
+        };
+        if ok {
+            return None;
+        }
+        let expected = match self {
+            FieldKind::OptStr => "a string or null",
+            FieldKind::Str => "a string",
+            FieldKind::Int => "an integer",
+            FieldKind::Bool => "a boolean",
+            FieldKind::Dict => "an object",
+            FieldKind::Policy => unreachable!(),
+        };
+        Some(
+            type_error(path, expected, v)
+                .hint(format!("give {path} as {expected}, or remove it"))
+                .fix(vec![FixOp::Remove { path: path.clone() }]),
+        )
+    }
+}
+
+fn site(
+    node: &Node<'_>,
+    extra: Option<&Map<String, Value>>,
+    role: Option<&str>,
+    under_producer: bool,
+    out: &mut Vec<Diagnostic>,
+) -> HiSparseSite {
+    if under_producer {
+        out.push(
+            Diagnostic::warning(
+                Code::KvProducerRole,
+                node.path.clone(),
+                "this HiSparseConnector sits in a kv_producer instance: a prefill-only instance does not decode, so the host pool and hot buffers are allocated but never used",
+            )
+            .hint("use HiSparse on decode (kv_consumer) or kv_both instances"),
+        );
+    } else if let Some(r) = role.filter(|r| *r != "kv_both") {
+        out.push(
+            Diagnostic::warning(
+                Code::HiSparseRoleNotKvBoth,
+                node.path.key("kv_role"),
+                format!("HiSparseConnector is normally kv_role \"kv_both\" (it both spills to and loads from the host pool); here it is \"{r}\""),
+            )
+            .given(&json!(r))
+            .fix(vec![FixOp::Set { path: node.path.key("kv_role"), value: json!("kv_both") }]),
+        );
+    }
+    if node.depth >= 2 {
+        out.push(
+            Diagnostic::warning(
+                Code::Vllm033NotInferred,
+                node.path.clone(),
+                format!(
+                    "vLLM {v} looks for HiSparseConnector only one MultiConnector level deep: it will not infer hisparse_config from this connector, and even with an explicit hisparse_config its host-pool lookup (hisparse_host_pool_gib) misses it and start-up fails",
+                    v = crate::VLLM_VERSION
+                ),
+            )
+            .hint("move this HiSparseConnector into the top-level MultiConnector's connectors list"),
+        );
+    }
+    HiSparseSite {
+        path: node.path.clone(),
+        depth: node.depth,
+        host_pool_gib: extra.and_then(|e| e.get("host_pool_gib")).cloned(),
+        removal: vec![FixOp::Remove {
+            path: node.removal.clone(),
+        }],
+    }
+}
+
+impl HiSparseSite {
+    /// Path of this connector's `host_pool_gib`.
+    pub fn host_pool_path(&self) -> FieldPath {
+        self.path
+            .key("kv_connector_extra_config")
+            .key("host_pool_gib")
+    }
+}
+
+fn report_multiple(sites: &[HiSparseSite], out: &mut Vec<Diagnostic>) {
+    let Some(first) = sites.first() else {
+        return;
+    };
+    for extra in &sites[1..] {
+        out.push(
+            Diagnostic::error(
+                Code::MultipleHiSparseConnectors,
+                extra.path.clone(),
+                format!(
+                    "only one HiSparseConnector may be configured; the first is at {}",
+                    first.path
+                ),
+            )
+            .allowed("exactly one HiSparseConnector")
+            .hint(format!("remove the HiSparseConnector at {}", extra.path))
+            .fix(extra.removal.clone()),
+        );
+    }
+}

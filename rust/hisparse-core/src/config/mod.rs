@@ -1,0 +1,10 @@
+//! Serve-configuration resolution: parse (`args`, `schema`), walk the connector
+//! tree (`connectors`), read the model (`model`), resolve and validate
+//! (`resolve`), and report (`report`).
+
+pub mod args;
+pub mod connectors;
+pub mod model;
+pub mod report;
+pub mod resolve;
+pub mod schema;

@@ -1,0 +1,127 @@
+//! The result of resolution: resolved HiSparse settings, each with its
+//! provenance, plus every error and warning. Its JSON form is the stable
+//! `--json` schema of `hisparse-check` (documented in README.md) and the
+//! data behind `hisparse_rs.check()` / `resolve()` in Python.
+
+use crate::diagnostic::Diagnostic;
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON schema; bumped only on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where a resolved value came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Provenance {
+    /// The user set it, at `path` (e.g. `attention_config.hisparse_config.device_buffer_size`).
+    Explicit { path: String },
+    /// Inferred from the HiSparseConnector at `connector` (vLLM PR 57041).
+    Inferred { connector: String },
+    /// vLLM's default; `rule` says which.
+    Default { rule: String },
+    /// Computed from other inputs named in `from` by `rule`.
+    Derived { from: Vec<String>, rule: String },
+}
+
+/// A value with its provenance; JSON: `{"value": ..., "source": ..., ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resolved<T> {
+    pub value: T,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+}
+
+impl<T> Resolved<T> {
+    pub fn new(value: T, provenance: Provenance) -> Self {
+        Resolved { value, provenance }
+    }
+}
+
+/// HiSparse settings as vLLM 0.33.0 would run them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedHiSparse {
+    /// Whether HiSparse is on, and why (explicit `hisparse_config` or inferred from the connector).
+    pub enabled: Resolved<bool>,
+    /// Path of the HiSparseConnector, e.g. `kv_transfer_config.kv_connector_extra_config.connectors[1]`.
+    pub connector: String,
+    /// Usable host-pool capacity per data-parallel replica, GiB (2^30 bytes).
+    pub host_pool_gib: Resolved<f64>,
+    /// Hot-buffer rows per request, including the newest-token slot.
+    pub device_buffer_size: Resolved<u32>,
+    /// Mirror decode-written rows to host inside the forward pass.
+    pub eager_host_mirror: Resolved<bool>,
+    /// Rows the indexer selects per query token.
+    pub index_topk: Resolved<u32>,
+    /// Widest decode query per request: 1, or 1 + num_speculative_tokens.
+    pub max_decode_query_len: Resolved<u32>,
+    /// KV cache dtype after "auto" and aliases are resolved.
+    pub kv_cache_dtype: Resolved<String>,
+    /// Bytes of one token's MLA latent KV in one layer (656 fp8_ds_mla, 1152 bf16); null if unknown.
+    pub row_bytes: Option<Resolved<u32>>,
+    /// KV block size in tokens.
+    pub block_size: Resolved<u32>,
+    /// Longest context in tokens.
+    pub max_model_len: Resolved<u64>,
+    /// Layers whose MLA KV lives in the host pool.
+    pub sparse_mla_layers: Resolved<u32>,
+    /// block_size x row_bytes x sparse_mla_layers, bytes.
+    pub host_block_bytes: Option<Resolved<u64>>,
+    /// floor(host_pool_gib x 2^30 / host_block_bytes).
+    pub host_blocks: Option<Resolved<u64>>,
+    /// ceil(max_model_len / block_size) + 2: what start-up requires.
+    pub min_host_blocks: Resolved<u64>,
+}
+
+/// The model the configuration was checked against.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelSummary {
+    /// Where its config came from (a file path, or `hf_config`).
+    pub source: String,
+    pub architecture: Option<String>,
+    pub model_type: Option<String>,
+}
+
+/// Everything `hisparse-check` says about one serve configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    /// The vLLM release whose behaviour this report follows.
+    pub vllm_version: String,
+    /// True when there are no errors.
+    pub valid: bool,
+    /// True when HiSparse is configured (explicitly or through a connector), valid or not.
+    pub hisparse_enabled: bool,
+    pub model: Option<ModelSummary>,
+    /// The resolved settings: present only when valid and HiSparse is enabled.
+    pub hisparse: Option<ResolvedHiSparse>,
+    pub errors: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Report {
+    /// A report from diagnostics alone (e.g. flags that are not valid JSON).
+    pub fn from_diagnostics(diags: Vec<Diagnostic>) -> Self {
+        let (errors, warnings): (Vec<_>, Vec<_>) =
+            diags.into_iter().partition(Diagnostic::is_error);
+        Report {
+            schema_version: SCHEMA_VERSION,
+            vllm_version: crate::VLLM_VERSION.to_owned(),
+            valid: errors.is_empty(),
+            hisparse_enabled: false,
+            model: None,
+            hisparse: None,
+            errors,
+            warnings,
+        }
+    }
+
+    /// Indented JSON, for people and `hisparse-check --json`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("Report always serializes")
+    }
+
+    /// Compact JSON, for machines (the Python binding).
+    pub fn to_json_compact(&self) -> String {
+        serde_json::to_string(self).expect("Report always serializes")
+    }
+}

@@ -1,0 +1,300 @@
+//! Diagnostics: every error and warning is a value with a stable code, the
+//! field path it concerns, what was given, what is allowed, a hint, and a
+//! machine-applicable fix (a list of [`FixOp`]s on the JSON form of
+//! [`crate::ServeArgs`]) that makes the diagnostic go away when applied.
+
+use crate::path::{FieldPath, Seg};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Error or warning. Errors make a configuration invalid; warnings never do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+macro_rules! codes {
+    ($($variant:ident => $text:literal,)*) => {
+        /// Stable diagnostic codes. Tests and tools match on these, never on
+        /// message text. New codes may be added; existing ones never change.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum Code {
+            $(#[serde(rename = $text)] $variant,)*
+        }
+
+        impl Code {
+            /// The stable string form, e.g. `"missing_kv_role"`.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $text,)* }
+            }
+
+            /// Every code, in declaration order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+        }
+    };
+}
+
+codes! {
+    // Shape and type of the input (vLLM rejects these while parsing).
+    InvalidJson => "invalid_json",
+    InvalidType => "invalid_type",
+    InvalidValue => "invalid_value",
+    UnknownKey => "unknown_key",
+    // The KV connector tree.
+    ConnectorsListAtTopLevel => "connectors_list_at_top_level",
+    ConnectorNotObject => "connector_not_object",
+    ConnectorsNotList => "connectors_not_list",
+    MisplacedConnectors => "misplaced_connectors",
+    EmptyMultiConnector => "empty_multi_connector",
+    MissingKvRole => "missing_kv_role",
+    MissingKvConnector => "missing_kv_connector",
+    UnknownConnector => "unknown_connector",
+    MultipleHiSparseConnectors => "multiple_hisparse_connectors",
+    MaxDepthExceeded => "max_depth_exceeded",
+    // HiSparse requirements (vLLM 0.33 VllmConfig.__post_init__, hisparse layout/runtime).
+    HiSparseWithoutConnector => "hisparse_without_connector",
+    HostPoolGibMissing => "host_pool_gib_missing",
+    HostPoolGibNotPositive => "host_pool_gib_not_positive",
+    HostPoolTooSmall => "host_pool_too_small",
+    PlatformUnsupported => "platform_unsupported",
+    PipelineParallelUnsupported => "pipeline_parallel_unsupported",
+    DecodeContextParallelUnsupported => "decode_context_parallel_unsupported",
+    ModelNotDsa => "model_not_dsa",
+    DeepseekV4Unsupported => "deepseek_v4_unsupported",
+    HybridKvCacheManagerDisabled => "hybrid_kv_cache_manager_disabled",
+    ModelRunnerV2Disabled => "model_runner_v2_disabled",
+    CudagraphFullUnsupported => "cudagraph_full_unsupported",
+    SchedulerReserveFullIslDisabled => "scheduler_reserve_full_isl_disabled",
+    DeviceBufferTooSmall => "device_buffer_too_small",
+    DeviceBufferTooLarge => "device_buffer_too_large",
+    BlockSizeUnsupported => "block_size_unsupported",
+    KvCacheDtypeUnsupported => "kv_cache_dtype_unsupported",
+    MaxModelLenTooLarge => "max_model_len_too_large",
+    SpeculativeTokensMissing => "speculative_tokens_missing",
+    ModelConfigMissing => "model_config_missing",
+    // Warnings: legal but surprising.
+    KvProducerRole => "kv_producer_role",
+    HiSparseRoleNotKvBoth => "hisparse_role_not_kv_both",
+    DeviceBufferUnaligned => "device_buffer_unaligned",
+    UnexpandedShellVariable => "unexpanded_shell_variable",
+    ConnectorNotValidated => "connector_not_validated",
+    ConnectorsKeyIgnored => "connectors_key_ignored",
+    Vllm033NotInferred => "vllm_0_33_not_inferred",
+    Vllm033Crash => "vllm_0_33_crash",
+    RowBytesUnknown => "row_bytes_unknown",
+    BoolAsNumber => "bool_as_number",
+}
+
+/// One edit of the JSON form of [`crate::ServeArgs`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum FixOp {
+    /// Put `value` at `path`, creating missing parent objects.
+    Set { path: FieldPath, value: Value },
+    /// Delete the key or list element at `path` (absent: no-op).
+    Remove { path: FieldPath },
+    /// Move the value at `from` to `to`; when both are objects, keys already
+    /// at `to` win and the rest are carried over, so nothing is lost.
+    Move { from: FieldPath, to: FieldPath },
+}
+
+/// A finding about the configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub code: Code,
+    pub severity: Severity,
+    /// Where in the serve configuration, e.g. `attention_config.hisparse_config.device_buffer_size`.
+    pub path: FieldPath,
+    /// One sentence a user can read without the source.
+    pub message: String,
+    /// The value that was given, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<Value>,
+    /// What is allowed, in words (e.g. `one of "kv_producer", "kv_consumer", "kv_both"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<String>,
+    /// What to do, in words; renders `fix` when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The same advice as edits; applying them removes this diagnostic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fix: Vec<FixOp>,
+}
+
+impl Diagnostic {
+    pub fn error(code: Code, path: FieldPath, message: impl Into<String>) -> Self {
+        Self::new(code, Severity::Error, path, message)
+    }
+
+    pub fn warning(code: Code, path: FieldPath, message: impl Into<String>) -> Self {
+        Self::new(code, Severity::Warning, path, message)
+    }
+
+    fn new(code: Code, severity: Severity, path: FieldPath, message: impl Into<String>) -> Self {
+        Diagnostic {
+            code,
+            severity,
+            path,
+            message: message.into(),
+            given: None,
+            allowed: None,
+            hint: None,
+            fix: Vec::new(),
+        }
+    }
+
+    pub fn given(mut self, value: &Value) -> Self {
+        self.given = Some(value.clone());
+        self
+    }
+
+    pub fn allowed(mut self, allowed: impl Into<String>) -> Self {
+        self.allowed = Some(allowed.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Attach a fix; when no hint was written, the hint says what the fix does.
+    pub fn fix(mut self, ops: Vec<FixOp>) -> Self {
+        if self.hint.is_none() {
+            self.hint = Some(describe_fix(&ops));
+        }
+        self.fix = ops;
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Words for a fix, in the dotted form vLLM's CLI accepts where it can.
+pub fn describe_fix(ops: &[FixOp]) -> String {
+    let parts: Vec<String> = ops
+        .iter()
+        .map(|op| match op {
+            FixOp::Set { path, value } => format!("set {path} to {value}"),
+            FixOp::Remove { path } => format!("remove {path}"),
+            FixOp::Move { from, to } => format!("move {from} to {to}"),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// Apply fix operations to a JSON document (the JSON form of `ServeArgs`).
+pub fn apply_fix(doc: &mut Value, ops: &[FixOp]) -> Result<(), String> {
+    for op in ops {
+        match op {
+            FixOp::Set { path, value } => *slot_mut(doc, &path.0, true)? = value.clone(),
+            FixOp::Remove { path } => {
+                take(doc, &path.0);
+            }
+            FixOp::Move { from, to } => {
+                let Some(moved) = take(doc, &from.0) else {
+                    continue;
+                };
+                let target = slot_mut(doc, &to.0, true)?;
+                match (target, moved) {
+                    (Value::Object(existing), Value::Object(incoming)) => {
+                        for (k, v) in incoming {
+                            existing.entry(k).or_insert(v);
+                        }
+                    }
+                    (target, moved) => *target = moved,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn slot_mut<'a>(doc: &'a mut Value, segs: &[Seg], create: bool) -> Result<&'a mut Value, String> {
+    let mut cur = doc;
+    for seg in segs {
+        cur = match seg {
+            Seg::Key(k) => {
+                if cur.is_null() && create {
+                    *cur = Value::Object(Map::new());
+                }
+                let obj = cur
+                    .as_object_mut()
+                    .ok_or_else(|| format!("cannot set key {k:?} inside a non-object"))?;
+                obj.entry(k.clone()).or_insert(Value::Null)
+            }
+            Seg::Index(i) => {
+                let list = cur
+                    .as_array_mut()
+                    .ok_or_else(|| format!("cannot index [{i}] into a non-list"))?;
+                if *i == list.len() && create {
+                    list.push(Value::Null);
+                }
+                list.get_mut(*i)
+                    .ok_or_else(|| format!("index [{i}] is out of range"))?
+            }
+        };
+    }
+    Ok(cur)
+}
+
+fn take(doc: &mut Value, segs: &[Seg]) -> Option<Value> {
+    let (last, parent) = segs.split_last()?;
+    let parent = slot_mut(doc, parent, false).ok()?;
+    match (last, parent) {
+        (Seg::Key(k), Value::Object(obj)) => obj.shift_remove(k),
+        (Seg::Index(i), Value::Array(list)) if *i < list.len() => Some(list.remove(*i)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn codes_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for c in Code::ALL {
+            assert!(seen.insert(c.as_str()), "duplicate code {}", c.as_str());
+        }
+    }
+
+    #[test]
+    fn move_merges_without_losing_keys() {
+        let mut doc = json!({"k": {"kv_extra_config": {"host_pool_gib": 8}, "kv_connector_extra_config": {"a": 1}}});
+        let ops = vec![FixOp::Move {
+            from: FieldPath::parse("k.kv_extra_config").unwrap(),
+            to: FieldPath::parse("k.kv_connector_extra_config").unwrap(),
+        }];
+        apply_fix(&mut doc, &ops).unwrap();
+        assert_eq!(
+            doc,
+            json!({"k": {"kv_connector_extra_config": {"a": 1, "host_pool_gib": 8}}})
+        );
+    }
+
+    #[test]
+    fn set_creates_parents_and_remove_drops_list_items() {
+        let mut doc = json!({"a": [1, 2, 3]});
+        apply_fix(
+            &mut doc,
+            &[
+                FixOp::Set {
+                    path: FieldPath::parse("b.c").unwrap(),
+                    value: json!(5),
+                },
+                FixOp::Remove {
+                    path: FieldPath::parse("a[1]").unwrap(),
+                },
+            ],
+        )
+        .unwrap();
+        assert_eq!(doc, json!({"a": [1, 3], "b": {"c": 5}}));
+    }
+}

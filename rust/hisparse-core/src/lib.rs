@@ -1,0 +1,21 @@
+//! hisparse-core: the pure-Rust heart of hisparse_rs (no pyo3).
+//!
+//! Data flows one way: [`ServeArgs`] (what the user typed, in vLLM's dialect)
+//! -> [`resolve`] (connector tree walk, inference, provenance, validation)
+//! -> [`Report`] (resolved HiSparse settings, or every error at once).
+//!
+//! Every rule cites its source: vLLM 0.33.0 (`vllm/config/*.py`,
+//! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
+
+pub mod config;
+pub mod diagnostic;
+pub mod path;
+
+pub use config::args::{LoadError, ServeArgs};
+pub use config::report::{Provenance, Report, Resolved, ResolvedHiSparse};
+pub use config::resolve::resolve;
+pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
+pub use path::{FieldPath, Seg};
+
+/// The vLLM release whose behaviour is the contract.
+pub const VLLM_VERSION: &str = "0.33.0";

@@ -1,0 +1,87 @@
+//! `hisparse_rs._core`: the PyO3 binding. Conversions and error mapping only;
+//! every rule lives in `hisparse-core`, every flag in `hisparse-check`.
+//!
+//! Values cross the boundary as JSON text in the documented report schema,
+//! so the Python objects and `hisparse-check --json` can never disagree.
+
+use hisparse_core::config::args::LoadError;
+use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
+use hisparse_core::{resolve, Code, ServeArgs};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    _core,
+    ModelLoadError,
+    PyOSError,
+    "The model's config.json could not be found or read (an I/O problem, not a configuration error)."
+);
+
+/// Wraps core errors for the orphan rule; converts to a Python exception.
+struct CoreError(LoadError);
+
+impl From<CoreError> for PyErr {
+    fn from(e: CoreError) -> PyErr {
+        ModelLoadError::new_err(e.0.to_string())
+    }
+}
+
+fn parse_args(args_json: &str) -> PyResult<ServeArgs> {
+    serde_json::from_str(args_json).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => {
+            PyTypeError::new_err(format!("invalid serve arguments: {e}"))
+        }
+        _ => PyValueError::new_err(format!("serve args are not valid JSON: {e}")),
+    })
+}
+
+/// Resolve and validate a serve configuration given as JSON (the `ServeArgs`
+/// form: vLLM EngineArgs field names). Returns the report as JSON text.
+/// The GIL is released while Rust works.
+///
+/// Raises ModelLoadError when the model's config.json cannot be read,
+/// TypeError when an argument has the wrong type.
+#[pyfunction]
+fn check_json(py: Python<'_>, args_json: &str) -> PyResult<String> {
+    let args = parse_args(args_json)?;
+    let report = py.detach(|| resolve(&args)).map_err(CoreError)?;
+    Ok(report.to_json_compact())
+}
+
+/// Apply fix operations (a JSON list of `{"op": "set"|"remove"|"move", ...}`)
+/// to serve args given as JSON; returns the edited serve args as JSON.
+#[pyfunction]
+fn apply_fix_json(args_json: &str, fix_json: &str) -> PyResult<String> {
+    let args = parse_args(args_json)?;
+    let ops: Vec<FixOp> = serde_json::from_str(fix_json)
+        .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))?;
+    let mut doc = args.normalized().0.into_owned().to_json();
+    apply_ops(&mut doc, &ops).map_err(PyValueError::new_err)?;
+    let edited = ServeArgs::from_json(doc)
+        .map_err(|e| PyValueError::new_err(format!("the fix leaves invalid serve args: {e}")))?;
+    Ok(edited.to_json().to_string())
+}
+
+/// Run `hisparse-check` with `argv` (without the program name); returns the exit code.
+#[pyfunction]
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| hisparse_check::run(argv, |k| std::env::var(k).ok()))
+}
+
+/// Every stable diagnostic code.
+#[pyfunction]
+fn error_codes() -> Vec<&'static str> {
+    Code::ALL.iter().map(|c| c.as_str()).collect()
+}
+
+#[pymodule(gil_used = false)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("VLLM_VERSION", hisparse_core::VLLM_VERSION)?;
+    m.add("ModelLoadError", m.py().get_type::<ModelLoadError>())?;
+    m.add_function(wrap_pyfunction!(check_json, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(error_codes, m)?)?;
+    Ok(())
+}
