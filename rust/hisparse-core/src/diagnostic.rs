@@ -109,8 +109,12 @@ pub struct Diagnostic {
     pub path: FieldPath,
     /// One sentence a user can read without the source.
     pub message: String,
-    /// The value that was given, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The value that was given, if any (a given JSON null stays `Some(Null)`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub given: Option<Value>,
     /// What is allowed, in words (e.g. `one of "kv_producer", "kv_consumer", "kv_both"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,6 +176,11 @@ impl Diagnostic {
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }
+}
+
+/// A field that is present deserializes to `Some`, even when it is null.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// Words for a fix, in the dotted form vLLM's CLI accepts where it can.

@@ -30,6 +30,9 @@ pub struct HiSparseSite {
     pub depth: usize,
     /// Its `kv_connector_extra_config.host_pool_gib`, as written.
     pub host_pool_gib: Option<Value>,
+    /// A `host_pool_gib` under a misspelled key of this connector (its
+    /// `unknown_key` error carries the fix), so "missing" would mislead.
+    pub host_pool_misplaced: bool,
     /// Fix operations that remove this connector and leave a valid tree
     /// (a MultiConnector left without children is removed too).
     pub removal: Vec<FixOp>,
@@ -551,10 +554,21 @@ fn site(
         path: node.path.clone(),
         depth: node.depth,
         host_pool_gib: extra.and_then(|e| e.get("host_pool_gib")).cloned(),
+        host_pool_misplaced: misplaced_host_pool(node),
         removal: vec![FixOp::Remove {
             path: node.removal.clone(),
         }],
     }
+}
+
+/// Whether an unknown key of this connector holds an object with `host_pool_gib`
+/// (e.g. `kv_extra_config`): the user's value exists, just in the wrong place.
+fn misplaced_host_pool(node: &Node<'_>) -> bool {
+    node.value.as_object().is_some_and(|obj| {
+        obj.iter().any(|(k, v)| {
+            !KV_TRANSFER_FIELDS.contains(&k.as_str()) && v.get("host_pool_gib").is_some()
+        })
+    })
 }
 
 impl HiSparseSite {

@@ -31,6 +31,10 @@ pub struct ModelInfo {
     pub torch_dtype: Option<String>,
     /// MTP depth shipped with the checkpoint (`num_nextn_predict_layers`).
     pub num_nextn_predict_layers: Option<u32>,
+    /// MLA latent width (`kv_lora_rank`, 512 on DeepSeek-V3.2 and GLM-5).
+    pub kv_lora_rank: Option<u32>,
+    /// Decoupled RoPE width (`qk_rope_head_dim`: 64, or 0 on NoPE models such as GLM-5.3-Flash).
+    pub qk_rope_head_dim: Option<u32>,
 }
 
 impl ModelInfo {
@@ -95,6 +99,11 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         ))
     };
     let positive = |v: &Value| v.as_u64().filter(|n| *n > 0);
+    let small_uint = |key: &str| {
+        lookup(key)
+            .and_then(|(v, _, _)| v.as_u64())
+            .and_then(|n| u32::try_from(n).ok())
+    };
 
     let index_topk = lookup("index_topk").map(|(v, source, overridden)| Sourced {
         value: positive(&v).and_then(|n| u32::try_from(n).ok()).ok_or(v),
@@ -145,9 +154,9 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         torch_dtype: lookup("torch_dtype")
             .or_else(|| lookup("dtype"))
             .and_then(|(v, _, _)| v.as_str().map(str::to_owned)),
-        num_nextn_predict_layers: lookup("num_nextn_predict_layers")
-            .and_then(|(v, _, _)| v.as_u64())
-            .and_then(|n| u32::try_from(n).ok()),
+        num_nextn_predict_layers: small_uint("num_nextn_predict_layers"),
+        kv_lora_rank: small_uint("kv_lora_rank"),
+        qk_rope_head_dim: small_uint("qk_rope_head_dim"),
     }
 }
 

@@ -28,8 +28,6 @@ pub const MAX_DEVICE_BUFFER_SIZE: u64 = 32768;
 pub const SPARSE_MLA_BLOCK_SIZE: u64 = 64;
 /// Bytes per token per layer: fp8_ds_mla = 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE.
 pub const FP8_DS_MLA_ROW_BYTES: u32 = 656;
-/// Bytes per token per layer for 16-bit MLA latent KV: 576 values x 2 bytes.
-pub const BF16_ROW_BYTES: u32 = 1152;
 const GIB: f64 = (1u64 << 30) as f64;
 const LATE: &str = "vLLM 0.33 reports this only after the model has loaded";
 
@@ -914,9 +912,12 @@ impl Ctx<'_> {
                 )
             }
         };
+        // 16-bit rows hold kv_lora_rank + qk_rope_head_dim values (a NoPE model
+        // stores 512); fp8_ds_mla keeps its 656-byte layout either way.
+        let latent = model.kv_lora_rank.unwrap_or(512) + model.qk_rope_head_dim.unwrap_or(64);
         let row_bytes = match dtype.value.as_str() {
             "fp8_ds_mla" => Some(FP8_DS_MLA_ROW_BYTES),
-            "bfloat16" | "float16" => Some(BF16_ROW_BYTES),
+            "bfloat16" | "float16" => Some(latent.saturating_mul(2)),
             _ => None,
         };
         if row_bytes.is_none() && SPARSE_MLA_DTYPES.contains(&dtype.value.as_str()) {
@@ -926,7 +927,13 @@ impl Ctx<'_> {
             );
         }
         let row = row_bytes.map(|rb| {
-            Resolved::new(rb, Provenance::Derived { from: vec!["kv_cache_dtype".into()], rule: "fp8_ds_mla: 512 e4m3 + 4 fp32 scales + 64 bf16 = 656 B; 16-bit: 576 x 2 = 1152 B".into() })
+            Resolved::new(
+                rb,
+                Provenance::Derived {
+                    from: vec!["kv_cache_dtype".into(), "config.json:kv_lora_rank".into(), "config.json:qk_rope_head_dim".into()],
+                    rule: "fp8_ds_mla: 512 e4m3 + 4 fp32 scales + 64 bf16 = 656 B; 16-bit: (kv_lora_rank + qk_rope_head_dim) x 2 B".into(),
+                },
+            )
         });
         (dtype, row)
     }
@@ -1106,6 +1113,9 @@ impl Ctx<'_> {
             None => "a number of GiB > 0".to_owned(),
         };
         let Some(raw) = &site.host_pool_gib else {
+            if site.host_pool_misplaced {
+                return None; // its unknown_key error moves the user's value into place
+            }
             d.push(
                 Diagnostic::error(Code::HostPoolGibMissing, path.clone(), format!("HiSparseConnector at {} requires host_pool_gib in its kv_connector_extra_config ({LATE})", site.path))
                     .allowed(allowed)
