@@ -64,9 +64,7 @@ def test_vector(case: dict[str, Any]) -> None:
     assert report.valid or report.hisparse is None  # no partial config
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in CASES if "same_settings_as" in c], ids=lambda c: c["name"]
-)
+@pytest.mark.parametrize("case", [c for c in CASES if "same_settings_as" in c], ids=lambda c: c["name"])
 def test_same_settings(case: dict[str, Any]) -> None:
     a = hisparse_rs.check_args(args_of(case)).hisparse
     b = hisparse_rs.check_args(args_of(BY_NAME[case["same_settings_as"]])).hisparse

@@ -1,5 +1,15 @@
 """Type stubs for the Rust extension ``hisparse_rs._core`` (checked by mypy.stubtest)."""
 
+__all__ = [
+    "VLLM_VERSION",
+    "ModelLoadError",
+    "__version__",
+    "apply_fix_json",
+    "check_json",
+    "error_codes",
+    "run_cli",
+]
+
 __version__: str
 VLLM_VERSION: str
 

@@ -152,7 +152,9 @@ class HiSparseSettings:
 
     @classmethod
     def _from_json(cls, d: Mapping[str, Any]) -> HiSparseSettings:
-        values = {name: (None if d.get(name) is None else d[name]["value"]) for name in _SETTINGS}
+        values: dict[str, Any] = {
+            name: (None if d.get(name) is None else d[name]["value"]) for name in _SETTINGS
+        }
         return cls(
             enabled_by=Provenance._from_json(d["enabled"]),
             connector=d["connector"],
@@ -223,7 +225,11 @@ def _serve_args(
         args["model"] = os.fspath(model)
     if hf_config is not None:
         args["hf_config"] = hf_config
-    env = os.environ.get("VLLM_USE_V2_MODEL_RUNNER") if vllm_use_v2_model_runner is _ENV else vllm_use_v2_model_runner
+    env = (
+        os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+        if vllm_use_v2_model_runner is _ENV
+        else vllm_use_v2_model_runner
+    )
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = str(env)
     return args

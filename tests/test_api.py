@@ -1,0 +1,164 @@
+"""The Python surface of config resolution: typed immutable results, one
+exception carrying every error, messages a user can act on."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+import hisparse_rs
+from conftest import MODELS
+
+DSV32 = MODELS / "deepseek-v3.2"
+HS = {
+    "kv_connector": "HiSparseConnector",
+    "kv_role": "kv_both",
+    "kv_connector_extra_config": {"host_pool_gib": 64},
+}
+PD: dict[str, Any] = {
+    "kv_connector": "MultiConnector",
+    "kv_role": "kv_consumer",
+    "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}, HS]
+    },
+}
+
+
+def test_resolve_returns_typed_immutable_settings() -> None:
+    cfg = hisparse_rs.resolve(DSV32, kv_transfer_config=PD, kv_cache_dtype="fp8_ds_mla")
+    hs = cfg.hisparse
+    assert hs is not None
+    assert (hs.device_buffer_size, hs.row_bytes, hs.host_block_bytes) == (4096, 656, 2561024)
+    assert hs.enabled_by.source == "inferred"
+    assert hs.enabled_by.connector == "kv_transfer_config.kv_connector_extra_config.connectors[1]"
+    assert hs.provenance["host_pool_gib"].path == (
+        "kv_transfer_config.kv_connector_extra_config.connectors[1].kv_connector_extra_config.host_pool_gib"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hs.device_buffer_size = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        hs.provenance["x"] = hs.enabled_by  # type: ignore[index]
+
+
+def test_json_text_and_mapping_are_the_same() -> None:
+    import json
+
+    a = hisparse_rs.resolve(DSV32, kv_transfer_config=PD)
+    b = hisparse_rs.resolve(str(DSV32), kv_transfer_config=json.dumps(PD))
+    assert a == b
+
+
+def test_config_error_carries_every_error() -> None:
+    with pytest.raises(hisparse_rs.ConfigError) as info:
+        hisparse_rs.resolve(
+            DSV32,
+            kv_transfer_config={"kv_connector": "HiSparseConnector"},
+            block_size=16,
+            pipeline_parallel_size=2,
+            platform="cpu",
+        )
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert {e.code for e in err.errors} == {
+        "missing_kv_role",
+        "host_pool_gib_missing",
+        "block_size_unsupported",
+        "pipeline_parallel_unsupported",
+        "platform_unsupported",
+    }
+    for e in err.errors:
+        assert e.path and e.message and e.hint, e
+    assert "missing_kv_role" in str(err)
+
+
+def test_check_never_raises_on_bad_config() -> None:
+    report = hisparse_rs.check(DSV32, kv_transfer_config=[HS])
+    assert not report.valid and report.hisparse is None
+    (err,) = report.errors
+    assert err.code == "connectors_list_at_top_level"
+    assert "MultiConnector" in (err.hint or "")
+
+
+def test_messages_name_what_the_user_needs() -> None:
+    errs = hisparse_rs.check(MODELS / "llama-3.1-8b", kv_transfer_config=HS).errors
+    assert "LlamaForCausalLM" in errs[0].message
+    errs = hisparse_rs.check(
+        DSV32,
+        hf_overrides={"index_topk": 1024},
+        kv_transfer_config=PD,
+        attention_config={"hisparse_config": {"device_buffer_size": 1000}},
+    ).errors
+    assert "1000" in errs[0].message and "1024" in errs[0].message
+    errs = hisparse_rs.check(DSV32, kv_transfer_config={"kv_connector": "NixlConnector"}).errors
+    assert errs[0].allowed == 'one of "kv_producer", "kv_consumer", "kv_both"'
+    errs = hisparse_rs.check(DSV32, kv_transfer_config=PD, block_size=16).errors
+    assert "block_size" in errs[0].message and "64" in errs[0].message
+
+
+def test_environment_default_and_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    assert not hisparse_rs.check(DSV32, kv_transfer_config=PD).valid
+    assert hisparse_rs.check(DSV32, kv_transfer_config=PD, vllm_use_v2_model_runner=None).valid
+
+
+def test_model_load_error_is_an_oserror() -> None:
+    with pytest.raises(hisparse_rs.ModelLoadError) as info:
+        hisparse_rs.check("no/such/dir", kv_transfer_config=PD)
+    assert isinstance(info.value, OSError)
+    assert "no/such/dir" in str(info.value)
+
+
+def test_wrong_argument_type_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        hisparse_rs.check(DSV32, tensor_parallel_size="eight")  # type: ignore[arg-type]
+
+
+def test_hf_config_dict_instead_of_a_path() -> None:
+    import json
+
+    cfg = json.loads((DSV32 / "config.json").read_text())
+    a = hisparse_rs.check(hf_config=cfg, kv_transfer_config=PD).hisparse
+    b = hisparse_rs.check(DSV32, kv_transfer_config=PD).hisparse
+    assert a == b
+
+
+def test_not_configured_is_valid_without_settings() -> None:
+    cfg = hisparse_rs.resolve(DSV32, kv_transfer_config=PD["kv_connector_extra_config"]["connectors"][0])
+    assert cfg.hisparse is None
+
+
+def test_error_codes_are_stable_strings() -> None:
+    codes = hisparse_rs.error_codes()
+    assert len(codes) == len(set(codes))
+    for code in ("missing_kv_role", "unknown_key", "device_buffer_too_small", "vllm_0_33_not_inferred"):
+        assert code in codes
+
+
+def test_import_needs_no_torch() -> None:
+    code = (
+        "import sys, hisparse_rs; hisparse_rs.check(); "
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_resolve_releases_the_gil_and_is_thread_safe() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(
+            pool.map(
+                lambda gib: (
+                    hisparse_rs.resolve(
+                        DSV32,
+                        kv_transfer_config={**HS, "kv_connector_extra_config": {"host_pool_gib": gib}},
+                    ).hisparse
+                ),
+                range(16, 48),
+            )
+        )
+    assert [r.host_pool_gib for r in results if r] == [float(g) for g in range(16, 48)]

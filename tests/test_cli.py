@@ -1,0 +1,225 @@
+"""hisparse-check as a user runs it: the pip console script (same Rust entry point
+as the cargo binary). Exit codes 0/1/2, the three flag forms, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import MODELS, ROOT
+
+EXE = shutil.which("hisparse-check") or str(Path(sys.executable).parent / "hisparse-check")
+DSV32 = str(MODELS / "deepseek-v3.2")
+PD = {
+    "kv_connector": "MultiConnector",
+    "kv_role": "kv_consumer",
+    "kv_connector_extra_config": {
+        "connectors": [
+            {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"},
+            {
+                "kv_connector": "HiSparseConnector",
+                "kv_role": "kv_both",
+                "kv_connector_extra_config": {"host_pool_gib": 128},
+            },
+        ]
+    },
+}
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
+    full_env.update(env or {})
+    return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=ROOT, env=full_env, timeout=60)
+
+
+def as_json(*args: str) -> dict[str, Any]:
+    proc = run(*args, "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def test_readme_main_command_bundled_example() -> None:
+    proc = subprocess.run(
+        ["bash", "examples/dsv32-decode-pd.sh"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "HISPARSE_CHECK": EXE},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        "inferred from the HiSparseConnector at kv_transfer_config.kv_connector_extra_config.connectors[1]"
+        in proc.stdout
+    )
+    assert "device_buffer_size     4096 rows" in proc.stdout
+    assert "result: valid" in proc.stdout
+
+
+def test_json_schema_is_stable() -> None:
+    out = as_json(DSV32, "--kv-transfer-config", json.dumps(PD))
+    assert set(out) == {
+        "schema_version",
+        "vllm_version",
+        "valid",
+        "hisparse_enabled",
+        "model",
+        "hisparse",
+        "errors",
+        "warnings",
+    }
+    assert out["schema_version"] == 1 and out["vllm_version"] == "0.33.0"
+    hs = out["hisparse"]
+    assert hs["device_buffer_size"] == {
+        "value": 4096,
+        "source": "derived",
+        "from": ["max_decode_query_len", "index_topk"],
+        "rule": hs["device_buffer_size"]["rule"],
+    }
+    assert hs["enabled"]["source"] == "inferred"
+    assert hs["enabled"]["connector"] == "kv_transfer_config.kv_connector_extra_config.connectors[1]"
+
+
+def test_json_dotted_and_yaml_forms_agree(tmp_path: Path) -> None:
+    json_form = as_json("--model", DSV32, "--kv-transfer-config", json.dumps(PD), "-tp", "8")
+    hs_child = "--kv-transfer-config.kv_connector_extra_config.connectors"
+    dotted = as_json(
+        "--model",
+        DSV32,
+        "--kv-transfer-config.kv_connector",
+        "MultiConnector",
+        "--kv-transfer-config.kv_role",
+        "kv_consumer",
+        hs_child,
+        json.dumps(PD["kv_connector_extra_config"]["connectors"]),  # type: ignore[index]
+        "-tp",
+        "8",
+    )
+    yaml_file = tmp_path / "serve.yaml"
+    yaml_file.write_text(
+        f"model: {DSV32}\n"
+        "tensor-parallel-size: 8\n"
+        "kv-transfer-config:\n"
+        "  kv_connector: MultiConnector\n"
+        "  kv_role: kv_consumer\n"
+        "  kv_connector_extra_config:\n"
+        "    connectors:\n"
+        "      - {kv_connector: NixlConnector, kv_role: kv_consumer}\n"
+        "      - kv_connector: HiSparseConnector\n"
+        "        kv_role: kv_both\n"
+        "        kv_connector_extra_config: {host_pool_gib: 128}\n"
+    )
+    yaml_form = as_json("--config", str(yaml_file))
+    assert json_form["valid"] and dotted["valid"] and yaml_form["valid"]
+    assert json_form["hisparse"] == dotted["hisparse"] == yaml_form["hisparse"]
+
+
+def test_flags_after_config_file_win(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "serve.yaml"
+    yaml_file.write_text(f"model: {DSV32}\nkv-transfer-config: {json.dumps(PD)}\nblock-size: 16\n")
+    assert as_json("--config", str(yaml_file))["valid"] is False
+    assert (
+        as_json("--config", str(yaml_file), "--block-size", "128")["hisparse"]["block_size"]["value"] == 128
+    )
+
+
+def test_bundled_yaml_example() -> None:
+    out = as_json("--config", "examples/dsv32-decode-pd.yaml")
+    assert out["valid"] and out["hisparse"]["kv_cache_dtype"]["value"] == "fp8_ds_mla"
+
+
+def test_human_output_lists_every_error_with_its_fix() -> None:
+    proc = run(
+        DSV32,
+        "--kv-transfer-config",
+        '{"kv_connector": "HiSparseConnector", "kv_extra_config": {"host_pool_gib": 96}}',
+        "--block-size",
+        "16",
+        "--pipeline-parallel-size",
+        "2",
+    )
+    assert proc.returncode == 1
+    for code in ("missing_kv_role", "unknown_key", "block_size_unsupported", "pipeline_parallel_unsupported"):
+        assert f"error[{code}]" in proc.stdout
+    assert 'did you mean "kv_connector_extra_config"' in proc.stdout
+    assert '"kv_producer", "kv_consumer", "kv_both"' in proc.stdout
+    assert "result: INVALID (4 errors" in proc.stdout
+
+
+def test_environment_variable_is_read() -> None:
+    out = run(DSV32, "--kv-transfer-config", json.dumps(PD), "--json", env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert out.returncode == 1
+    assert [e["code"] for e in json.loads(out.stdout)["errors"]] == ["model_runner_v2_disabled"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--kv-transfer-confg", "{}"], "--kv-transfer-config"),  # clap's suggestion
+        (["--model"], "value is required"),
+        (["--model", "no/such/model"], "model config not found"),
+        (["--config", "missing.yaml"], "cannot read --config"),
+        (["--config", "serve.json"], "must be .yaml or .yml"),
+        (["--max-model-len", "1.5K"], "is not a token count"),
+        (["--platform", "tpu"], "invalid value"),
+    ],
+)
+def test_usage_and_io_errors_exit_2(args: list[str], needle: str) -> None:
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert needle in proc.stderr
+    assert "panicked" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_invalid_json_flag_is_a_configuration_error() -> None:
+    proc = run(DSV32, "--kv-transfer-config", "{kv_connector: HiSparseConnector}", "--json")
+    assert proc.returncode == 1
+    errors = json.loads(proc.stdout)["errors"]
+    assert [(e["code"], e["path"]) for e in errors] == [("invalid_json", "kv_transfer_config")]
+
+
+MULTI_OPEN = (
+    '{"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": '
+)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "[" * 5000 + "]" * 5000,
+        MULTI_OPEN + ("[" + MULTI_OPEN) * 100 + "[]" + "}}]" * 100 + "}}",
+        '{"kv_connector": 1e999}',
+        '"\\ud800"',
+        "null",
+    ],
+)
+def test_hostile_input_never_panics(hostile: str) -> None:
+    proc = run(DSV32, "--kv-transfer-config", hostile, "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "panicked" not in proc.stderr
+    json.loads(proc.stdout)
+
+
+def test_help_and_version_exit_0() -> None:
+    assert run("--help").returncode == 0
+    assert "0.1.0" in run("--version").stdout
+
+
+def test_broken_pipe_is_quiet() -> None:
+    proc = subprocess.run(
+        f"'{EXE}' '{DSV32}' --kv-transfer-config '{json.dumps(PD)}' | head -c 10",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert "panicked" not in proc.stderr
