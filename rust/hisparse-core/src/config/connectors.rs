@@ -87,6 +87,12 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         };
         let role = check_fields(obj, &node, out);
         let connector = obj.get("kv_connector").and_then(Value::as_str);
+        // A misspelled HiSparseConnector (its unknown_connector error carries the
+        // fix) is validated as HiSparse, so every error shows up in one pass.
+        let connector = match connector {
+            Some(name) if is_hisparse_typo(name) => Some(HISPARSE),
+            other => other,
+        };
         let is_producer = node.under_producer || role.as_deref() == Some("kv_producer");
         let extra = obj
             .get("kv_connector_extra_config")
@@ -351,7 +357,7 @@ fn check_fields(
             ));
             if let Some(best) = closest(name, KNOWN_CONNECTORS) {
                 d = d
-                    .hint(format!("did you mean \"{best}\"?"))
+                    .hint(format!("did you mean \"{best}\"? set {at} to \"{best}\""))
                     .fix(vec![FixOp::Set {
                         path: at,
                         value: json!(best),
@@ -441,6 +447,10 @@ fn check_fields(
         }
     }
     role
+}
+
+fn is_hisparse_typo(name: &str) -> bool {
+    !KNOWN_CONNECTORS.contains(&name) && closest(name, KNOWN_CONNECTORS) == Some(HISPARSE)
 }
 
 fn suggested_role(connector: Option<&str>, node: &Node<'_>) -> &'static str {
