@@ -91,7 +91,8 @@ codes! {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum FixOp {
-    /// Put `value` at `path`, creating missing parent objects.
+    /// Put `value` at `path`, creating missing parent objects (a parent that is
+    /// not an object is replaced by one).
     Set { path: FieldPath, value: Value },
     /// Delete the key or list element at `path` (absent: no-op).
     Remove { path: FieldPath },
@@ -228,7 +229,9 @@ fn slot_mut<'a>(doc: &'a mut Value, segs: &[Seg], create: bool) -> Result<&'a mu
     for seg in segs {
         cur = match seg {
             Seg::Key(k) => {
-                if cur.is_null() && create {
+                // Setting below a null or a non-object (e.g. "kv_connector_extra_config": "x")
+                // replaces it with an object: the fix is the user's intent for that spot.
+                if create && !cur.is_object() {
                     *cur = Value::Object(Map::new());
                 }
                 let obj = cur

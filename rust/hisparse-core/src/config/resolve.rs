@@ -8,7 +8,7 @@
 
 use crate::config::args::{LoadError, ServeArgs};
 use crate::config::connectors::{self, ConnectorTree, HiSparseSite, HISPARSE, MULTI};
-use crate::config::model::{self, ModelInfo};
+use crate::config::model::{self, ModelInfo, Sourced};
 use crate::config::report::{
     ModelSummary, Provenance, Report, Resolved, ResolvedHiSparse, SCHEMA_VERSION,
 };
@@ -504,6 +504,23 @@ fn check_max_model_len(info: &ModelInfo, len: u64, d: &mut Vec<Diagnostic>) {
     }
 }
 
+/// The model-dependent part of the resolved settings.
+struct Sizing {
+    index_topk: Resolved<u32>,
+    layers: Sourced<u32>,
+    kv_cache_dtype: Resolved<String>,
+    row_bytes: Option<Resolved<u32>>,
+    block_size: Resolved<u32>,
+    max_decode_query_len: Resolved<u32>,
+    device_buffer_size: Resolved<u32>,
+    eager_host_mirror: Resolved<bool>,
+    max_model_len: Resolved<u64>,
+    min_blocks: u64,
+    min_host_blocks: Resolved<u64>,
+    host_block_bytes: Option<Resolved<u64>>,
+    needed_gib: Option<f64>,
+}
+
 struct Ctx<'a> {
     args: &'a ServeArgs,
     tree: &'a ConnectorTree,
@@ -563,7 +580,8 @@ impl Ctx<'_> {
             }
         }
 
-        let Some(model) = self.model else {
+        let model = self.model;
+        if model.is_none() {
             d.push(
                 Diagnostic::error(
                     Code::ModelConfigMissing,
@@ -573,14 +591,93 @@ impl Ctx<'_> {
                 .allowed("a local config.json, or a directory that contains one")
                 .hint("pass --model PATH (Python: model=PATH or hf_config=dict)"),
             );
+        }
+        // Model-dependent sizing; its errors never stop the connector checks below.
+        let sizing = model.and_then(|m| self.size(m, d));
+        let needed_gib = sizing.as_ref().and_then(|s| s.needed_gib);
+        let Some(site) = site else {
+            self.no_connector(needed_gib, d);
             return None;
         };
+        let host_pool_gib = self.resolve_host_pool(site, needed_gib, d);
+        let Sizing {
+            index_topk,
+            layers,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_decode_query_len,
+            device_buffer_size,
+            eager_host_mirror,
+            max_model_len,
+            min_blocks,
+            min_host_blocks,
+            host_block_bytes,
+            needed_gib,
+        } = sizing?;
+        let host_pool_gib = host_pool_gib?;
+        let host_blocks = host_block_bytes.as_ref().map(|hbb| {
+            Resolved::new(
+                pool_blocks(host_pool_gib.value, hbb.value),
+                Provenance::Derived {
+                    from: vec!["host_pool_gib".into(), "host_block_bytes".into()],
+                    rule: "floor(host_pool_gib x 2^30 / host_block_bytes)".into(),
+                },
+            )
+        });
+        if let (Some(blocks), Some(gib)) = (&host_blocks, needed_gib) {
+            if blocks.value < min_blocks {
+                let path = site.host_pool_path();
+                d.push(
+                    Diagnostic::error(
+                        Code::HostPoolTooSmall,
+                        path.clone(),
+                        format!(
+                            "host_pool_gib {} holds {} host blocks of {} bytes, but a {}-token request needs {min_blocks} ({LATE}); increase host_pool_gib",
+                            host_pool_gib.value, blocks.value, host_block_bytes.as_ref().map_or(0, |b| b.value), max_model_len.value
+                        ),
+                    )
+                    .given(&json!(host_pool_gib.value))
+                    .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {min_blocks} blocks)"))
+                    .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len"))
+                    .fix(vec![FixOp::Set { path, value: json!(gib) }]),
+                );
+            }
+        }
+        Some(ResolvedHiSparse {
+            enabled,
+            connector: site.path.to_string(),
+            host_pool_gib,
+            device_buffer_size,
+            eager_host_mirror,
+            index_topk,
+            max_decode_query_len,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_model_len,
+            sparse_mla_layers: Resolved::new(
+                layers.value,
+                Provenance::Derived {
+                    from: vec![layers.source.clone()],
+                    rule: "layers with sparse-MLA KV".into(),
+                },
+            ),
+            host_block_bytes,
+            host_blocks,
+            min_host_blocks,
+        })
+    }
+
+    /// Everything that follows from the model: top-k, dtype, block size, query
+    /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
+    fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
         let layers = model.sparse_mla_layers.clone()?;
 
         let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
         let block_size = self.resolve_block_size(d);
-        let max_decode_query_len = self.resolve_query_len(model, d)?;
+        let max_decode_query_len = self.resolve_query_len(model, d);
         let device_buffer_size =
             self.resolve_device_buffer(&index_topk, &max_decode_query_len, block_size.value, d);
         let eager_host_mirror = match self
@@ -643,61 +740,20 @@ impl Ctx<'_> {
             .as_ref()
             .map(|b| min_pool_gib(min_blocks, b.value));
 
-        let Some(site) = site else {
-            self.no_connector(needed_gib, d);
-            return None;
-        };
-        let host_pool_gib = self.resolve_host_pool(site, needed_gib, d)?;
-        let host_blocks = host_block_bytes.as_ref().map(|hbb| {
-            Resolved::new(
-                pool_blocks(host_pool_gib.value, hbb.value),
-                Provenance::Derived {
-                    from: vec!["host_pool_gib".into(), "host_block_bytes".into()],
-                    rule: "floor(host_pool_gib x 2^30 / host_block_bytes)".into(),
-                },
-            )
-        });
-        if let (Some(blocks), Some(gib)) = (&host_blocks, needed_gib) {
-            if blocks.value < min_blocks {
-                let path = site.host_pool_path();
-                d.push(
-                    Diagnostic::error(
-                        Code::HostPoolTooSmall,
-                        path.clone(),
-                        format!(
-                            "host_pool_gib {} holds {} host blocks of {} bytes, but a {}-token request needs {min_blocks} ({LATE}); increase host_pool_gib",
-                            host_pool_gib.value, blocks.value, host_block_bytes.as_ref().map_or(0, |b| b.value), max_model_len.value
-                        ),
-                    )
-                    .given(&json!(host_pool_gib.value))
-                    .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {min_blocks} blocks)"))
-                    .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len"))
-                    .fix(vec![FixOp::Set { path, value: json!(gib) }]),
-                );
-            }
-        }
-        Some(ResolvedHiSparse {
-            enabled,
-            connector: site.path.to_string(),
-            host_pool_gib,
-            device_buffer_size,
-            eager_host_mirror,
+        Some(Sizing {
             index_topk,
-            max_decode_query_len,
+            layers,
             kv_cache_dtype,
             row_bytes,
             block_size,
+            max_decode_query_len,
+            device_buffer_size,
+            eager_host_mirror,
             max_model_len,
-            sparse_mla_layers: Resolved::new(
-                layers.value,
-                Provenance::Derived {
-                    from: vec![layers.source.clone()],
-                    rule: "layers with sparse-MLA KV".into(),
-                },
-            ),
-            host_block_bytes,
-            host_blocks,
+            min_blocks,
             min_host_blocks,
+            host_block_bytes,
+            needed_gib,
         })
     }
 
@@ -956,41 +1012,43 @@ impl Ctx<'_> {
         }
     }
 
-    fn resolve_query_len(
-        &self,
-        model: &ModelInfo,
-        d: &mut Vec<Diagnostic>,
-    ) -> Option<Resolved<u32>> {
-        let from_spec = |n: u64, source: String| {
+    fn resolve_query_len(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Resolved<u32> {
+        let from_spec = |n: u64, source: &str| {
             Resolved::new(
                 u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX),
-                Provenance::Derived { from: vec![source], rule: "1 + num_speculative_tokens (vLLM 0.33 max_decode_query_len on Model Runner V2)".into() },
+                Provenance::Derived {
+                    from: vec![source.to_owned()],
+                    rule: "1 + num_speculative_tokens (vLLM 0.33 max_decode_query_len on Model Runner V2)".into(),
+                },
             )
         };
-        match self.num_speculative_tokens {
-            None => Some(Resolved::new(
+        let plain = || {
+            Resolved::new(
                 1,
                 Provenance::Default {
                     rule: "1 without speculative decoding".into(),
                 },
-            )),
-            Some(Some(n)) => Some(from_spec(
-                n,
-                "speculative_config.num_speculative_tokens".into(),
-            )),
+            )
+        };
+        match self.num_speculative_tokens {
+            None => plain(),
+            Some(Some(n)) => from_spec(n, "speculative_config.num_speculative_tokens"),
             Some(None) => match model.num_nextn_predict_layers.filter(|n| *n > 0) {
-                Some(n) if self.spec_method_is_mtp() => Some(from_spec(
-                    n as u64,
-                    "config.json:num_nextn_predict_layers".into(),
-                )),
+                Some(n) if self.spec_method_is_mtp() => {
+                    from_spec(n as u64, "config.json:num_nextn_predict_layers")
+                }
                 _ => {
                     let path = FieldPath::root("speculative_config").key("num_speculative_tokens");
                     d.push(
-                        Diagnostic::error(Code::SpeculativeTokensMissing, path.clone(), "speculative_config has no num_speculative_tokens, and it cannot be taken from the model")
-                            .allowed("an integer > 0")
-                            .fix(vec![FixOp::Set { path, value: json!(1) }]),
+                        Diagnostic::error(
+                            Code::SpeculativeTokensMissing,
+                            path.clone(),
+                            "speculative_config has no num_speculative_tokens, and it cannot be taken from the model",
+                        )
+                        .allowed("an integer > 0")
+                        .fix(vec![FixOp::Set { path, value: json!(1) }]),
                     );
-                    None
+                    plain() // keep checking the rest with the narrowest query
                 }
             },
         }
