@@ -6,19 +6,17 @@
 ``hisparse-check`` command.
 """
 
-from hisparse_rs._core import VLLM_VERSION, __version__, error_codes
-from hisparse_rs.config import (
+from hisparse_rs._core import (
+    VLLM_VERSION,
     Diagnostic,
     HiSparseSettings,
     ModelSummary,
     Provenance,
     Report,
-    ResolvedConfig,
-    apply_fix,
-    check,
-    check_args,
-    resolve,
+    __version__,
+    error_codes,
 )
+from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve
 from hisparse_rs.exceptions import ConfigError, ModelLoadError
 
 __all__ = [

@@ -4,28 +4,24 @@ Arguments use vLLM's ``EngineArgs`` names (``kv_transfer_config``,
 ``attention_config``, ``tensor_parallel_size``, ...). JSON-valued arguments take
 a mapping or the JSON text you would pass to ``vllm serve``. The rules are
 vLLM 0.33.0's (``vllm/config/vllm.py``, ``vllm/v1/hisparse/``), applied in the
-Rust core; results are immutable and follow the ``hisparse-check --json`` schema.
+Rust core; results are immutable Rust objects (:class:`Report`,
+:class:`Diagnostic`, :class:`HiSparseSettings`, :class:`Provenance`) whose
+``Report.to_json()`` is the ``hisparse-check --json`` schema.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from hisparse_rs import _core
+from hisparse_rs._core import Diagnostic, HiSparseSettings, ModelSummary, Report
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = [
-    "Diagnostic",
-    "HiSparseSettings",
-    "ModelSummary",
-    "Provenance",
-    "Report",
     "ResolvedConfig",
     "apply_fix",
     "check",
@@ -35,173 +31,6 @@ __all__ = [
 
 JsonArg = Mapping[str, Any] | str | None
 _ENV = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Provenance:
-    """Where a resolved value came from.
-
-    ``source`` is ``"explicit"`` (the user set it at ``path``), ``"inferred"``
-    (from the HiSparseConnector at ``connector``), ``"default"`` (vLLM's default,
-    see ``rule``) or ``"derived"`` (computed by ``rule`` from the inputs in ``from_``).
-    """
-
-    source: Literal["explicit", "inferred", "default", "derived"]
-    path: str | None = None
-    connector: str | None = None
-    rule: str | None = None
-    from_: tuple[str, ...] = ()
-
-    @classmethod
-    def _from_json(cls, d: Mapping[str, Any]) -> Provenance:
-        return cls(
-            source=d["source"],
-            path=d.get("path"),
-            connector=d.get("connector"),
-            rule=d.get("rule"),
-            from_=tuple(d.get("from", ())),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
-    """One error or warning.
-
-    ``code`` is stable (match on it, not on ``message``); ``path`` is the field
-    path, e.g. ``kv_transfer_config.kv_connector_extra_config.connectors[1].kv_role``;
-    ``fix`` is a tuple of edit operations (``{"op": "set"|"remove"|"move", ...}``)
-    that :func:`apply_fix` applies and that make this diagnostic go away.
-    """
-
-    code: str
-    severity: Literal["error", "warning"]
-    path: str
-    message: str
-    given: Any = None
-    allowed: str | None = None
-    hint: str | None = None
-    fix: tuple[Mapping[str, Any], ...] = ()
-
-    @classmethod
-    def _from_json(cls, d: Mapping[str, Any]) -> Diagnostic:
-        return cls(
-            code=d["code"],
-            severity=d["severity"],
-            path=d["path"],
-            message=d["message"],
-            given=d.get("given"),
-            allowed=d.get("allowed"),
-            hint=d.get("hint"),
-            fix=tuple(MappingProxyType(op) for op in d.get("fix", ())),
-        )
-
-
-_SETTINGS = (
-    "host_pool_gib",
-    "device_buffer_size",
-    "eager_host_mirror",
-    "index_topk",
-    "max_decode_query_len",
-    "kv_cache_dtype",
-    "row_bytes",
-    "block_size",
-    "max_model_len",
-    "sparse_mla_layers",
-    "host_block_bytes",
-    "host_blocks",
-    "min_host_blocks",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class HiSparseSettings:
-    """HiSparse as vLLM 0.33.0 would run it. ``provenance[name]`` says where each field came from.
-
-    Units: ``host_pool_gib`` GiB (2**30 B) per data-parallel replica;
-    ``device_buffer_size`` hot-buffer rows per request (incl. the newest-token
-    slot); ``row_bytes`` bytes per token per layer (656 fp8_ds_mla, 1152 bf16;
-    None if unknown); ``block_size`` and ``max_model_len`` tokens;
-    ``host_block_bytes`` = block_size x row_bytes x sparse_mla_layers;
-    ``host_blocks`` = floor(host_pool_gib x 2**30 / host_block_bytes);
-    ``min_host_blocks`` = ceil(max_model_len / block_size) + 2.
-    """
-
-    enabled_by: Provenance
-    connector: str
-    host_pool_gib: float
-    device_buffer_size: int
-    eager_host_mirror: bool
-    index_topk: int
-    max_decode_query_len: int
-    kv_cache_dtype: str
-    row_bytes: int | None
-    block_size: int
-    max_model_len: int
-    sparse_mla_layers: int
-    host_block_bytes: int | None
-    host_blocks: int | None
-    min_host_blocks: int
-    _raw: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @property
-    def provenance(self) -> Mapping[str, Provenance]:
-        """Field name -> :class:`Provenance`, for every resolved field."""
-        return MappingProxyType(
-            {name: Provenance._from_json(self._raw[name]) for name in _SETTINGS if self._raw.get(name)}
-        )
-
-    @classmethod
-    def _from_json(cls, d: Mapping[str, Any]) -> HiSparseSettings:
-        values: dict[str, Any] = {
-            name: (None if d.get(name) is None else d[name]["value"]) for name in _SETTINGS
-        }
-        return cls(
-            enabled_by=Provenance._from_json(d["enabled"]),
-            connector=d["connector"],
-            _raw=d,
-            **values,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSummary:
-    """The model checked against: ``source`` is the config path (or ``hf_config``)."""
-
-    source: str
-    architecture: str | None
-    model_type: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """Everything :func:`check` found: the ``hisparse-check --json`` report as objects.
-
-    ``hisparse`` is set only when the configuration is valid and HiSparse is on.
-    """
-
-    valid: bool
-    hisparse_enabled: bool
-    model: ModelSummary | None
-    hisparse: HiSparseSettings | None
-    errors: tuple[Diagnostic, ...]
-    warnings: tuple[Diagnostic, ...]
-    schema_version: int
-    vllm_version: str
-
-    @classmethod
-    def _from_json(cls, d: Mapping[str, Any]) -> Report:
-        model = d.get("model")
-        hs = d.get("hisparse")
-        return cls(
-            valid=d["valid"],
-            hisparse_enabled=d["hisparse_enabled"],
-            model=ModelSummary(**model) if model else None,
-            hisparse=HiSparseSettings._from_json(hs) if hs else None,
-            errors=tuple(Diagnostic._from_json(x) for x in d["errors"]),
-            warnings=tuple(Diagnostic._from_json(x) for x in d["warnings"]),
-            schema_version=d["schema_version"],
-            vllm_version=d["vllm_version"],
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,14 +131,7 @@ def check(
 
 def check_args(args: Mapping[str, Any]) -> Report:
     """:func:`check` on serve args already in the JSON ``ServeArgs`` form (as in ``tests/vectors``)."""
-    return _report_from_text(_core.check_json(json.dumps(args)))
-
-
-@functools.lru_cache(maxsize=256)
-def _report_from_text(text: str) -> Report:
-    # The report text determines the Report completely (the Rust side re-reads
-    # the model file when it changes), so identical text can share one object.
-    return Report._from_json(json.loads(text))
+    return _core.check_json(json.dumps(args))
 
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:

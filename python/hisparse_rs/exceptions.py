@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hisparse_rs._core import ModelLoadError
 
 if TYPE_CHECKING:
-    from hisparse_rs.config import Diagnostic, Report
+    from hisparse_rs._core import Diagnostic, Report
 
 __all__ = ["ConfigError", "ModelLoadError"]
 

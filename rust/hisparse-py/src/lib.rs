@@ -1,14 +1,18 @@
 //! `hisparse_rs._core`: the PyO3 binding. Conversions and error mapping only;
 //! every rule lives in `hisparse-core`, every flag in `hisparse-check`.
 //!
-//! Values cross the boundary as JSON text in the documented report schema,
-//! so the Python objects and `hisparse-check --json` can never disagree.
+//! Serve args come in as JSON text (the `ServeArgs` form); results go out as
+//! frozen pyclasses over the core's report, converted field by field only
+//! when Python reads them. `Report.to_json()` is the `hisparse-check --json` schema.
+
+mod results;
 
 use hisparse_core::config::args::LoadError;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
 use hisparse_core::{resolve, Code, ServeArgs};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use results::{Diagnostic, HiSparseSettings, ModelSummary, Provenance, Report};
 
 pyo3::create_exception!(
     _core,
@@ -35,17 +39,16 @@ fn parse_args(args_json: &str) -> PyResult<ServeArgs> {
     })
 }
 
-/// Resolve and validate a serve configuration given as JSON (the `ServeArgs`
-/// form: vLLM EngineArgs field names). Returns the report as JSON text.
-/// The GIL is released while Rust works.
+/// Resolve and validate serve args given as JSON (the `ServeArgs` form: vLLM
+/// EngineArgs field names). The GIL is released while Rust works.
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
 /// TypeError when an argument has the wrong type.
 #[pyfunction]
-fn check_json(py: Python<'_>, args_json: &str) -> PyResult<String> {
+fn check_json(py: Python<'_>, args_json: &str) -> PyResult<Report> {
     let args = parse_args(args_json)?;
     let report = py.detach(|| resolve(&args)).map_err(CoreError)?;
-    Ok(report.to_json_compact())
+    Ok(Report::from(report))
 }
 
 /// Apply fix operations (a JSON list of `{"op": "set"|"remove"|"move", ...}`)
@@ -79,6 +82,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("VLLM_VERSION", hisparse_core::VLLM_VERSION)?;
     m.add("ModelLoadError", m.py().get_type::<ModelLoadError>())?;
+    m.add_class::<Report>()?;
+    m.add_class::<Diagnostic>()?;
+    m.add_class::<HiSparseSettings>()?;
+    m.add_class::<Provenance>()?;
+    m.add_class::<ModelSummary>()?;
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;

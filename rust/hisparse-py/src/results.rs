@@ -1,0 +1,412 @@
+//! Frozen pyclasses over the core's report types. Each holds the Rust value and
+//! converts a field to Python only when it is read, so building a result costs
+//! one allocation, not a tree of Python objects.
+
+use hisparse_core::config::report::{ModelSummary as CoreModel, ResolvedHiSparse};
+use hisparse_core::{
+    Diagnostic as CoreDiagnostic, Provenance as CoreProvenance, Report as CoreReport, Resolved,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// JSON value -> Python object (dict/list/str/int/float/bool/None).
+fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => s.into_pyobject(py)?.into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, item) in map {
+                dict.set_item(k, to_py(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// Everything a check found; the `hisparse-check --json` report as an object.
+///
+/// `hisparse` is set only when the configuration is valid and HiSparse is on.
+#[pyclass(frozen, eq, module = "hisparse_rs")]
+#[derive(PartialEq)]
+pub struct Report(Arc<CoreReport>);
+
+impl From<CoreReport> for Report {
+    fn from(r: CoreReport) -> Self {
+        Report(Arc::new(r))
+    }
+}
+
+fn diagnostics<'py>(py: Python<'py>, list: &[CoreDiagnostic]) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, list.iter().map(|d| Diagnostic(Arc::new(d.clone()))))
+}
+
+#[pymethods]
+impl Report {
+    /// True when there are no errors.
+    #[getter]
+    fn valid(&self) -> bool {
+        self.0.valid
+    }
+    /// True when HiSparse is configured (explicitly or through a connector), valid or not.
+    #[getter]
+    fn hisparse_enabled(&self) -> bool {
+        self.0.hisparse_enabled
+    }
+    /// The model checked against, if any.
+    #[getter]
+    fn model(&self) -> Option<ModelSummary> {
+        self.0.model.clone().map(ModelSummary)
+    }
+    /// The resolved settings; None unless valid with HiSparse on.
+    #[getter]
+    fn hisparse(&self) -> Option<HiSparseSettings> {
+        self.0
+            .hisparse
+            .clone()
+            .map(|h| HiSparseSettings(Arc::new(h)))
+    }
+    /// Every error, as a tuple of Diagnostic.
+    #[getter]
+    fn errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        diagnostics(py, &self.0.errors)
+    }
+    /// Every warning, as a tuple of Diagnostic.
+    #[getter]
+    fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        diagnostics(py, &self.0.warnings)
+    }
+    /// Version of the JSON schema.
+    #[getter]
+    fn schema_version(&self) -> u32 {
+        self.0.schema_version
+    }
+    /// The vLLM release whose rules were applied.
+    #[getter]
+    fn vllm_version(&self) -> &str {
+        &self.0.vllm_version
+    }
+    /// The report as JSON text (the `hisparse-check --json` schema).
+    fn to_json(&self) -> String {
+        self.0.to_json()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Report(valid={}, hisparse_enabled={}, errors={}, warnings={})",
+            py_bool(self.0.valid),
+            py_bool(self.0.hisparse_enabled),
+            self.0.errors.len(),
+            self.0.warnings.len()
+        )
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// One error or warning. Match on `code` (stable), never on `message`.
+///
+/// `path` is the field path, e.g.
+/// `kv_transfer_config.kv_connector_extra_config.connectors[1].kv_role`;
+/// `fix` is a tuple of edit operations (`{"op": "set"|"remove"|"move", ...}`)
+/// that `hisparse_rs.apply_fix` applies and that make this diagnostic go away.
+#[pyclass(frozen, eq, module = "hisparse_rs")]
+#[derive(PartialEq)]
+pub struct Diagnostic(Arc<CoreDiagnostic>);
+
+#[pymethods]
+impl Diagnostic {
+    /// Stable code, e.g. "missing_kv_role".
+    #[getter]
+    fn code(&self) -> &'static str {
+        self.0.code.as_str()
+    }
+    /// "error" or "warning".
+    #[getter]
+    fn severity(&self) -> &'static str {
+        if self.0.is_error() {
+            "error"
+        } else {
+            "warning"
+        }
+    }
+    /// Field path in the serve configuration.
+    #[getter]
+    fn path(&self) -> String {
+        self.0.path.to_string()
+    }
+    /// One sentence a user can read without the source.
+    #[getter]
+    fn message(&self) -> &str {
+        &self.0.message
+    }
+    /// The value that was given (JSON types), or None.
+    #[getter]
+    fn given<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.0.given {
+            Some(v) => to_py(py, v),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+    /// What is allowed, in words.
+    #[getter]
+    fn allowed(&self) -> Option<&str> {
+        self.0.allowed.as_deref()
+    }
+    /// What to do, in words.
+    #[getter]
+    fn hint(&self) -> Option<&str> {
+        self.0.hint.as_deref()
+    }
+    /// The fix as a tuple of edit operations (dicts); empty when there is none.
+    #[getter]
+    fn fix<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let ops = self
+            .0
+            .fix
+            .iter()
+            .map(|op| to_py(py, &serde_json::to_value(op).unwrap_or(Value::Null)))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyTuple::new(py, ops)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Diagnostic({}[{}] {}: {})",
+            self.severity(),
+            self.code(),
+            self.0.path,
+            self.0.message
+        )
+    }
+}
+
+/// Where a resolved value came from.
+///
+/// `source` is "explicit" (the user set it at `path`), "inferred" (from the
+/// HiSparseConnector at `connector`), "default" (vLLM's default, see `rule`)
+/// or "derived" (computed by `rule` from the inputs in `from_`).
+#[pyclass(frozen, eq, module = "hisparse_rs")]
+#[derive(PartialEq)]
+pub struct Provenance(CoreProvenance);
+
+#[pymethods]
+impl Provenance {
+    #[getter]
+    fn source(&self) -> &'static str {
+        match &self.0 {
+            CoreProvenance::Explicit { .. } => "explicit",
+            CoreProvenance::Inferred { .. } => "inferred",
+            CoreProvenance::Default { .. } => "default",
+            CoreProvenance::Derived { .. } => "derived",
+        }
+    }
+    /// For "explicit": the path the value came from.
+    #[getter]
+    fn path(&self) -> Option<&str> {
+        match &self.0 {
+            CoreProvenance::Explicit { path } => Some(path),
+            _ => None,
+        }
+    }
+    /// For "inferred": the HiSparseConnector's path.
+    #[getter]
+    fn connector(&self) -> Option<&str> {
+        match &self.0 {
+            CoreProvenance::Inferred { connector } => Some(connector),
+            _ => None,
+        }
+    }
+    /// For "default" and "derived": the rule, with its source.
+    #[getter]
+    fn rule(&self) -> Option<&str> {
+        match &self.0 {
+            CoreProvenance::Default { rule } | CoreProvenance::Derived { rule, .. } => Some(rule),
+            _ => None,
+        }
+    }
+    /// For "derived": the inputs.
+    #[getter]
+    fn from_<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        match &self.0 {
+            CoreProvenance::Derived { from, .. } => PyTuple::new(py, from),
+            _ => Ok(PyTuple::empty(py)),
+        }
+    }
+    fn __repr__(&self) -> String {
+        let detail = self
+            .path()
+            .or(self.connector())
+            .or(self.rule())
+            .unwrap_or("");
+        format!("Provenance({}: {detail})", self.source())
+    }
+}
+
+/// HiSparse as vLLM 0.33.0 would run it; `provenance[name]` says where each field came from.
+///
+/// Units: `host_pool_gib` GiB (2**30 B) per data-parallel replica;
+/// `device_buffer_size` hot-buffer rows per request (incl. the newest-token
+/// slot); `row_bytes` bytes per token per layer (656 fp8_ds_mla, 1152 bf16 on
+/// DeepSeek-V3.2; None if unknown); `block_size`, `max_model_len` tokens;
+/// `host_block_bytes` = block_size x row_bytes x sparse_mla_layers;
+/// `host_blocks` = floor(host_pool_gib x 2**30 / host_block_bytes);
+/// `min_host_blocks` = ceil(max_model_len / block_size) + 2.
+#[pyclass(frozen, eq, module = "hisparse_rs")]
+#[derive(PartialEq)]
+pub struct HiSparseSettings(Arc<ResolvedHiSparse>);
+
+fn value<T: Clone>(r: &Option<Resolved<T>>) -> Option<T> {
+    r.as_ref().map(|r| r.value.clone())
+}
+
+#[pymethods]
+impl HiSparseSettings {
+    /// Why HiSparse is on: explicit hisparse_config, or inferred from the connector.
+    #[getter]
+    fn enabled_by(&self) -> Provenance {
+        Provenance(self.0.enabled.provenance.clone())
+    }
+    /// Path of the HiSparseConnector.
+    #[getter]
+    fn connector(&self) -> &str {
+        &self.0.connector
+    }
+    #[getter]
+    fn host_pool_gib(&self) -> f64 {
+        self.0.host_pool_gib.value
+    }
+    #[getter]
+    fn device_buffer_size(&self) -> u32 {
+        self.0.device_buffer_size.value
+    }
+    #[getter]
+    fn eager_host_mirror(&self) -> bool {
+        self.0.eager_host_mirror.value
+    }
+    #[getter]
+    fn index_topk(&self) -> u32 {
+        self.0.index_topk.value
+    }
+    #[getter]
+    fn max_decode_query_len(&self) -> u32 {
+        self.0.max_decode_query_len.value
+    }
+    #[getter]
+    fn kv_cache_dtype(&self) -> &str {
+        &self.0.kv_cache_dtype.value
+    }
+    #[getter]
+    fn row_bytes(&self) -> Option<u32> {
+        value(&self.0.row_bytes)
+    }
+    #[getter]
+    fn block_size(&self) -> u32 {
+        self.0.block_size.value
+    }
+    #[getter]
+    fn max_model_len(&self) -> u64 {
+        self.0.max_model_len.value
+    }
+    #[getter]
+    fn sparse_mla_layers(&self) -> u32 {
+        self.0.sparse_mla_layers.value
+    }
+    #[getter]
+    fn host_block_bytes(&self) -> Option<u64> {
+        value(&self.0.host_block_bytes)
+    }
+    #[getter]
+    fn host_blocks(&self) -> Option<u64> {
+        value(&self.0.host_blocks)
+    }
+    #[getter]
+    fn min_host_blocks(&self) -> u64 {
+        self.0.min_host_blocks.value
+    }
+    /// Field name -> Provenance for every resolved field (a new dict each call).
+    #[getter]
+    fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let h = &*self.0;
+        let dict = PyDict::new(py);
+        let put = |name: &str, p: Option<&CoreProvenance>| -> PyResult<()> {
+            match p {
+                Some(p) => dict.set_item(name, Provenance(p.clone())),
+                None => Ok(()),
+            }
+        };
+        put("host_pool_gib", Some(&h.host_pool_gib.provenance))?;
+        put("device_buffer_size", Some(&h.device_buffer_size.provenance))?;
+        put("eager_host_mirror", Some(&h.eager_host_mirror.provenance))?;
+        put("index_topk", Some(&h.index_topk.provenance))?;
+        put(
+            "max_decode_query_len",
+            Some(&h.max_decode_query_len.provenance),
+        )?;
+        put("kv_cache_dtype", Some(&h.kv_cache_dtype.provenance))?;
+        put("row_bytes", h.row_bytes.as_ref().map(|r| &r.provenance))?;
+        put("block_size", Some(&h.block_size.provenance))?;
+        put("max_model_len", Some(&h.max_model_len.provenance))?;
+        put("sparse_mla_layers", Some(&h.sparse_mla_layers.provenance))?;
+        put(
+            "host_block_bytes",
+            h.host_block_bytes.as_ref().map(|r| &r.provenance),
+        )?;
+        put("host_blocks", h.host_blocks.as_ref().map(|r| &r.provenance))?;
+        put("min_host_blocks", Some(&h.min_host_blocks.provenance))?;
+        Ok(dict)
+    }
+    fn __repr__(&self) -> String {
+        let h = &*self.0;
+        format!(
+            "HiSparseSettings(connector={:?}, host_pool_gib={}, device_buffer_size={}, index_topk={}, kv_cache_dtype={:?}, block_size={})",
+            h.connector, h.host_pool_gib.value, h.device_buffer_size.value, h.index_topk.value, h.kv_cache_dtype.value, h.block_size.value
+        )
+    }
+}
+
+/// The model checked against: `source` is the config path (or "hf_config").
+#[pyclass(frozen, eq, module = "hisparse_rs")]
+#[derive(PartialEq)]
+pub struct ModelSummary(CoreModel);
+
+#[pymethods]
+impl ModelSummary {
+    #[getter]
+    fn source(&self) -> &str {
+        &self.0.source
+    }
+    #[getter]
+    fn architecture(&self) -> Option<&str> {
+        self.0.architecture.as_deref()
+    }
+    #[getter]
+    fn model_type(&self) -> Option<&str> {
+        self.0.model_type.as_deref()
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ModelSummary(architecture={:?}, source={:?})",
+            self.0.architecture, self.0.source
+        )
+    }
+}
