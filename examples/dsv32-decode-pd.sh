@@ -5,7 +5,15 @@
 # inferred from the connector. Same flags as `vllm serve`.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-exec "${HISPARSE_CHECK:-hisparse-check}" "$here/tests/data/models/deepseek-v3.2" \
+# hisparse-check from pip (or $HISPARSE_CHECK); else build and run it with cargo.
+if [ -n "${HISPARSE_CHECK:-}" ]; then
+  check=("$HISPARSE_CHECK")
+elif command -v hisparse-check >/dev/null; then
+  check=(hisparse-check)
+else
+  check=(cargo run --quiet --release --manifest-path "$here/Cargo.toml" -p hisparse-check --)
+fi
+exec "${check[@]}" "$here/tests/data/models/deepseek-v3.2" \
   --tensor-parallel-size 8 \
   --kv-cache-dtype fp8_ds_mla \
   --kv-transfer-config '{

@@ -67,7 +67,8 @@ pub fn human(report: &Report) -> String {
                 v.to_string()
             }));
             for (name, value, prov) in rows {
-                let _ = writeln!(out, "  {name:<22} {value:<14} {}", provenance(prov));
+                let _ = writeln!(out, "  {name:<21} {value}");
+                let _ = writeln!(out, "  {:<21}   {}", "", provenance(prov));
             }
         }
         (None, true) => {
@@ -110,7 +111,7 @@ fn provenance(p: &Provenance) -> String {
         Provenance::Explicit { path } => format!("explicit: {path}"),
         Provenance::Inferred { connector } => format!("inferred: {connector}"),
         Provenance::Default { rule } => format!("default: {rule}"),
-        Provenance::Derived { from, rule } => format!("derived from {}: {rule}", from.join(", ")),
+        Provenance::Derived { from, rule } => format!("derived: {rule} [from {}]", from.join(", ")),
     }
 }
 

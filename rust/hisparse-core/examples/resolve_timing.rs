@@ -19,7 +19,10 @@ fn main() {
                  "kv_connector_extra_config": {"host_pool_gib": 128}}]}}
     }))
     .expect("valid args");
-    let n = 20_000;
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let t = Instant::now();
     for _ in 0..n {
         std::hint::black_box(resolve(&args).expect("loads"));

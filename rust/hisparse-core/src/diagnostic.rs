@@ -184,17 +184,51 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     Value::deserialize(d).map(Some)
 }
 
-/// Words for a fix, in the dotted form vLLM's CLI accepts where it can.
+/// Words for a fix, with the `vllm serve` flag that does it where there is one.
 pub fn describe_fix(ops: &[FixOp]) -> String {
     let parts: Vec<String> = ops
         .iter()
         .map(|op| match op {
-            FixOp::Set { path, value } => format!("set {path} to {value}"),
+            FixOp::Set { path, value } => match serve_flag(path, value) {
+                Some(flag) => format!("set {path} to {value} (vllm serve: {flag})"),
+                None => format!("set {path} to {value}"),
+            },
+            FixOp::Remove { path }
+                if path.0.len() == 1 && path.to_string() == "VLLM_USE_V2_MODEL_RUNNER" =>
+            {
+                "unset VLLM_USE_V2_MODEL_RUNNER".to_owned()
+            }
             FixOp::Remove { path } => format!("remove {path}"),
             FixOp::Move { from, to } => format!("move {from} to {to}"),
         })
         .collect();
     parts.join("; ")
+}
+
+/// The flag form of setting a top-level field: `--block-size 64`. Nested JSON
+/// paths get none: vLLM's dotted flags replace a JSON flag given on the same
+/// command line instead of editing it, so suggesting one could drop settings.
+fn serve_flag(path: &FieldPath, value: &Value) -> Option<String> {
+    let [Seg::Key(first)] = path.0.as_slice() else {
+        return None;
+    };
+    if first.chars().any(|c| c.is_ascii_uppercase()) || first == "model" || first == "hf_config" {
+        return None; // environment variables and the model are not flags
+    }
+    let name = format!("--{}", first.replace('_', "-"));
+    Some(match value {
+        Value::Bool(true) => name,
+        Value::Bool(false) => name.replacen("--", "--no-", 1),
+        Value::String(s)
+            if !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) =>
+        {
+            format!("{name} {s}")
+        }
+        Value::Number(n) => format!("{name} {n}"),
+        other => format!("{name} '{other}'"),
+    })
 }
 
 /// Apply fix operations to a JSON document (the JSON form of `ServeArgs`).

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Run every test from a fresh clone: builds the wheel through maturin (the
+# pyproject backend) into .venv, then Rust formatting, lints and tests, Python
+# lints, type checks, stub check and pytest. Fails on any failure or on no tests.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "python environment (.venv)"
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+python -m pip install --quiet ".[test]"
+
+step "rust: fmt, clippy, tests"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
+
+step "python: ruff, mypy --strict, stubtest"
+ruff check python tests benches
+ruff format --check python tests benches
+mypy python/hisparse_rs
+python -m mypy.stubtest hisparse_rs._core
+
+step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci})"
+# Run from tests/ against the installed wheel, not the source tree.
+HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cacheprovider
