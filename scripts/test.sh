@@ -24,7 +24,7 @@ cargo test --workspace --locked
 step "python: ruff, mypy --strict, stubtest"
 ruff check python tests benches
 ruff format --check python tests benches
-mypy python/hisparse_rs
+mypy python/hisparse_rs benches
 python -m mypy.stubtest hisparse_rs._core
 
 step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci})"

@@ -8,3 +8,4 @@ pub mod model;
 pub mod report;
 pub mod resolve;
 pub mod schema;
+pub mod validate;

@@ -1,0 +1,823 @@
+//! HiSparse validation and the resolved settings, once HiSparse is on
+//! (explicitly or inferred): engine requirements, the model, the hot buffer,
+//! the host pool. Every check runs; none stops the others.
+//!
+//! Sources: vLLM 0.33.0 `VllmConfig.__post_init__` (engine checks),
+//! `vllm/v1/hisparse/runtime.py` `ResolvedHiSparseConfig` (buffer bounds),
+//! `layout.py` (host pool, DeepSeek-V4), and shared/spec/HISPARSE.md §4-§5.
+
+use crate::config::args::ServeArgs;
+use crate::config::connectors::{ConnectorTree, HiSparseSite, HISPARSE, MULTI};
+use crate::config::model::{ModelInfo, Sourced};
+use crate::config::report::{Provenance, Resolved, ResolvedHiSparse};
+use crate::config::resolve::{HiSparseInput, Scalars};
+use crate::config::schema::{
+    py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS, SPARSE_MLA_DTYPES,
+};
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::{json, Value};
+
+/// Largest hot buffer: slot indices are int16 (vLLM 0.33 runtime: `iinfo(int16).max + 1`).
+pub const MAX_DEVICE_BUFFER_SIZE: u64 = 32768;
+/// Sparse-MLA kernel block sizes on CUDA are multiples of 64, and 64 when unset
+/// (vLLM 0.33 `get_supported_kernel_block_sizes`).
+pub const SPARSE_MLA_BLOCK_SIZE: u64 = 64;
+/// Bytes per token per layer: fp8_ds_mla = 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE.
+pub const FP8_DS_MLA_ROW_BYTES: u32 = 656;
+const GIB: f64 = (1u64 << 30) as f64;
+const LATE: &str = "vLLM 0.33 reports this only after the model has loaded";
+
+/// The model-dependent part of the resolved settings.
+struct Sizing {
+    index_topk: Resolved<u32>,
+    layers: Sourced<u32>,
+    kv_cache_dtype: Resolved<String>,
+    row_bytes: Option<Resolved<u32>>,
+    block_size: Resolved<u32>,
+    max_decode_query_len: Resolved<u32>,
+    device_buffer_size: Resolved<u32>,
+    eager_host_mirror: Resolved<bool>,
+    max_model_len: Resolved<u64>,
+    min_blocks: u64,
+    min_host_blocks: Resolved<u64>,
+    host_block_bytes: Option<Resolved<u64>>,
+    needed_gib: Option<f64>,
+}
+
+/// What validation needs from the inputs.
+pub(crate) struct Ctx<'a> {
+    pub(crate) args: &'a ServeArgs,
+    pub(crate) tree: &'a ConnectorTree,
+    pub(crate) explicit: Option<&'a HiSparseInput>,
+    pub(crate) model: Option<&'a ModelInfo>,
+    pub(crate) num_speculative_tokens: Option<Option<u64>>,
+    pub(crate) cudagraph_mode: Option<&'a str>,
+    pub(crate) scalars: &'a Scalars,
+}
+
+impl Ctx<'_> {
+    /// Fix operations that turn HiSparse off entirely (remove the connector and
+    /// any explicit hisparse_config): always a valid configuration.
+    fn disable_hisparse(&self) -> Vec<FixOp> {
+        let mut ops = self
+            .tree
+            .sites
+            .first()
+            .map(|s| s.removal.clone())
+            .unwrap_or_default();
+        if let Some(hs) = self.explicit {
+            ops.push(FixOp::Remove {
+                path: hs.path.clone(),
+            });
+        }
+        ops
+    }
+
+    pub(crate) fn validate(&self, d: &mut Vec<Diagnostic>) -> Option<ResolvedHiSparse> {
+        let site = self.tree.sites.first();
+        let enabled = match (self.explicit, site) {
+            (Some(hs), _) => Resolved::new(
+                true,
+                Provenance::Explicit {
+                    path: hs.path.to_string(),
+                },
+            ),
+            (None, Some(s)) => Resolved::new(
+                true,
+                Provenance::Inferred {
+                    connector: s.path.to_string(),
+                },
+            ),
+            (None, None) => unreachable!("validate runs only when HiSparse is configured"),
+        };
+        self.check_engine(d);
+        if let Some(top) = &self.tree.top_connector {
+            if !HISPARSE_VALIDATED_TOP_CONNECTORS.contains(&top.as_str()) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::ConnectorNotValidated,
+                        FieldPath::root("kv_transfer_config").key("kv_connector"),
+                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::VLLM_VERSION),
+                    )
+                    .hint("for P/D decode, use a MultiConnector with NixlConnector (kv_consumer) and HiSparseConnector (kv_both) children"),
+                );
+            }
+        }
+
+        let model = self.model;
+        if model.is_none() {
+            d.push(
+                Diagnostic::error(
+                    Code::ModelConfigMissing,
+                    FieldPath::root("model"),
+                    "HiSparse settings depend on the model, but no model config was given",
+                )
+                .allowed("a local config.json, or a directory that contains one")
+                .hint("pass --model PATH (Python: model=PATH or hf_config=dict)"),
+            );
+        }
+        // Model-dependent sizing; its errors never stop the connector checks below.
+        let sizing = model.and_then(|m| self.size(m, d));
+        let needed_gib = sizing.as_ref().and_then(|s| s.needed_gib);
+        let Some(site) = site else {
+            self.no_connector(needed_gib, d);
+            return None;
+        };
+        let host_pool_gib = self.resolve_host_pool(site, needed_gib, d);
+        let Sizing {
+            index_topk,
+            layers,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_decode_query_len,
+            device_buffer_size,
+            eager_host_mirror,
+            max_model_len,
+            min_blocks,
+            min_host_blocks,
+            host_block_bytes,
+            needed_gib,
+        } = sizing?;
+        let host_pool_gib = host_pool_gib?;
+        let host_blocks = host_block_bytes.as_ref().map(|hbb| {
+            Resolved::new(
+                pool_blocks(host_pool_gib.value, hbb.value),
+                Provenance::Derived {
+                    from: vec!["host_pool_gib".into(), "host_block_bytes".into()],
+                    rule: "floor(host_pool_gib x 2^30 / host_block_bytes)".into(),
+                },
+            )
+        });
+        if let (Some(blocks), Some(gib)) = (&host_blocks, needed_gib) {
+            if blocks.value < min_blocks {
+                let path = site.host_pool_path();
+                d.push(
+                    Diagnostic::error(
+                        Code::HostPoolTooSmall,
+                        path.clone(),
+                        format!(
+                            "host_pool_gib {} holds {} host blocks of {} bytes, but a {}-token request needs {min_blocks} ({LATE}); increase host_pool_gib",
+                            host_pool_gib.value, blocks.value, host_block_bytes.as_ref().map_or(0, |b| b.value), max_model_len.value
+                        ),
+                    )
+                    .given(&json!(host_pool_gib.value))
+                    .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {min_blocks} blocks)"))
+                    .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len"))
+                    .fix(vec![FixOp::Set { path, value: json!(gib) }]),
+                );
+            }
+        }
+        Some(ResolvedHiSparse {
+            enabled,
+            connector: site.path.to_string(),
+            host_pool_gib,
+            device_buffer_size,
+            eager_host_mirror,
+            index_topk,
+            max_decode_query_len,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_model_len,
+            sparse_mla_layers: Resolved::new(
+                layers.value,
+                Provenance::Derived {
+                    from: vec![layers.source.clone()],
+                    rule: "layers with sparse-MLA KV".into(),
+                },
+            ),
+            host_block_bytes,
+            host_blocks,
+            min_host_blocks,
+        })
+    }
+
+    /// Everything that follows from the model: top-k, dtype, block size, query
+    /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
+    fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
+        let index_topk = self.check_model(model, d)?;
+        let layers = model.sparse_mla_layers.clone()?;
+
+        let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
+        let block_size = self.resolve_block_size(d);
+        let max_decode_query_len = self.resolve_query_len(model, d);
+        let device_buffer_size =
+            self.resolve_device_buffer(&index_topk, &max_decode_query_len, block_size.value, d);
+        let eager_host_mirror = match self
+            .explicit
+            .and_then(|hs| hs.eager_host_mirror.map(|b| (b, hs)))
+        {
+            Some((b, hs)) => Resolved::new(
+                b,
+                Provenance::Explicit {
+                    path: hs.path.key("eager_host_mirror").to_string(),
+                },
+            ),
+            None => Resolved::new(
+                true,
+                Provenance::Default {
+                    rule: "HiSparseConfig.eager_host_mirror default (vLLM 0.33)".into(),
+                },
+            ),
+        };
+        let max_model_len = match (self.scalars.max_model_len, &model.max_position_embeddings) {
+            (Some(n), _) => Resolved::new(
+                n,
+                Provenance::Explicit {
+                    path: "max_model_len".into(),
+                },
+            ),
+            (None, Some(mpe)) => Resolved::new(
+                mpe.value,
+                Provenance::Derived {
+                    from: vec![mpe.source.clone()],
+                    rule: "vLLM's default max_model_len is the model's max_position_embeddings"
+                        .into(),
+                },
+            ),
+            (None, None) => return None,
+        };
+        let min_blocks = max_model_len.value.div_ceil(block_size.value as u64) + 2;
+        let min_host_blocks = Resolved::new(
+            min_blocks,
+            Provenance::Derived {
+                from: vec!["max_model_len".into(), "block_size".into()],
+                rule: "ceil(max_model_len / block_size) + 2 (vLLM 0.33 HiSparse start-up minimum)"
+                    .into(),
+            },
+        );
+        let host_block_bytes = row_bytes.as_ref().map(|rb| {
+            Resolved::new(
+                block_size.value as u64 * rb.value as u64 * layers.value as u64,
+                Provenance::Derived {
+                    from: vec![
+                        "block_size".into(),
+                        "row_bytes".into(),
+                        layers.source.clone(),
+                    ],
+                    rule: "block_size x row_bytes x sparse_mla_layers".into(),
+                },
+            )
+        });
+        let needed_gib = host_block_bytes
+            .as_ref()
+            .map(|b| min_pool_gib(min_blocks, b.value));
+
+        Some(Sizing {
+            index_topk,
+            layers,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_decode_query_len,
+            device_buffer_size,
+            eager_host_mirror,
+            max_model_len,
+            min_blocks,
+            min_host_blocks,
+            host_block_bytes,
+            needed_gib,
+        })
+    }
+
+    /// Engine-level requirements (vLLM 0.33 `VllmConfig.__post_init__`, `use_v2_model_runner`).
+    fn check_engine(&self, d: &mut Vec<Diagnostic>) {
+        let s = self.scalars;
+        if s.platform != "cuda" {
+            let path = FieldPath::root("platform");
+            d.push(
+                Diagnostic::error(
+                    Code::PlatformUnsupported,
+                    path.clone(),
+                    "HiSparse currently requires NVIDIA CUDA",
+                )
+                .given(&json!(s.platform))
+                .allowed("\"cuda\"")
+                .fix(vec![FixOp::Set {
+                    path,
+                    value: json!("cuda"),
+                }]),
+            );
+        }
+        if s.pipeline_parallel_size > 1 {
+            let path = FieldPath::root("pipeline_parallel_size");
+            d.push(
+                Diagnostic::error(
+                    Code::PipelineParallelUnsupported,
+                    path.clone(),
+                    "HiSparse does not support pipeline parallelism",
+                )
+                .given(&json!(s.pipeline_parallel_size))
+                .allowed("1")
+                .hint(
+                    "use pipeline_parallel_size 1 (scale with tensor or data parallelism instead)",
+                )
+                .fix(vec![FixOp::Set {
+                    path,
+                    value: json!(1),
+                }]),
+            );
+        }
+        if s.decode_context_parallel_size > 1 {
+            let path = FieldPath::root("decode_context_parallel_size");
+            d.push(
+                Diagnostic::error(
+                    Code::DecodeContextParallelUnsupported,
+                    path.clone(),
+                    "HiSparse does not support decode context parallelism",
+                )
+                .given(&json!(s.decode_context_parallel_size))
+                .allowed("1")
+                .fix(vec![FixOp::Set {
+                    path,
+                    value: json!(1),
+                }]),
+            );
+        }
+        if self.cudagraph_mode == Some("FULL") {
+            let path = FieldPath::root("compilation_config").key("cudagraph_mode");
+            d.push(
+                Diagnostic::error(Code::CudagraphFullUnsupported, path.clone(), "HiSparse does not support cudagraph_mode=FULL; FULL_AND_PIECEWISE (the default) captures FULL graphs for decode batches")
+                    .given(&json!("FULL"))
+                    .allowed("any mode but FULL; FULL_AND_PIECEWISE is the default")
+                    .fix(vec![FixOp::Set { path, value: json!("FULL_AND_PIECEWISE") }]),
+            );
+        }
+        if self.args.scheduler_reserve_full_isl == Some(false) {
+            let path = FieldPath::root("scheduler_reserve_full_isl");
+            d.push(
+                Diagnostic::error(Code::SchedulerReserveFullIslDisabled, path.clone(), "HiSparse requires --scheduler-reserve-full-isl: without it, requests admitted against free host blocks can wait on each other's host pages forever")
+                    .given(&json!(false))
+                    .allowed("true (the default)")
+                    .hint("remove --no-scheduler-reserve-full-isl")
+                    .fix(vec![FixOp::Set { path, value: json!(true) }]),
+            );
+        }
+        if self.args.disable_hybrid_kv_cache_manager == Some(true) {
+            let path = FieldPath::root("disable_hybrid_kv_cache_manager");
+            d.push(
+                Diagnostic::error(
+                    Code::HybridKvCacheManagerDisabled,
+                    path.clone(),
+                    "HiSparse requires the hybrid KV cache manager",
+                )
+                .given(&json!(true))
+                .allowed("false (the default)")
+                .hint("remove --disable-hybrid-kv-cache-manager")
+                .fix(vec![FixOp::Set {
+                    path,
+                    value: json!(false),
+                }]),
+            );
+        }
+        if s.v2_runner == Some(false) {
+            let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
+            d.push(
+                Diagnostic::error(
+                    Code::ModelRunnerV2Disabled,
+                    path.clone(),
+                    "HiSparse requires Model Runner V2, but VLLM_USE_V2_MODEL_RUNNER turns it off",
+                )
+                .given(&json!(self.args.vllm_use_v2_model_runner))
+                .allowed("unset, or a non-zero integer")
+                .hint("unset VLLM_USE_V2_MODEL_RUNNER (remove VLLM_USE_V2_MODEL_RUNNER=0)")
+                .fix(vec![FixOp::Remove { path }]),
+            );
+        }
+    }
+
+    /// DSA-ness: returns the resolved `index_topk`.
+    fn check_model(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Resolved<u32>> {
+        let path = FieldPath::root("model");
+        if model.is_deepseek_v4() {
+            d.push(
+                Diagnostic::error(Code::DeepseekV4Unsupported, path, format!("HiSparse does not support DeepSeek-V4 ({}; vLLM 0.33 HiSparse layout)", model.name()))
+                    .given(&json!(model.name()))
+                    .allowed("a DSA model with MLA latent KV: DeepSeek-V3.2, GLM-5/5.1/5.2")
+                    .hint("serve DeepSeek-V4 without HiSparse: remove the HiSparseConnector and hisparse_config")
+                    .fix(self.disable_hisparse()),
+            );
+            return None;
+        }
+        let Some(topk) = &model.index_topk else {
+            d.push(
+                Diagnostic::error(Code::ModelNotDsa, path, format!("HiSparse is only supported for DSA models with index_topk; {} has no index_topk (top level or text_config)", model.name()))
+                    .given(&json!(model.name()))
+                    .allowed("a DSA model: DeepSeek-V3.2, GLM-5/5.1/5.2 (config.json has index_topk)")
+                    .hint("serve this model without HiSparse: remove the HiSparseConnector and hisparse_config")
+                    .fix(self.disable_hisparse()),
+            );
+            return None;
+        };
+        match &topk.value {
+            Ok(k) => Some(Resolved::new(
+                *k,
+                if topk.overridden {
+                    Provenance::Explicit {
+                        path: topk.source.clone(),
+                    }
+                } else {
+                    Provenance::Derived {
+                        from: vec![topk.source.clone()],
+                        rule: "the model's indexer top-k".into(),
+                    }
+                },
+            )),
+            Err(raw) => {
+                d.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        FieldPath::root("model"),
+                        format!("{} must be a positive integer", topk.source),
+                    )
+                    .given(raw)
+                    .allowed("an integer > 0")
+                    .hint("fix index_topk in the model's config.json or in --hf-overrides"),
+                );
+                None
+            }
+        }
+    }
+
+    fn resolve_dtype(
+        &self,
+        model: &ModelInfo,
+        d: &mut Vec<Diagnostic>,
+    ) -> (Resolved<String>, Option<Resolved<u32>>) {
+        let path = FieldPath::root("kv_cache_dtype");
+        let given = self.scalars.kv_cache_dtype.as_deref();
+        let dtype = match given {
+            None | Some("auto") => {
+                let model_dtype = model
+                    .torch_dtype
+                    .clone()
+                    .unwrap_or_else(|| "bfloat16".into());
+                let resolved = if model_dtype == "float16" {
+                    "float16"
+                } else {
+                    "bfloat16"
+                };
+                let mut from = vec![format!(
+                    "kv_cache_dtype={}",
+                    given.unwrap_or("auto (default)")
+                )];
+                if model.torch_dtype.is_some() {
+                    from.push("config.json:torch_dtype".into());
+                }
+                Resolved::new(resolved.to_owned(), Provenance::Derived { from, rule: "\"auto\" stores KV in the model dtype; pass --kv-cache-dtype fp8_ds_mla to halve host memory (656 vs 1152 B/row)".into() })
+            }
+            Some("fp8") => Resolved::new(
+                "fp8_ds_mla".to_owned(),
+                Provenance::Derived {
+                    from: vec!["kv_cache_dtype=fp8".into()],
+                    rule: "FlashMLA sparse treats \"fp8\" as an alias for fp8_ds_mla (vLLM 0.33)"
+                        .into(),
+                },
+            ),
+            Some(t) => {
+                if !SPARSE_MLA_DTYPES.contains(&t) {
+                    d.push(
+                        Diagnostic::error(Code::KvCacheDtypeUnsupported, path.clone(), format!("kv_cache_dtype \"{t}\" is not supported by sparse-MLA backends, so HiSparse cannot use it"))
+                            .given(&json!(t))
+                            .allowed(format!("one of {}", quoted(SPARSE_MLA_DTYPES)))
+                            .fix(vec![FixOp::Set { path: path.clone(), value: json!("fp8_ds_mla") }]),
+                    );
+                }
+                Resolved::new(
+                    t.to_owned(),
+                    Provenance::Explicit {
+                        path: "kv_cache_dtype".into(),
+                    },
+                )
+            }
+        };
+        // 16-bit rows hold kv_lora_rank + qk_rope_head_dim values (a NoPE model
+        // stores 512); fp8_ds_mla keeps its 656-byte layout either way.
+        let latent = model.kv_lora_rank.unwrap_or(512) + model.qk_rope_head_dim.unwrap_or(64);
+        let row_bytes = match dtype.value.as_str() {
+            "fp8_ds_mla" => Some(FP8_DS_MLA_ROW_BYTES),
+            "bfloat16" | "float16" => Some(latent.saturating_mul(2)),
+            _ => None,
+        };
+        if row_bytes.is_none() && SPARSE_MLA_DTYPES.contains(&dtype.value.as_str()) {
+            d.push(
+                Diagnostic::warning(Code::RowBytesUnknown, path, format!("hisparse_rs does not know the host row size of {}, so the host-pool size checks are skipped", dtype.value))
+                    .given(&json!(dtype.value)),
+            );
+        }
+        let row = row_bytes.map(|rb| {
+            Resolved::new(
+                rb,
+                Provenance::Derived {
+                    from: vec!["kv_cache_dtype".into(), "config.json:kv_lora_rank".into(), "config.json:qk_rope_head_dim".into()],
+                    rule: "fp8_ds_mla: 512 e4m3 + 4 fp32 scales + 64 bf16 = 656 B; 16-bit: (kv_lora_rank + qk_rope_head_dim) x 2 B".into(),
+                },
+            )
+        });
+        (dtype, row)
+    }
+
+    fn resolve_block_size(&self, d: &mut Vec<Diagnostic>) -> Resolved<u32> {
+        match self.scalars.block_size {
+            None => Resolved::new(SPARSE_MLA_BLOCK_SIZE as u32, Provenance::Default { rule: "sparse-MLA kernel block size on CUDA (vLLM 0.33 get_supported_kernel_block_sizes)".into() }),
+            Some(b) => {
+                if b % SPARSE_MLA_BLOCK_SIZE != 0 {
+                    let path = FieldPath::root("block_size");
+                    d.push(
+                        Diagnostic::error(Code::BlockSizeUnsupported, path.clone(), format!("block_size {b} is not a sparse-MLA kernel block size; DSA models with HiSparse need a multiple of {SPARSE_MLA_BLOCK_SIZE} ({LATE})"))
+                            .given(&json!(b))
+                            .allowed(format!("a multiple of {SPARSE_MLA_BLOCK_SIZE} (64, 128, 256, ...)"))
+                            .fix(vec![FixOp::Set { path, value: json!(SPARSE_MLA_BLOCK_SIZE) }]),
+                    );
+                }
+                Resolved::new(u32::try_from(b).unwrap_or(u32::MAX), Provenance::Explicit { path: "block_size".into() })
+            }
+        }
+    }
+
+    fn resolve_query_len(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Resolved<u32> {
+        let from_spec = |n: u64, source: &str| {
+            Resolved::new(
+                u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX),
+                Provenance::Derived {
+                    from: vec![source.to_owned()],
+                    rule: "1 + num_speculative_tokens (vLLM 0.33 max_decode_query_len on Model Runner V2)".into(),
+                },
+            )
+        };
+        let plain = || {
+            Resolved::new(
+                1,
+                Provenance::Default {
+                    rule: "1 without speculative decoding".into(),
+                },
+            )
+        };
+        match self.num_speculative_tokens {
+            None => plain(),
+            Some(Some(n)) => from_spec(n, "speculative_config.num_speculative_tokens"),
+            Some(None) => match model.num_nextn_predict_layers.filter(|n| *n > 0) {
+                Some(n) if self.spec_method_is_mtp() => {
+                    from_spec(n as u64, "config.json:num_nextn_predict_layers")
+                }
+                _ => {
+                    let path = FieldPath::root("speculative_config").key("num_speculative_tokens");
+                    d.push(
+                        Diagnostic::error(
+                            Code::SpeculativeTokensMissing,
+                            path.clone(),
+                            "speculative_config has no num_speculative_tokens, and it cannot be taken from the model",
+                        )
+                        .allowed("an integer > 0")
+                        .fix(vec![FixOp::Set { path, value: json!(1) }]),
+                    );
+                    plain() // keep checking the rest with the narrowest query
+                }
+            },
+        }
+    }
+
+    fn spec_method_is_mtp(&self) -> bool {
+        let method = self
+            .args
+            .speculative_config
+            .as_ref()
+            .and_then(|s| s.get("method"))
+            .and_then(Value::as_str);
+        matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp"))
+    }
+
+    fn resolve_device_buffer(
+        &self,
+        topk: &Resolved<u32>,
+        qlen: &Resolved<u32>,
+        block_size: u32,
+        d: &mut Vec<Diagnostic>,
+    ) -> Resolved<u32> {
+        let k = topk.value as u64;
+        let q = qlen.value as u64;
+        let min = q * k;
+        let default = (q + 1) * k;
+        let path = self
+            .explicit
+            .map(|hs| hs.path.key("device_buffer_size"))
+            .unwrap_or_else(|| {
+                FieldPath::root("attention_config")
+                    .key("hisparse_config")
+                    .key("device_buffer_size")
+            });
+        let explicit = self.explicit.and_then(|hs| hs.device_buffer_size);
+        let value = explicit.unwrap_or(default);
+        // A value that satisfies both bounds, for fixes (None: no hot buffer fits).
+        let fitting =
+            (min <= MAX_DEVICE_BUFFER_SIZE).then(|| default.clamp(min, MAX_DEVICE_BUFFER_SIZE));
+        let fix = |d: Diagnostic| match fitting {
+            Some(v) => d.fix(vec![FixOp::Set {
+                path: path.clone(),
+                value: json!(v),
+            }]),
+            None => {
+                let n = (MAX_DEVICE_BUFFER_SIZE / k).saturating_sub(1).max(1);
+                d.hint(format!("no hot buffer fits {q} x {k} rows in int16 slots; lower speculative_config.num_speculative_tokens to {n} or less"))
+            }
+        };
+        if value < min {
+            d.push(fix(
+                Diagnostic::error(
+                    Code::DeviceBufferTooSmall,
+                    path.clone(),
+                    format!("device_buffer_size {value} is smaller than max_decode_query_len x index_topk = {q} x {k} = {min}: every decode query's top-k must fit ({LATE})"),
+                )
+                .given(&json!(value))
+                .allowed(format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}")),
+            ));
+        } else if value > MAX_DEVICE_BUFFER_SIZE {
+            let origin = if explicit.is_some() {
+                ""
+            } else {
+                " (the default (max_decode_query_len + 1) x index_topk)"
+            };
+            d.push(fix(
+                Diagnostic::error(
+                    Code::DeviceBufferTooLarge,
+                    path.clone(),
+                    format!("device_buffer_size {value}{origin} exceeds the int16 slot-index limit of {MAX_DEVICE_BUFFER_SIZE} ({LATE})"),
+                )
+                .given(&json!(value))
+                .allowed(format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}")),
+            ));
+        } else if explicit.is_some() && block_size > 0 && value % block_size as u64 != 0 {
+            let up = value.div_ceil(block_size as u64) * block_size as u64;
+            let mut w = Diagnostic::warning(
+                Code::DeviceBufferUnaligned,
+                path.clone(),
+                format!("device_buffer_size {value} is not a multiple of the {block_size}-token block size, so {} padding rows per hot group are allocated and never used", up - value),
+            )
+            .given(&json!(value));
+            if up <= MAX_DEVICE_BUFFER_SIZE {
+                w = w.fix(vec![FixOp::Set {
+                    path: path.clone(),
+                    value: json!(up),
+                }]);
+            }
+            d.push(w);
+        }
+        let value = u32::try_from(value).unwrap_or(u32::MAX);
+        match (explicit, self.explicit) {
+            (Some(_), Some(hs)) => Resolved::new(value, Provenance::Explicit { path: hs.path.key("device_buffer_size").to_string() }),
+            _ => Resolved::new(
+                value,
+                Provenance::Derived {
+                    from: vec!["max_decode_query_len".into(), "index_topk".into()],
+                    rule: "(max_decode_query_len + 1) x index_topk: every decode query's top-k plus one top-k of LRU slack (vLLM 0.33 ResolvedHiSparseConfig)".into(),
+                },
+            ),
+        }
+    }
+
+    fn resolve_host_pool(
+        &self,
+        site: &HiSparseSite,
+        needed_gib: Option<f64>,
+        d: &mut Vec<Diagnostic>,
+    ) -> Option<Resolved<f64>> {
+        let path = site.host_pool_path();
+        let suggestion = needed_gib.unwrap_or(64.0);
+        let set = vec![FixOp::Set {
+            path: path.clone(),
+            value: json!(suggestion),
+        }];
+        let allowed = match needed_gib {
+            Some(g) => {
+                format!("a number of GiB > 0; at least {g} for this model and max_model_len")
+            }
+            None => "a number of GiB > 0".to_owned(),
+        };
+        let Some(raw) = &site.host_pool_gib else {
+            if site.host_pool_misplaced {
+                return None; // its unknown_key error moves the user's value into place
+            }
+            d.push(
+                Diagnostic::error(Code::HostPoolGibMissing, path.clone(), format!("HiSparseConnector at {} requires host_pool_gib in its kv_connector_extra_config ({LATE})", site.path))
+                    .allowed(allowed)
+                    .fix(set),
+            );
+            return None;
+        };
+        let Some(gib) = py_float(raw) else {
+            d.push(
+                type_error(&path, "a number of GiB", raw)
+                    .allowed(allowed)
+                    .fix(set),
+            );
+            return None;
+        };
+        if raw.is_boolean() {
+            d.push(
+                Diagnostic::warning(
+                    Code::BoolAsNumber,
+                    path.clone(),
+                    format!("host_pool_gib is the boolean {raw}, which vLLM reads as {gib} GiB"),
+                )
+                .given(raw)
+                .fix(set.clone()),
+            );
+        }
+        if gib <= 0.0 {
+            d.push(
+                Diagnostic::error(
+                    Code::HostPoolGibNotPositive,
+                    path.clone(),
+                    "HiSparseConnector host_pool_gib must be positive",
+                )
+                .given(raw)
+                .allowed(allowed)
+                .fix(set),
+            );
+            return None;
+        }
+        Some(Resolved::new(
+            gib,
+            Provenance::Explicit {
+                path: path.to_string(),
+            },
+        ))
+    }
+
+    /// `hisparse_config` is set but no HiSparseConnector exists anywhere: add one.
+    fn no_connector(&self, needed_gib: Option<f64>, d: &mut Vec<Diagnostic>) {
+        let Some(hs) = self.explicit else { return };
+        let child = json!({
+            "kv_connector": HISPARSE,
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {"host_pool_gib": needed_gib.unwrap_or(64.0)},
+        });
+        let top = FieldPath::root("kv_transfer_config");
+        let fix = match &self.args.kv_transfer_config {
+            None | Some(Value::Null) => Some(FixOp::Set {
+                path: top.clone(),
+                value: child.clone(),
+            }),
+            Some(Value::Object(obj)) => match obj.get("kv_connector").and_then(Value::as_str) {
+                Some(MULTI) => obj
+                    .get("kv_connector_extra_config")
+                    .and_then(|e| e.get("connectors"))
+                    .and_then(Value::as_array)
+                    .map(|list| FixOp::Set {
+                        path: top
+                            .key("kv_connector_extra_config")
+                            .key("connectors")
+                            .index(list.len()),
+                        value: child.clone(),
+                    }),
+                Some(_) => Some(FixOp::Set {
+                    path: top.clone(),
+                    value: json!({
+                        "kv_connector": MULTI,
+                        "kv_role": obj.get("kv_role").cloned().unwrap_or(json!("kv_both")),
+                        "kv_connector_extra_config": {"connectors": [obj, child]},
+                    }),
+                }),
+                None => Some(FixOp::Set {
+                    path: top.clone(),
+                    value: child.clone(),
+                }),
+            },
+            Some(_) => None,
+        };
+        let mut diag = Diagnostic::error(
+            Code::HiSparseWithoutConnector,
+            hs.path.clone(),
+            format!("hisparse_config is set but no HiSparseConnector is configured anywhere in kv_transfer_config, so there is no host pool ({LATE})"),
+        )
+        .allowed("hisparse_config together with a HiSparseConnector in kv_transfer_config");
+        diag = match fix {
+            Some(op) => diag.fix(vec![op]),
+            None => diag.hint(format!(
+                "add {child} to kv_transfer_config, or remove {}",
+                hs.path
+            )),
+        };
+        d.push(diag);
+    }
+}
+
+/// Host blocks in a pool: vLLM takes `int(host_pool_gib * 2**30)` bytes, then whole blocks.
+pub fn pool_blocks(host_pool_gib: f64, host_block_bytes: u64) -> u64 {
+    if host_block_bytes == 0 {
+        return 0;
+    }
+    ((host_pool_gib * GIB) as u64) / host_block_bytes
+}
+
+/// The smallest host_pool_gib, in hundredths of a GiB, holding `blocks` blocks.
+pub fn min_pool_gib(blocks: u64, host_block_bytes: u64) -> f64 {
+    let bytes = blocks as f64 * host_block_bytes as f64;
+    let mut gib = (bytes / GIB * 100.0).ceil() / 100.0;
+    while pool_blocks(gib, host_block_bytes) < blocks {
+        gib = ((gib * 100.0).round() + 1.0) / 100.0;
+    }
+    gib
+}
