@@ -250,7 +250,9 @@ impl Ctx<'_> {
         );
         let host_block_bytes = row_bytes.as_ref().map(|rb| {
             Resolved::new(
-                block_size.value as u64 * rb.value as u64 * layers.value as u64,
+                (block_size.value as u64)
+                    .saturating_mul(rb.value as u64)
+                    .saturating_mul(layers.value as u64),
                 Provenance::Derived {
                     from: vec![
                         "block_size".into(),
@@ -813,11 +815,36 @@ pub fn pool_blocks(host_pool_gib: f64, host_block_bytes: u64) -> u64 {
 }
 
 /// The smallest host_pool_gib, in hundredths of a GiB, holding `blocks` blocks.
+/// Bounded: past f64's precision (absurd contexts) the estimate is returned as is.
 pub fn min_pool_gib(blocks: u64, host_block_bytes: u64) -> f64 {
     let bytes = blocks as f64 * host_block_bytes as f64;
     let mut gib = (bytes / GIB * 100.0).ceil() / 100.0;
-    while pool_blocks(gib, host_block_bytes) < blocks {
+    for _ in 0..4 {
+        if pool_blocks(gib, host_block_bytes) >= blocks {
+            break;
+        }
         gib = ((gib * 100.0).round() + 1.0) / 100.0;
     }
     gib
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_pool_gib_is_the_smallest_passing_size() {
+        // DeepSeek-V3.2 fp8_ds_mla at 163840 tokens: 2562 blocks of 2,561,024 B.
+        let gib = min_pool_gib(2562, 2_561_024);
+        assert_eq!(gib, 6.12);
+        assert!(pool_blocks(gib, 2_561_024) >= 2562);
+        assert!(pool_blocks(gib - 0.01, 2_561_024) < 2562);
+    }
+
+    #[test]
+    fn min_pool_gib_terminates_on_absurd_sizes() {
+        let gib = min_pool_gib(u64::MAX / 2, u64::MAX / 3);
+        assert!(gib.is_finite() && gib > 0.0);
+        assert_eq!(pool_blocks(f64::MAX, 1), u64::MAX);
+    }
 }
