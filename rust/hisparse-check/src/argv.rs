@@ -14,6 +14,10 @@ const NEGATABLE: &[&str] = &[
     "disable-hybrid-kv-cache-manager",
 ];
 
+/// Deepest dotted flag accepted (`--a.b.c` is 2 deep): the merge and the JSON
+/// it builds recurse, so argv must not choose the depth. Real configs nest < 10.
+const MAX_DOTTED_DEPTH: usize = 64;
+
 /// vLLM's multi-letter single-dash aliases.
 const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-tp", "--tensor-parallel-size"),
@@ -66,6 +70,11 @@ pub fn preprocess(args: &[String]) -> Result<Vec<String>, String> {
         let keys: Vec<&str> = keys.collect();
         if keys.iter().any(|k| k.is_empty()) {
             return Err(format!("{name}: empty key in dotted flag"));
+        }
+        if keys.len() > MAX_DOTTED_DEPTH {
+            return Err(format!(
+                "{flag}: dotted flags nest at most {MAX_DOTTED_DEPTH} keys deep; pass the value as JSON instead"
+            ));
         }
         let nested = keys.iter().rev().fold(value, |acc, key| {
             let mut m = Map::new();

@@ -72,6 +72,7 @@ codes! {
     BlockSizeUnsupported => "block_size_unsupported",
     KvCacheDtypeUnsupported => "kv_cache_dtype_unsupported",
     MaxModelLenTooLarge => "max_model_len_too_large",
+    MaxModelLenUnknown => "max_model_len_unknown",
     SpeculativeTokensMissing => "speculative_tokens_missing",
     ModelConfigMissing => "model_config_missing",
     // Warnings: legal but surprising.
@@ -97,7 +98,8 @@ pub enum FixOp {
     /// Delete the key or list element at `path` (absent: no-op).
     Remove { path: FieldPath },
     /// Move the value at `from` to `to`; when both are objects, keys already
-    /// at `to` win and the rest are carried over, so nothing is lost.
+    /// at `to` win and the rest are carried over; two lists are concatenated
+    /// (`to`'s items first), so nothing is lost.
     Move { from: FieldPath, to: FieldPath },
 }
 
@@ -250,6 +252,7 @@ pub fn apply_fix(doc: &mut Value, ops: &[FixOp]) -> Result<(), String> {
                             existing.entry(k).or_insert(v);
                         }
                     }
+                    (Value::Array(existing), Value::Array(incoming)) => existing.extend(incoming),
                     (target, moved) => *target = moved,
                 }
             }

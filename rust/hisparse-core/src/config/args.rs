@@ -24,22 +24,46 @@ pub struct ServeArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// The model's HF `config.json` already parsed (instead of `model`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub hf_config: Option<Value>,
     /// `--hf-overrides` JSON, deep-merged over `config.json` (vLLM semantics).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub hf_overrides: Option<Value>,
     /// `--kv-transfer-config` JSON (vLLM `KVTransferConfig`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub kv_transfer_config: Option<Value>,
     /// `--attention-config` JSON (vLLM `AttentionConfig`; holds `hisparse_config`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub attention_config: Option<Value>,
     /// `--speculative-config` JSON (vLLM `SpeculativeConfig`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub speculative_config: Option<Value>,
     /// `--compilation-config` JSON (vLLM `CompilationConfig`; `cudagraph_mode`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub compilation_config: Option<Value>,
     /// `--tensor-parallel-size` / `-tp` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,6 +105,12 @@ pub struct ServeArgs {
     /// Target platform: "cuda" (default), "rocm" or "cpu".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
+}
+
+/// A JSON field that is present deserializes to `Some`, even when it is null,
+/// so the JSON form round-trips exactly.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// Input that could not be read at all (exit code 2 in `hisparse-check`).
@@ -174,7 +204,7 @@ impl ServeArgs {
     /// Returns `Ok(None)` when neither is given. Files are parsed once per
     /// (path, size, mtime) and shared, so repeated checks stay cheap.
     pub fn load_hf_config(&self) -> Result<Option<(Arc<Value>, String)>, LoadError> {
-        if let Some(cfg) = &self.hf_config {
+        if let Some(cfg) = self.hf_config.as_ref().filter(|v| !v.is_null()) {
             return Ok(Some((Arc::new(cfg.clone()), "hf_config".to_owned())));
         }
         let Some(model) = &self.model else {

@@ -3,7 +3,7 @@
 //! (unknown keys with a suggestion, types, unexpanded shell variables).
 
 use crate::diagnostic::{Code, Diagnostic, FixOp};
-use crate::path::FieldPath;
+use crate::path::{FieldPath, Seg};
 use serde_json::{Map, Value};
 
 /// `vllm/config/kv_transfer.py` `KVTransferConfig` fields (0.33.0).
@@ -352,27 +352,47 @@ pub fn type_error(path: &FieldPath, expected: &str, given: &Value) -> Diagnostic
 
 /// Warn about strings that look like shell variables that were never expanded
 /// (`"$HOST_POOL_GIB"`, `"${POOL}"`): a quoting mistake in a launch script.
+///
+/// Iterative, and linear in the document: each node records only its parent
+/// and its own step; a path is built only for a string that matches.
 pub fn find_shell_variables(value: &Value, path: &FieldPath, out: &mut Vec<Diagnostic>) {
-    let mut stack = vec![(value, path.clone())];
-    while let Some((v, p)) = stack.pop() {
+    // (parent node index, step from the parent: a key or a list index)
+    let mut nodes: Vec<(usize, Option<Result<&str, usize>>)> = vec![(0, None)];
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, id)) = stack.pop() {
         match v {
-            Value::String(s) if looks_like_shell_variable(s) => out.push(
-                Diagnostic::warning(
-                    Code::UnexpandedShellVariable,
-                    p.clone(),
-                    format!("{p} is {s:?}, which looks like a shell variable that was never expanded"),
-                )
-                .given(v)
-                .hint("use double quotes around the JSON in your launch script so the shell expands it, or write the value itself"),
-            ),
+            Value::String(s) if looks_like_shell_variable(s) => {
+                let mut steps = Vec::new();
+                let mut at = id;
+                while let (parent, Some(step)) = nodes[at] {
+                    steps.push(match step {
+                        Ok(key) => Seg::Key(key.to_owned()),
+                        Err(i) => Seg::Index(i),
+                    });
+                    at = parent;
+                }
+                let mut p = path.clone();
+                p.0.extend(steps.into_iter().rev());
+                out.push(
+                    Diagnostic::warning(
+                        Code::UnexpandedShellVariable,
+                        p.clone(),
+                        format!("{p} is {s:?}, which looks like a shell variable that was never expanded"),
+                    )
+                    .given(v)
+                    .hint("use double quotes around the JSON in your launch script so the shell expands it, or write the value itself"),
+                );
+            }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate().rev() {
-                    stack.push((item, p.index(i)));
+                    nodes.push((id, Some(Err(i))));
+                    stack.push((item, nodes.len() - 1));
                 }
             }
             Value::Object(map) => {
                 for (k, item) in map.iter().rev() {
-                    stack.push((item, p.key(k)));
+                    nodes.push((id, Some(Ok(k.as_str()))));
+                    stack.push((item, nodes.len() - 1));
                 }
             }
             _ => {}

@@ -57,15 +57,17 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Fix operations that turn HiSparse off entirely (remove the connector and
-    /// any explicit hisparse_config): always a valid configuration.
+    /// Fix operations that turn HiSparse off entirely (remove every HiSparse
+    /// connector, later ones first so list indices stay valid, and any explicit
+    /// hisparse_config): always a valid configuration.
     fn disable_hisparse(&self) -> Vec<FixOp> {
-        let mut ops = self
+        let mut ops: Vec<FixOp> = self
             .tree
             .sites
-            .first()
-            .map(|s| s.removal.clone())
-            .unwrap_or_default();
+            .iter()
+            .rev()
+            .flat_map(|s| s.removal.clone())
+            .collect();
         if let Some(hs) = self.explicit {
             ops.push(FixOp::Remove {
                 path: hs.path.clone(),
@@ -198,7 +200,19 @@ impl Ctx<'_> {
     /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
     fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
-        let layers = model.sparse_mla_layers.clone()?;
+        let Some(layers) = model.sparse_mla_layers.clone().filter(|l| l.value > 0) else {
+            d.push(
+                Diagnostic::error(
+                    Code::ModelNotDsa,
+                    FieldPath::root("model"),
+                    format!("{} has no sparse-MLA layers (num_hidden_layers, or layer_types entries \"deepseek_sparse_attention\")", model.name()),
+                )
+                .allowed("a DSA model with at least one sparse-MLA layer")
+                .hint("fix the model's config.json or --hf-overrides, or serve without HiSparse")
+                .fix(self.disable_hisparse()),
+            );
+            return None;
+        };
 
         let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
         let block_size = self.resolve_block_size(d);
@@ -237,9 +251,26 @@ impl Ctx<'_> {
                         .into(),
                 },
             ),
-            (None, None) => return None,
+            (None, None) => {
+                d.push(
+                    Diagnostic::error(
+                        Code::MaxModelLenUnknown,
+                        FieldPath::root("max_model_len"),
+                        format!(
+                            "{} gives no max_position_embeddings, so the host pool cannot be sized",
+                            model.name()
+                        ),
+                    )
+                    .allowed("a positive number of tokens")
+                    .hint("pass --max-model-len"),
+                );
+                return None;
+            }
         };
-        let min_blocks = max_model_len.value.div_ceil(block_size.value as u64) + 2;
+        let min_blocks = max_model_len
+            .value
+            .div_ceil(block_size.value as u64)
+            .saturating_add(2);
         let min_host_blocks = Resolved::new(
             min_blocks,
             Provenance::Derived {

@@ -1,0 +1,277 @@
+//! Fixes do what they promise: applying an error's `fix` to the JSON form of
+//! the (normalized) arguments yields arguments whose report no longer has that
+//! error, and repeatedly fixing the first error reaches a valid configuration.
+//! Seeds are fixed (see `common::config`).
+
+mod common;
+
+use common::*;
+use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::{resolve, Code, Diagnostic, FieldPath, FixOp, Report, Seg, ServeArgs};
+use proptest::prelude::*;
+
+/// Rounds allowed for the fix loop to reach a valid report.
+const MAX_ROUNDS: usize = 30;
+
+fn report_of(args: &ServeArgs) -> Result<Report, TestCaseError> {
+    resolve(args)
+        .map_err(|e| TestCaseError::fail(format!("resolve failed with hf_config given: {e}")))
+}
+
+/// `args` with `d`'s fix applied to its normalized JSON form.
+fn apply(args: &ServeArgs, d: &Diagnostic) -> Result<ServeArgs, TestCaseError> {
+    let mut doc = args.normalized().0.into_owned().to_json();
+    let before = doc.to_string();
+    apply_fix(&mut doc, &d.fix).map_err(|e| {
+        TestCaseError::fail(format!(
+            "apply_fix failed for {} at {}: {e}\nfix: {}\ndocument: {before}",
+            d.code.as_str(),
+            d.path,
+            serde_json::to_string(&d.fix).unwrap_or_default()
+        ))
+    })?;
+    ServeArgs::from_json(doc.clone()).map_err(|e| {
+        TestCaseError::fail(format!(
+            "after the fix for {} at {} the document is no longer ServeArgs: {e}\nfix: {}\nfixed: {doc}",
+            d.code.as_str(),
+            d.path,
+            serde_json::to_string(&d.fix).unwrap_or_default()
+        ))
+    })
+}
+
+/// Map a path of the fixed document back to the original one: removing list
+/// element `i` shifts the later elements down by one, so the error now at
+/// `list[j]` (j >= i) is the one that was at `list[j + 1]`.
+fn unshift(path: &FieldPath, fix: &[FixOp]) -> FieldPath {
+    let mut segs = path.0.clone();
+    for op in fix.iter().rev() {
+        let removed = match op {
+            FixOp::Remove { path } => path,
+            FixOp::Move { from, .. } => from,
+            FixOp::Set { .. } => continue,
+        };
+        let Some((Seg::Index(i), list)) = removed.0.split_last() else {
+            continue;
+        };
+        if segs.len() > list.len() && segs[..list.len()] == *list {
+            if let Seg::Index(j) = &mut segs[list.len()] {
+                if *j >= *i {
+                    *j += 1;
+                }
+            }
+        }
+    }
+    FieldPath(segs)
+}
+
+fn summary(report: &Report) -> String {
+    report
+        .errors
+        .iter()
+        .map(|e| format!("{}@{}", e.code.as_str(), e.path))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// Every error's fix applies cleanly and removes that error (same code
+    /// and path, allowing for list indices that shift when an element is removed).
+    #[test]
+    fn each_fix_removes_its_error(args in realistic_args(false)) {
+        let report = report_of(&args)?;
+        for d in report.errors.iter().filter(|d| !d.fix.is_empty()) {
+            let fixed = apply(&args, d)?;
+            let after = report_of(&fixed)?;
+            let still = after
+                .errors
+                .iter()
+                .find(|e| e.code == d.code && unshift(&e.path, &d.fix) == d.path);
+            prop_assert!(
+                still.is_none(),
+                "the fix for {} at {} did not remove it\nfix: {}\nerrors before: {}\nerrors after: {}\nstill there: {:?}",
+                d.code.as_str(),
+                d.path,
+                serde_json::to_string(&d.fix).unwrap_or_default(),
+                summary(&report),
+                summary(&after),
+                still.map(|e| &e.message)
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// A fix never turns HiSparse off as a side effect: only the fixes of
+    /// `model_not_dsa` and `deepseek_v4_unsupported` are meant to remove it.
+    #[test]
+    fn fixes_keep_hisparse_enabled(args in realistic_args(false)) {
+        let report = report_of(&args)?;
+        if !report.hisparse_enabled {
+            return Ok(());
+        }
+        for d in report.errors.iter().filter(|d| !d.fix.is_empty()) {
+            if matches!(d.code, Code::ModelNotDsa | Code::DeepseekV4Unsupported) {
+                continue;
+            }
+            let after = report_of(&apply(&args, d)?)?;
+            prop_assert!(
+                after.hisparse_enabled,
+                "the fix for {} at {} turned HiSparse off\nfix: {}\nbefore: {}\nafter: {}",
+                d.code.as_str(),
+                d.path,
+                serde_json::to_string(&d.fix).unwrap_or_default(),
+                args.kv_transfer_config.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                apply(&args, d)?.kv_transfer_config.map(|v| v.to_string()).unwrap_or_default()
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Fixing the first error again and again reaches a valid report within
+    /// MAX_ROUNDS rounds, unless an error without a fix turns up (then the
+    /// case is skipped: there is nothing to apply).
+    #[test]
+    fn fixing_first_errors_converges(args in realistic_args(false)) {
+        let mut args = args;
+        let mut trail = Vec::new();
+        for _ in 0..MAX_ROUNDS {
+            let report = report_of(&args)?;
+            let Some(first) = report.errors.first() else {
+                return Ok(());
+            };
+            if first.fix.is_empty() {
+                return Ok(());
+            }
+            trail.push(format!(
+                "{}@{}: {}",
+                first.code.as_str(),
+                first.path,
+                serde_json::to_string(&first.fix).unwrap_or_default()
+            ));
+            args = apply(&args, first)?;
+        }
+        let last = report_of(&args)?;
+        prop_assert!(
+            last.valid,
+            "still invalid after {} rounds: {}\nfixes applied:\n  {}",
+            MAX_ROUNDS,
+            summary(&last),
+            trail.join("\n  ")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Minimal reproductions of what the properties above found.
+
+/// `Ctx::disable_hisparse` (config/resolve.rs), the fix of `model_not_dsa`
+/// and `deepseek_v4_unsupported`, removes only the *first* HiSparseConnector;
+/// with two of them HiSparse stays on and the error stays.
+#[test]
+fn regression_disabling_hisparse_removes_every_connector() {
+    let hisparse = serde_json::json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": 64}});
+    for (model, code) in [
+        (LLAMA, Code::ModelNotDsa),
+        (DSV4_FLASH, Code::DeepseekV4Unsupported),
+    ] {
+        let args = ServeArgs {
+            hf_config: Some(parse(model)),
+            kv_transfer_config: Some(serde_json::json!({
+                "kv_connector": "MultiConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"connectors": [hisparse.clone(), hisparse.clone()]}})),
+            ..Default::default()
+        };
+        let report = resolve(&args).expect("no I/O");
+        let d = report
+            .errors
+            .iter()
+            .find(|d| d.code == code)
+            .unwrap_or_else(|| panic!("expected {}: {}", code.as_str(), summary(&report)));
+        let fixed = apply(&args, d).expect("fix applies");
+        let after = resolve(&fixed).expect("no I/O");
+        assert!(
+            !after.errors.iter().any(|e| e.code == code),
+            "{} still reported after its fix {}: {}",
+            code.as_str(),
+            serde_json::to_string(&d.fix).unwrap_or_default(),
+            summary(&after)
+        );
+    }
+}
+
+/// The `misplaced_connectors` fix is a Move onto
+/// `kv_connector_extra_config.connectors`; `apply_fix` merges only objects, so
+/// when that list already exists it is *replaced* by the misplaced one. Here
+/// the HiSparseConnector is lost and the "fixed" configuration is valid with
+/// HiSparse silently off.
+#[test]
+fn regression_misplaced_connectors_fix_keeps_the_existing_children() {
+    let args = ServeArgs {
+        hf_config: Some(dsv32()),
+        kv_transfer_config: Some(serde_json::json!({
+            "kv_connector": "MultiConnector", "kv_role": "kv_both",
+            "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_both"}],
+            "kv_connector_extra_config": {"connectors": [
+                {"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+                 "kv_connector_extra_config": {"host_pool_gib": 64}}]}})),
+        ..Default::default()
+    };
+    let report = resolve(&args).expect("no I/O");
+    assert!(report.hisparse_enabled);
+    let d = report
+        .errors
+        .iter()
+        .find(|d| d.code == Code::MisplacedConnectors)
+        .expect("misplaced_connectors");
+    let fixed = apply(&args, d).expect("fix applies");
+    let after = resolve(&fixed).expect("no I/O");
+    assert!(
+        after.hisparse_enabled,
+        "the fix dropped the HiSparseConnector: {}",
+        fixed.kv_transfer_config.unwrap_or_default()
+    );
+}
+
+proptest! {
+    // Guarded and forked: older code looped forever on this input.
+    #![proptest_config(forked_config(1, 20_000))]
+
+    /// A model whose `layer_types` has no "deepseek_sparse_attention" entry
+    /// has 0 sparse-MLA layers, so host_block_bytes is 0 and `pool_blocks`
+    /// returns 0 for every pool: `host_pool_too_small` is reported with a fix
+    /// (`min_pool_gib`'s estimate) that cannot remove it, and the fix loop never
+    /// converges. (Before `min_pool_gib` was bounded this input hung resolve.)
+    #[test]
+    fn regression_zero_sparse_mla_layers_has_a_working_fix(_x in Just(())) {
+        let args = ServeArgs {
+            hf_config: Some(dsv32()),
+            hf_overrides: Some(serde_json::json!({"layer_types": []})),
+            kv_transfer_config: Some(serde_json::json!({"kv_connector": "HiSparseConnector",
+                "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}})),
+            ..Default::default()
+        };
+        guarded(&args, |args| {
+            let report = report_of(args)?;
+            for d in report.errors.iter().filter(|d| !d.fix.is_empty()) {
+                let after = report_of(&apply(args, d)?)?;
+                prop_assert!(
+                    !after.errors.iter().any(|e| e.code == d.code && e.path == d.path),
+                    "the fix for {} at {} did not remove it: {}",
+                    d.code.as_str(),
+                    d.path,
+                    serde_json::to_string(&d.fix).unwrap_or_default()
+                );
+            }
+            Ok(())
+        })?;
+    }
+}
