@@ -127,23 +127,9 @@ impl Ctx<'_> {
             return None;
         };
         let host_pool_gib = self.resolve_host_pool(site, needed_gib, d);
-        let Sizing {
-            index_topk,
-            layers,
-            kv_cache_dtype,
-            row_bytes,
-            block_size,
-            max_decode_query_len,
-            device_buffer_size,
-            eager_host_mirror,
-            max_model_len,
-            min_blocks,
-            min_host_blocks,
-            host_block_bytes,
-            needed_gib,
-        } = sizing?;
+        let s = sizing?;
         let host_pool_gib = host_pool_gib?;
-        let host_blocks = host_block_bytes.as_ref().map(|hbb| {
+        let host_blocks = s.host_block_bytes.as_ref().map(|hbb| {
             Resolved::new(
                 pool_blocks(host_pool_gib.value, hbb.value),
                 Provenance::Derived {
@@ -152,20 +138,20 @@ impl Ctx<'_> {
                 },
             )
         });
-        if let (Some(blocks), Some(gib)) = (&host_blocks, needed_gib) {
-            if blocks.value < min_blocks {
+        if let (Some(blocks), Some(gib)) = (&host_blocks, s.needed_gib) {
+            if blocks.value < s.min_blocks {
                 let path = site.host_pool_path();
                 d.push(
                     Diagnostic::error(
                         Code::HostPoolTooSmall,
                         path.clone(),
                         format!(
-                            "host_pool_gib {} holds {} host blocks of {} bytes, but a {}-token request needs {min_blocks} ({LATE}); increase host_pool_gib",
-                            host_pool_gib.value, blocks.value, host_block_bytes.as_ref().map_or(0, |b| b.value), max_model_len.value
+                            "host_pool_gib {} holds {} host blocks of {} bytes, but a {}-token request needs {} ({LATE}); increase host_pool_gib",
+                            host_pool_gib.value, blocks.value, s.host_block_bytes.as_ref().map_or(0, |b| b.value), s.max_model_len.value, s.min_blocks
                         ),
                     )
                     .given(&json!(host_pool_gib.value))
-                    .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {min_blocks} blocks)"))
+                    .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {} blocks)", s.min_blocks))
                     .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len"))
                     .fix(vec![FixOp::Set { path, value: json!(gib) }]),
                 );
@@ -175,24 +161,24 @@ impl Ctx<'_> {
             enabled,
             connector: site.path.to_string(),
             host_pool_gib,
-            device_buffer_size,
-            eager_host_mirror,
-            index_topk,
-            max_decode_query_len,
-            kv_cache_dtype,
-            row_bytes,
-            block_size,
-            max_model_len,
+            device_buffer_size: s.device_buffer_size,
+            eager_host_mirror: s.eager_host_mirror,
+            index_topk: s.index_topk,
+            max_decode_query_len: s.max_decode_query_len,
+            kv_cache_dtype: s.kv_cache_dtype,
+            row_bytes: s.row_bytes,
+            block_size: s.block_size,
+            max_model_len: s.max_model_len,
             sparse_mla_layers: Resolved::new(
-                layers.value,
+                s.layers.value,
                 Provenance::Derived {
-                    from: vec![layers.source.clone()],
+                    from: vec![s.layers.source],
                     rule: "layers with sparse-MLA KV".into(),
                 },
             ),
-            host_block_bytes,
+            host_block_bytes: s.host_block_bytes,
             host_blocks,
-            min_host_blocks,
+            min_host_blocks: s.min_host_blocks,
         })
     }
 
