@@ -300,6 +300,15 @@ class Site:
 class Tree:
     sites: list[Site] = field(default_factory=list)
     top_connector: str | None = None  # the top-level kv_connector, when it is a string
+    # (path, name) of every connector that is not a MultiConnector and is not
+    # loaded from kv_connector_module_path
+    leaves: list[tuple[Path, str]] = field(default_factory=list)
+
+
+# Registered connectors without SupportsHMA (vLLM 0.33 supports_hma_config).
+CONNECTORS_WITHOUT_HMA = frozenset(
+    {"ExampleConnector", "LMCacheConnectorV1", "LMCacheMPConnector", "FlexKVConnectorV1", "HF3FSKVConnector"}
+)
 
 
 @dataclass(frozen=True)
@@ -467,7 +476,7 @@ def hisparse_site(
     - under a ``kv_producer`` (itself or any ancestor): ``kv_producer_role`` at the
       connector; a prefill-only instance never decodes, so the pool is unused;
     - otherwise any valid role but ``kv_both``: ``hisparse_role_not_kv_both`` at its kv_role;
-    - depth >= 2: ``vllm_0_33_not_inferred`` at the connector, since vLLM 0.33.0's
+    - depth >= 2: error ``hisparse_connector_too_deep`` at the connector, since vLLM 0.33.0's
       ``has_connector`` / ``hisparse_host_pool_gib`` look one MultiConnector level deep.
     """
     if under_producer:
@@ -475,7 +484,7 @@ def hisparse_site(
     elif role is not None and role != "kv_both":
         out.warning("hisparse_role_not_kv_both", (*path, "kv_role"))
     if depth >= 2:
-        out.warning("vllm_0_33_not_inferred", path)
+        out.error("hisparse_connector_too_deep", path)
     extra = obj.get("kv_connector_extra_config")
     host_pool = extra.get("host_pool_gib", MISSING) if isinstance(extra, dict) else MISSING
     misplaced = any(
@@ -519,6 +528,8 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
         node, path, depth, under_producer = stack.pop()
         if not isinstance(node, dict):
             out.error("invalid_type" if depth == 0 else "connector_not_object", path)
+            if depth == 1:  # vLLM's has_connector calls .get on it: AttributeError
+                out.warning("vllm_0_33_crash", path)
             continue
         role = check_connector_fields(node, path, depth, out)
         raw_connector = node.get("kv_connector")
@@ -528,6 +539,9 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
             # every other error shows up in the same pass.
             connector = HISPARSE
         is_producer = under_producer or role == "kv_producer"
+        module = node.get("kv_connector_module_path")
+        if connector is not None and connector != MULTI and not (isinstance(module, str) and module):
+            tree.leaves.append((path, connector))
         if connector == HISPARSE:
             tree.sites.append(hisparse_site(node, path, depth, role, is_producer, out))
 
@@ -552,6 +566,8 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
             continue
         if not isinstance(children, list):
             out.error("connectors_not_list", children_path)
+            if depth == 0 and children is None:  # vLLM iterates over None: TypeError
+                out.warning("vllm_0_33_crash", children_path)
             continue
         if depth + 1 > MAX_DEPTH:
             if not depth_reported:
@@ -784,6 +800,11 @@ def resolve_hisparse(
         enabled_by = ("inferred", format_path(site.path))
     if tree.top_connector is not None and tree.top_connector not in VALIDATED_TOP_CONNECTORS:
         out.warning("connector_not_validated", ("kv_transfer_config", "kv_connector"))
+    # A connector without hybrid-KV-cache-manager support makes vLLM turn the
+    # manager off, and HiSparse needs it.
+    for leaf_path, name in tree.leaves:
+        if name in CONNECTORS_WITHOUT_HMA:
+            out.error("connector_without_hma", (*leaf_path, "kv_connector"))
 
     mdql = max_decode_query_len(spec, spec_method, model.nextn_layers, out)
     dbs = resolve_device_buffer(explicit, mdql, model.index_topk, out)
@@ -793,7 +814,10 @@ def resolve_hisparse(
         out.error("hisparse_without_connector", HS_PATH)
         return None
     min_blocks = -(-max_model_len // BLOCK_SIZE) + 2
-    block_bytes = BLOCK_SIZE * model.row_bytes(kv_cache_dtype) * model.sparse_mla_layers
+    # With MTP, the draft layers' KV lives in the host pool too.
+    is_mtp = isinstance(spec_method, str) and (spec_method == "mtp" or spec_method.endswith("_mtp"))
+    layers = model.sparse_mla_layers + (model.nextn_layers if spec is not NO_SPEC and is_mtp else 0)
+    block_bytes = BLOCK_SIZE * model.row_bytes(kv_cache_dtype) * layers
     gib = resolve_host_pool(site, min_blocks, block_bytes, out)
     if gib is None:
         return None

@@ -133,7 +133,7 @@ def test_not_configured_is_valid_without_settings() -> None:
 def test_error_codes_are_stable_strings() -> None:
     codes = hisparse_rs.error_codes()
     assert len(codes) == len(set(codes))
-    for code in ("missing_kv_role", "unknown_key", "device_buffer_too_small", "vllm_0_33_not_inferred"):
+    for code in ("missing_kv_role", "unknown_key", "device_buffer_too_small", "hisparse_connector_too_deep"):
         assert code in codes
 
 

@@ -450,11 +450,14 @@ def parse_path(text: str) -> tuple[str | int, ...]:
 
 
 def to_old_path(path: str, fix: tuple[Any, ...]) -> str:
-    """Map a path after the fix back to before it: removing list element i shifts
-    the later siblings down by one, so (code, path) keeps naming the same entry."""
+    """Map a path after the fix back to before it: removing (or moving out) list
+    element i shifts the later siblings down by one, so (code, path) keeps
+    naming the same entry."""
     segs = list(parse_path(path))
     for op in reversed(fix):
-        removed = parse_path(op["path"]) if op["op"] == "remove" else ()
+        # A move takes its value out of a list just like a remove does.
+        source = {"remove": "path", "move": "from"}.get(op["op"])
+        removed = parse_path(op[source]) if source else ()
         if not removed or not isinstance(removed[-1], int):
             continue
         parent, idx = removed[:-1], removed[-1]

@@ -16,7 +16,7 @@ from hisparse_rs._core import (
     __version__,
     error_codes,
 )
-from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve
+from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve, serve_args
 from hisparse_rs.exceptions import ConfigError, ModelLoadError
 
 __all__ = [
@@ -35,4 +35,5 @@ __all__ = [
     "check_args",
     "error_codes",
     "resolve",
+    "serve_args",
 ]

@@ -11,7 +11,9 @@ Rust core; results are immutable Rust objects (:class:`Report`,
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ __all__ = [
     "check",
     "check_args",
     "resolve",
+    "serve_args",
 ]
 
 JsonArg = Mapping[str, Any] | str | None
@@ -45,8 +48,8 @@ class ResolvedConfig:
 def _serve_args(
     model: str | os.PathLike[str] | None,
     *,
-    hf_config: Mapping[str, Any] | None,
-    vllm_use_v2_model_runner: Any,
+    hf_config: Mapping[str, Any] | None = None,
+    vllm_use_v2_model_runner: Any = _ENV,
     **fields: Any,
 ) -> dict[str, Any]:
     args: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
@@ -59,9 +62,22 @@ def _serve_args(
         if vllm_use_v2_model_runner is _ENV
         else vllm_use_v2_model_runner
     )
+    if isinstance(env, bool):
+        env = int(env)  # the variable holds an integer: "1" / "0"
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = str(env)
     return args
+
+
+def _finite(value: Any) -> Any:
+    """Non-finite floats as Python spells them ("nan", "inf"), since JSON has none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def check(
@@ -129,9 +145,30 @@ def check(
     return check_args(args)
 
 
+_CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {"model"}
+
+
+def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """The ``ServeArgs`` JSON form of :func:`check`'s arguments (same names and meaning).
+
+    This is the form :func:`check_args` and :func:`apply_fix` take and the test
+    vectors use: a dict keyed by vLLM ``EngineArgs`` names, the model as
+    ``"model"`` (a path) or ``"hf_config"`` (a mapping), and the environment
+    variable as ``"VLLM_USE_V2_MODEL_RUNNER"``. Raises TypeError on an unknown name.
+    """
+    unknown = sorted(set(kwargs) - _CHECK_KEYWORDS)
+    if unknown:
+        raise TypeError(f"serve_args() got unexpected keyword arguments: {', '.join(unknown)}")
+    return _serve_args(model, **kwargs)
+
+
 def check_args(args: Mapping[str, Any]) -> Report:
-    """:func:`check` on serve args already in the JSON ``ServeArgs`` form (as in ``tests/vectors``)."""
-    return _core.check_json(json.dumps(args))
+    """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
+    try:
+        text = json.dumps(args, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(args))
+    return _core.check_json(text)
 
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:
@@ -148,7 +185,8 @@ def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Resol
 
 
 def apply_fix(args: Mapping[str, Any], fix: tuple[Mapping[str, Any], ...] | list[Any]) -> dict[str, Any]:
-    """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form; returns new args."""
+    """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form (see
+    :func:`serve_args`); returns the new args. Raises ValueError if the fix does not apply."""
     edited: dict[str, Any] = json.loads(
         _core.apply_fix_json(json.dumps(args), json.dumps([dict(op) for op in fix]))
     )

@@ -6,6 +6,7 @@
 //! - dotted flags (`--kv-transfer-config.kv_role kv_both`, `--x.y+ a,b`) are
 //!   collected into one JSON object per flag, passed as if written in JSON.
 
+use crate::vllm_flags::{VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
 use serde_json::{Map, Value};
 
 /// Flags that have a `--no-` form (argparse `BooleanOptionalAction`).
@@ -26,6 +27,103 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-dcp", "--decode-context-parallel-size"),
     ("-cc", "--compilation-config"),
 ];
+
+/// The JSON-valued flags, as written after normalization.
+const JSON_FLAGS: &[&str] = &[
+    "--kv-transfer-config",
+    "--attention-config",
+    "--speculative-config",
+    "--compilation-config",
+    "--hf-overrides",
+];
+
+/// Split normalized argv into what clap knows (`known` long names) and the
+/// other `vllm serve` flags with their values; a flag vLLM does not have either
+/// is an error, as in vLLM. A vLLM flag takes the next token as its value
+/// unless it is boolean or that token is itself a flag.
+pub fn set_aside_unknown(
+    args: Vec<String>,
+    known: &[String],
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let is_value = |t: &str| !t.starts_with('-') || t.parse::<f64>().is_ok();
+    let mut kept = Vec::with_capacity(args.len());
+    let mut ignored = Vec::new();
+    let mut it = args.into_iter().peekable();
+    while let Some(arg) = it.next() {
+        let (name, long) = if let Some(long) = arg.strip_prefix("--") {
+            (long.split('=').next().unwrap_or_default().to_owned(), true)
+        } else if arg.len() > 1 && !is_value(&arg) && arg != "-h" && arg != "-V" {
+            (arg.split('=').next().unwrap_or_default().to_owned(), false)
+        } else {
+            kept.push(arg);
+            continue;
+        };
+        if arg == "--" || (long && known.contains(&name)) {
+            kept.push(arg);
+            continue;
+        }
+        let optimization_level = !long && name.starts_with("-O");
+        let negated = name
+            .strip_prefix("no-")
+            .filter(|b| VLLM_BOOLEAN_FLAGS.contains(b));
+        if !(VLLM_FLAGS.contains(&name.as_str()) || negated.is_some() || optimization_level) {
+            let dashes = if long { "--" } else { "" };
+            let candidates: Vec<&str> = known
+                .iter()
+                .map(String::as_str)
+                .chain(VLLM_FLAGS.iter().copied())
+                .collect();
+            let opposite = name
+                .strip_prefix("enable-")
+                .map(|rest| format!("disable-{rest}"));
+            let hint = match hisparse_core::config::schema::closest(&name, &candidates) {
+                // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
+                _ if opposite
+                    .as_ref()
+                    .is_some_and(|o| candidates.contains(&o.as_str())) =>
+                {
+                    format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
+                }
+                Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
+                Some(best) => format!("; did you mean --{best}?"),
+                None => String::new(),
+            };
+            return Err(format!(
+                "unrecognized flag {dashes}{name} (vllm serve {} rejects it too){hint}",
+                hisparse_core::VLLM_VERSION
+            ));
+        }
+        let boolean = arg.contains('=')
+            || negated.is_some()
+            || VLLM_BOOLEAN_FLAGS.contains(&name.as_str())
+            || (optimization_level && name.len() > 2);
+        ignored.push(arg);
+        if !boolean {
+            if let Some(value) = it.next_if(|t| is_value(t)) {
+                ignored.push(value);
+            }
+        }
+    }
+    Ok((kept, ignored))
+}
+
+/// JSON flags given more than once: `(field, count)`. argparse keeps the last.
+pub fn replaced_json_flags(args: &[String]) -> Vec<(String, usize)> {
+    JSON_FLAGS
+        .iter()
+        .filter_map(|flag| {
+            let count = args
+                .iter()
+                .filter(|a| {
+                    *a == flag
+                        || a.strip_prefix(flag)
+                            .is_some_and(|rest| rest.starts_with('='))
+                })
+                .count();
+            (count > 1).then(|| (flag.trim_start_matches("--").replace('-', "_"), count))
+        })
+        .collect()
+}
 
 /// Expand `--config`, normalize flag names and fold dotted flags.
 pub fn preprocess(args: &[String]) -> Result<Vec<String>, String> {
@@ -222,6 +320,11 @@ fn load_config_file(file: &str) -> Result<Vec<String>, String> {
     };
     let mut out = Vec::new();
     for (key, value) in map {
+        // vLLM reads the file with PyYAML (YAML 1.1): bare yes/no/on/off are booleans.
+        let value = match value.as_str().and_then(yaml11_bool) {
+            Some(b) => Value::Bool(b),
+            None => value,
+        };
         match value {
             Value::Bool(true) => out.push(format!("--{key}")),
             Value::Bool(false) => {
@@ -246,6 +349,15 @@ fn load_config_file(file: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+/// PyYAML's YAML 1.1 boolean words (yes/no/on/off in three casings; true/false too).
+fn yaml11_bool(word: &str) -> Option<bool> {
+    match word {
+        "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "true" | "True" | "TRUE" => Some(true),
+        "no" | "No" | "NO" | "off" | "Off" | "OFF" | "false" | "False" | "FALSE" => Some(false),
+        _ => None,
+    }
 }
 
 /// Python `str()` of a YAML scalar, as vLLM passes it on.
@@ -282,6 +394,71 @@ mod tests {
             v,
             serde_json::json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
                 "kv_connector_extra_config": {"host_pool_gib": 64}})
+        );
+    }
+
+    #[test]
+    fn unknown_vllm_flags_are_set_aside_with_their_values() {
+        let known = vec!["model".to_owned(), "block-size".to_owned()];
+        let (kept, ignored) = set_aside_unknown(
+            s(&[
+                "m",
+                "--port",
+                "8000",
+                "--trust-remote-code",
+                "--block-size",
+                "64",
+                "--enable-prefix-caching",
+                "-q",
+                "fp8",
+                "-O3",
+                "--served-model-name=x",
+                "--seed",
+                "-1",
+            ]),
+            &known,
+        )
+        .unwrap();
+        assert_eq!(kept, s(&["m", "--block-size", "64"]));
+        assert_eq!(
+            ignored,
+            s(&[
+                "--port",
+                "8000",
+                "--trust-remote-code",
+                "--enable-prefix-caching",
+                "-q",
+                "fp8",
+                "-O3",
+                "--served-model-name=x",
+                "--seed",
+                "-1"
+            ])
+        );
+    }
+
+    #[test]
+    fn flags_vllm_does_not_have_are_errors_with_a_suggestion() {
+        let known = vec!["kv-transfer-config".to_owned()];
+        let err = set_aside_unknown(s(&["--kv-transfer-confg", "{}"]), &known).unwrap_err();
+        assert!(err.contains("did you mean --kv-transfer-config?"), "{err}");
+        assert!(set_aside_unknown(s(&["--prot", "8000"]), &known)
+            .unwrap_err()
+            .contains("--port"));
+    }
+
+    #[test]
+    fn repeated_json_flags_are_counted() {
+        let args = s(&[
+            "--kv-transfer-config",
+            "{}",
+            "--kv-transfer-config={}",
+            "--attention-config",
+            "{}",
+        ]);
+        assert_eq!(
+            replaced_json_flags(&args),
+            vec![("kv_transfer_config".to_owned(), 2)]
         );
     }
 

@@ -6,11 +6,12 @@
 
 mod argv;
 mod render;
+mod vllm_flags;
 
 pub use argv::human_readable_int;
 
-use clap::{ArgAction, Parser};
-use hisparse_core::{resolve, ServeArgs};
+use clap::{ArgAction, CommandFactory, Parser};
+use hisparse_core::{resolve, Code, Diagnostic, FieldPath, ServeArgs};
 use serde_json::Value;
 use std::io::Write;
 
@@ -71,12 +72,14 @@ struct Cli {
     /// Maximum concurrent sequences per replica.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_num_seqs: Option<i64>,
-    /// Reserve a request's full input length when scheduling (default on; HiSparse needs it).
+    /// Reserve a request's full input length when scheduling (default on; HiSparse
+    /// needs it; --no-scheduler-reserve-full-isl turns it off).
     #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_scheduler_reserve_full_isl")]
     scheduler_reserve_full_isl: bool,
     #[arg(long, action = ArgAction::SetTrue, hide = true)]
     no_scheduler_reserve_full_isl: bool,
-    /// Disable the hybrid KV cache manager (HiSparse needs it on).
+    /// Disable the hybrid KV cache manager (HiSparse needs it on; the
+    /// --no- form sets it on explicitly).
     #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_disable_hybrid_kv_cache_manager")]
     disable_hybrid_kv_cache_manager: bool,
     #[arg(long, action = ArgAction::SetTrue, hide = true)]
@@ -92,7 +95,8 @@ struct Cli {
 const AFTER_HELP: &str = "\
 Also reads: --config FILE.yaml (vLLM serve-config file; command-line flags win),
 dotted flags such as --kv-transfer-config.kv_role kv_both, and the
-VLLM_USE_V2_MODEL_RUNNER environment variable.
+VLLM_USE_V2_MODEL_RUNNER environment variable. Other vllm serve flags (--port,
+--trust-remote-code, ...) are accepted and listed as not checked.
 
 Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error.";
 
@@ -115,34 +119,32 @@ where
     let args: Vec<String> = args.into_iter().map(Into::into).collect();
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
-    let processed = match argv::preprocess(&args) {
+    let parsed = match parse(&args) {
         Ok(p) => p,
-        Err(msg) => {
+        Err(Usage::Message(msg)) => {
             let _ = writeln!(stderr, "hisparse-check: error: {msg}");
             return EXIT_USAGE;
         }
+        Err(Usage::Clap(e)) => {
+            let code = if e.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_VALID
+            };
+            let _ = e.print();
+            return code;
+        }
     };
-    let cli =
-        match Cli::try_parse_from(std::iter::once("hisparse-check".to_owned()).chain(processed)) {
-            Ok(cli) => cli,
-            Err(e) => {
-                let code = if e.use_stderr() {
-                    EXIT_USAGE
-                } else {
-                    EXIT_VALID
-                };
-                let _ = e.print();
-                return code;
-            }
-        };
-    let json_output = cli.json;
-    let report = match resolve(&build_args(cli, &env)) {
+    let json_output = parsed.cli.json;
+    let mut report = match resolve(&build_args(parsed.cli, &env)) {
         Ok(report) => report,
         Err(e) => {
             let _ = writeln!(stderr, "hisparse-check: error: {e}");
             return EXIT_USAGE;
         }
     };
+    report.warnings.extend(parsed.warnings);
+    report.ignored_flags = parsed.ignored;
     let text = if json_output {
         report.to_json()
     } else {
@@ -156,6 +158,64 @@ where
     }
 }
 
+enum Usage {
+    Message(String),
+    Clap(clap::Error),
+}
+
+struct Parsed {
+    cli: Cli,
+    /// vLLM flags this tool does not check (`--port 8000`), as given.
+    ignored: Vec<String>,
+    /// Warnings about the command line itself.
+    warnings: Vec<Diagnostic>,
+}
+
+/// vLLM's argv forms -> clap. Flags clap does not know are vLLM flags outside
+/// HiSparse's concern (`--port`, `--trust-remote-code`): set aside and listed,
+/// so a real launch command can be checked as it is.
+fn parse(args: &[String]) -> Result<Parsed, Usage> {
+    let processed = argv::preprocess(args).map_err(Usage::Message)?;
+    let command = Cli::command();
+    let known: Vec<String> = command
+        .get_arguments()
+        .flat_map(|a| a.get_long_and_visible_aliases().unwrap_or_default())
+        .map(str::to_owned)
+        .chain(["help".to_owned(), "version".to_owned()])
+        .collect();
+    let (kept, ignored) = argv::set_aside_unknown(processed, &known).map_err(Usage::Message)?;
+    let warnings = argv::replaced_json_flags(&kept)
+        .into_iter()
+        .map(|(field, count)| {
+            Diagnostic::warning(
+                Code::FlagReplaced,
+                FieldPath::root(&field),
+                format!(
+                    "--{} is given {count} times (dotted flags count as one more); as in vLLM, only the last one counts, the earlier ones are dropped whole",
+                    field.replace('_', "-")
+                ),
+            )
+            .hint("merge them into one JSON value, or use only dotted flags for this config")
+        })
+        .collect();
+    let cli = Cli::try_parse_from(std::iter::once("hisparse-check".to_owned()).chain(kept))
+        .map_err(Usage::Clap)?;
+    let nothing = cli.model.is_none()
+        && cli.model_positional.is_none()
+        && cli.kv_transfer_config.is_none()
+        && cli.attention_config.is_none();
+    if nothing {
+        return Err(Usage::Message(
+            "nothing to check: give the model and the vllm serve flags, e.g. hisparse-check MODEL_DIR --kv-transfer-config '{...}' (see --help)".to_owned(),
+        ));
+    }
+    Ok(Parsed {
+        cli,
+        ignored,
+        warnings,
+    })
+}
+
 /// Turn parsed flags into [`ServeArgs`]; JSON flags stay text for the core to parse.
 fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
     ServeArgs {
@@ -164,7 +224,8 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         speculative_config: cli.speculative_config.map(Value::String),
         compilation_config: cli.compilation_config.map(Value::String),
         hf_overrides: cli.hf_overrides.map(Value::String),
-        model: cli.model.or(cli.model_positional),
+        // As in `vllm serve MODEL --model X`, the positional model wins.
+        model: cli.model_positional.or(cli.model),
         hf_config: None,
         tensor_parallel_size: cli.tensor_parallel_size,
         pipeline_parallel_size: cli.pipeline_parallel_size,
@@ -206,8 +267,9 @@ where
     S: Into<String>,
 {
     let args: Vec<String> = args.into_iter().map(Into::into).collect();
-    let processed = argv::preprocess(&args)?;
-    let cli = Cli::try_parse_from(std::iter::once("hisparse-check".to_owned()).chain(processed))
-        .map_err(|e| e.to_string())?;
-    Ok(build_args(cli, &env).normalized().0.into_owned())
+    let parsed = parse(&args).map_err(|e| match e {
+        Usage::Message(m) => m,
+        Usage::Clap(e) => e.to_string(),
+    })?;
+    Ok(build_args(parsed.cli, &env).normalized().0.into_owned())
 }

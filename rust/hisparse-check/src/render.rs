@@ -42,6 +42,9 @@ pub fn human(report: &Report) -> String {
                 }),
                 row("eager_host_mirror", &h.eager_host_mirror, |v| v.to_string()),
                 row("index_topk", &h.index_topk, |v| v.to_string()),
+                row("topk_buffer_width", &h.topk_buffer_width, |v| {
+                    format!("{v} rows per query")
+                }),
                 row("max_decode_query_len", &h.max_decode_query_len, |v| {
                     v.to_string()
                 }),
@@ -59,6 +62,9 @@ pub fn human(report: &Report) -> String {
             }));
             if let Some(r) = &h.host_block_bytes {
                 rows.push(row("host_block_bytes", r, |v| format!("{v} B")));
+            }
+            if let Some(r) = &h.host_block_stride {
+                rows.push(row("host_block_stride", r, |v| format!("{v} B")));
             }
             if let Some(r) = &h.host_blocks {
                 rows.push(row("host_blocks", r, |v| v.to_string()));
@@ -83,6 +89,13 @@ pub fn human(report: &Report) -> String {
                 "\nHiSparse: not configured (no HiSparseConnector and no hisparse_config)"
             );
         }
+    }
+    if !report.ignored_flags.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnot checked (vllm serve flags outside HiSparse): {}",
+            report.ignored_flags.join(" ")
+        );
     }
     section(&mut out, "warning", &report.warnings);
     section(&mut out, "error", &report.errors);

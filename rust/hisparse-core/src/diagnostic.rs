@@ -53,6 +53,8 @@ codes! {
     UnknownConnector => "unknown_connector",
     MultipleHiSparseConnectors => "multiple_hisparse_connectors",
     MaxDepthExceeded => "max_depth_exceeded",
+    HiSparseConnectorTooDeep => "hisparse_connector_too_deep",
+    ConnectorWithoutHma => "connector_without_hma",
     // HiSparse requirements (vLLM 0.33 VllmConfig.__post_init__, hisparse layout/runtime).
     HiSparseWithoutConnector => "hisparse_without_connector",
     HostPoolGibMissing => "host_pool_gib_missing",
@@ -63,6 +65,7 @@ codes! {
     DecodeContextParallelUnsupported => "decode_context_parallel_unsupported",
     ModelNotDsa => "model_not_dsa",
     DeepseekV4Unsupported => "deepseek_v4_unsupported",
+    IndexTopkTooLarge => "index_topk_too_large",
     HybridKvCacheManagerDisabled => "hybrid_kv_cache_manager_disabled",
     ModelRunnerV2Disabled => "model_runner_v2_disabled",
     CudagraphFullUnsupported => "cudagraph_full_unsupported",
@@ -82,10 +85,12 @@ codes! {
     UnexpandedShellVariable => "unexpanded_shell_variable",
     ConnectorNotValidated => "connector_not_validated",
     ConnectorsKeyIgnored => "connectors_key_ignored",
-    Vllm033NotInferred => "vllm_0_33_not_inferred",
     Vllm033Crash => "vllm_0_33_crash",
     RowBytesUnknown => "row_bytes_unknown",
     BoolAsNumber => "bool_as_number",
+    HostPoolImplausible => "host_pool_implausible",
+    HostPoolLimitsContext => "host_pool_limits_context",
+    FlagReplaced => "flag_replaced",
 }
 
 /// One edit of the JSON form of [`crate::ServeArgs`].

@@ -268,8 +268,11 @@ impl Provenance {
 /// `device_buffer_size` hot-buffer rows per request (incl. the newest-token
 /// slot); `row_bytes` bytes per token per layer (656 fp8_ds_mla, 1152 bf16 on
 /// DeepSeek-V3.2; None if unknown); `block_size`, `max_model_len` tokens;
-/// `host_block_bytes` = block_size x row_bytes x sparse_mla_layers;
-/// `host_blocks` = floor(host_pool_gib x 2**30 / host_block_bytes);
+/// `topk_buffer_width` rows per query the hot buffer holds (index_topk, or
+/// wider for a pooled indexer); `host_block_bytes` = block_size x row_bytes x
+/// sparse_mla_layers; `host_block_stride` = host_block_bytes rounded up to 4 KiB
+/// when TP ranks share the pool; `host_blocks` = floor(host_pool_gib x 2**30 /
+/// host_block_stride);
 /// `min_host_blocks` = ceil(max_model_len / block_size) + 2.
 #[pyclass(frozen, eq, module = "hisparse_rs")]
 #[derive(PartialEq)]
@@ -308,6 +311,10 @@ impl HiSparseSettings {
         self.0.index_topk.value
     }
     #[getter]
+    fn topk_buffer_width(&self) -> u32 {
+        self.0.topk_buffer_width.value
+    }
+    #[getter]
     fn max_decode_query_len(&self) -> u32 {
         self.0.max_decode_query_len.value
     }
@@ -336,6 +343,10 @@ impl HiSparseSettings {
         value(&self.0.host_block_bytes)
     }
     #[getter]
+    fn host_block_stride(&self) -> Option<u64> {
+        value(&self.0.host_block_stride)
+    }
+    #[getter]
     fn host_blocks(&self) -> Option<u64> {
         value(&self.0.host_blocks)
     }
@@ -358,6 +369,7 @@ impl HiSparseSettings {
         put("device_buffer_size", Some(&h.device_buffer_size.provenance))?;
         put("eager_host_mirror", Some(&h.eager_host_mirror.provenance))?;
         put("index_topk", Some(&h.index_topk.provenance))?;
+        put("topk_buffer_width", Some(&h.topk_buffer_width.provenance))?;
         put(
             "max_decode_query_len",
             Some(&h.max_decode_query_len.provenance),
@@ -370,6 +382,10 @@ impl HiSparseSettings {
         put(
             "host_block_bytes",
             h.host_block_bytes.as_ref().map(|r| &r.provenance),
+        )?;
+        put(
+            "host_block_stride",
+            h.host_block_stride.as_ref().map(|r| &r.provenance),
         )?;
         put("host_blocks", h.host_blocks.as_ref().map(|r| &r.provenance))?;
         put("min_host_blocks", Some(&h.min_host_blocks.provenance))?;

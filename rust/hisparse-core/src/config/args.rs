@@ -107,6 +107,20 @@ pub struct ServeArgs {
     pub platform: Option<String>,
 }
 
+/// Advice for a JSON flag that does not parse, by the most likely cause.
+fn json_hint(flag: &str, text: &str, e: &serde_json::Error) -> String {
+    let at = format!("line {} column {}", e.line(), e.column());
+    if text.contains('{') && !text.contains('"') {
+        format!("the double quotes are gone, so the shell probably removed them: put the whole JSON in single quotes, {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value")
+    } else if e.is_eof() {
+        "the JSON ends early (a missing } or ], or the shell split it at a space: quote the whole value in single quotes)".to_owned()
+    } else if e.to_string().contains("trailing comma") {
+        format!("remove the trailing comma at {at}")
+    } else {
+        format!("fix the JSON at {at}; keys and strings need double quotes")
+    }
+}
+
 /// A JSON field that is present deserializes to `Some`, even when it is null,
 /// so the JSON form round-trips exactly.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
@@ -176,12 +190,14 @@ impl ServeArgs {
                 Ok(v) => *slot = Some(v),
                 Err(e) => {
                     errors.push(
-                        Diagnostic::error(Code::InvalidJson, FieldPath::root(field), format!("{flag} is not valid JSON: {e}"))
-                            .given(&Value::String(text.clone()))
-                            .allowed("a JSON object")
-                            .hint(format!(
-                                "quote the whole JSON in single quotes in the shell: {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value"
-                            )),
+                        Diagnostic::error(
+                            Code::InvalidJson,
+                            FieldPath::root(field),
+                            format!("{flag} is not valid JSON: {e}"),
+                        )
+                        .given(&Value::String(text.clone()))
+                        .allowed("a JSON object")
+                        .hint(json_hint(flag, text, &e)),
                     );
                     *slot = None;
                 }

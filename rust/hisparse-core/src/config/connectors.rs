@@ -45,7 +45,31 @@ pub struct ConnectorTree {
     pub sites: Vec<HiSparseSite>,
     /// The top-level `kv_connector`, when it is a string.
     pub top_connector: Option<String>,
+    /// Every connector that is not a MultiConnector, in document order.
+    pub leaves: Vec<Leaf>,
 }
+
+/// A connector that is not a MultiConnector (what vLLM instantiates).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Leaf {
+    pub path: FieldPath,
+    pub name: String,
+    /// Loaded from `kv_connector_module_path`, so its capabilities are unknown.
+    pub custom_module: bool,
+    /// Fix operations that remove it and leave a valid tree.
+    pub removal: Vec<FixOp>,
+}
+
+/// Registered connectors that do not implement `SupportsHMA` (vLLM 0.33
+/// `KVConnectorFactory.supports_hma_config`): with one of them anywhere in the
+/// tree, vLLM turns the hybrid KV cache manager off, which HiSparse needs.
+pub const CONNECTORS_WITHOUT_HMA: &[&str] = &[
+    "ExampleConnector",
+    "LMCacheConnectorV1",
+    "LMCacheMPConnector",
+    "FlexKVConnectorV1",
+    "HF3FSKVConnector",
+];
 
 struct Node<'a> {
     value: &'a Value,
@@ -80,9 +104,12 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         removal: top,
     }];
     let mut depth_reported = false;
+    // The top-level MultiConnector's children list (path, length): where a
+    // too-deep HiSparseConnector should move to.
+    let mut top_list: Option<(FieldPath, usize)> = None;
     while let Some(node) = stack.pop() {
         let Value::Object(obj) = node.value else {
-            out.push(not_object(&node));
+            not_object(&node, out);
             continue;
         };
         let role = check_fields(obj, &node, out);
@@ -99,9 +126,33 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             .and_then(Value::as_object);
         let extra_path = node.path.key("kv_connector_extra_config");
 
+        if node.depth == 0 && connector == Some(MULTI) {
+            top_list = Some(top_children(obj, &node.path));
+        }
+        if let Some(name) = connector.filter(|c| *c != MULTI) {
+            let custom_module = obj
+                .get("kv_connector_module_path")
+                .and_then(Value::as_str)
+                .is_some_and(|m| !m.is_empty());
+            tree.leaves.push(Leaf {
+                path: node.path.clone(),
+                name: name.to_owned(),
+                custom_module,
+                removal: vec![FixOp::Remove {
+                    path: node.removal.clone(),
+                }],
+            });
+        }
         if connector == Some(HISPARSE) {
-            tree.sites
-                .push(site(&node, extra, role.as_deref(), is_producer, out));
+            let site = site(
+                top_list.as_ref(),
+                &node,
+                extra,
+                role.as_deref(),
+                is_producer,
+                out,
+            );
+            tree.sites.push(site);
         }
 
         let (children, children_path) = match (
@@ -159,7 +210,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                 continue;
             }
             Some(other) => {
-                let mut d = Diagnostic::error(
+                let d = Diagnostic::error(
                     Code::ConnectorsNotList,
                     children_path.clone(),
                     format!("{children_path} must be a list of connector objects, got {}", kind(other)),
@@ -167,13 +218,13 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                 .given(other)
                 .allowed("a non-empty list of connector objects")
                 .hint("write the child connectors as a JSON list of objects, each with kv_connector and kv_role");
+                out.push(d);
                 if node.depth == 0 && other.is_null() {
-                    d.message.push_str(&format!(
-                        " (vLLM {} raises TypeError on this at start-up)",
-                        crate::VLLM_VERSION
+                    out.push(vllm_crash(
+                        &children_path,
+                        "TypeError (it iterates over null)",
                     ));
                 }
-                out.push(d);
                 continue;
             }
         };
@@ -238,35 +289,57 @@ fn top_level_list(top: &FieldPath, root: &Value, items: &[Value]) -> Diagnostic 
     .fix(vec![FixOp::Set { path: top.clone(), value: wrapped }])
 }
 
-fn not_object(node: &Node<'_>) -> Diagnostic {
+fn not_object(node: &Node<'_>, out: &mut Vec<Diagnostic>) {
     if node.depth == 0 {
-        return type_error(&node.path, "an object", node.value);
+        out.push(type_error(&node.path, "an object", node.value));
+        return;
     }
-    let mut d = Diagnostic::error(
-        Code::ConnectorNotObject,
-        node.path.clone(),
-        format!(
-            "{} must be a connector object, got {}",
-            node.path,
-            kind(node.value)
-        ),
-    )
-    .given(node.value)
-    .allowed("an object with kv_connector and kv_role")
-    .hint(format!(
-        "replace {} with a connector object, or remove it",
-        node.path
-    ))
-    .fix(vec![FixOp::Remove {
-        path: node.removal.clone(),
-    }]);
+    // A bare connector name ("NixlConnector") is most likely meant as that connector.
+    let fix = match node
+        .value
+        .as_str()
+        .and_then(|n| closest(n, KNOWN_CONNECTORS))
+    {
+        Some(name) => FixOp::Set {
+            path: node.path.clone(),
+            value: json!({"kv_connector": name, "kv_role": suggested_role(Some(name), node)}),
+        },
+        None => FixOp::Remove {
+            path: node.removal.clone(),
+        },
+    };
+    out.push(
+        Diagnostic::error(
+            Code::ConnectorNotObject,
+            node.path.clone(),
+            format!(
+                "{} must be a connector object, got {}",
+                node.path,
+                kind(node.value)
+            ),
+        )
+        .given(node.value)
+        .allowed("an object with kv_connector and kv_role")
+        .fix(vec![fix]),
+    );
     if node.depth == 1 {
-        d.message.push_str(&format!(
-            " (vLLM {} raises AttributeError on this at start-up)",
-            crate::VLLM_VERSION
+        out.push(vllm_crash(
+            &node.path,
+            "AttributeError (KVTransferConfig.has_connector calls .get on each child)",
         ));
     }
-    d
+}
+
+/// vLLM 0.33.0 crashes on this input instead of reporting it.
+fn vllm_crash(path: &FieldPath, how: &str) -> Diagnostic {
+    Diagnostic::warning(
+        Code::Vllm033Crash,
+        path.clone(),
+        format!(
+            "vLLM {} does not report this: it raises {how} at start-up",
+            crate::VLLM_VERSION
+        ),
+    )
 }
 
 /// Check one connector object's own fields; returns its valid `kv_role`.
@@ -521,6 +594,7 @@ impl FieldKind {
 }
 
 fn site(
+    top_list: Option<&(FieldPath, usize)>,
     node: &Node<'_>,
     extra: Option<&Map<String, Value>>,
     role: Option<&str>,
@@ -548,17 +622,28 @@ fn site(
         );
     }
     if node.depth >= 2 {
-        out.push(
-            Diagnostic::warning(
-                Code::Vllm033NotInferred,
-                node.path.clone(),
-                format!(
-                    "vLLM {v} looks for HiSparseConnector only one MultiConnector level deep: it will not infer hisparse_config from this connector, and even with an explicit hisparse_config its host-pool lookup (hisparse_host_pool_gib) misses it and start-up fails",
-                    v = crate::VLLM_VERSION
-                ),
-            )
-            .hint("move this HiSparseConnector into the top-level MultiConnector's connectors list"),
-        );
+        let mut d = Diagnostic::error(
+            Code::HiSparseConnectorTooDeep,
+            node.path.clone(),
+            format!(
+                "this HiSparseConnector is {} MultiConnector levels deep, but vLLM {v} looks only one level deep: it neither infers hisparse_config from it nor finds its host_pool_gib (hisparse_host_pool_gib), so start-up fails, with or without an explicit hisparse_config",
+                node.depth,
+                v = crate::VLLM_VERSION
+            ),
+        )
+        .allowed("a HiSparseConnector at the top level or directly in the top-level MultiConnector's connectors");
+        if let Some((list, len)) = top_list {
+            d = d
+                .hint(format!(
+                    "move it into the top-level MultiConnector: {}",
+                    list.index(*len)
+                ))
+                .fix(vec![FixOp::Move {
+                    from: node.path.clone(),
+                    to: list.index(*len),
+                }]);
+        }
+        out.push(d);
     }
     HiSparseSite {
         path: node.path.clone(),
@@ -569,6 +654,22 @@ fn site(
             path: node.removal.clone(),
         }],
     }
+}
+
+/// The path and length of a top-level MultiConnector's children list.
+fn top_children(obj: &Map<String, Value>, path: &FieldPath) -> (FieldPath, usize) {
+    let in_extra = obj
+        .get("kv_connector_extra_config")
+        .and_then(|e| e.get("connectors"));
+    let (list, at) = match (in_extra, obj.get("connectors")) {
+        (Some(l), _) => (l, path.key("kv_connector_extra_config").key("connectors")),
+        (None, Some(l)) => (l, path.key("connectors")),
+        (None, None) => (
+            &Value::Null,
+            path.key("kv_connector_extra_config").key("connectors"),
+        ),
+    };
+    (at, list.as_array().map_or(0, Vec::len))
 }
 
 /// Whether an unknown key of this connector holds an object with `host_pool_gib`

@@ -35,6 +35,8 @@ pub struct ModelInfo {
     pub kv_lora_rank: Option<u32>,
     /// Decoupled RoPE width (`qk_rope_head_dim`: 64, or 0 on NoPE models such as GLM-5.3-Flash).
     pub qk_rope_head_dim: Option<u32>,
+    /// Pooled indexer width (`index_kpool`, GLM-5.3-Flash): widens the top-k buffer.
+    pub index_kpool: Option<Sourced<u32>>,
 }
 
 impl ModelInfo {
@@ -157,6 +159,13 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         num_nextn_predict_layers: small_uint("num_nextn_predict_layers"),
         kv_lora_rank: small_uint("kv_lora_rank"),
         qk_rope_head_dim: small_uint("qk_rope_head_dim"),
+        index_kpool: lookup("index_kpool").and_then(|(v, source, overridden)| {
+            Some(Sourced {
+                value: u32::try_from(v.as_u64()?).ok()?,
+                source,
+                overridden,
+            })
+        }),
     }
 }
 

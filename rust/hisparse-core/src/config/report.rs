@@ -52,6 +52,9 @@ pub struct ResolvedHiSparse {
     pub eager_host_mirror: Resolved<bool>,
     /// Rows the indexer selects per query token.
     pub index_topk: Resolved<u32>,
+    /// Top-k rows the hot buffer must hold per query: index_topk, or wider for a
+    /// pooled indexer (GLM-5.3-Flash: round_up(index_topk + index_kpool - 1, 128)).
+    pub topk_buffer_width: Resolved<u32>,
     /// Widest decode query per request: 1, or 1 + num_speculative_tokens.
     pub max_decode_query_len: Resolved<u32>,
     /// KV cache dtype after "auto" and aliases are resolved.
@@ -66,7 +69,10 @@ pub struct ResolvedHiSparse {
     pub sparse_mla_layers: Resolved<u32>,
     /// block_size x row_bytes x sparse_mla_layers, bytes.
     pub host_block_bytes: Option<Resolved<u64>>,
-    /// floor(host_pool_gib x 2^30 / host_block_bytes).
+    /// Bytes one host block takes in the pool: host_block_bytes, rounded up to
+    /// the 4 KiB OS page when TP ranks share the pool.
+    pub host_block_stride: Option<Resolved<u64>>,
+    /// floor(host_pool_gib x 2^30 / host_block_stride).
     pub host_blocks: Option<Resolved<u64>>,
     /// ceil(max_model_len / block_size) + 2: what start-up requires.
     pub min_host_blocks: Resolved<u64>,
@@ -96,6 +102,10 @@ pub struct Report {
     pub hisparse: Option<ResolvedHiSparse>,
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// vLLM flags on the command line that hisparse-check does not check
+    /// (`--port 8000`), as given. Empty from Python.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_flags: Vec<String>,
 }
 
 impl Report {
@@ -112,6 +122,7 @@ impl Report {
             hisparse: None,
             errors,
             warnings,
+            ignored_flags: Vec::new(),
         }
     }
 

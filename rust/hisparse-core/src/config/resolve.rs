@@ -30,10 +30,13 @@ pub(crate) struct HiSparseInput {
 /// Scalars after their own checks; invalid ones fall back to vLLM's defaults
 /// (their error is already recorded).
 pub(crate) struct Scalars {
+    pub(crate) tensor_parallel_size: i64,
     pub(crate) pipeline_parallel_size: i64,
     pub(crate) decode_context_parallel_size: i64,
     pub(crate) block_size: Option<u64>,
     pub(crate) max_model_len: Option<u64>,
+    /// `--max-model-len auto` / -1: vLLM fits the context to memory.
+    pub(crate) max_model_len_auto: bool,
     pub(crate) platform: String,
     pub(crate) kv_cache_dtype: Option<String>,
     pub(crate) v2_runner: Option<bool>,
@@ -348,7 +351,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None => 1,
         }
     };
-    at_least_one("tensor_parallel_size", args.tensor_parallel_size, d);
+    let tensor_parallel_size = at_least_one("tensor_parallel_size", args.tensor_parallel_size, d);
     at_least_one("data_parallel_size", args.data_parallel_size, d);
     at_least_one("max_num_seqs", args.max_num_seqs, d);
     let pipeline_parallel_size =
@@ -457,7 +460,9 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         },
     };
     Scalars {
+        tensor_parallel_size,
         pipeline_parallel_size,
+        max_model_len_auto: args.max_model_len == Some(-1),
         decode_context_parallel_size,
         block_size,
         max_model_len,

@@ -206,9 +206,19 @@ pub const CACHE_DTYPES: &[&str] = &[
     "nvfp4_4over6",
 ];
 
-/// KV dtypes the FlashMLA sparse backend takes (`supported_kv_cache_dtypes`,
-/// 0.33.0); "fp8" is its alias for "fp8_ds_mla".
-pub const SPARSE_MLA_DTYPES: &[&str] = &["auto", "bfloat16", "fp8_ds_mla", "fp8", "nvfp4_ds_mla"];
+/// KV dtypes some sparse-MLA backend takes (`supported_kv_cache_dtypes` of
+/// FlashMLA sparse, FlashInfer MLA sparse and FlashAttention MLA sparse, 0.33.0;
+/// which one runs depends on the GPU). On FlashMLA sparse "fp8" is an alias for
+/// "fp8_ds_mla".
+pub const SPARSE_MLA_DTYPES: &[&str] = &[
+    "auto",
+    "float16",
+    "bfloat16",
+    "fp8_ds_mla",
+    "fp8",
+    "fp8_e4m3",
+    "nvfp4_ds_mla",
+];
 
 pub const PLATFORMS: &[&str] = &["cuda", "rocm", "cpu"];
 
@@ -281,15 +291,14 @@ pub fn lax_bool(v: &Value) -> Option<bool> {
 }
 
 /// Python `float(x)` as vLLM applies it to `host_pool_gib`: numbers, bools and
-/// numeric strings. Non-finite results are refused (vLLM would crash later).
+/// numeric strings ("nan" and "inf" included, as in Python).
 pub fn py_float(v: &Value) -> Option<f64> {
-    let f = match v {
-        Value::Number(n) => n.as_f64()?,
-        Value::Bool(b) => f64::from(u8::from(*b)),
-        Value::String(s) => s.trim().replace('_', "").parse::<f64>().ok()?,
-        _ => return None,
-    };
-    f.is_finite().then_some(f)
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        Value::String(s) => s.trim().replace('_', "").parse::<f64>().ok(),
+        _ => None,
+    }
 }
 
 /// Report keys of `obj` that are not in `known` (vLLM forbids unknown keys),
@@ -446,7 +455,7 @@ mod tests {
         assert_eq!(lax_bool(&json!("yes")), Some(true));
         assert_eq!(lax_bool(&json!(2)), None);
         assert_eq!(py_float(&json!("128")), Some(128.0));
-        assert_eq!(py_float(&json!("nan")), None);
+        assert!(py_float(&json!("nan")).is_some_and(f64::is_nan));
     }
 
     #[test]

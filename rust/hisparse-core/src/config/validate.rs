@@ -7,7 +7,9 @@
 //! `layout.py` (host pool, DeepSeek-V4), and shared/spec/HISPARSE.md §4-§5.
 
 use crate::config::args::ServeArgs;
-use crate::config::connectors::{ConnectorTree, HiSparseSite, HISPARSE, MULTI};
+use crate::config::connectors::{
+    ConnectorTree, HiSparseSite, CONNECTORS_WITHOUT_HMA, HISPARSE, MULTI,
+};
 use crate::config::model::{ModelInfo, Sourced};
 use crate::config::report::{Provenance, Resolved, ResolvedHiSparse};
 use crate::config::resolve::{HiSparseInput, Scalars};
@@ -26,11 +28,16 @@ pub const SPARSE_MLA_BLOCK_SIZE: u64 = 64;
 /// Bytes per token per layer: fp8_ds_mla = 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE.
 pub const FP8_DS_MLA_ROW_BYTES: u32 = 656;
 const GIB: f64 = (1u64 << 30) as f64;
+/// Shared host pools align blocks to the OS page (vLLM `SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT`).
+const OS_PAGE_BYTES: u64 = 4096;
+/// Larger than any single host's RAM: likely a unit mistake (e.g. a dotted flag's `64g` = 64e9).
+const IMPLAUSIBLE_POOL_GIB: f64 = 16384.0;
 const LATE: &str = "vLLM 0.33 reports this only after the model has loaded";
 
 /// The model-dependent part of the resolved settings.
 struct Sizing {
     index_topk: Resolved<u32>,
+    topk_buffer_width: Resolved<u32>,
     layers: Sourced<u32>,
     kv_cache_dtype: Resolved<String>,
     row_bytes: Option<Resolved<u32>>,
@@ -40,6 +47,7 @@ struct Sizing {
     eager_host_mirror: Resolved<bool>,
     max_model_len: Resolved<u64>,
     min_blocks: u64,
+    host_block_stride: Option<Resolved<u64>>,
     min_host_blocks: Resolved<u64>,
     host_block_bytes: Option<Resolved<u64>>,
     needed_gib: Option<f64>,
@@ -94,6 +102,7 @@ impl Ctx<'_> {
             (None, None) => unreachable!("validate runs only when HiSparse is configured"),
         };
         self.check_engine(d);
+        self.check_hma(d);
         if let Some(top) = &self.tree.top_connector {
             if !HISPARSE_VALIDATED_TOP_CONNECTORS.contains(&top.as_str()) {
                 d.push(
@@ -129,31 +138,49 @@ impl Ctx<'_> {
         let host_pool_gib = self.resolve_host_pool(site, needed_gib, d);
         let s = sizing?;
         let host_pool_gib = host_pool_gib?;
-        let host_blocks = s.host_block_bytes.as_ref().map(|hbb| {
+        let host_blocks = s.host_block_stride.as_ref().map(|stride| {
             Resolved::new(
-                pool_blocks(host_pool_gib.value, hbb.value),
+                pool_blocks(host_pool_gib.value, stride.value),
                 Provenance::Derived {
-                    from: vec!["host_pool_gib".into(), "host_block_bytes".into()],
-                    rule: "floor(host_pool_gib x 2^30 / host_block_bytes)".into(),
+                    from: vec!["host_pool_gib".into(), "host_block_stride".into()],
+                    rule: "floor(host_pool_gib x 2^30 / host_block_stride)".into(),
                 },
             )
         });
-        if let (Some(blocks), Some(gib)) = (&host_blocks, s.needed_gib) {
+        if let (Some(blocks), Some(stride), Some(gib)) =
+            (&host_blocks, &s.host_block_stride, s.needed_gib)
+        {
             if blocks.value < s.min_blocks {
                 let path = site.host_pool_path();
-                d.push(
-                    Diagnostic::error(
-                        Code::HostPoolTooSmall,
+                let what = format!(
+                    "host_pool_gib {} holds {} host blocks of {} bytes, but one {}-token request needs {}",
+                    host_pool_gib.value, blocks.value, stride.value, s.max_model_len.value, s.min_blocks
+                );
+                let sizing = format!(
+                    "{gib} GiB is the smallest pool that starts: it holds one max_model_len request; size it for your concurrency"
+                );
+                let diag = if self.scalars.max_model_len_auto {
+                    Diagnostic::warning(
+                        Code::HostPoolLimitsContext,
                         path.clone(),
                         format!(
-                            "host_pool_gib {} holds {} host blocks of {} bytes, but a {}-token request needs {} ({LATE}); increase host_pool_gib",
-                            host_pool_gib.value, blocks.value, s.host_block_bytes.as_ref().map_or(0, |b| b.value), s.max_model_len.value, s.min_blocks
+                            "{what}; with max_model_len auto, vLLM shortens the context to fit"
                         ),
                     )
-                    .given(&json!(host_pool_gib.value))
-                    .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {} blocks)", s.min_blocks))
-                    .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len"))
-                    .fix(vec![FixOp::Set { path, value: json!(gib) }]),
+                    .hint(format!(
+                        "for the full context, increase host_pool_gib to {gib} or more ({sizing})"
+                    ))
+                } else {
+                    Diagnostic::error(Code::HostPoolTooSmall, path.clone(), format!("{what} ({LATE})"))
+                        .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {} blocks)", s.min_blocks))
+                        .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len ({sizing})"))
+                };
+                d.push(
+                    diag.given(&json!(host_pool_gib.value))
+                        .fix(vec![FixOp::Set {
+                            path,
+                            value: json!(gib),
+                        }]),
                 );
             }
         }
@@ -164,6 +191,7 @@ impl Ctx<'_> {
             device_buffer_size: s.device_buffer_size,
             eager_host_mirror: s.eager_host_mirror,
             index_topk: s.index_topk,
+            topk_buffer_width: s.topk_buffer_width,
             max_decode_query_len: s.max_decode_query_len,
             kv_cache_dtype: s.kv_cache_dtype,
             row_bytes: s.row_bytes,
@@ -177,6 +205,7 @@ impl Ctx<'_> {
                 },
             ),
             host_block_bytes: s.host_block_bytes,
+            host_block_stride: s.host_block_stride,
             host_blocks,
             min_host_blocks: s.min_host_blocks,
         })
@@ -186,7 +215,38 @@ impl Ctx<'_> {
     /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
     fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
-        let Some(layers) = model.sparse_mla_layers.clone().filter(|l| l.value > 0) else {
+        let topk_buffer_width = match &model.index_kpool {
+            Some(kpool) => Resolved::new(
+                round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
+                Provenance::Derived {
+                    from: vec!["index_topk".into(), kpool.source.clone()],
+                    rule: "round_up(index_topk + index_kpool - 1, 128): a pooled top-k keeps the partial pool tail (vLLM 0.33 glm5next get_sparse_topk_buffer_width)".into(),
+                },
+            ),
+            None => Resolved::new(
+                index_topk.value,
+                Provenance::Derived { from: vec!["index_topk".into()], rule: "the indexer's top-k".into() },
+            ),
+        };
+        if u64::from(topk_buffer_width.value) > MAX_DEVICE_BUFFER_SIZE {
+            d.push(
+                Diagnostic::error(
+                    Code::IndexTopkTooLarge,
+                    FieldPath::root("model"),
+                    format!(
+                        "{} selects {} rows per query, more than the {MAX_DEVICE_BUFFER_SIZE} int16 hot-buffer slots: HiSparse cannot serve it",
+                        model.name(),
+                        topk_buffer_width.value
+                    ),
+                )
+                .given(&json!(topk_buffer_width.value))
+                .allowed(format!("a top-k of at most {MAX_DEVICE_BUFFER_SIZE}"))
+                .hint("check index_topk in config.json or --hf-overrides, or serve without HiSparse")
+                .fix(self.disable_hisparse()),
+            );
+            return None;
+        }
+        let Some(mut layers) = model.sparse_mla_layers.clone().filter(|l| l.value > 0) else {
             d.push(
                 Diagnostic::error(
                     Code::ModelNotDsa,
@@ -200,11 +260,27 @@ impl Ctx<'_> {
             return None;
         };
 
+        // MTP draft layers are sparse-MLA layers too; HiSparse binds them like the
+        // target's (vLLM 0.33 hisparse binding: draft_layer).
+        let draft_layers = model
+            .num_nextn_predict_layers
+            .filter(|n| *n > 0 && self.uses_mtp());
+        if let Some(n) = draft_layers {
+            layers.value = layers.value.saturating_add(n);
+            layers.source = format!(
+                "{} + config.json:num_nextn_predict_layers (MTP draft)",
+                layers.source
+            );
+        }
         let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
         let block_size = self.resolve_block_size(d);
         let max_decode_query_len = self.resolve_query_len(model, d);
-        let device_buffer_size =
-            self.resolve_device_buffer(&index_topk, &max_decode_query_len, block_size.value, d);
+        let device_buffer_size = self.resolve_device_buffer(
+            &topk_buffer_width,
+            &max_decode_query_len,
+            block_size.value,
+            d,
+        );
         let eager_host_mirror = match self
             .explicit
             .and_then(|hs| hs.eager_host_mirror.map(|b| (b, hs)))
@@ -222,7 +298,15 @@ impl Ctx<'_> {
                 },
             ),
         };
+        let auto = self.scalars.max_model_len_auto;
         let max_model_len = match (self.scalars.max_model_len, &model.max_position_embeddings) {
+            (None, Some(mpe)) if auto => Resolved::new(
+                mpe.value,
+                Provenance::Derived {
+                    from: vec!["max_model_len=auto".into(), mpe.source.clone()],
+                    rule: "auto: vLLM fits max_model_len to memory (host pool included) at start-up; sized here at the model's maximum".into(),
+                },
+            ),
             (Some(n), _) => Resolved::new(
                 n,
                 Provenance::Explicit {
@@ -280,12 +364,34 @@ impl Ctx<'_> {
                 },
             )
         });
-        let needed_gib = host_block_bytes
+        let sc = self.scalars;
+        let shared_pool = sc.platform == "cuda"
+            && sc.tensor_parallel_size > 1
+            && sc.pipeline_parallel_size == 1
+            && sc.decode_context_parallel_size == 1;
+        let host_block_stride = host_block_bytes.as_ref().map(|b| {
+            if shared_pool {
+                Resolved::new(
+                    round_up(b.value, OS_PAGE_BYTES),
+                    Provenance::Derived {
+                        from: vec!["host_block_bytes".into(), "tensor_parallel_size".into()],
+                        rule: "TP ranks share one host pool, whose blocks are rounded up to the 4 KiB OS page (vLLM 0.33 get_hisparse_host_block_stride; assumes the default mp executor on one node)".into(),
+                    },
+                )
+            } else {
+                Resolved::new(
+                    b.value,
+                    Provenance::Derived { from: vec!["host_block_bytes".into()], rule: "one pool per rank: blocks are packed".into() },
+                )
+            }
+        });
+        let needed_gib = host_block_stride
             .as_ref()
             .map(|b| min_pool_gib(min_blocks, b.value));
 
         Some(Sizing {
             index_topk,
+            topk_buffer_width,
             layers,
             kv_cache_dtype,
             row_bytes,
@@ -297,8 +403,38 @@ impl Ctx<'_> {
             min_blocks,
             min_host_blocks,
             host_block_bytes,
+            host_block_stride,
             needed_gib,
         })
+    }
+
+    /// vLLM turns the hybrid KV cache manager off when any connector in the
+    /// tree lacks `SupportsHMA` (unless the user set the flag), and HiSparse
+    /// needs it (vLLM 0.33 `VllmConfig`, `KVConnectorFactory.supports_hma_config`).
+    fn check_hma(&self, d: &mut Vec<Diagnostic>) {
+        if self.args.disable_hybrid_kv_cache_manager.is_some() {
+            return; // an explicit flag is checked in check_engine
+        }
+        for leaf in &self.tree.leaves {
+            if leaf.custom_module || !CONNECTORS_WITHOUT_HMA.contains(&leaf.name.as_str()) {
+                continue;
+            }
+            d.push(
+                Diagnostic::error(
+                    Code::ConnectorWithoutHma,
+                    leaf.path.key("kv_connector"),
+                    format!(
+                        "{} does not support the hybrid KV cache manager, so vLLM {} turns the manager off, and HiSparse requires it",
+                        leaf.name,
+                        crate::VLLM_VERSION
+                    ),
+                )
+                .given(&json!(leaf.name))
+                .allowed("connectors that support it: NixlConnector, MooncakeConnector, MooncakeStoreConnector, OffloadingConnector, SimpleCPUOffloadConnector, ...")
+                .hint(format!("remove {} from the connector tree, or replace it with a connector that supports the hybrid KV cache manager", leaf.name))
+                .fix(leaf.removal.clone()),
+            );
+        }
     }
 
     /// Engine-level requirements (vLLM 0.33 `VllmConfig.__post_init__`, `use_v2_model_runner`).
@@ -430,6 +566,27 @@ impl Ctx<'_> {
             );
             return None;
         };
+        let missing: Vec<&str> = [
+            ("kv_lora_rank", model.kv_lora_rank),
+            ("qk_rope_head_dim", model.qk_rope_head_dim),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| v.is_none().then_some(name))
+        .collect();
+        if !missing.is_empty() {
+            d.push(
+                Diagnostic::error(
+                    Code::ModelNotDsa,
+                    path,
+                    format!("{} has index_topk but no MLA latent dimensions ({} missing or not an integer); HiSparse offloads MLA latent KV", model.name(), missing.join(", ")),
+                )
+                .given(&json!(model.name()))
+                .allowed("a DSA model with MLA: kv_lora_rank and qk_rope_head_dim in config.json")
+                .hint("fix the model's config.json or --hf-overrides, or serve without HiSparse")
+                .fix(self.disable_hisparse()),
+            );
+            return None;
+        }
         match &topk.value {
             Ok(k) => Some(Resolved::new(
                 *k,
@@ -514,10 +671,12 @@ impl Ctx<'_> {
         };
         // 16-bit rows hold kv_lora_rank + qk_rope_head_dim values (a NoPE model
         // stores 512); fp8_ds_mla keeps its 656-byte layout either way.
-        let latent = model.kv_lora_rank.unwrap_or(512) + model.qk_rope_head_dim.unwrap_or(64);
+        // check_model made sure both dims exist.
+        let latent = model.kv_lora_rank.unwrap_or(0) + model.qk_rope_head_dim.unwrap_or(0);
         let row_bytes = match dtype.value.as_str() {
             "fp8_ds_mla" => Some(FP8_DS_MLA_ROW_BYTES),
             "bfloat16" | "float16" => Some(latent.saturating_mul(2)),
+            "fp8_e4m3" => Some(latent),
             _ => None,
         };
         if row_bytes.is_none() && SPARSE_MLA_DTYPES.contains(&dtype.value.as_str()) {
@@ -531,7 +690,7 @@ impl Ctx<'_> {
                 rb,
                 Provenance::Derived {
                     from: vec!["kv_cache_dtype".into(), "config.json:kv_lora_rank".into(), "config.json:qk_rope_head_dim".into()],
-                    rule: "fp8_ds_mla: 512 e4m3 + 4 fp32 scales + 64 bf16 = 656 B; 16-bit: (kv_lora_rank + qk_rope_head_dim) x 2 B".into(),
+                    rule: "fp8_ds_mla: 512 e4m3 + 4 fp32 scales + 64 bf16 = 656 B; 16-bit: (kv_lora_rank + qk_rope_head_dim) x 2 B; fp8_e4m3: 1 B each".into(),
                 },
             )
         });
@@ -598,6 +757,11 @@ impl Ctx<'_> {
         }
     }
 
+    /// Speculative decoding with the checkpoint's own MTP layers.
+    fn uses_mtp(&self) -> bool {
+        self.num_speculative_tokens.is_some() && self.spec_method_is_mtp()
+    }
+
     fn spec_method_is_mtp(&self) -> bool {
         let method = self
             .args
@@ -632,14 +796,38 @@ impl Ctx<'_> {
         // A value that satisfies both bounds, for fixes (None: no hot buffer fits).
         let fitting =
             (min <= MAX_DEVICE_BUFFER_SIZE).then(|| default.clamp(min, MAX_DEVICE_BUFFER_SIZE));
+        let allowed = match fitting {
+            Some(_) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
+            None => format!(
+                "no size fits: {q} x {k} rows exceed the {MAX_DEVICE_BUFFER_SIZE} int16 slots"
+            ),
+        };
         let fix = |d: Diagnostic| match fitting {
-            Some(v) => d.fix(vec![FixOp::Set {
+            Some(v) => d.allowed(allowed.clone()).fix(vec![FixOp::Set {
                 path: path.clone(),
                 value: json!(v),
             }]),
             None => {
-                let n = (MAX_DEVICE_BUFFER_SIZE / k).saturating_sub(1).max(1);
-                d.hint(format!("no hot buffer fits {q} x {k} rows in int16 slots; lower speculative_config.num_speculative_tokens to {n} or less"))
+                // Lower the speculation depth to the widest query whose top-k rows
+                // fit int16 slots (1 + n tokens), and give the buffer a size that fits.
+                // (size() already refused a top-k wider than all slots.)
+                let spec = FieldPath::root("speculative_config");
+                let q_max = (MAX_DEVICE_BUFFER_SIZE / k).max(1);
+                let fits = FixOp::Set {
+                    path: path.clone(),
+                    value: json!(((q_max + 1) * k).clamp(q_max * k, MAX_DEVICE_BUFFER_SIZE)),
+                };
+                let ops = match q_max - 1 {
+                    0 => vec![FixOp::Remove { path: spec }, fits],
+                    n => vec![
+                        FixOp::Set {
+                            path: spec.key("num_speculative_tokens"),
+                            value: json!(n),
+                        },
+                        fits,
+                    ],
+                };
+                d.allowed(allowed.clone()).fix(ops)
             }
         };
         if value < min {
@@ -647,16 +835,15 @@ impl Ctx<'_> {
                 Diagnostic::error(
                     Code::DeviceBufferTooSmall,
                     path.clone(),
-                    format!("device_buffer_size {value} is smaller than max_decode_query_len x index_topk = {q} x {k} = {min}: every decode query's top-k must fit ({LATE})"),
+                    format!("device_buffer_size {value} is smaller than max_decode_query_len x {} = {q} x {k} = {min}: every decode query's top-k must fit ({LATE})", topk_name(topk)),
                 )
-                .given(&json!(value))
-                .allowed(format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}")),
+                .given(&json!(value)),
             ));
         } else if value > MAX_DEVICE_BUFFER_SIZE {
             let origin = if explicit.is_some() {
                 ""
             } else {
-                " (the default (max_decode_query_len + 1) x index_topk)"
+                " (the default: (max_decode_query_len + 1) x top-k)"
             };
             d.push(fix(
                 Diagnostic::error(
@@ -664,8 +851,7 @@ impl Ctx<'_> {
                     path.clone(),
                     format!("device_buffer_size {value}{origin} exceeds the int16 slot-index limit of {MAX_DEVICE_BUFFER_SIZE} ({LATE})"),
                 )
-                .given(&json!(value))
-                .allowed(format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}")),
+                .given(&json!(value)),
             ));
         } else if explicit.is_some() && block_size > 0 && value % block_size as u64 != 0 {
             let up = value.div_ceil(block_size as u64) * block_size as u64;
@@ -726,13 +912,54 @@ impl Ctx<'_> {
             return None;
         };
         let Some(gib) = py_float(raw) else {
+            // "128GiB" / "128g": keep the user's number rather than shrink the pool.
+            let (hint, fix) = match raw.as_str().and_then(gib_with_unit) {
+                Some(meant) => {
+                    let value = needed_gib.map_or(meant, |n| meant.max(n));
+                    (
+                        format!("host_pool_gib is a plain number of GiB: write {value}, not {raw}"),
+                        vec![FixOp::Set {
+                            path: path.clone(),
+                            value: json!(value),
+                        }],
+                    )
+                }
+                None => (
+                    format!("set {path} to a number of GiB, at least {suggestion}"),
+                    set,
+                ),
+            };
             d.push(
                 type_error(&path, "a number of GiB", raw)
                     .allowed(allowed)
-                    .fix(set),
+                    .hint(hint)
+                    .fix(fix),
             );
             return None;
         };
+        if !(gib * GIB).is_finite() {
+            d.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    path.clone(),
+                    format!("host_pool_gib {gib} is not a finite size: vLLM {} crashes on int(host_pool_gib * 2**30)", crate::VLLM_VERSION),
+                )
+                .given(raw)
+                .allowed(allowed)
+                .fix(set),
+            );
+            return None;
+        }
+        if gib > IMPLAUSIBLE_POOL_GIB {
+            d.push(
+                Diagnostic::warning(
+                    Code::HostPoolImplausible,
+                    path.clone(),
+                    format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is in GiB (a dotted flag's 64g means 64e9 GiB)"),
+                )
+                .given(raw),
+            );
+        }
         if raw.is_boolean() {
             d.push(
                 Diagnostic::warning(
@@ -821,6 +1048,32 @@ impl Ctx<'_> {
         };
         d.push(diag);
     }
+}
+
+/// How messages name the top-k the hot buffer is sized by.
+fn topk_name(width: &Resolved<u32>) -> &'static str {
+    match &width.provenance {
+        Provenance::Derived { from, .. } if from.len() > 1 => "topk_buffer_width",
+        _ => "index_topk",
+    }
+}
+
+/// `"128GiB"`, `"128 g"`, `"1T"` -> the number of GiB meant, for fixes.
+fn gib_with_unit(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let number: f64 = t[..split].parse().ok()?;
+    let scale = match t[split..].trim().to_ascii_lowercase().as_str() {
+        "g" | "gb" | "gib" => 1.0,
+        "t" | "tb" | "tib" => 1024.0,
+        "m" | "mb" | "mib" => 1.0 / 1024.0,
+        _ => return None,
+    };
+    Some(number * scale).filter(|g| g.is_finite() && *g > 0.0)
+}
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to).saturating_mul(to)
 }
 
 /// Host blocks in a pool: vLLM takes `int(host_pool_gib * 2**30)` bytes, then whole blocks.
