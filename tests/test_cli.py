@@ -163,7 +163,7 @@ def test_environment_variable_is_read() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--kv-transfer-confg", "{}"], "--kv-transfer-config"),  # clap's suggestion
+        (["--kv-transfer-confg", "{}"], "did you mean --kv-transfer-config?"),
         (["--model"], "value is required"),
         (["--model", "no/such/model"], "model config not found"),
         (["--config", "missing.yaml"], "cannot read --config"),
@@ -223,3 +223,53 @@ def test_broken_pipe_is_quiet() -> None:
         timeout=60,
     )
     assert "panicked" not in proc.stderr
+
+
+def test_a_real_launch_command_checks_as_it_is() -> None:
+    proc = run(
+        DSV32,
+        "--port", "8000",
+        "--trust-remote-code",
+        "--served-model-name", "dsv32",
+        "--gpu-memory-utilization", "0.9",
+        "-tp", "8",
+        "--kv-transfer-config", json.dumps(PD),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        "not checked (vllm serve flags outside HiSparse): --port 8000 --trust-remote-code "
+        "--served-model-name dsv32 --gpu-memory-utilization 0.9"
+    ) in proc.stdout
+
+
+def test_positional_model_wins_like_vllm_serve() -> None:
+    out = as_json(str(MODELS / "glm-5"), "--model", DSV32, "--kv-transfer-config", json.dumps(PD))
+    assert out["model"]["architecture"] == "GlmMoeDsaForCausalLM"
+
+
+def test_repeated_json_flag_warns() -> None:
+    out = as_json(DSV32, "--kv-transfer-config", json.dumps(PD), "--kv-transfer-config.kv_role", "kv_both")
+    assert [w["code"] for w in out["warnings"]] == ["flag_replaced"]
+    assert out["hisparse_enabled"] is False  # the dotted flag replaced the whole JSON, as in vLLM
+
+
+def test_yaml_11_booleans_are_booleans(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "serve.yaml"
+    yaml_file.write_text(
+        f"model: {DSV32}\nkv-transfer-config: {json.dumps(PD)}\nscheduler-reserve-full-isl: off\n"
+    )
+    out = as_json("--config", str(yaml_file))
+    assert [e["code"] for e in out["errors"]] == ["scheduler_reserve_full_isl_disabled"]
+
+
+def test_bare_run_is_a_usage_error() -> None:
+    proc = run()
+    assert proc.returncode == 2 and "nothing to check" in proc.stderr
+
+
+def test_non_utf8_argument_never_tracebacks() -> None:
+    proc = subprocess.run(
+        [EXE, os.fsdecode(b"tests/data/models/\xff")], capture_output=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 2
+    assert b"Traceback" not in proc.stderr and b"panicked" not in proc.stderr
