@@ -169,6 +169,7 @@ def test_environment_variable_is_read() -> None:
         (["--config", "missing.yaml"], "cannot read --config"),
         (["--config", "serve.json"], "must be .yaml or .yml"),
         (["--max-model-len", "1.5K"], "is not a token count"),
+        (["--config=examples/dsv32-decode-pd.yaml"], "vllm serve ignores --config=FILE"),
         (["--platform", "tpu"], "invalid value"),
     ],
 )

@@ -242,15 +242,17 @@ fn merge(original: &mut Value, update: Value) {
 /// decimals are refused with binary suffixes.
 pub fn human_readable_int(text: &str) -> Option<i64> {
     let t = text.trim();
-    if let Ok(n) = t.parse::<i64>() {
+    if let Some(n) = python_int(t) {
         return Some(n);
     }
     let suffix = t.chars().last()?;
     let number = &t[..t.len() - suffix.len_utf8()];
-    if number.is_empty()
-        || !number.chars().all(|c| c.is_ascii_digit() || c == '.')
-        || number.matches('.').count() > 1
-    {
+    // vLLM's pattern: (\d+(?:\.\d+)?) then one suffix letter.
+    let mut parts = number.splitn(2, '.');
+    let whole = parts.next().unwrap_or_default();
+    let frac = parts.next();
+    let digits = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
+    if !digits(whole) || frac.is_some_and(|f| !digits(f)) {
         return None;
     }
     let decimal = match suffix {
@@ -273,11 +275,32 @@ pub fn human_readable_int(text: &str) -> Option<i64> {
     number.parse::<i64>().ok()?.checked_mul(1i64 << shift)
 }
 
+/// Python `int(text)` for base-10 text: an optional sign, digits, single
+/// underscores between digits (`1_000`).
+fn python_int(t: &str) -> Option<i64> {
+    let body = t.strip_prefix(['+', '-']).unwrap_or(t);
+    let valid = !body.is_empty()
+        && !body.starts_with('_')
+        && !body.ends_with('_')
+        && !body.contains("__")
+        && body.chars().all(|c| c.is_ascii_digit() || c == '_');
+    if !valid {
+        return None;
+    }
+    t.replace('_', "").parse().ok()
+}
+
 fn pull_config_file(args: &[String]) -> Result<Vec<String>, String> {
+    if args.iter().any(|a| a.starts_with("--config=")) {
+        // vLLM looks for the word "--config" only, so vllm serve would ignore this file.
+        return Err(
+            "write --config FILE as two words: vllm serve ignores --config=FILE".to_owned(),
+        );
+    }
     let positions: Vec<usize> = args
         .iter()
         .enumerate()
-        .filter(|(_, a)| *a == "--config" || a.starts_with("--config="))
+        .filter(|(_, a)| *a == "--config")
         .map(|(i, _)| i)
         .collect();
     let Some(&index) = positions.first() else {
@@ -286,15 +309,11 @@ fn pull_config_file(args: &[String]) -> Result<Vec<String>, String> {
     if positions.len() > 1 {
         return Err("more than one --config file given".to_owned());
     }
-    let (file, consumed) = match args[index].split_once('=') {
-        Some((_, file)) => (file.to_owned(), 1),
-        None => (
-            args.get(index + 1)
-                .cloned()
-                .ok_or("--config expects a YAML file path")?,
-            2,
-        ),
-    };
+    let file = args
+        .get(index + 1)
+        .cloned()
+        .ok_or("--config expects a YAML file path")?;
+    let consumed = 2;
     let config_args = load_config_file(&file)?;
     let mut out = config_args;
     out.extend_from_slice(&args[..index]);
@@ -470,6 +489,10 @@ mod tests {
         assert_eq!(human_readable_int("1.5K"), None);
         assert_eq!(human_readable_int("128"), Some(128));
         assert_eq!(human_readable_int("abc"), None);
+        assert_eq!(human_readable_int("1_000"), Some(1000));
+        assert_eq!(human_readable_int(".5k"), None);
+        assert_eq!(human_readable_int("5.k"), None);
+        assert_eq!(human_readable_int("1__0"), None);
     }
 
     #[test]
