@@ -7,6 +7,7 @@
 //!   collected into one JSON object per flag, passed as if written in JSON.
 
 use crate::vllm_flags::{VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
+use hisparse_core::config::args::{flag_name, JSON_FIELDS};
 use serde_json::{Map, Value};
 
 /// Flags that have a `--no-` form (argparse `BooleanOptionalAction`).
@@ -26,15 +27,6 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-dp", "--data-parallel-size"),
     ("-dcp", "--decode-context-parallel-size"),
     ("-cc", "--compilation-config"),
-];
-
-/// The JSON-valued flags, as written after normalization.
-const JSON_FLAGS: &[&str] = &[
-    "--kv-transfer-config",
-    "--attention-config",
-    "--speculative-config",
-    "--compilation-config",
-    "--hf-overrides",
 ];
 
 /// Split normalized argv into what clap knows (`known` long names) and the
@@ -109,18 +101,19 @@ pub fn set_aside_unknown(
 
 /// JSON flags given more than once: `(field, count)`. argparse keeps the last.
 pub fn replaced_json_flags(args: &[String]) -> Vec<(String, usize)> {
-    JSON_FLAGS
+    JSON_FIELDS
         .iter()
-        .filter_map(|flag| {
+        .filter_map(|field| {
+            let flag = flag_name(field);
             let count = args
                 .iter()
                 .filter(|a| {
-                    *a == flag
-                        || a.strip_prefix(flag)
+                    **a == flag
+                        || a.strip_prefix(flag.as_str())
                             .is_some_and(|rest| rest.starts_with('='))
                 })
                 .count();
-            (count > 1).then(|| (flag.trim_start_matches("--").replace('-', "_"), count))
+            (count > 1).then(|| ((*field).to_owned(), count))
         })
         .collect()
 }

@@ -8,9 +8,10 @@ mod argv;
 mod render;
 mod vllm_flags;
 
-pub use argv::human_readable_int;
+use argv::human_readable_int;
 
 use clap::{ArgAction, CommandFactory, Parser};
+use hisparse_core::config::args::flag_name;
 use hisparse_core::{resolve, Code, Diagnostic, FieldPath, ServeArgs};
 use serde_json::Value;
 use std::io::Write;
@@ -191,8 +192,8 @@ fn parse(args: &[String]) -> Result<Parsed, Usage> {
                 Code::FlagReplaced,
                 FieldPath::root(&field),
                 format!(
-                    "--{} is given {count} times (dotted flags count as one more); as in vLLM, only the last one counts, the earlier ones are dropped whole",
-                    field.replace('_', "-")
+                    "{} is given {count} times (dotted flags count as one more); as in vLLM, only the last one counts, the earlier ones are dropped whole",
+                    flag_name(&field)
                 ),
             )
             .hint("merge them into one JSON value, or use only dotted flags for this config")
@@ -254,22 +255,4 @@ fn flag_pair(on: bool, off: bool) -> Option<bool> {
         (_, true) => Some(false),
         _ => None,
     }
-}
-
-/// Parse `hisparse-check` flags into [`ServeArgs`] without resolving (for tests
-/// that compare the JSON, dotted and YAML forms).
-pub fn parse_serve_args<I, S>(
-    args: I,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<ServeArgs, String>
-where
-    I: IntoIterator<Item = S>,
-    S: Into<String>,
-{
-    let args: Vec<String> = args.into_iter().map(Into::into).collect();
-    let parsed = parse(&args).map_err(|e| match e {
-        Usage::Message(m) => m,
-        Usage::Clap(e) => e.to_string(),
-    })?;
-    Ok(build_args(parsed.cli, &env).normalized().0.into_owned())
 }

@@ -200,10 +200,9 @@ pub fn describe_fix(ops: &[FixOp]) -> String {
                 Some(flag) => format!("set {path} to {value} (vllm serve: {flag})"),
                 None => format!("set {path} to {value}"),
             },
-            FixOp::Remove { path }
-                if path.0.len() == 1 && path.to_string() == "VLLM_USE_V2_MODEL_RUNNER" =>
-            {
-                "unset VLLM_USE_V2_MODEL_RUNNER".to_owned()
+            // Upper-case top-level fields are environment variables.
+            FixOp::Remove { path } if matches!(path.0.as_slice(), [Seg::Key(k)] if k.chars().all(|c| !c.is_ascii_lowercase())) => {
+                format!("unset {path}")
             }
             FixOp::Remove { path } => format!("remove {path}"),
             FixOp::Move { from, to } => format!("move {from} to {to}"),

@@ -148,41 +148,55 @@ pub enum LoadError {
     ModelNotObject { path: String, kind: &'static str },
 }
 
-/// Names of the JSON-valued fields, as `(field, flag)`.
-pub const JSON_FIELDS: &[(&str, &str)] = &[
-    ("kv_transfer_config", "--kv-transfer-config"),
-    ("attention_config", "--attention-config"),
-    ("speculative_config", "--speculative-config"),
-    ("compilation_config", "--compilation-config"),
-    ("hf_overrides", "--hf-overrides"),
+/// The JSON-valued fields, in the order vLLM's `--help` lists them.
+pub const JSON_FIELDS: [&str; 5] = [
+    "kv_transfer_config",
+    "attention_config",
+    "speculative_config",
+    "compilation_config",
+    "hf_overrides",
 ];
 
+/// The `vllm serve` flag of a field: `kv_transfer_config` -> `--kv-transfer-config`.
+pub fn flag_name(field: &str) -> String {
+    format!("--{}", field.replace('_', "-"))
+}
+
 impl ServeArgs {
+    /// The JSON-valued fields and their names ([`JSON_FIELDS`] order).
+    pub fn json_fields(&self) -> [(&'static str, &Option<Value>); 5] {
+        [
+            (JSON_FIELDS[0], &self.kv_transfer_config),
+            (JSON_FIELDS[1], &self.attention_config),
+            (JSON_FIELDS[2], &self.speculative_config),
+            (JSON_FIELDS[3], &self.compilation_config),
+            (JSON_FIELDS[4], &self.hf_overrides),
+        ]
+    }
+
+    fn json_fields_mut(&mut self) -> [(&'static str, &mut Option<Value>); 5] {
+        [
+            (JSON_FIELDS[0], &mut self.kv_transfer_config),
+            (JSON_FIELDS[1], &mut self.attention_config),
+            (JSON_FIELDS[2], &mut self.speculative_config),
+            (JSON_FIELDS[3], &mut self.compilation_config),
+            (JSON_FIELDS[4], &mut self.hf_overrides),
+        ]
+    }
+
     /// A copy whose JSON-valued fields given as text are parsed. Text that is
     /// not JSON becomes an `invalid_json` error and the field is dropped.
     pub fn normalized(&self) -> (Cow<'_, ServeArgs>, Vec<Diagnostic>) {
-        let has_text = [
-            &self.kv_transfer_config,
-            &self.attention_config,
-            &self.speculative_config,
-            &self.compilation_config,
-            &self.hf_overrides,
-        ]
-        .iter()
-        .any(|v| matches!(v, Some(Value::String(_))));
+        let has_text = self
+            .json_fields()
+            .iter()
+            .any(|(_, v)| matches!(v, Some(Value::String(_))));
         if !has_text {
             return (Cow::Borrowed(self), Vec::new());
         }
         let mut out = self.clone();
         let mut errors = Vec::new();
-        for (field, flag) in JSON_FIELDS {
-            let slot = match *field {
-                "kv_transfer_config" => &mut out.kv_transfer_config,
-                "attention_config" => &mut out.attention_config,
-                "speculative_config" => &mut out.speculative_config,
-                "compilation_config" => &mut out.compilation_config,
-                _ => &mut out.hf_overrides,
-            };
+        for (field, slot) in out.json_fields_mut() {
             let Some(Value::String(text)) = slot.as_ref() else {
                 continue;
             };
@@ -193,11 +207,11 @@ impl ServeArgs {
                         Diagnostic::error(
                             Code::InvalidJson,
                             FieldPath::root(field),
-                            format!("{flag} is not valid JSON: {e}"),
+                            format!("{} is not valid JSON: {e}", flag_name(field)),
                         )
                         .given(&Value::String(text.clone()))
                         .allowed("a JSON object")
-                        .hint(json_hint(flag, text, &e)),
+                        .hint(json_hint(&flag_name(field), text, &e)),
                     );
                     *slot = None;
                 }

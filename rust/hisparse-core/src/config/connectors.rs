@@ -26,8 +26,6 @@ pub const MULTI: &str = "MultiConnector";
 pub struct HiSparseSite {
     /// Path of the connector object, e.g. `kv_transfer_config.kv_connector_extra_config.connectors[1]`.
     pub path: FieldPath,
-    /// 0 when it is the top-level connector, 1 inside the top MultiConnector, ...
-    pub depth: usize,
     /// Its `kv_connector_extra_config.host_pool_gib`, as written.
     pub host_pool_gib: Option<Value>,
     /// A `host_pool_gib` under a misspelled key of this connector (its
@@ -647,7 +645,6 @@ fn site(
     }
     HiSparseSite {
         path: node.path.clone(),
-        depth: node.depth,
         host_pool_gib: extra.and_then(|e| e.get("host_pool_gib")).cloned(),
         host_pool_misplaced: misplaced_host_pool(node),
         removal: vec![FixOp::Remove {

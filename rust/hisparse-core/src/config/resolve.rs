@@ -122,14 +122,7 @@ pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
 }
 
 fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
-    let json_fields = [
-        ("kv_transfer_config", &args.kv_transfer_config),
-        ("attention_config", &args.attention_config),
-        ("speculative_config", &args.speculative_config),
-        ("compilation_config", &args.compilation_config),
-        ("hf_overrides", &args.hf_overrides),
-    ];
-    for (name, value) in json_fields {
+    for (name, value) in args.json_fields() {
         if let Some(v) = value {
             schema::find_shell_variables(v, &FieldPath::root(name), d);
         }

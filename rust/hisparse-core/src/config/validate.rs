@@ -440,106 +440,92 @@ impl Ctx<'_> {
     /// Engine-level requirements (vLLM 0.33 `VllmConfig.__post_init__`, `use_v2_model_runner`).
     fn check_engine(&self, d: &mut Vec<Diagnostic>) {
         let s = self.scalars;
-        if s.platform != "cuda" {
-            let path = FieldPath::root("platform");
-            d.push(
-                Diagnostic::error(
-                    Code::PlatformUnsupported,
-                    path.clone(),
-                    "HiSparse currently requires NVIDIA CUDA",
-                )
-                .given(&json!(s.platform))
-                .allowed("\"cuda\"")
-                .fix(vec![FixOp::Set {
-                    path,
-                    value: json!("cuda"),
-                }]),
-            );
-        }
-        if s.pipeline_parallel_size > 1 {
-            let path = FieldPath::root("pipeline_parallel_size");
-            d.push(
-                Diagnostic::error(
-                    Code::PipelineParallelUnsupported,
-                    path.clone(),
-                    "HiSparse does not support pipeline parallelism",
-                )
-                .given(&json!(s.pipeline_parallel_size))
-                .allowed("1")
-                .hint(
-                    "use pipeline_parallel_size 1 (scale with tensor or data parallelism instead)",
-                )
-                .fix(vec![FixOp::Set {
-                    path,
-                    value: json!(1),
-                }]),
-            );
-        }
-        if s.decode_context_parallel_size > 1 {
-            let path = FieldPath::root("decode_context_parallel_size");
-            d.push(
-                Diagnostic::error(
-                    Code::DecodeContextParallelUnsupported,
-                    path.clone(),
-                    "HiSparse does not support decode context parallelism",
-                )
-                .given(&json!(s.decode_context_parallel_size))
-                .allowed("1")
-                .fix(vec![FixOp::Set {
-                    path,
-                    value: json!(1),
-                }]),
-            );
-        }
-        if self.cudagraph_mode == Some("FULL") {
-            let path = FieldPath::root("compilation_config").key("cudagraph_mode");
-            d.push(
-                Diagnostic::error(Code::CudagraphFullUnsupported, path.clone(), "HiSparse does not support cudagraph_mode=FULL; FULL_AND_PIECEWISE (the default) captures FULL graphs for decode batches")
-                    .given(&json!("FULL"))
-                    .allowed("any mode but FULL; FULL_AND_PIECEWISE is the default")
-                    .fix(vec![FixOp::Set { path, value: json!("FULL_AND_PIECEWISE") }]),
-            );
-        }
-        if self.args.scheduler_reserve_full_isl == Some(false) {
-            let path = FieldPath::root("scheduler_reserve_full_isl");
-            d.push(
-                Diagnostic::error(Code::SchedulerReserveFullIslDisabled, path.clone(), "HiSparse requires --scheduler-reserve-full-isl: without it, requests admitted against free host blocks can wait on each other's host pages forever")
-                    .given(&json!(false))
-                    .allowed("true (the default)")
-                    .hint("remove --no-scheduler-reserve-full-isl")
-                    .fix(vec![FixOp::Set { path, value: json!(true) }]),
-            );
-        }
-        if self.args.disable_hybrid_kv_cache_manager == Some(true) {
-            let path = FieldPath::root("disable_hybrid_kv_cache_manager");
-            d.push(
-                Diagnostic::error(
-                    Code::HybridKvCacheManagerDisabled,
-                    path.clone(),
-                    "HiSparse requires the hybrid KV cache manager",
-                )
-                .given(&json!(true))
-                .allowed("false (the default)")
-                .hint("remove --disable-hybrid-kv-cache-manager")
-                .fix(vec![FixOp::Set {
-                    path,
-                    value: json!(false),
-                }]),
-            );
-        }
-        if s.v2_runner == Some(false) {
-            let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
-            d.push(
-                Diagnostic::error(
-                    Code::ModelRunnerV2Disabled,
-                    path.clone(),
-                    "HiSparse requires Model Runner V2, but VLLM_USE_V2_MODEL_RUNNER turns it off",
-                )
-                .given(&json!(self.args.vllm_use_v2_model_runner))
-                .allowed("unset, or a non-zero integer")
-                .hint("unset VLLM_USE_V2_MODEL_RUNNER (remove VLLM_USE_V2_MODEL_RUNNER=0)")
-                .fix(vec![FixOp::Remove { path }]),
-            );
+        let root = FieldPath::root;
+        let set = |path: FieldPath, value: Value| FixOp::Set { path, value };
+        // (broken, code, field, message, given, allowed, hint, fix)
+        let requirements = [
+            (
+                s.platform != "cuda",
+                Code::PlatformUnsupported,
+                root("platform"),
+                "HiSparse currently requires NVIDIA CUDA",
+                json!(s.platform),
+                "\"cuda\"",
+                None,
+                set(root("platform"), json!("cuda")),
+            ),
+            (
+                s.pipeline_parallel_size > 1,
+                Code::PipelineParallelUnsupported,
+                root("pipeline_parallel_size"),
+                "HiSparse does not support pipeline parallelism",
+                json!(s.pipeline_parallel_size),
+                "1",
+                Some("use pipeline_parallel_size 1 (scale with tensor or data parallelism instead)"),
+                set(root("pipeline_parallel_size"), json!(1)),
+            ),
+            (
+                s.decode_context_parallel_size > 1,
+                Code::DecodeContextParallelUnsupported,
+                root("decode_context_parallel_size"),
+                "HiSparse does not support decode context parallelism",
+                json!(s.decode_context_parallel_size),
+                "1",
+                None,
+                set(root("decode_context_parallel_size"), json!(1)),
+            ),
+            (
+                self.cudagraph_mode == Some("FULL"),
+                Code::CudagraphFullUnsupported,
+                root("compilation_config").key("cudagraph_mode"),
+                "HiSparse does not support cudagraph_mode=FULL; FULL_AND_PIECEWISE (the default) captures FULL graphs for decode batches",
+                json!("FULL"),
+                "any mode but FULL; FULL_AND_PIECEWISE is the default",
+                None,
+                set(root("compilation_config").key("cudagraph_mode"), json!("FULL_AND_PIECEWISE")),
+            ),
+            (
+                self.args.scheduler_reserve_full_isl == Some(false),
+                Code::SchedulerReserveFullIslDisabled,
+                root("scheduler_reserve_full_isl"),
+                "HiSparse requires --scheduler-reserve-full-isl: without it, requests admitted against free host blocks can wait on each other's host pages forever",
+                json!(false),
+                "true (the default)",
+                Some("remove --no-scheduler-reserve-full-isl"),
+                set(root("scheduler_reserve_full_isl"), json!(true)),
+            ),
+            (
+                self.args.disable_hybrid_kv_cache_manager == Some(true),
+                Code::HybridKvCacheManagerDisabled,
+                root("disable_hybrid_kv_cache_manager"),
+                "HiSparse requires the hybrid KV cache manager",
+                json!(true),
+                "false (the default)",
+                Some("remove --disable-hybrid-kv-cache-manager"),
+                set(root("disable_hybrid_kv_cache_manager"), json!(false)),
+            ),
+            (
+                s.v2_runner == Some(false),
+                Code::ModelRunnerV2Disabled,
+                root("VLLM_USE_V2_MODEL_RUNNER"),
+                "HiSparse requires Model Runner V2, but VLLM_USE_V2_MODEL_RUNNER turns it off",
+                json!(self.args.vllm_use_v2_model_runner),
+                "unset, or a non-zero integer",
+                Some("unset VLLM_USE_V2_MODEL_RUNNER (remove VLLM_USE_V2_MODEL_RUNNER=0)"),
+                FixOp::Remove { path: root("VLLM_USE_V2_MODEL_RUNNER") },
+            ),
+        ];
+        for (broken, code, path, message, given, allowed, hint, fix) in requirements {
+            if !broken {
+                continue;
+            }
+            let mut diag = Diagnostic::error(code, path, message)
+                .given(&given)
+                .allowed(allowed);
+            if let Some(hint) = hint {
+                diag = diag.hint(hint);
+            }
+            d.push(diag.fix(vec![fix]));
         }
     }
 
