@@ -78,6 +78,8 @@ codes! {
     MaxModelLenUnknown => "max_model_len_unknown",
     SpeculativeTokensMissing => "speculative_tokens_missing",
     ModelConfigMissing => "model_config_missing",
+    // The capacity planner (hisparse-check --plan).
+    HostMemoryExceeded => "host_memory_exceeded",
     // Warnings: legal but surprising.
     KvProducerRole => "kv_producer_role",
     HiSparseRoleNotKvBoth => "hisparse_role_not_kv_both",
@@ -91,6 +93,10 @@ codes! {
     HostPoolImplausible => "host_pool_implausible",
     HostPoolLimitsContext => "host_pool_limits_context",
     FlagReplaced => "flag_replaced",
+    HostMemoryUnknown => "host_memory_unknown",
+    WeightsUnknown => "weights_unknown",
+    NoGpuKvRoom => "no_gpu_kv_room",
+    PlanAssumption => "plan_assumption",
 }
 
 /// One edit of the JSON form of [`crate::ServeArgs`].

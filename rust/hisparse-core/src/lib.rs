@@ -10,10 +10,12 @@
 pub mod config;
 pub mod diagnostic;
 pub mod path;
+pub mod plan;
+pub mod sizes;
 
 pub use config::args::{LoadError, ServeArgs};
 pub use config::report::{Provenance, Report, Resolved, ResolvedHiSparse};
-pub use config::resolve::resolve;
+pub use config::resolve::{resolve, resolve_with_model};
 pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
 pub use path::{FieldPath, Seg};
 

@@ -86,9 +86,25 @@ pub struct ServeArgs {
     /// `--max-model-len` in tokens; -1 means auto (default: the model's `max_position_embeddings`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_model_len: Option<i64>,
-    /// `--max-num-seqs` (default: vLLM's, not needed for HiSparse checks).
+    /// `--max-num-seqs` (default: vLLM's: 1024 on GPUs with >= 70 GiB, else 256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_seqs: Option<i64>,
+    /// `--gpu-memory-utilization`: fraction of each GPU's memory vLLM may use,
+    /// in (0, 1] (default 0.92, vLLM 0.33 `CacheConfig`). Read by the planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_utilization: Option<f64>,
+    /// `--kv-cache-memory-bytes`: KV cache size per GPU in bytes; when set,
+    /// vLLM ignores `gpu_memory_utilization`. Read by the planner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_memory_bytes: Option<i64>,
+    /// `--distributed-executor-backend` ("mp", "ray", ...; default "mp" on one
+    /// node): TP ranks share one HiSparse host pool only under "mp".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed_executor_backend: Option<String>,
+    /// `--enable-expert-parallel` / `-ep` (default false): MoE experts are split
+    /// across all TP x DP ranks instead of by TP. Read by the weight estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_expert_parallel: Option<bool>,
     /// `--[no-]scheduler-reserve-full-isl` (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_reserve_full_isl: Option<bool>,

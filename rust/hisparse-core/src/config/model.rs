@@ -15,6 +15,9 @@ pub struct Sourced<T> {
     pub overridden: bool,
 }
 
+/// Layer counts above this are not listed layer by layer (real models have < 200).
+pub const MAX_LISTED_LAYERS: u32 = 1 << 16;
+
 /// The model facts HiSparse resolution uses.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelInfo {
@@ -37,6 +40,40 @@ pub struct ModelInfo {
     pub qk_rope_head_dim: Option<u32>,
     /// Pooled indexer width (`index_kpool`, GLM-5.3-Flash): widens the top-k buffer.
     pub index_kpool: Option<Sourced<u32>>,
+    /// Indexer key width (`index_head_dim`, 128 on DeepSeek-V3.2 and GLM-5).
+    pub index_head_dim: Option<u32>,
+    /// One entry per sparse-MLA layer: true when the layer runs its own indexer
+    /// (and so holds indexer keys), false when it reuses the previous indexer
+    /// layer's top-k (IndexShare, GLM-5.2). See [`indexer_leaders`]. None for
+    /// more than [`MAX_LISTED_LAYERS`] layers.
+    pub indexer_leaders: Option<Sourced<Vec<bool>>>,
+    /// Dimensions the weight-size estimate reads (DeepSeek-V3-style MLA MoE models).
+    pub dims: ModelDims,
+    /// `quantization_config`, as written (top level or `text_config`).
+    pub quantization_config: Option<Value>,
+}
+
+/// The `config.json` dimensions of a DeepSeek-V3-style MLA MoE model that
+/// decide its parameter count; each None when absent or not an integer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelDims {
+    pub hidden_size: Option<u64>,
+    pub num_hidden_layers: Option<u64>,
+    pub num_attention_heads: Option<u64>,
+    pub q_lora_rank: Option<u64>,
+    pub qk_nope_head_dim: Option<u64>,
+    pub v_head_dim: Option<u64>,
+    pub index_n_heads: Option<u64>,
+    pub intermediate_size: Option<u64>,
+    pub moe_intermediate_size: Option<u64>,
+    pub n_routed_experts: Option<u64>,
+    pub n_shared_experts: Option<u64>,
+    pub first_k_dense_replace: Option<u64>,
+    pub vocab_size: Option<u64>,
+    pub tie_word_embeddings: bool,
+    /// True when `layer_types` mixes in layers other than sparse MLA (linear
+    /// attention): the MLA MoE parameter formula does not describe them.
+    pub mixed_layer_kinds: bool,
 }
 
 impl ModelInfo {
@@ -140,6 +177,44 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
                 overridden,
             })
         });
+    let dsa_layers: Option<Vec<usize>> = match lookup("layer_types") {
+        Some((Value::Array(kinds), _, _)) => Some(
+            kinds
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.as_str() == Some("deepseek_sparse_attention"))
+                .map(|(i, _)| i)
+                .collect(),
+        ),
+        // Listed per layer only for real layer counts; beyond, every layer
+        // has its own indexer (the planner's closed form).
+        _ => sparse_mla_layers
+            .as_ref()
+            .filter(|l| l.value <= MAX_LISTED_LAYERS)
+            .map(|l| (0..l.value as usize).collect()),
+    };
+    let indexer_leaders = dsa_layers.map(|layers| indexer_leaders(&layers, &lookup));
+    let uint = |key: &str| lookup(key).and_then(|(v, _, _)| v.as_u64());
+    let dims = ModelDims {
+        hidden_size: uint("hidden_size"),
+        num_hidden_layers: uint("num_hidden_layers"),
+        num_attention_heads: uint("num_attention_heads"),
+        q_lora_rank: uint("q_lora_rank"),
+        qk_nope_head_dim: uint("qk_nope_head_dim"),
+        v_head_dim: uint("v_head_dim"),
+        index_n_heads: uint("index_n_heads"),
+        intermediate_size: uint("intermediate_size"),
+        moe_intermediate_size: uint("moe_intermediate_size"),
+        n_routed_experts: uint("n_routed_experts"),
+        n_shared_experts: uint("n_shared_experts"),
+        first_k_dense_replace: uint("first_k_dense_replace"),
+        vocab_size: uint("vocab_size"),
+        tie_word_embeddings: lookup("tie_word_embeddings")
+            .and_then(|(v, _, _)| v.as_bool())
+            .unwrap_or(false),
+        mixed_layer_kinds: matches!(lookup("layer_types"), Some((Value::Array(kinds), _, _))
+            if kinds.iter().any(|k| k.as_str() != Some("deepseek_sparse_attention"))),
+    };
     ModelInfo {
         architecture: top
             .get("architectures")
@@ -166,6 +241,90 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
                 overridden,
             })
         }),
+        index_head_dim: small_uint("index_head_dim"),
+        indexer_leaders,
+        dims,
+        quantization_config: lookup("quantization_config").map(|(v, _, _)| v),
+    }
+}
+
+type Lookup<'a> = dyn Fn(&str) -> Option<(Value, String, bool)> + 'a;
+
+/// Which sparse-MLA layers (`layers`: their indices among all hidden layers)
+/// run their own indexer, by the first rule the config has:
+/// 1. `index_topk_pattern`: a layer whose entry is "S" skips its indexer;
+/// 2. `index_topk_freq` (IndexCache, vLLM 0.33 deepseek_v2): layer `i` skips
+///    when `max(i - index_skip_topk_offset + 1, 0) % index_topk_freq != 0`
+///    (offset default 2);
+/// 3. `indexer_types`: "shared" entries skip;
+/// 4. otherwise every layer runs one.
+///
+/// The first sparse layer always starts an index group (vLLM 0.33 hisparse layout).
+fn indexer_leaders(layers: &[usize], lookup: &Lookup<'_>) -> Sourced<Vec<bool>> {
+    let pattern: Option<(Vec<bool>, String, bool)> =
+        lookup("index_topk_pattern").and_then(|(v, source, overridden)| {
+            let skips: Vec<bool> = match &v {
+                Value::String(s) => s.chars().map(|c| c == 'S').collect(),
+                Value::Array(items) => items.iter().map(|x| x.as_str() == Some("S")).collect(),
+                _ => return None,
+            };
+            Some((skips, source, overridden))
+        });
+    let freq = lookup("index_topk_freq").and_then(|(v, source, overridden)| {
+        Some((v.as_u64().filter(|f| *f > 0)?, source, overridden))
+    });
+    let types = lookup("indexer_types").and_then(|(v, source, overridden)| {
+        let items = v.as_array()?;
+        Some((
+            items
+                .iter()
+                .map(|x| x.as_str() == Some("shared"))
+                .collect::<Vec<bool>>(),
+            source,
+            overridden,
+        ))
+    });
+    let (skip, source, overridden): (Box<dyn Fn(usize) -> bool>, String, bool) = if let Some((
+        skips,
+        source,
+        overridden,
+    )) = pattern
+    {
+        (
+            Box::new(move |i| skips.get(i).copied().unwrap_or(false)),
+            format!("{source} (\"S\" skips the indexer)"),
+            overridden,
+        )
+    } else if let Some((f, source, overridden)) = freq {
+        let offset = lookup("index_skip_topk_offset")
+            .and_then(|(v, _, _)| v.as_u64())
+            .unwrap_or(2);
+        (
+                Box::new(move |i| (i as u64 + 1).saturating_sub(offset) % f != 0),
+                format!("{source} with index_skip_topk_offset {offset} (vLLM 0.33 deepseek_v2 IndexCache rule)"),
+                overridden,
+            )
+    } else if let Some((shared, source, overridden)) = types {
+        (
+            Box::new(move |i| shared.get(i).copied().unwrap_or(false)),
+            format!("{source} (\"shared\" reuses the previous indexer)"),
+            overridden,
+        )
+    } else {
+        (
+            Box::new(|_| false),
+            "every sparse-MLA layer runs its own indexer".to_owned(),
+            false,
+        )
+    };
+    Sourced {
+        value: layers
+            .iter()
+            .enumerate()
+            .map(|(n, i)| n == 0 || !skip(*i))
+            .collect(),
+        source,
+        overridden,
     }
 }
 
@@ -193,5 +352,51 @@ mod tests {
         assert_eq!(topk.value, Ok(1024));
         assert_eq!(topk.source, "hf_overrides.text_config.index_topk");
         assert_eq!(info.sparse_mla_layers.unwrap().value, 2);
+        assert_eq!(info.indexer_leaders.unwrap().value, vec![true, true]);
+    }
+
+    fn leaders_of(dir: &str) -> Vec<bool> {
+        let path = format!(
+            "{}/../../tests/data/models/{dir}/config.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let cfg: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        read(&cfg, None).indexer_leaders.unwrap().value
+    }
+
+    #[test]
+    fn indexer_layers_of_real_configs() {
+        let count = |v: &[bool]| v.iter().filter(|l| **l).count();
+        assert_eq!(count(&leaders_of("deepseek-v3.2")), 61);
+        assert_eq!(count(&leaders_of("glm-5")), 78);
+        // GLM-5.2 IndexShare: index_topk_freq 4, offset 3: layers 0, 1, 2, 6, 10, ..., 74.
+        let glm52 = leaders_of("glm-5.2");
+        assert_eq!(glm52.len(), 78);
+        assert_eq!(count(&glm52), 21);
+        assert_eq!(
+            &glm52[..8],
+            &[true, true, true, false, false, false, true, false]
+        );
+        // GLM-5.3-Flash: 11 sparse layers among 45, each with its own indexer.
+        assert_eq!(
+            leaders_of("glm-5.3-flash-reap-exl3-k2-k256"),
+            vec![true; 11]
+        );
+    }
+
+    #[test]
+    fn index_share_rules_agree_with_indexer_types() {
+        // GLM-5.2 ships both the IndexCache rule and indexer_types: same layers.
+        let path = format!(
+            "{}/../../tests/data/models/glm-5.2/config.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut cfg: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let by_freq = read(&cfg, None).indexer_leaders.unwrap().value;
+        let obj = cfg.as_object_mut().unwrap();
+        obj.remove("index_topk_freq");
+        let by_types = read(&cfg, None).indexer_leaders.unwrap();
+        assert!(by_types.source.contains("indexer_types"));
+        assert_eq!(by_freq, by_types.value);
     }
 }

@@ -47,10 +47,16 @@ pub(crate) struct Scalars {
 /// Returns every error and warning at once; `Err` only when the model's
 /// config file cannot be read at all (an I/O problem, not a configuration one).
 pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
+    resolve_with_model(args).map(|(report, _)| report)
+}
+
+/// [`resolve`], also returning the model facts it read (after `--hf-overrides`),
+/// for the capacity planner.
+pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>), LoadError> {
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around them.
-        return Ok(Report::from_diagnostics(d));
+        return Ok((Report::from_diagnostics(d), None));
     }
     let args: &ServeArgs = &normalized;
     scan_shell_variables(args, &mut d);
@@ -112,13 +118,13 @@ pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
 
     let mut report = Report::from_diagnostics(d);
     report.hisparse_enabled = enabled;
-    report.model = model.map(|(info, source)| ModelSummary {
-        source,
-        architecture: info.architecture,
-        model_type: info.model_type,
+    report.model = model.as_ref().map(|(info, source)| ModelSummary {
+        source: source.clone(),
+        architecture: info.architecture.clone(),
+        model_type: info.model_type.clone(),
     });
     report.hisparse = if report.valid { hisparse } else { None };
-    Ok(report)
+    Ok((report, model.map(|(info, _)| info)))
 }
 
 fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
@@ -344,6 +350,34 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None => 1,
         }
     };
+    if let Some(u) = args.gpu_memory_utilization {
+        if !(u > 0.0 && u <= 1.0) {
+            let path = FieldPath::root("gpu_memory_utilization");
+            d.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    path.clone(),
+                    "gpu_memory_utilization must be greater than 0 and at most 1 (a fraction of each GPU's memory)",
+                )
+                .given(&json!(u))
+                .allowed("0 < gpu_memory_utilization <= 1 (vLLM 0.33 CacheConfig; default 0.92)")
+                .fix(vec![FixOp::Remove { path }]),
+            );
+        }
+    }
+    if let Some(b) = args.kv_cache_memory_bytes.filter(|b| *b < 0) {
+        let path = FieldPath::root("kv_cache_memory_bytes");
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                path.clone(),
+                "kv_cache_memory_bytes must not be negative",
+            )
+            .given(&json!(b))
+            .allowed("a number of bytes per GPU (20G = 20 x 2^30), or unset to use gpu_memory_utilization")
+            .fix(vec![FixOp::Remove { path }]),
+        );
+    }
     let tensor_parallel_size = at_least_one("tensor_parallel_size", args.tensor_parallel_size, d);
     at_least_one("data_parallel_size", args.data_parallel_size, d);
     at_least_one("max_num_seqs", args.max_num_seqs, d);

@@ -18,6 +18,7 @@ use crate::config::schema::{
 };
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;
+use crate::sizes::{self, min_pool_gib, pool_blocks, GIB};
 use serde_json::{json, Value};
 
 /// Largest hot buffer: slot indices are int16 (vLLM 0.33 runtime: `iinfo(int16).max + 1`).
@@ -25,11 +26,6 @@ pub const MAX_DEVICE_BUFFER_SIZE: u64 = 32768;
 /// Sparse-MLA kernel block sizes on CUDA are multiples of 64, and 64 when unset
 /// (vLLM 0.33 `get_supported_kernel_block_sizes`).
 pub const SPARSE_MLA_BLOCK_SIZE: u64 = 64;
-/// Bytes per token per layer: fp8_ds_mla = 512 e4m3 + 4 fp32 scales + 64 bf16 RoPE.
-pub const FP8_DS_MLA_ROW_BYTES: u32 = 656;
-const GIB: f64 = (1u64 << 30) as f64;
-/// Shared host pools align blocks to the OS page (vLLM `SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT`).
-const OS_PAGE_BYTES: u64 = 4096;
 /// Larger than any single host's RAM: likely a unit mistake (e.g. a dotted flag's `64g` = 64e9).
 const IMPLAUSIBLE_POOL_GIB: f64 = 16384.0;
 const LATE: &str = "vLLM 0.33 reports this only after the model has loaded";
@@ -217,7 +213,7 @@ impl Ctx<'_> {
         let index_topk = self.check_model(model, d)?;
         let topk_buffer_width = match &model.index_kpool {
             Some(kpool) => Resolved::new(
-                round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
+                sizes::round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
                 Provenance::Derived {
                     from: vec!["index_topk".into(), kpool.source.clone()],
                     rule: "round_up(index_topk + index_kpool - 1, 128): a pooled top-k keeps the partial pool tail (vLLM 0.33 glm5next get_sparse_topk_buffer_width)".into(),
@@ -337,10 +333,7 @@ impl Ctx<'_> {
                 return None;
             }
         };
-        let min_blocks = max_model_len
-            .value
-            .div_ceil(block_size.value as u64)
-            .saturating_add(2);
+        let min_blocks = sizes::min_host_blocks(max_model_len.value, block_size.value as u64);
         let min_host_blocks = Resolved::new(
             min_blocks,
             Provenance::Derived {
@@ -351,9 +344,7 @@ impl Ctx<'_> {
         );
         let host_block_bytes = row_bytes.as_ref().map(|rb| {
             Resolved::new(
-                (block_size.value as u64)
-                    .saturating_mul(rb.value as u64)
-                    .saturating_mul(layers.value as u64),
+                sizes::host_block_bytes(block_size.value, rb.value, layers.value),
                 Provenance::Derived {
                     from: vec![
                         "block_size".into(),
@@ -365,17 +356,20 @@ impl Ctx<'_> {
             )
         });
         let sc = self.scalars;
-        let shared_pool = sc.platform == "cuda"
-            && sc.tensor_parallel_size > 1
-            && sc.pipeline_parallel_size == 1
-            && sc.decode_context_parallel_size == 1;
+        let shared_pool = sizes::shared_host_pool(
+            &sc.platform,
+            sc.tensor_parallel_size,
+            sc.pipeline_parallel_size,
+            sc.decode_context_parallel_size,
+            self.args.distributed_executor_backend.as_deref(),
+        );
         let host_block_stride = host_block_bytes.as_ref().map(|b| {
             if shared_pool {
                 Resolved::new(
-                    round_up(b.value, OS_PAGE_BYTES),
+                    sizes::host_block_stride(b.value, true),
                     Provenance::Derived {
                         from: vec!["host_block_bytes".into(), "tensor_parallel_size".into()],
-                        rule: "TP ranks share one host pool, whose blocks are rounded up to the 4 KiB OS page (vLLM 0.33 get_hisparse_host_block_stride; assumes the default mp executor on one node)".into(),
+                        rule: "TP ranks share one host pool, whose blocks are rounded up to the 4 KiB OS page (vLLM 0.33 get_hisparse_host_block_stride; the mp executor, assumed on one node)".into(),
                     },
                 )
             } else {
@@ -658,13 +652,11 @@ impl Ctx<'_> {
         // 16-bit rows hold kv_lora_rank + qk_rope_head_dim values (a NoPE model
         // stores 512); fp8_ds_mla keeps its 656-byte layout either way.
         // check_model made sure both dims exist.
-        let latent = model.kv_lora_rank.unwrap_or(0) + model.qk_rope_head_dim.unwrap_or(0);
-        let row_bytes = match dtype.value.as_str() {
-            "fp8_ds_mla" => Some(FP8_DS_MLA_ROW_BYTES),
-            "bfloat16" | "float16" => Some(latent.saturating_mul(2)),
-            "fp8_e4m3" => Some(latent),
-            _ => None,
-        };
+        let row_bytes = sizes::mla_row_bytes(
+            &dtype.value,
+            model.kv_lora_rank.unwrap_or(0),
+            model.qk_rope_head_dim.unwrap_or(0),
+        );
         if row_bytes.is_none() && SPARSE_MLA_DTYPES.contains(&dtype.value.as_str()) {
             d.push(
                 Diagnostic::warning(Code::RowBytesUnknown, path, format!("hisparse_rs does not know the host row size of {}, so the host-pool size checks are skipped", dtype.value))
@@ -1056,51 +1048,4 @@ fn gib_with_unit(text: &str) -> Option<f64> {
         _ => return None,
     };
     Some(number * scale).filter(|g| g.is_finite() && *g > 0.0)
-}
-
-fn round_up(x: u64, to: u64) -> u64 {
-    x.div_ceil(to).saturating_mul(to)
-}
-
-/// Host blocks in a pool: vLLM takes `int(host_pool_gib * 2**30)` bytes, then whole blocks.
-pub fn pool_blocks(host_pool_gib: f64, host_block_bytes: u64) -> u64 {
-    if host_block_bytes == 0 {
-        return 0;
-    }
-    ((host_pool_gib * GIB) as u64) / host_block_bytes
-}
-
-/// The smallest host_pool_gib, in hundredths of a GiB, holding `blocks` blocks.
-/// Bounded: past f64's precision (absurd contexts) the estimate is returned as is.
-pub fn min_pool_gib(blocks: u64, host_block_bytes: u64) -> f64 {
-    let bytes = blocks as f64 * host_block_bytes as f64;
-    let mut gib = (bytes / GIB * 100.0).ceil() / 100.0;
-    for _ in 0..4 {
-        if pool_blocks(gib, host_block_bytes) >= blocks {
-            break;
-        }
-        gib = ((gib * 100.0).round() + 1.0) / 100.0;
-    }
-    gib
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn min_pool_gib_is_the_smallest_passing_size() {
-        // DeepSeek-V3.2 fp8_ds_mla at 163840 tokens: 2562 blocks of 2,561,024 B.
-        let gib = min_pool_gib(2562, 2_561_024);
-        assert_eq!(gib, 6.12);
-        assert!(pool_blocks(gib, 2_561_024) >= 2562);
-        assert!(pool_blocks(gib - 0.01, 2_561_024) < 2562);
-    }
-
-    #[test]
-    fn min_pool_gib_terminates_on_absurd_sizes() {
-        let gib = min_pool_gib(u64::MAX / 2, u64::MAX / 3);
-        assert!(gib.is_finite() && gib > 0.0);
-        assert_eq!(pool_blocks(f64::MAX, 1), u64::MAX);
-    }
 }

@@ -371,6 +371,7 @@ pub fn arb_args_with(
             disable_hybrid_kv_cache_manager: hybrid,
             vllm_use_v2_model_runner: v2,
             platform,
+            ..ServeArgs::default()
         },
     )
 }
@@ -982,6 +983,7 @@ fn messy_args(extreme: bool) -> impl Strategy<Value = ServeArgs> {
             disable_hybrid_kv_cache_manager: hybrid,
             vllm_use_v2_model_runner: v2.map(str::to_owned),
             platform: platform.map(str::to_owned),
+            ..ServeArgs::default()
         },
     )
 }

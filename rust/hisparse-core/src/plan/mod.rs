@@ -1,0 +1,804 @@
+//! The capacity planner: how many concurrent requests of context L one DP
+//! replica serves with and without HiSparse, which limit binds, and how much
+//! host memory the pools pin per node.
+//!
+//! Data flow: [`ServeArgs`] -> [`resolve_with_model`] (a valid configuration
+//! with HiSparse on, and the model facts) -> [`plan`] -> [`Plan`]. Every size
+//! comes from [`crate::sizes`]; the formulas are HISPARSE.md §5's (vLLM's public
+//! HiSparse concurrency calculator), with the layout facts of vLLM 0.33.0's
+//! `vllm/v1/hisparse/layout.py` (hot groups, GPU pool block bytes).
+//!
+//! Per GPU vs per replica: MLA latent KV and indexer keys have one KV head, so
+//! vLLM replicates them on every TP rank; each GPU of a replica holds the
+//! replica's whole KV, so the KV room of one GPU decides the replica's
+//! concurrency. Weights are split across TP ranks (experts across TP x DP with
+//! expert parallelism). Request counts are per DP replica.
+
+mod weights;
+
+pub use weights::{estimate as estimate_weights, WeightEstimate};
+
+use crate::config::args::{LoadError, ServeArgs};
+use crate::config::model::ModelInfo;
+use crate::config::report::{ModelSummary, Provenance, Report, ResolvedHiSparse};
+use crate::config::resolve::resolve_with_model;
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use crate::sizes::{self, GpuLayout, ACTIVE_TAIL_PAGES, GIB, OS_PAGE_BYTES};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Version of the plan's JSON schema; bumped only on incompatible changes.
+pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// vLLM refuses a pinned host pool above 95 % of the host RAM (vLLM 0.33
+/// `check_hisparse_host_memory`).
+pub const HOST_MEMORY_FRACTION: f64 = 0.95;
+/// vLLM 0.33 `CacheConfig.gpu_memory_utilization` default.
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.92;
+/// The sweep starts at 8K tokens and doubles.
+pub const SWEEP_START: u64 = 8192;
+
+/// Planner inputs that are not `vllm serve` flags.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOptions {
+    /// Tokens per request (prompt + output) to plan for; default `max_model_len`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u64>,
+    /// Requests of `context_length` the host pool should hold; default: what
+    /// the GPU holds (so the host pool is never the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_requests: Option<u64>,
+    /// The node's host RAM in GiB; default: `MemAvailable` in `/proc/meminfo`
+    /// (vLLM checks the pool against available memory, `psutil.virtual_memory().available`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory_gib: Option<f64>,
+    /// Memory of one GPU in GiB, for the KV room from `gpu_memory_utilization`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_gib: Option<f64>,
+    /// Model weights on one GPU in GiB (vLLM logs "Model loading took X GiB");
+    /// default: estimated from config.json.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_gib: Option<f64>,
+}
+
+/// Inputs the planner cannot work with (a usage error, not a configuration error).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("{0}")]
+    Option(String),
+}
+
+/// How the TP ranks of a replica hold the host pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolMode {
+    /// One pool per DP replica, shared by its TP ranks.
+    Shared,
+    /// One pool per rank.
+    Private,
+}
+
+/// What caps the number of concurrent requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// GPU KV blocks.
+    Gpu,
+    /// Host pool blocks.
+    Host,
+    /// `--max-num-seqs`.
+    MaxNumSeqs,
+    /// HiSparse would hold fewer than the baseline; vLLM keeps pages GPU-resident
+    /// until memory pressure, so the baseline figure holds.
+    Baseline,
+}
+
+impl Limit {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Gpu => "gpu",
+            Limit::Host => "host",
+            Limit::MaxNumSeqs => "max_num_seqs",
+            Limit::Baseline => "baseline",
+        }
+    }
+}
+
+/// Per-token and per-block sizes (bytes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sizes {
+    pub kv_cache_dtype: String,
+    /// MLA latent KV per token per layer: 656 fp8_ds_mla, 1152 bf16 (576 x 2), 576 fp8_e4m3.
+    pub mla_row_bytes: u32,
+    /// Indexer key per token per layer: index_head_dim e4m3 + one fp32 scale per 128 (132).
+    pub indexer_row_bytes: u32,
+    /// Layers with MLA latent KV in the host pool (MTP draft layers included).
+    pub sparse_mla_layers: u32,
+    /// Layers with indexer keys on the GPU (fewer than sparse_mla_layers with IndexShare).
+    pub indexer_layers: u32,
+    /// MTP draft layers among them (speculative decoding with the checkpoint's MTP).
+    pub draft_layers: u32,
+    /// mla_row_bytes x sparse_mla_layers.
+    pub mla_bytes_per_token: u64,
+    /// indexer_row_bytes x indexer_layers.
+    pub indexer_bytes_per_token: u64,
+    pub block_size: u32,
+    pub device_buffer_size: u32,
+    /// One request's hot buffer: device_buffer_size x mla_row_bytes x sparse_mla_layers.
+    pub hot_buffer_bytes: u64,
+    /// Groups of hot (and resident) layers in the GPU pool (vLLM 0.33 layout).
+    pub hot_groups: u64,
+    /// Without HiSparse: one block holds MLA KV and indexer keys of every layer.
+    pub baseline_block_bytes: u64,
+    /// With HiSparse: one block of the shared GPU pool (indexer page, rounded up
+    /// to whole MLA pages).
+    pub hisparse_block_bytes: u64,
+}
+
+/// The host pools of one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostPlan {
+    pub mode: PoolMode,
+    /// Why this mode (vLLM 0.33 `use_shared_hisparse_host_pool`).
+    pub mode_rule: String,
+    /// Usable capacity per DP replica, GiB.
+    pub host_pool_gib: f64,
+    pub host_block_bytes: u64,
+    /// host_block_bytes, rounded up to 4 KiB in a shared pool.
+    pub host_block_stride: u64,
+    /// floor(host_pool_gib x 2^30 / host_block_stride).
+    pub host_blocks: u64,
+    /// ceil(max_model_len / block_size) + 2: what start-up requires.
+    pub min_host_blocks: u64,
+    /// The smallest host_pool_gib that starts.
+    pub min_host_pool_gib: f64,
+    /// Pinned bytes of one pool (host_blocks x stride, page-rounded).
+    pub pool_bytes: u64,
+    /// Pools on the node: DP replicas (shared) or DP x TP ranks (private);
+    /// assumes all ranks of the deployment on one node.
+    pub pools_per_node: u64,
+    pub pinned_bytes_per_node: u64,
+    /// The node's host RAM the check used, bytes; null when unknown.
+    pub host_memory_bytes: Option<u64>,
+    /// `--host-memory-gib`, or `/proc/meminfo MemAvailable`, or why unknown.
+    pub host_memory_source: String,
+    /// 95 % of host_memory_bytes.
+    pub usable_host_memory_bytes: Option<u64>,
+    /// A note when a separate speculative draft model runs: it gets no HiSparse pool.
+    pub draft_model: Option<String>,
+}
+
+/// GPU memory of one replica's GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuPlan {
+    pub tensor_parallel_size: u64,
+    pub data_parallel_size: u64,
+    /// KV cache room on each GPU (bytes); null when neither
+    /// kv_cache_memory_bytes nor gpu_memory_gib is given.
+    pub kv_bytes_per_gpu: Option<u64>,
+    /// How kv_bytes_per_gpu was found.
+    pub kv_source: String,
+    pub gpu_memory_gib: Option<f64>,
+    pub gpu_memory_utilization: f64,
+    pub weights_bytes_per_gpu: Option<u64>,
+    /// "given (--weights-gib)", or the estimate's rule.
+    pub weights_source: Option<String>,
+    pub weights_estimated: bool,
+    pub max_num_seqs: u64,
+    pub max_num_seqs_source: String,
+    /// GPU blocks per GPU without and with HiSparse.
+    pub baseline_blocks: Option<u64>,
+    pub hisparse_blocks: Option<u64>,
+}
+
+/// Capacity at one context length, per DP replica.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanPoint {
+    pub context_length: u64,
+    /// MLA latent KV of one request: context_length x mla_bytes_per_token (host, HiSparse).
+    pub host_kv_bytes_per_request: u64,
+    /// Indexer keys of one request: context_length x indexer_bytes_per_token (GPU).
+    pub indexer_bytes_per_request: u64,
+    /// Without HiSparse: ceil(context / block_size) x baseline_block_bytes.
+    pub baseline_gpu_bytes_per_request: u64,
+    /// With HiSparse: ceil(context / block_size) indexer blocks + hot_groups x
+    /// (ceil(device_buffer_size / block_size) hot + 2 retained tail) blocks.
+    pub hisparse_gpu_blocks_per_request: u64,
+    pub hisparse_gpu_bytes_per_request: u64,
+    /// ceil(context / block_size).
+    pub host_blocks_per_request: u64,
+    pub baseline_requests: Option<u64>,
+    pub baseline_limit: Option<Limit>,
+    /// floor(hisparse_blocks / hisparse_gpu_blocks_per_request).
+    pub gpu_limit: Option<u64>,
+    /// floor(host_blocks / host_blocks_per_request).
+    pub host_limit: u64,
+    /// max(baseline, min(max_num_seqs, gpu_limit, host_limit)).
+    pub hisparse_requests: Option<u64>,
+    pub hisparse_limit: Option<Limit>,
+    /// Requests the host-pool figure below is sized for.
+    pub target_requests: Option<u64>,
+    /// The smallest host_pool_gib holding target_requests requests (and starting).
+    pub min_host_pool_gib: Option<f64>,
+}
+
+/// The capacity plan of one valid HiSparse configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub schema_version: u32,
+    pub vllm_version: String,
+    /// False when the pinned host memory does not fit (see errors).
+    pub valid: bool,
+    pub model: Option<ModelSummary>,
+    pub context_length: u64,
+    pub max_model_len: u64,
+    pub sizes: Sizes,
+    pub host: HostPlan,
+    pub gpu: GpuPlan,
+    /// The plan at context_length.
+    pub at_context: PlanPoint,
+    /// 8K, 16K, ... up to max_model_len (and context_length).
+    pub sweep: Vec<PlanPoint>,
+    pub errors: Vec<Diagnostic>,
+    /// The check's warnings, then the planner's.
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Plan {
+    /// Indented JSON (`hisparse-check --plan --json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("Plan always serializes")
+    }
+}
+
+/// Plan a serve configuration. Returns the check report, and the plan when the
+/// configuration is valid with HiSparse on.
+pub fn plan(args: &ServeArgs, options: &PlanOptions) -> Result<(Report, Option<Plan>), PlanError> {
+    check_options(options)?;
+    let (report, model) = resolve_with_model(args)?;
+    let (Some(h), Some(model)) = (report.hisparse.clone(), model) else {
+        return Ok((report, None));
+    };
+    let plan = Planner::new(args, options, &report, &h, &model)?.run();
+    Ok((report, Some(plan)))
+}
+
+fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
+    let positive = |name: &str, v: Option<f64>| match v {
+        Some(x) if !(x.is_finite() && x > 0.0 && x * GIB < u64::MAX as f64) => Err(
+            PlanError::Option(format!("{name} must be a positive number of GiB, got {x}")),
+        ),
+        _ => Ok(()),
+    };
+    positive("--host-memory-gib", o.host_memory_gib)?;
+    positive("--gpu-memory-gib", o.gpu_memory_gib)?;
+    match o.weights_gib {
+        Some(x) if !(x.is_finite() && x >= 0.0 && x * GIB < u64::MAX as f64) => {
+            Err(PlanError::Option(format!(
+                "--weights-gib must be a number of GiB >= 0, got {x}"
+            )))
+        }
+        _ => Ok(()),
+    }?;
+    if o.context_length == Some(0) {
+        return Err(PlanError::Option(
+            "--context-length must be at least 1 token".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `MemAvailable` of `/proc/meminfo` in bytes (what vLLM's psutil check reads).
+pub fn host_memory_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// Everything the per-context figures share.
+struct Planner<'a> {
+    h: &'a ResolvedHiSparse,
+    model: Option<ModelSummary>,
+    context_length: u64,
+    target_requests: Option<u64>,
+    sizes: Sizes,
+    host: HostPlan,
+    gpu: GpuPlan,
+    host_pool_path: Option<FieldPath>,
+    warnings: Vec<Diagnostic>,
+}
+
+fn gib_bytes(gib: f64) -> u64 {
+    (gib * GIB) as u64
+}
+
+impl<'a> Planner<'a> {
+    fn new(
+        args: &'a ServeArgs,
+        options: &PlanOptions,
+        report: &Report,
+        h: &'a ResolvedHiSparse,
+        model: &ModelInfo,
+    ) -> Result<Self, PlanError> {
+        let max_model_len = h.max_model_len.value;
+        let context_length = options.context_length.unwrap_or(max_model_len);
+        if context_length > max_model_len {
+            return Err(PlanError::Option(format!(
+                "--context-length {context_length} is longer than max_model_len {max_model_len}; raise --max-model-len or plan a shorter context"
+            )));
+        }
+        let mut warnings = report.warnings.clone();
+        let Some(row) = h.row_bytes.as_ref().map(|r| r.value) else {
+            return Err(PlanError::Option(format!(
+                "the host row size of kv_cache_dtype {} is not known, so there is nothing to plan",
+                h.kv_cache_dtype.value
+            )));
+        };
+        let layers = h.sparse_mla_layers.value;
+        let target_layers = model.sparse_mla_layers.as_ref().map_or(layers, |l| l.value);
+        let draft_layers = layers.saturating_sub(target_layers);
+        // Hot-unit runs of the target layers, then the draft (MTP) layers, which
+        // always run a full indexer (vLLM 0.33 deepseek_v2).
+        let mut units = match &model.indexer_leaders {
+            Some(l) if l.value.len() as u64 == u64::from(target_layers) => {
+                sizes::hot_unit_runs(&l.value)
+            }
+            _ => vec![(1, u64::from(target_layers))],
+        };
+        let target_indexer_layers: u64 = units.iter().map(|(_, n)| n).sum();
+        units.push((1, u64::from(draft_layers)));
+        let indexer_layers =
+            u32::try_from(target_indexer_layers.saturating_add(u64::from(draft_layers)))
+                .unwrap_or(u32::MAX);
+        let index_head_dim = model.index_head_dim.unwrap_or_else(|| {
+            warnings.push(Diagnostic::warning(
+                Code::PlanAssumption,
+                FieldPath::root("model"),
+                format!("{} gives no index_head_dim; the indexer key cache is sized for 128 (DeepSeek-V3.2, GLM-5)", model.name()),
+            ));
+            128
+        });
+        let indexer_row = sizes::indexer_row_bytes(index_head_dim);
+        let block_size = h.block_size.value;
+        let layout = GpuLayout::new(&units, block_size, row, indexer_row);
+        let mla_bytes_per_token = u64::from(row).saturating_mul(u64::from(layers));
+        let indexer_bytes_per_token =
+            u64::from(indexer_row).saturating_mul(u64::from(indexer_layers));
+        let sizes = Sizes {
+            kv_cache_dtype: h.kv_cache_dtype.value.clone(),
+            mla_row_bytes: row,
+            indexer_row_bytes: indexer_row,
+            sparse_mla_layers: layers,
+            indexer_layers,
+            draft_layers,
+            mla_bytes_per_token,
+            indexer_bytes_per_token,
+            block_size,
+            device_buffer_size: h.device_buffer_size.value,
+            hot_buffer_bytes: u64::from(h.device_buffer_size.value)
+                .saturating_mul(mla_bytes_per_token),
+            hot_groups: layout.hot_groups,
+            baseline_block_bytes: u64::from(block_size)
+                .saturating_mul(mla_bytes_per_token.saturating_add(indexer_bytes_per_token)),
+            hisparse_block_bytes: layout.block_bytes,
+        };
+
+        let tp = args.tensor_parallel_size.unwrap_or(1).max(1) as u64;
+        let dp = args.data_parallel_size.unwrap_or(1).max(1) as u64;
+        let host = host_plan(args, options, h, tp, dp, &mut warnings);
+        let gpu = gpu_plan(
+            args,
+            options,
+            model,
+            &sizes,
+            tp,
+            dp,
+            target_indexer_layers,
+            &mut warnings,
+        );
+        let host_pool_path = match &h.host_pool_gib.provenance {
+            Provenance::Explicit { path } => FieldPath::parse(path).ok(),
+            _ => None,
+        };
+        Ok(Planner {
+            h,
+            model: report.model.clone(),
+            context_length,
+            target_requests: options.target_requests,
+            sizes,
+            host,
+            gpu,
+            host_pool_path,
+            warnings,
+        })
+    }
+
+    /// Capacity at `context` tokens.
+    fn point(&self, context: u64) -> PlanPoint {
+        let s = &self.sizes;
+        let bs = u64::from(s.block_size);
+        let per_request_blocks = sizes::blocks_for(context, bs);
+        let hot_blocks = sizes::blocks_for(u64::from(s.device_buffer_size), bs);
+        let hisparse_blocks = per_request_blocks.saturating_add(
+            s.hot_groups
+                .saturating_mul(hot_blocks.saturating_add(ACTIVE_TAIL_PAGES)),
+        );
+        let seqs = self.gpu.max_num_seqs;
+        let fit = |pool: u64, per: u64| pool.checked_div(per).unwrap_or(u64::MAX);
+        let capped = |n: u64, limit: Limit| {
+            if seqs < n {
+                (seqs, Limit::MaxNumSeqs)
+            } else {
+                (n, limit)
+            }
+        };
+        let baseline = self
+            .gpu
+            .baseline_blocks
+            .map(|b| capped(fit(b, per_request_blocks), Limit::Gpu));
+        let gpu_limit = self.gpu.hisparse_blocks.map(|b| fit(b, hisparse_blocks));
+        let host_limit = fit(self.host.host_blocks, per_request_blocks);
+        let hisparse = match (gpu_limit, baseline) {
+            (Some(g), Some((base, _))) => {
+                let (n, limit) = if host_limit < g {
+                    capped(host_limit, Limit::Host)
+                } else {
+                    capped(g, Limit::Gpu)
+                };
+                Some(if base > n {
+                    (base, Limit::Baseline)
+                } else {
+                    (n, limit)
+                })
+            }
+            _ => None,
+        };
+        let target = self
+            .target_requests
+            .or_else(|| gpu_limit.map(|g| g.min(seqs)));
+        let min_host_pool_gib = target.map(|n| {
+            let blocks = n
+                .saturating_mul(per_request_blocks)
+                .max(self.host.min_host_blocks);
+            sizes::min_pool_gib(blocks, self.host.host_block_stride)
+        });
+        PlanPoint {
+            context_length: context,
+            host_kv_bytes_per_request: context.saturating_mul(s.mla_bytes_per_token),
+            indexer_bytes_per_request: context.saturating_mul(s.indexer_bytes_per_token),
+            baseline_gpu_bytes_per_request: per_request_blocks
+                .saturating_mul(s.baseline_block_bytes),
+            hisparse_gpu_blocks_per_request: hisparse_blocks,
+            hisparse_gpu_bytes_per_request: hisparse_blocks.saturating_mul(s.hisparse_block_bytes),
+            host_blocks_per_request: per_request_blocks,
+            baseline_requests: baseline.map(|b| b.0),
+            baseline_limit: baseline.map(|b| b.1),
+            gpu_limit,
+            host_limit,
+            hisparse_requests: hisparse.map(|x| x.0),
+            hisparse_limit: hisparse.map(|x| x.1),
+            target_requests: target,
+            min_host_pool_gib,
+        }
+    }
+
+    fn run(mut self) -> Plan {
+        let max_model_len = self.h.max_model_len.value;
+        let mut contexts: Vec<u64> = std::iter::successors(Some(SWEEP_START), |c| c.checked_mul(2))
+            .take_while(|c| *c < max_model_len)
+            .chain([max_model_len, self.context_length])
+            .collect();
+        contexts.sort_unstable();
+        contexts.dedup();
+        let sweep: Vec<PlanPoint> = contexts.iter().map(|c| self.point(*c)).collect();
+        let at_context = self.point(self.context_length);
+        let errors: Vec<Diagnostic> = self.check_host_memory().into_iter().collect();
+        Plan {
+            schema_version: PLAN_SCHEMA_VERSION,
+            vllm_version: crate::VLLM_VERSION.to_owned(),
+            valid: errors.is_empty(),
+            model: self.model.take(),
+            context_length: self.context_length,
+            max_model_len,
+            sizes: self.sizes,
+            host: self.host,
+            gpu: self.gpu,
+            at_context,
+            sweep,
+            errors,
+            warnings: self.warnings,
+        }
+    }
+
+    /// The pinned pools must fit in 95 % of the node's host RAM; the fix lowers
+    /// host_pool_gib to the largest size that fits, if that size still starts.
+    fn check_host_memory(&self) -> Option<Diagnostic> {
+        let host = &self.host;
+        let usable = host.usable_host_memory_bytes?;
+        if host.pinned_bytes_per_node <= usable {
+            return None;
+        }
+        let path = self
+            .host_pool_path
+            .clone()
+            .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
+        let gib = |b: u64| b as f64 / GIB;
+        let pools = match host.mode {
+            PoolMode::Shared => format!(
+                "{} pool{} (shared mode: one per DP replica)",
+                host.pools_per_node,
+                if host.pools_per_node == 1 { "" } else { "s" }
+            ),
+            PoolMode::Private => format!(
+                "{} pools (private mode: one per rank, {} ranks)",
+                host.pools_per_node, host.pools_per_node
+            ),
+        };
+        let largest = largest_fitting_pool_gib(usable, host.pools_per_node, host.host_block_stride);
+        let mut diag = Diagnostic::error(
+            Code::HostMemoryExceeded,
+            path.clone(),
+            format!(
+                "host_pool_gib {} pins {:.1} GiB on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {})",
+                host.host_pool_gib,
+                gib(host.pinned_bytes_per_node),
+                gib(usable),
+                gib(host.host_memory_bytes.unwrap_or(0)),
+                host.host_memory_source
+            ),
+        )
+        .given(&json!(host.host_pool_gib));
+        match largest.filter(|g| *g >= host.min_host_pool_gib) {
+            Some(fits) => {
+                diag = diag
+                    .allowed(format!(
+                        "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
+                        host.min_host_pool_gib
+                    ))
+                    .fix(vec![FixOp::Set {
+                        path,
+                        value: json!(fits),
+                    }]);
+            }
+            None => {
+                diag = diag
+                    .allowed(format!(
+                        "at least {} GiB per pool to start, which {pools} cannot pin",
+                        host.min_host_pool_gib
+                    ))
+                    .hint("lower max_model_len (a smaller start-up minimum), run fewer DP replicas per node, or use a node with more RAM");
+            }
+        }
+        Some(diag)
+    }
+}
+
+/// Physical bytes of one pool: blocks x stride, rounded up to the OS page
+/// (vLLM 0.33 `allocate_pinned_host_pool` and the shared mmap region).
+fn pool_bytes(host_pool_gib: f64, stride: u64) -> u64 {
+    sizes::round_up(
+        sizes::pool_blocks(host_pool_gib, stride).saturating_mul(stride),
+        OS_PAGE_BYTES,
+    )
+}
+
+/// The largest host_pool_gib (hundredths) whose pools fit in `usable` bytes.
+fn largest_fitting_pool_gib(usable: u64, pools: u64, stride: u64) -> Option<f64> {
+    let per_pool = usable / pools.max(1);
+    let mut gib = (per_pool as f64 / GIB * 100.0).floor() / 100.0;
+    for _ in 0..8 {
+        if gib <= 0.0 {
+            return None;
+        }
+        if pool_bytes(gib, stride).saturating_mul(pools) <= usable {
+            return Some(gib);
+        }
+        gib = ((gib * 100.0).round() - 1.0) / 100.0;
+    }
+    None
+}
+
+fn host_plan(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    h: &ResolvedHiSparse,
+    tp: u64,
+    dp: u64,
+    warnings: &mut Vec<Diagnostic>,
+) -> HostPlan {
+    let platform = args.platform.as_deref().unwrap_or("cuda");
+    let shared = sizes::shared_host_pool(
+        platform,
+        tp as i64,
+        args.pipeline_parallel_size.unwrap_or(1),
+        args.decode_context_parallel_size.unwrap_or(1),
+        args.distributed_executor_backend.as_deref(),
+    );
+    let (mode, mode_rule, pools_per_node) = if shared {
+        (
+            PoolMode::Shared,
+            format!("the {tp} TP ranks of each DP replica share one pool (vLLM 0.33 use_shared_hisparse_host_pool: CUDA, TP > 1, no PP/DCP, mp executor on one node); {dp} replica(s) on this node"),
+            dp,
+        )
+    } else {
+        (
+            PoolMode::Private,
+            if tp > 1 {
+                format!("each of the {tp} x {dp} ranks pins its own pool, a full copy: MLA KV is replicated across TP ranks (vLLM 0.33 shares a pool only under the mp executor)")
+            } else {
+                format!("one pool per rank (TP 1); {dp} replica(s) on this node")
+            },
+            tp.saturating_mul(dp),
+        )
+    };
+    let host_block_bytes = h.host_block_bytes.as_ref().map_or(0, |r| r.value);
+    let stride = h
+        .host_block_stride
+        .as_ref()
+        .map_or(host_block_bytes, |r| r.value);
+    let host_pool_gib = h.host_pool_gib.value;
+    let pool = pool_bytes(host_pool_gib, stride);
+    let (host_memory_bytes, host_memory_source) = match options.host_memory_gib {
+        Some(g) => (
+            Some(gib_bytes(g)),
+            "given with --host-memory-gib".to_owned(),
+        ),
+        None => match host_memory_available() {
+            Some(b) => (
+                Some(b),
+                "MemAvailable of this machine's /proc/meminfo, what vLLM checks".to_owned(),
+            ),
+            None => {
+                warnings.push(
+                    Diagnostic::warning(
+                        Code::HostMemoryUnknown,
+                        FieldPath::root("host_memory_gib"),
+                        "this machine's host RAM could not be read (/proc/meminfo), so the pinned pools are not checked against it",
+                    )
+                    .hint("pass --host-memory-gib (Python: host_memory_gib=) with the serving node's RAM"),
+                );
+                (None, "unknown".to_owned())
+            }
+        },
+    };
+    let speculative_model = args
+        .speculative_config
+        .as_ref()
+        .and_then(|s| s.get("method").or_else(|| s.get("model")))
+        .and_then(Value::as_str)
+        .filter(|m| !(*m == "mtp" || m.ends_with("_mtp")));
+    HostPlan {
+        mode,
+        mode_rule,
+        host_pool_gib,
+        host_block_bytes,
+        host_block_stride: stride,
+        host_blocks: h.host_blocks.as_ref().map_or(0, |r| r.value),
+        min_host_blocks: h.min_host_blocks.value,
+        min_host_pool_gib: sizes::min_pool_gib(h.min_host_blocks.value, stride),
+        pool_bytes: pool,
+        pools_per_node,
+        pinned_bytes_per_node: pool.saturating_mul(pools_per_node),
+        host_memory_bytes,
+        host_memory_source,
+        usable_host_memory_bytes: host_memory_bytes.map(|b| (b as f64 * HOST_MEMORY_FRACTION) as u64),
+        draft_model: speculative_model.map(|m| {
+            format!("speculative draft {m} keeps its KV on the GPU: HiSparse pools hold the target model's (and its MTP layers') KV only")
+        }),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gpu_plan(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    model: &ModelInfo,
+    sizes: &Sizes,
+    tp: u64,
+    dp: u64,
+    target_indexer_layers: u64,
+    warnings: &mut Vec<Diagnostic>,
+) -> GpuPlan {
+    let utilization = args
+        .gpu_memory_utilization
+        .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION);
+    let mut weights_bytes_per_gpu = None;
+    let mut weights_source = None;
+    let mut weights_estimated = false;
+    let (kv, kv_source) = if let Some(b) = args.kv_cache_memory_bytes {
+        (
+            Some(b.max(0) as u64),
+            "kv_cache_memory_bytes (vLLM flag; vLLM then ignores gpu_memory_utilization)"
+                .to_owned(),
+        )
+    } else if let Some(gpu) = options.gpu_memory_gib {
+        let weights = match options.weights_gib {
+            Some(w) => {
+                weights_source = Some("given with --weights-gib".to_owned());
+                Some(gib_bytes(w))
+            }
+            None => {
+                match weights::estimate(model, target_indexer_layers, u64::from(sizes.draft_layers))
+                {
+                    Ok(w) => {
+                        weights_estimated = true;
+                        weights_source = Some(format!(
+                        "estimated from config.json: {:.1} B parameters, {}; vLLM's start-up log is exact (pass --weights-gib)",
+                        (w.dense_params + w.expert_params) as f64 / 1e9,
+                        w.rule
+                    ));
+                        Some(w.bytes_per_gpu(tp, dp, args.enable_expert_parallel == Some(true)))
+                    }
+                    Err(why) => {
+                        warnings.push(
+                        Diagnostic::warning(
+                            Code::WeightsUnknown,
+                            FieldPath::root("weights_gib"),
+                            format!("the model weights cannot be estimated ({why}), so the GPU KV room is unknown"),
+                        )
+                        .hint("pass --weights-gib (per GPU, from vLLM's \"Model loading took X GiB\") or --kv-cache-memory-bytes"),
+                    );
+                        None
+                    }
+                }
+            }
+        };
+        weights_bytes_per_gpu = weights;
+        match weights {
+            Some(w) => {
+                let budget = (gpu * GIB * utilization) as u64;
+                if w >= budget {
+                    warnings.push(
+                        Diagnostic::warning(
+                            Code::NoGpuKvRoom,
+                            FieldPath::root("gpu_memory_utilization"),
+                            format!(
+                                "the weights ({:.1} GiB per GPU) leave no KV room in {gpu} GiB x gpu_memory_utilization {utilization}",
+                                w as f64 / GIB
+                            ),
+                        )
+                        .hint("use more tensor-parallel ranks, a quantized checkpoint, or GPUs with more memory"),
+                    );
+                }
+                (
+                    Some(budget.saturating_sub(w)),
+                    format!("gpu_memory_gib x gpu_memory_utilization - weights per GPU ({gpu} GiB x {utilization}); an upper bound: vLLM also reserves activation and CUDA-graph memory, its start-up log gives the exact KV size (--kv-cache-memory-bytes)"),
+                )
+            }
+            None => (None, "unknown: the weights per GPU are unknown".to_owned()),
+        }
+    } else {
+        (
+            None,
+            "unknown: pass --gpu-memory-gib or --kv-cache-memory-bytes".to_owned(),
+        )
+    };
+    let (max_num_seqs, max_num_seqs_source) = match args.max_num_seqs {
+        Some(n) => (n.max(1) as u64, "given with --max-num-seqs".to_owned()),
+        None => match options.gpu_memory_gib {
+            Some(g) if g >= 70.0 => (1024, "vLLM 0.33 default on GPUs with 70 GiB or more".to_owned()),
+            Some(_) => (256, "vLLM 0.33 default on GPUs under 70 GiB".to_owned()),
+            None => (256, "vLLM 0.33 default when the GPU is unknown (1024 on GPUs with 70 GiB or more: pass --gpu-memory-gib or --max-num-seqs)".to_owned()),
+        },
+    };
+    let blocks = |per: u64| kv.and_then(|k| k.checked_div(per));
+    GpuPlan {
+        tensor_parallel_size: tp,
+        data_parallel_size: dp,
+        kv_bytes_per_gpu: kv,
+        kv_source,
+        gpu_memory_gib: options.gpu_memory_gib,
+        gpu_memory_utilization: utilization,
+        weights_bytes_per_gpu,
+        weights_source,
+        weights_estimated,
+        max_num_seqs,
+        max_num_seqs_source,
+        baseline_blocks: blocks(sizes.baseline_block_bytes),
+        hisparse_blocks: blocks(sizes.hisparse_block_bytes),
+    }
+}
