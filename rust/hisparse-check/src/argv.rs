@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 const NEGATABLE: &[&str] = &[
     "scheduler-reserve-full-isl",
     "disable-hybrid-kv-cache-manager",
+    "enable-expert-parallel",
 ];
 
 /// Deepest dotted flag accepted (`--a.b.c` is 2 deep): the merge and the JSON
@@ -27,6 +28,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-dp", "--data-parallel-size"),
     ("-dcp", "--decode-context-parallel-size"),
     ("-cc", "--compilation-config"),
+    ("-ep", "--enable-expert-parallel"),
 ];
 
 /// Split normalized argv into what clap knows (`known` long names) and the

@@ -6,12 +6,14 @@
 
 mod argv;
 mod render;
+mod render_plan;
 mod vllm_flags;
 
 use argv::human_readable_int;
 
 use clap::{ArgAction, CommandFactory, Parser};
 use hisparse_core::config::args::flag_name;
+use hisparse_core::plan::{plan, Plan, PlanOptions};
 use hisparse_core::{resolve, Code, Diagnostic, FieldPath, ServeArgs};
 use serde_json::Value;
 use std::io::Write;
@@ -85,12 +87,78 @@ struct Cli {
     disable_hybrid_kv_cache_manager: bool,
     #[arg(long, action = ArgAction::SetTrue, hide = true)]
     no_disable_hybrid_kv_cache_manager: bool,
+    /// Fraction of each GPU's memory vLLM may use (default 0.92); --plan reads it.
+    #[arg(
+        long,
+        visible_alias = "device-memory-utilization",
+        value_name = "FRACTION",
+        allow_negative_numbers = true
+    )]
+    gpu_memory_utilization: Option<f64>,
+    /// KV cache bytes per GPU (20G = 20 x 2^30, 20g = 20e9); vLLM then ignores
+    /// --gpu-memory-utilization. --plan reads it.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, allow_negative_numbers = true)]
+    kv_cache_memory_bytes: Option<i64>,
+    /// Executor backend (mp, ray, ...): TP ranks share one HiSparse host pool only under mp.
+    #[arg(long, value_name = "BACKEND")]
+    distributed_executor_backend: Option<String>,
+    /// Expert parallelism (also -ep): --plan splits the estimated expert weights over TP x DP.
+    #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_enable_expert_parallel")]
+    enable_expert_parallel: bool,
+    #[arg(long, action = ArgAction::SetTrue, hide = true)]
+    no_enable_expert_parallel: bool,
     /// Target platform.
     #[arg(long, value_parser = ["cuda", "rocm", "cpu"], default_value = "cuda")]
     platform: String,
-    /// Print the report as JSON (stable schema, see README).
+    /// Print the report (or the plan) as JSON (stable schema, see README).
     #[arg(long)]
     json: bool,
+    /// Plan capacity: concurrent requests with and without HiSparse, the binding
+    /// limit, host memory to pin; a table from 8K tokens to max_model_len.
+    #[arg(long, help_heading = "Capacity planning (not vllm serve flags)")]
+    plan: bool,
+    /// Tokens per request to plan for (default: max_model_len; 128k = 128000, 128K = 131072).
+    #[arg(long, value_name = "TOKENS", value_parser = parse_tokens, help_heading = "Capacity planning (not vllm serve flags)")]
+    context_length: Option<u64>,
+    /// Requests the suggested host_pool_gib should hold (default: what the GPU holds).
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Capacity planning (not vllm serve flags)"
+    )]
+    target_requests: Option<u64>,
+    /// The serving node's host RAM in GiB (default: this machine's MemAvailable).
+    #[arg(
+        long,
+        value_name = "GIB",
+        allow_negative_numbers = true,
+        help_heading = "Capacity planning (not vllm serve flags)"
+    )]
+    host_memory_gib: Option<f64>,
+    /// Memory of one GPU in GiB (e.g. 140 for an H200), for the KV room.
+    #[arg(
+        long,
+        value_name = "GIB",
+        allow_negative_numbers = true,
+        help_heading = "Capacity planning (not vllm serve flags)"
+    )]
+    gpu_memory_gib: Option<f64>,
+    /// Model weights per GPU in GiB (vLLM logs "Model loading took X GiB";
+    /// default: estimated from config.json).
+    #[arg(
+        long,
+        value_name = "GIB",
+        allow_negative_numbers = true,
+        help_heading = "Capacity planning (not vllm serve flags)"
+    )]
+    weights_gib: Option<f64>,
+    /// Draw the sweep to a PNG (the pip-installed hisparse-check only: matplotlib runs in Python).
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Capacity planning (not vllm serve flags)"
+    )]
+    plot: Option<String>,
 }
 
 const AFTER_HELP: &str = "\
@@ -98,6 +166,9 @@ Also reads: --config FILE.yaml (vLLM serve-config file; command-line flags win),
 dotted flags such as --kv-transfer-config.kv_role kv_both, and the
 VLLM_USE_V2_MODEL_RUNNER environment variable. Other vllm serve flags (--port,
 --trust-remote-code, ...) are accepted and listed as not checked.
+
+--plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
+  bash examples/dsv32-decode-pd.sh --plan --gpu-memory-gib 140 --context-length 128K
 
 Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error.";
 
@@ -110,9 +181,32 @@ fn parse_max_model_len(text: &str) -> Result<i64, String> {
     })
 }
 
+fn parse_bytes(text: &str) -> Result<i64, String> {
+    human_readable_int(text).ok_or_else(|| {
+        format!("{text:?} is not a number of bytes (examples: 21474836480, 20G, 20g)")
+    })
+}
+
+fn parse_tokens(text: &str) -> Result<u64, String> {
+    human_readable_int(text)
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?} is not a token count (examples: 131072, 128k, 128K)"))
+}
+
 /// Run `hisparse-check` on `args` (without the program name) and return the exit code.
 /// `env` looks up environment variables (the process environment in the binary).
 pub fn run<I, S>(args: I, env: impl Fn(&str) -> Option<String>) -> i32
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    run_with_plan(args, env).0
+}
+
+/// [`run`], also returning the plan when `--plan` made one (the Python console
+/// script draws `--plot` from it).
+pub fn run_with_plan<I, S>(args: I, env: impl Fn(&str) -> Option<String>) -> (i32, Option<Plan>)
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
@@ -124,7 +218,7 @@ where
         Ok(p) => p,
         Err(Usage::Message(msg)) => {
             let _ = writeln!(stderr, "hisparse-check: error: {msg}");
-            return EXIT_USAGE;
+            return (EXIT_USAGE, None);
         }
         Err(Usage::Clap(e)) => {
             let code = if e.use_stderr() {
@@ -133,29 +227,74 @@ where
                 EXIT_VALID
             };
             let _ = e.print();
-            return code;
+            return (code, None);
         }
     };
+    if parsed.cli.plot.is_some() {
+        let _ = writeln!(stderr, "hisparse-check: error: --plot draws with matplotlib, which runs in Python: use the hisparse-check that pip installs (pip install 'hisparse_rs[plot]'), or hisparse_rs.plot_plan()");
+        return (EXIT_USAGE, None);
+    }
     let json_output = parsed.cli.json;
-    let mut report = match resolve(&build_args(parsed.cli, &env)) {
-        Ok(report) => report,
-        Err(e) => {
-            let _ = writeln!(stderr, "hisparse-check: error: {e}");
-            return EXIT_USAGE;
+    let planning = parsed.cli.plan;
+    let options = plan_options(&parsed.cli);
+    let serve = build_args(parsed.cli, &env);
+    let usage = |stderr: &mut std::io::StderrLock, e: &dyn std::fmt::Display| {
+        let _ = writeln!(stderr, "hisparse-check: error: {e}");
+        (EXIT_USAGE, None)
+    };
+    let (mut report, plan) = if planning {
+        match plan(&serve, &options) {
+            Ok(x) => x,
+            Err(e) => return usage(&mut stderr, &e),
+        }
+    } else {
+        match resolve(&serve) {
+            Ok(report) => (report, None),
+            Err(e) => return usage(&mut stderr, &e),
         }
     };
-    report.warnings.extend(parsed.warnings);
-    report.ignored_flags = parsed.ignored;
+    report.warnings.extend(parsed.warnings.iter().cloned());
+    report.ignored_flags = parsed.ignored.clone();
+    let Some(mut plan) = plan else {
+        if planning && report.valid {
+            return usage(&mut stderr, &"--plan: HiSparse is not configured, so there is nothing to plan (add a HiSparseConnector to --kv-transfer-config)");
+        }
+        let text = if json_output {
+            report.to_json()
+        } else {
+            render::human(&report)
+        };
+        let _ = writeln!(stdout, "{text}");
+        return (
+            if report.valid {
+                EXIT_VALID
+            } else {
+                EXIT_INVALID
+            },
+            None,
+        );
+    };
+    plan.warnings.extend(parsed.warnings);
+    plan.ignored_flags = parsed.ignored;
     let text = if json_output {
-        report.to_json()
+        plan.to_json()
     } else {
-        render::human(&report)
+        render_plan::plan(&plan)
     };
     let _ = writeln!(stdout, "{text}");
-    if report.valid {
-        EXIT_VALID
-    } else {
-        EXIT_INVALID
+    (
+        if plan.valid { EXIT_VALID } else { EXIT_INVALID },
+        Some(plan),
+    )
+}
+
+fn plan_options(cli: &Cli) -> PlanOptions {
+    PlanOptions {
+        context_length: cli.context_length,
+        target_requests: cli.target_requests,
+        host_memory_gib: cli.host_memory_gib,
+        gpu_memory_gib: cli.gpu_memory_gib,
+        weights_gib: cli.weights_gib,
     }
 }
 
@@ -236,6 +375,13 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         block_size: cli.block_size,
         max_model_len: cli.max_model_len,
         max_num_seqs: cli.max_num_seqs,
+        gpu_memory_utilization: cli.gpu_memory_utilization,
+        kv_cache_memory_bytes: cli.kv_cache_memory_bytes,
+        distributed_executor_backend: cli.distributed_executor_backend,
+        enable_expert_parallel: flag_pair(
+            cli.enable_expert_parallel,
+            cli.no_enable_expert_parallel,
+        ),
         scheduler_reserve_full_isl: flag_pair(
             cli.scheduler_reserve_full_isl,
             cli.no_scheduler_reserve_full_isl,

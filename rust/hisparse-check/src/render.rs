@@ -128,7 +128,7 @@ fn provenance(p: &Provenance) -> String {
     }
 }
 
-fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
+pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
     if diags.is_empty() {
         return;
     }
@@ -157,7 +157,7 @@ fn short(v: &Value) -> String {
     }
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
     } else {

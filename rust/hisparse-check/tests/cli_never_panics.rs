@@ -480,6 +480,25 @@ fn argv(rng: &mut Rng, fx: &Fixtures) -> Vec<String> {
                     args.extend([flag.to_owned(), n.to_owned()]);
                 }
             }
+            7 if rng.chance(40) => {
+                // The capacity planner and the vLLM flags it reads.
+                args.push("--plan".to_owned());
+                let flag = rng.pick(&[
+                    "--context-length",
+                    "--target-requests",
+                    "--host-memory-gib",
+                    "--gpu-memory-gib",
+                    "--weights-gib",
+                    "--kv-cache-memory-bytes",
+                    "--gpu-memory-utilization",
+                ]);
+                let n = if hostile {
+                    rng.pick(NUMBERS)
+                } else {
+                    rng.pick(&NUMBERS[..PLAUSIBLE_NUMBERS])
+                };
+                args.extend([flag.to_owned(), n.to_owned()]);
+            }
             7 => args.push(
                 rng.pick(&[
                     "--scheduler-reserve-full-isl",
@@ -573,6 +592,21 @@ fn documented_examples_never_panic() {
         "--max-model-len",
         "128k",
         "--json",
+    ]);
+    assert_ok(&[&model, "--kv-transfer-config", HISPARSE, "--plan", "--json"]);
+    assert_ok(&[
+        &model,
+        "--kv-transfer-config",
+        HISPARSE,
+        "--plan",
+        "--gpu-memory-gib",
+        "140",
+        "-tp",
+        "8",
+        "--context-length",
+        "1M",
+        "--host-memory-gib",
+        "1",
     ]);
     assert_ok(&["--help"]);
     assert_ok(&["--version"]);

@@ -256,7 +256,7 @@ fn limits_are_named() {
     assert_eq!(p.at_context.baseline_limit, Some(Limit::MaxNumSeqs));
     assert_eq!(p.at_context.hisparse_requests, Some(8));
     // At 128K the 16 GiB host pool binds HiSparse (6,708 blocks / 2,048 = 3), but the
-    // baseline holds more (60 GiB / 3,227,648 B = 19,960 blocks / 2048 = 9 -> 8 seqs).
+    // baseline holds more (60 GiB / 3,076,352 B = 20,942 blocks / 2048 = 10 -> 8 seqs).
     let at128k = p
         .sweep
         .iter()

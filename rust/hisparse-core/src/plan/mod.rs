@@ -245,6 +245,9 @@ pub struct Plan {
     pub errors: Vec<Diagnostic>,
     /// The check's warnings, then the planner's.
     pub warnings: Vec<Diagnostic>,
+    /// vllm serve flags on the command line that were not read (CLI only; omitted when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_flags: Vec<String>,
 }
 
 impl Plan {
@@ -511,6 +514,7 @@ impl<'a> Planner<'a> {
             sweep,
             errors,
             warnings: self.warnings,
+            ignored_flags: Vec::new(),
         }
     }
 
@@ -618,10 +622,15 @@ fn host_plan(
         args.decode_context_parallel_size.unwrap_or(1),
         args.distributed_executor_backend.as_deref(),
     );
+    let replicas = if dp == 1 {
+        "1 DP replica".to_owned()
+    } else {
+        format!("{dp} DP replicas")
+    };
     let (mode, mode_rule, pools_per_node) = if shared {
         (
             PoolMode::Shared,
-            format!("the {tp} TP ranks of each DP replica share one pool (vLLM 0.33 use_shared_hisparse_host_pool: CUDA, TP > 1, no PP/DCP, mp executor on one node); {dp} replica(s) on this node"),
+            format!("the {tp} TP ranks of each DP replica share one pool (vLLM 0.33 use_shared_hisparse_host_pool: CUDA, TP > 1, no PP/DCP, mp executor on one node); {replicas} on this node"),
             dp,
         )
     } else {
@@ -630,7 +639,7 @@ fn host_plan(
             if tp > 1 {
                 format!("each of the {tp} x {dp} ranks pins its own pool, a full copy: MLA KV is replicated across TP ranks (vLLM 0.33 shares a pool only under the mp executor)")
             } else {
-                format!("one pool per rank (TP 1); {dp} replica(s) on this node")
+                format!("one pool per rank (TP 1); {replicas} on this node")
             },
             tp.saturating_mul(dp),
         )

@@ -1,0 +1,329 @@
+//! Human-readable capacity plan (`hisparse-check --plan`): the sizes it rests
+//! on, the host pools per node, the GPU room, the answer at the planned
+//! context, then the sweep table; warnings and errors last.
+
+use crate::render::{plural, section};
+use hisparse_core::plan::{Limit, Plan, PlanPoint, PoolMode};
+use std::fmt::Write;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// 1234567 -> "1,234,567".
+fn n(x: u64) -> String {
+    let digits = x.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in GiB, or MiB below 1 GiB.
+fn gib(bytes: u64) -> String {
+    let g = bytes as f64 / GIB;
+    if g < 1.0 {
+        format!("{:.1} MiB", g * 1024.0)
+    } else {
+        format!("{g:.2} GiB")
+    }
+}
+
+/// 131072 -> "128K", 1000000 -> "1000000".
+fn tokens(t: u64) -> String {
+    if t >= 1024 && t % 1024 == 0 {
+        format!("{}K", t / 1024)
+    } else {
+        t.to_string()
+    }
+}
+
+fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
+    match (r, limit) {
+        (Some(r), Some(l)) => format!("{r} ({})", l.as_str()),
+        (Some(r), None) => r.to_string(),
+        _ => "?".to_owned(),
+    }
+}
+
+pub fn plan(p: &Plan) -> String {
+    let mut out = String::new();
+    let model = p.model.as_ref().map_or_else(
+        || "no model".to_owned(),
+        |m| {
+            format!(
+                "{} ({})",
+                m.architecture
+                    .as_deref()
+                    .or(m.model_type.as_deref())
+                    .unwrap_or("unknown architecture"),
+                m.source
+            )
+        },
+    );
+    let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
+    let _ = writeln!(
+        out,
+        "hisparse-check --plan: {model}; rules of vLLM {}",
+        p.vllm_version
+    );
+    let _ = writeln!(
+        out,
+        "Figures are per DP replica (TP {} GPUs; {} replica{}); GPU figures are per GPU: MLA latent KV and indexer keys are replicated on every TP rank.",
+        g.tensor_parallel_size,
+        g.data_parallel_size,
+        plural(g.data_parallel_size as usize)
+    );
+
+    let _ = writeln!(out, "\nsizes");
+    let draft = if s.draft_layers > 0 {
+        format!(" (incl. {} MTP draft)", s.draft_layers)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  MLA latent KV     {} B/token/layer ({}) x {} sparse-MLA layers{draft} = {} B/token, in the host pool",
+        s.mla_row_bytes,
+        s.kv_cache_dtype,
+        s.sparse_mla_layers,
+        n(s.mla_bytes_per_token)
+    );
+    let _ = writeln!(
+        out,
+        "  indexer keys      {} B/token/layer x {} indexer layers = {} B/token, on the GPU for the whole context",
+        s.indexer_row_bytes,
+        s.indexer_layers,
+        n(s.indexer_bytes_per_token)
+    );
+    let _ = writeln!(
+        out,
+        "  hot buffer        {} rows x {} B = {} per request, in {} hot groups (+ {} retained tail pages each)",
+        s.device_buffer_size,
+        n(s.mla_bytes_per_token),
+        gib(s.hot_buffer_bytes),
+        s.hot_groups,
+        hisparse_core::sizes::ACTIVE_TAIL_PAGES
+    );
+    let _ = writeln!(
+        out,
+        "  GPU block         {} B with HiSparse (indexer page of {} tokens); {} B without (MLA + indexer)",
+        n(s.hisparse_block_bytes),
+        s.block_size,
+        n(s.baseline_block_bytes)
+    );
+
+    let mode = match h.mode {
+        PoolMode::Shared => "shared",
+        PoolMode::Private => "private",
+    };
+    let _ = writeln!(out, "\nhost pool: {mode} mode: {}", h.mode_rule);
+    let _ = writeln!(
+        out,
+        "  host_pool_gib     {} GiB = {} blocks of {} B{}",
+        h.host_pool_gib,
+        n(h.host_blocks),
+        n(h.host_block_stride),
+        if h.host_block_stride != h.host_block_bytes {
+            format!(" ({} B rounded up to 4 KiB)", n(h.host_block_bytes))
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  start-up minimum  {} blocks (ceil(max_model_len {} / {}) + 2) = {} GiB",
+        n(h.min_host_blocks),
+        p.max_model_len,
+        s.block_size,
+        h.min_host_pool_gib
+    );
+    let ram = match (h.host_memory_bytes, h.usable_host_memory_bytes) {
+        (Some(total), Some(usable)) => {
+            let verdict = if h.pinned_bytes_per_node <= usable {
+                "fits"
+            } else {
+                "DOES NOT FIT"
+            };
+            format!(
+                " of {} usable (95 % of {}, {}): {verdict}",
+                gib(usable),
+                gib(total),
+                h.host_memory_source
+            )
+        }
+        _ => " (host RAM unknown: pass --host-memory-gib)".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  pinned per node   {} in {} pool{}{ram}",
+        gib(h.pinned_bytes_per_node),
+        h.pools_per_node,
+        plural(h.pools_per_node as usize)
+    );
+    if let Some(note) = &h.draft_model {
+        let _ = writeln!(out, "  draft model       {note}");
+    }
+
+    let _ = writeln!(out, "\nGPU (each GPU of a replica)");
+    match (g.kv_bytes_per_gpu, &g.weights_bytes_per_gpu) {
+        (Some(kv), Some(w)) => {
+            let _ = writeln!(
+                out,
+                "  KV room           {} = {} GiB x {} - {} weights{}",
+                gib(kv),
+                g.gpu_memory_gib.unwrap_or(0.0),
+                g.gpu_memory_utilization,
+                gib(*w),
+                if g.weights_estimated {
+                    " (estimated)"
+                } else {
+                    ""
+                }
+            );
+            if let Some(src) = &g.weights_source {
+                let _ = writeln!(out, "  weights           {src}");
+            }
+            let _ = writeln!(out, "                    upper bound: vLLM also reserves activation and CUDA-graph memory; pass the KV size from its start-up log as --kv-cache-memory-bytes");
+        }
+        (Some(kv), None) => {
+            let _ = writeln!(out, "  KV room           {} ({})", gib(kv), g.kv_source);
+        }
+        (None, _) => {
+            let _ = writeln!(out, "  KV room           {}", g.kv_source);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  max_num_seqs      {} ({})",
+        g.max_num_seqs, g.max_num_seqs_source
+    );
+    if let (Some(b), Some(hb)) = (g.baseline_blocks, g.hisparse_blocks) {
+        let _ = writeln!(
+            out,
+            "  GPU blocks        {} without HiSparse, {} with",
+            n(b),
+            n(hb)
+        );
+    }
+
+    let a = &p.at_context;
+    let which = if p.context_length == p.max_model_len {
+        " (max_model_len)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "\nat {} tokens{which}, per DP replica",
+        n(p.context_length)
+    );
+    let _ = writeln!(
+        out,
+        "  without HiSparse  {:<18} GPU {} per request",
+        requests(a.baseline_requests, a.baseline_limit),
+        gib(a.baseline_gpu_bytes_per_request)
+    );
+    let _ = writeln!(
+        out,
+        "  with HiSparse     {:<18} GPU {} per request ({} blocks: {} indexer + {} hot + {} tail); host {} per request",
+        requests(a.hisparse_requests, a.hisparse_limit),
+        gib(a.hisparse_gpu_bytes_per_request),
+        n(a.hisparse_gpu_blocks_per_request),
+        n(a.host_blocks_per_request),
+        n(a.hisparse_gpu_blocks_per_request
+            .saturating_sub(a.host_blocks_per_request)
+            .saturating_sub(s.hot_groups * hisparse_core::sizes::ACTIVE_TAIL_PAGES)),
+        n(s.hot_groups * hisparse_core::sizes::ACTIVE_TAIL_PAGES),
+        gib(a.host_kv_bytes_per_request)
+    );
+    let _ = writeln!(
+        out,
+        "  limits            GPU {}, host {}, max_num_seqs {}",
+        a.gpu_limit
+            .map_or_else(|| "?".to_owned(), |x| x.to_string()),
+        a.host_limit,
+        g.max_num_seqs
+    );
+    if let (Some(t), Some(pool)) = (a.target_requests, a.min_host_pool_gib) {
+        let _ = writeln!(
+            out,
+            "  host_pool_gib     {pool} GiB holds {t} request{} of this context (pins {} per node)",
+            plural(t as usize),
+            match h.mode {
+                PoolMode::Shared => format!("{pool} GiB x {}", h.pools_per_node),
+                PoolMode::Private => format!("{pool} GiB x {} ranks", h.pools_per_node),
+            }
+        );
+    }
+
+    let _ = writeln!(
+        out,
+        "\nsweep (requests per DP replica; the binding limit in brackets)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>8}  {:>16}  {:>18}  {:>13}  {:>13}  {:>14}",
+        "context",
+        "without HiSparse",
+        "with HiSparse",
+        "GPU/request",
+        "host/request",
+        "host_pool_gib"
+    );
+    for x in &p.sweep {
+        let _ = writeln!(out, "  {}", sweep_row(x));
+    }
+    if !p.ignored_flags.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnot read (vllm serve flags outside HiSparse): {}",
+            p.ignored_flags.join(" ")
+        );
+    }
+    section(&mut out, "warning", &p.warnings);
+    section(&mut out, "error", &p.errors);
+    let verdict = if p.valid {
+        "plan fits"
+    } else {
+        "plan DOES NOT FIT"
+    };
+    let _ = write!(
+        out,
+        "\nresult: {verdict} ({} error{}, {} warning{})",
+        p.errors.len(),
+        plural(p.errors.len()),
+        p.warnings.len(),
+        plural(p.warnings.len())
+    );
+    out
+}
+
+fn sweep_row(x: &PlanPoint) -> String {
+    format!(
+        "{:>8}  {:>16}  {:>18}  {:>13}  {:>13}  {:>14}",
+        tokens(x.context_length),
+        requests(x.baseline_requests, x.baseline_limit),
+        requests(x.hisparse_requests, x.hisparse_limit),
+        gib(x.hisparse_gpu_bytes_per_request),
+        gib(x.host_kv_bytes_per_request),
+        x.min_host_pool_gib
+            .map_or_else(|| "?".to_owned(), |g| format!("{g}"))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(n(0), "0");
+        assert_eq!(n(1234567), "1,234,567");
+        assert_eq!(n(u64::MAX), "18,446,744,073,709,551,615");
+        assert_eq!(tokens(131072), "128K");
+        assert_eq!(tokens(1_000_000), "1000000");
+    }
+}
