@@ -237,9 +237,10 @@ def test_a_real_launch_command_checks_as_it_is() -> None:
         "--kv-transfer-config", json.dumps(PD),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # --gpu-memory-utilization is read (the planner uses it), so it is not listed.
     assert (
         "not checked (vllm serve flags outside HiSparse): --port 8000 --trust-remote-code "
-        "--served-model-name dsv32 --gpu-memory-utilization 0.9"
+        "--served-model-name dsv32\n"
     ) in proc.stdout
 
 
@@ -274,3 +275,59 @@ def test_non_utf8_argument_never_tracebacks() -> None:
     )
     assert proc.returncode == 2
     assert b"Traceback" not in proc.stderr and b"panicked" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# --plan (the capacity planner) and --plot (the console script draws it).
+
+PLAN_ARGS = ["--config", "examples/dsv32-decode-pd.yaml", "--plan", "--host-memory-gib", "2048"]
+
+
+def test_plan_on_the_bundled_example() -> None:
+    proc = run(*PLAN_ARGS, "--gpu-memory-gib", "140")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "656 B/token/layer (fp8_ds_mla) x 61 sparse-MLA layers = 40,016 B/token" in out
+    assert "host pool: shared mode" in out
+    assert "(estimated)" in out
+    assert "sweep (requests per DP replica" in out
+    assert "result: plan fits" in out
+
+
+def test_plan_json_and_flags() -> None:
+    proc = run(*PLAN_ARGS, "--kv-cache-memory-bytes", "40G", "--context-length", "64K", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["schema_version"] == 1 and plan["valid"]
+    assert plan["gpu"]["kv_bytes_per_gpu"] == 40 * 2**30
+    assert plan["context_length"] == 65536 == plan["at_context"]["context_length"]
+    assert [p["context_length"] for p in plan["sweep"]] == [8192, 16384, 32768, 65536, 131072, 163840]
+    assert plan["at_context"]["hisparse_limit"] in {"gpu", "host", "max_num_seqs", "baseline"}
+
+
+def test_plan_exit_codes() -> None:
+    # Pools that do not fit in host RAM: an invalid plan (1) with the error and its fix.
+    proc = run(*PLAN_ARGS[:-1], "64")
+    assert proc.returncode == 1
+    assert (
+        "error[host_memory_exceeded] kv_transfer_config.kv_connector_extra_config.connectors[1]"
+        in proc.stdout
+    )
+    # Nothing to plan without HiSparse, and options out of range: usage errors (2).
+    no_hisparse = run(DSV32, "--plan", "--host-memory-gib", "64")
+    assert no_hisparse.returncode == 2 and "nothing to plan" in no_hisparse.stderr
+    too_long = run(*PLAN_ARGS, "--context-length", "1M")
+    assert too_long.returncode == 2 and "longer than max_model_len" in too_long.stderr
+    assert "Traceback" not in no_hisparse.stderr + too_long.stderr
+
+
+def test_plot_from_the_console_script(tmp_path: Path) -> None:
+    out = tmp_path / "plan.png"
+    proc = run(*PLAN_ARGS, "--gpu-memory-gib", "140", "--json", "--plot", str(out))
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout)  # the plot note goes to stderr, so stdout stays JSON
+    assert f"plot written to {out}" in proc.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # --plot implies --plan; without GPU figures there is nothing to draw.
+    bare = run("--config", "examples/dsv32-decode-pd.yaml", "--host-memory-gib", "2048", "--plot", str(out))
+    assert bare.returncode == 2 and "--gpu-memory-gib" in bare.stderr

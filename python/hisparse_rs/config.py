@@ -97,6 +97,10 @@ def check(
     block_size: int | None = None,
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    kv_cache_memory_bytes: int | None = None,
+    distributed_executor_backend: str | None = None,
+    enable_expert_parallel: bool | None = None,
     scheduler_reserve_full_isl: bool | None = None,
     disable_hybrid_kv_cache_manager: bool | None = None,
     platform: str | None = None,
@@ -112,7 +116,10 @@ def check(
             the JSON flags of ``vllm serve``, as mappings or JSON text.
         tensor_parallel_size ... disable_hybrid_kv_cache_manager: as the
             ``vllm serve`` flags of the same names (None: vLLM's default).
-            ``max_model_len`` is in tokens, -1 for auto.
+            ``max_model_len`` is in tokens, -1 for auto;
+            ``gpu_memory_utilization`` a fraction in (0, 1] (default 0.92);
+            ``kv_cache_memory_bytes`` bytes per GPU. The last four are read
+            by :func:`plan`.
         platform: ``"cuda"`` (default), ``"rocm"`` or ``"cpu"``.
         vllm_use_v2_model_runner: the ``VLLM_USE_V2_MODEL_RUNNER`` environment
             variable; read from ``os.environ`` unless given (None: unset).
@@ -138,6 +145,10 @@ def check(
         block_size=block_size,
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        distributed_executor_backend=distributed_executor_backend,
+        enable_expert_parallel=enable_expert_parallel,
         scheduler_reserve_full_isl=scheduler_reserve_full_isl,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         platform=platform,

@@ -666,3 +666,27 @@ fn regression_deep_dotted_flags_do_not_overflow_the_stack() {
     let name = format!("--hf-overrides.{}", vec!["a"; 20_000].join("."));
     assert_ok(&[&format!("{name}.b"), "1", &format!("{name}.c"), "2"]);
 }
+
+/// The Rust binary cannot draw: `--plot` is a usage error that names the
+/// Python console script, never a silent no-op.
+#[test]
+fn plot_needs_the_python_entry_point() {
+    let args: Vec<String> = [
+        &repo("tests/data/models/deepseek-v3.2"),
+        "--kv-transfer-config",
+        HISPARSE,
+        "--plan",
+        "--plot",
+        "plan.png",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let o = run(&args, None);
+    assert_eq!(o.code, Some(2));
+    assert!(
+        o.stderr.contains("pip install 'hisparse_rs[plot]'"),
+        "{}",
+        o.stderr
+    );
+}

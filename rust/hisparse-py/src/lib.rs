@@ -9,10 +9,14 @@ mod results;
 
 use hisparse_core::config::args::LoadError;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
+use hisparse_core::plan::{plan, PlanError, PlanOptions};
 use hisparse_core::{resolve, Code, ServeArgs};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use results::{Diagnostic, HiSparseSettings, ModelSummary, Provenance, Report};
+use results::{
+    Diagnostic, GpuPlan, HiSparseSettings, HostPlan, ModelSummary, Plan, PlanPoint, PlanSizes,
+    Provenance, Report,
+};
 
 pyo3::create_exception!(
     _core,
@@ -51,6 +55,29 @@ fn check_json(py: Python<'_>, args_json: &str) -> PyResult<Report> {
     Ok(Report::from(report))
 }
 
+/// Plan capacity for serve args given as JSON (the `ServeArgs` form) with
+/// planner options as JSON (`context_length`, `target_requests`,
+/// `host_memory_gib`, `gpu_memory_gib`, `weights_gib`). Returns the check
+/// report and the plan (None unless the configuration is valid with HiSparse on).
+///
+/// Raises ModelLoadError when the model's config.json cannot be read,
+/// ValueError when an option is out of range, TypeError on ill-typed input.
+#[pyfunction]
+fn plan_json(
+    py: Python<'_>,
+    args_json: &str,
+    options_json: &str,
+) -> PyResult<(Report, Option<Plan>)> {
+    let args = parse_args(args_json)?;
+    let options: PlanOptions = serde_json::from_str(options_json)
+        .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))?;
+    match py.detach(|| plan(&args, &options)) {
+        Ok((report, p)) => Ok((Report::from(report), p.map(Plan::from))),
+        Err(PlanError::Load(e)) => Err(CoreError(e).into()),
+        Err(PlanError::Option(msg)) => Err(PyValueError::new_err(msg)),
+    }
+}
+
 /// Apply fix operations (a JSON list of `{"op": "set"|"remove"|"move", ...}`)
 /// to serve args given as JSON; returns the edited serve args as JSON.
 #[pyfunction]
@@ -71,6 +98,13 @@ fn run_cli(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.detach(|| hisparse_check::run(argv, |k| std::env::var(k).ok()))
 }
 
+/// `run_cli`, also returning the plan that `--plan` made (for `--plot`).
+#[pyfunction]
+fn run_cli_plan(py: Python<'_>, argv: Vec<String>) -> (i32, Option<Plan>) {
+    let (code, p) = py.detach(|| hisparse_check::run_with_plan(argv, |k| std::env::var(k).ok()));
+    (code, p.map(Plan::from))
+}
+
 /// Every stable diagnostic code.
 #[pyfunction]
 fn error_codes() -> Vec<&'static str> {
@@ -87,6 +121,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HiSparseSettings>()?;
     m.add_class::<Provenance>()?;
     m.add_class::<ModelSummary>()?;
+    m.add_class::<Plan>()?;
+    m.add_class::<PlanSizes>()?;
+    m.add_class::<HostPlan>()?;
+    m.add_class::<GpuPlan>()?;
+    m.add_class::<PlanPoint>()?;
+    m.add_function(wrap_pyfunction!(plan_json, m)?)?;
+    m.add_function(wrap_pyfunction!(run_cli_plan, m)?)?;
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;

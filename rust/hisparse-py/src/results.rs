@@ -426,3 +426,301 @@ impl ModelSummary {
         )
     }
 }
+
+// ---------------------------------------------------------------------------
+// The capacity plan. Sections are small frozen value objects (copied from the
+// core's structs when read); `Plan.to_json()` is the `--plan --json` schema.
+
+use hisparse_core::plan::{
+    GpuPlan as CoreGpu, HostPlan as CoreHost, Limit, Plan as CorePlan, PlanPoint as CorePoint,
+    PoolMode, Sizes as CoreSizes,
+};
+
+fn limit(l: Option<Limit>) -> Option<&'static str> {
+    l.map(Limit::as_str)
+}
+
+/// Per-token and per-block sizes of a plan, bytes (HISPARSE.md §5; vLLM 0.33 layout).
+///
+/// `mla_row_bytes` per token per layer (656 fp8_ds_mla, 1152 bf16);
+/// `indexer_row_bytes` per token per layer (132); `hot_groups` groups of hot
+/// layers in the GPU pool; `baseline_block_bytes` / `hisparse_block_bytes` one
+/// GPU block without / with HiSparse.
+#[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
+#[derive(Clone, PartialEq)]
+pub struct PlanSizes {
+    kv_cache_dtype: String,
+    mla_row_bytes: u32,
+    indexer_row_bytes: u32,
+    sparse_mla_layers: u32,
+    indexer_layers: u32,
+    draft_layers: u32,
+    mla_bytes_per_token: u64,
+    indexer_bytes_per_token: u64,
+    block_size: u32,
+    device_buffer_size: u32,
+    hot_buffer_bytes: u64,
+    hot_groups: u64,
+    baseline_block_bytes: u64,
+    hisparse_block_bytes: u64,
+}
+
+impl From<&CoreSizes> for PlanSizes {
+    fn from(s: &CoreSizes) -> Self {
+        PlanSizes {
+            kv_cache_dtype: s.kv_cache_dtype.clone(),
+            mla_row_bytes: s.mla_row_bytes,
+            indexer_row_bytes: s.indexer_row_bytes,
+            sparse_mla_layers: s.sparse_mla_layers,
+            indexer_layers: s.indexer_layers,
+            draft_layers: s.draft_layers,
+            mla_bytes_per_token: s.mla_bytes_per_token,
+            indexer_bytes_per_token: s.indexer_bytes_per_token,
+            block_size: s.block_size,
+            device_buffer_size: s.device_buffer_size,
+            hot_buffer_bytes: s.hot_buffer_bytes,
+            hot_groups: s.hot_groups,
+            baseline_block_bytes: s.baseline_block_bytes,
+            hisparse_block_bytes: s.hisparse_block_bytes,
+        }
+    }
+}
+
+/// The host pools of one node: `mode` "shared" (one pool per DP replica) or
+/// "private" (one per rank); bytes unless named GiB; `host_memory_bytes` null
+/// when the node's RAM is unknown; `usable_host_memory_bytes` is 95 % of it.
+#[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
+#[derive(Clone, PartialEq)]
+pub struct HostPlan {
+    mode: &'static str,
+    mode_rule: String,
+    host_pool_gib: f64,
+    host_block_bytes: u64,
+    host_block_stride: u64,
+    host_blocks: u64,
+    min_host_blocks: u64,
+    min_host_pool_gib: f64,
+    pool_bytes: u64,
+    pools_per_node: u64,
+    pinned_bytes_per_node: u64,
+    host_memory_bytes: Option<u64>,
+    host_memory_source: String,
+    usable_host_memory_bytes: Option<u64>,
+    draft_model: Option<String>,
+}
+
+impl From<&CoreHost> for HostPlan {
+    fn from(h: &CoreHost) -> Self {
+        HostPlan {
+            mode: match h.mode {
+                PoolMode::Shared => "shared",
+                PoolMode::Private => "private",
+            },
+            mode_rule: h.mode_rule.clone(),
+            host_pool_gib: h.host_pool_gib,
+            host_block_bytes: h.host_block_bytes,
+            host_block_stride: h.host_block_stride,
+            host_blocks: h.host_blocks,
+            min_host_blocks: h.min_host_blocks,
+            min_host_pool_gib: h.min_host_pool_gib,
+            pool_bytes: h.pool_bytes,
+            pools_per_node: h.pools_per_node,
+            pinned_bytes_per_node: h.pinned_bytes_per_node,
+            host_memory_bytes: h.host_memory_bytes,
+            host_memory_source: h.host_memory_source.clone(),
+            usable_host_memory_bytes: h.usable_host_memory_bytes,
+            draft_model: h.draft_model.clone(),
+        }
+    }
+}
+
+/// GPU memory of each GPU of a replica, bytes; `kv_bytes_per_gpu` null when
+/// neither kv_cache_memory_bytes nor gpu_memory_gib was given.
+#[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
+#[derive(Clone, PartialEq)]
+pub struct GpuPlan {
+    tensor_parallel_size: u64,
+    data_parallel_size: u64,
+    kv_bytes_per_gpu: Option<u64>,
+    kv_source: String,
+    gpu_memory_gib: Option<f64>,
+    gpu_memory_utilization: f64,
+    weights_bytes_per_gpu: Option<u64>,
+    weights_source: Option<String>,
+    weights_estimated: bool,
+    max_num_seqs: u64,
+    max_num_seqs_source: String,
+    baseline_blocks: Option<u64>,
+    hisparse_blocks: Option<u64>,
+}
+
+impl From<&CoreGpu> for GpuPlan {
+    fn from(g: &CoreGpu) -> Self {
+        GpuPlan {
+            tensor_parallel_size: g.tensor_parallel_size,
+            data_parallel_size: g.data_parallel_size,
+            kv_bytes_per_gpu: g.kv_bytes_per_gpu,
+            kv_source: g.kv_source.clone(),
+            gpu_memory_gib: g.gpu_memory_gib,
+            gpu_memory_utilization: g.gpu_memory_utilization,
+            weights_bytes_per_gpu: g.weights_bytes_per_gpu,
+            weights_source: g.weights_source.clone(),
+            weights_estimated: g.weights_estimated,
+            max_num_seqs: g.max_num_seqs,
+            max_num_seqs_source: g.max_num_seqs_source.clone(),
+            baseline_blocks: g.baseline_blocks,
+            hisparse_blocks: g.hisparse_blocks,
+        }
+    }
+}
+
+/// Capacity at one context length (tokens), per DP replica. Limits are
+/// "gpu", "host", "max_num_seqs" or "baseline"; request counts are None when
+/// the GPU KV room is unknown.
+#[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
+#[derive(Clone, PartialEq)]
+pub struct PlanPoint {
+    context_length: u64,
+    host_kv_bytes_per_request: u64,
+    indexer_bytes_per_request: u64,
+    baseline_gpu_bytes_per_request: u64,
+    hisparse_gpu_blocks_per_request: u64,
+    hisparse_gpu_bytes_per_request: u64,
+    host_blocks_per_request: u64,
+    baseline_requests: Option<u64>,
+    baseline_limit: Option<&'static str>,
+    gpu_limit: Option<u64>,
+    host_limit: u64,
+    hisparse_requests: Option<u64>,
+    hisparse_limit: Option<&'static str>,
+    target_requests: Option<u64>,
+    min_host_pool_gib: Option<f64>,
+}
+
+impl From<&CorePoint> for PlanPoint {
+    fn from(p: &CorePoint) -> Self {
+        PlanPoint {
+            context_length: p.context_length,
+            host_kv_bytes_per_request: p.host_kv_bytes_per_request,
+            indexer_bytes_per_request: p.indexer_bytes_per_request,
+            baseline_gpu_bytes_per_request: p.baseline_gpu_bytes_per_request,
+            hisparse_gpu_blocks_per_request: p.hisparse_gpu_blocks_per_request,
+            hisparse_gpu_bytes_per_request: p.hisparse_gpu_bytes_per_request,
+            host_blocks_per_request: p.host_blocks_per_request,
+            baseline_requests: p.baseline_requests,
+            baseline_limit: limit(p.baseline_limit),
+            gpu_limit: p.gpu_limit,
+            host_limit: p.host_limit,
+            hisparse_requests: p.hisparse_requests,
+            hisparse_limit: limit(p.hisparse_limit),
+            target_requests: p.target_requests,
+            min_host_pool_gib: p.min_host_pool_gib,
+        }
+    }
+}
+
+#[pymethods]
+impl PlanPoint {
+    fn __repr__(&self) -> String {
+        let show = |n: Option<u64>, l: Option<&str>| match (n, l) {
+            (Some(n), Some(l)) => format!("{n} ({l})"),
+            _ => "None".to_owned(),
+        };
+        format!(
+            "PlanPoint(context_length={}, baseline={}, hisparse={})",
+            self.context_length,
+            show(self.baseline_requests, self.baseline_limit),
+            show(self.hisparse_requests, self.hisparse_limit)
+        )
+    }
+}
+
+/// The capacity plan of a valid HiSparse configuration (`hisparse-check --plan`).
+///
+/// `valid` is False when the pinned host pools do not fit in 95 % of the node's
+/// RAM (see `errors`, code "host_memory_exceeded"). `at_context` is the plan at
+/// `context_length` tokens; `sweep` covers 8K, 16K, ... up to `max_model_len`.
+#[pyclass(frozen, eq, module = "hisparse_rs")]
+#[derive(PartialEq)]
+pub struct Plan(Arc<CorePlan>);
+
+impl From<CorePlan> for Plan {
+    fn from(p: CorePlan) -> Self {
+        Plan(Arc::new(p))
+    }
+}
+
+#[pymethods]
+impl Plan {
+    #[getter]
+    fn valid(&self) -> bool {
+        self.0.valid
+    }
+    #[getter]
+    fn schema_version(&self) -> u32 {
+        self.0.schema_version
+    }
+    #[getter]
+    fn vllm_version(&self) -> &str {
+        &self.0.vllm_version
+    }
+    #[getter]
+    fn model(&self) -> Option<ModelSummary> {
+        self.0.model.clone().map(ModelSummary)
+    }
+    /// Tokens per request the plan is for.
+    #[getter]
+    fn context_length(&self) -> u64 {
+        self.0.context_length
+    }
+    #[getter]
+    fn max_model_len(&self) -> u64 {
+        self.0.max_model_len
+    }
+    #[getter]
+    fn sizes(&self) -> PlanSizes {
+        PlanSizes::from(&self.0.sizes)
+    }
+    #[getter]
+    fn host(&self) -> HostPlan {
+        HostPlan::from(&self.0.host)
+    }
+    #[getter]
+    fn gpu(&self) -> GpuPlan {
+        GpuPlan::from(&self.0.gpu)
+    }
+    #[getter]
+    fn at_context(&self) -> PlanPoint {
+        PlanPoint::from(&self.0.at_context)
+    }
+    /// Plan points from 8K tokens, doubling, to max_model_len (a tuple).
+    #[getter]
+    fn sweep<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.0.sweep.iter().map(PlanPoint::from))
+    }
+    #[getter]
+    fn errors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        diagnostics(py, &self.0.errors)
+    }
+    /// The check's warnings, then the planner's.
+    #[getter]
+    fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        diagnostics(py, &self.0.warnings)
+    }
+    /// The plan as JSON text (the `hisparse-check --plan --json` schema).
+    fn to_json(&self) -> String {
+        self.0.to_json()
+    }
+    fn __repr__(&self) -> String {
+        let a = &self.0.at_context;
+        let int = |n: Option<u64>| n.map_or_else(|| "None".to_owned(), |n| n.to_string());
+        format!(
+            "Plan(valid={}, context_length={}, baseline_requests={}, hisparse_requests={}, hisparse_limit={})",
+            py_bool(self.0.valid),
+            self.0.context_length,
+            int(a.baseline_requests),
+            int(a.hisparse_requests),
+            limit(a.hisparse_limit).map_or_else(|| "None".to_owned(), |l| format!("'{l}'"))
+        )
+    }
+}

@@ -1,0 +1,148 @@
+"""The capacity planner from Python: :func:`plan` (the ``hisparse-check --plan``
+figures) and :func:`plot_plan` (the ``--plot`` chart).
+
+All figures are computed in the Rust core (``hisparse_core::plan``); a
+:class:`Plan` is an immutable Rust object whose ``to_json()`` is the
+``hisparse-check --plan --json`` schema. Formulas: HISPARSE.md §5 (vLLM's
+HiSparse concurrency calculator) with vLLM 0.33.0's HiSparse layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from hisparse_rs import _core
+from hisparse_rs._core import Plan
+from hisparse_rs.config import serve_args
+from hisparse_rs.exceptions import ConfigError
+
+__all__ = ["Limit", "plan", "plan_args", "plot_plan"]
+
+Limit = Literal["gpu", "host", "max_num_seqs", "baseline"]
+"""What caps concurrent requests: GPU KV blocks, host pool blocks,
+``max_num_seqs``, or the baseline (HiSparse never plans fewer requests than
+serving without it: vLLM keeps pages GPU-resident until memory pressure)."""
+
+_MARKERS: dict[Limit, str] = {"gpu": "o", "host": "s", "max_num_seqs": "^", "baseline": "D"}
+
+
+def plan(
+    model: str | os.PathLike[str] | None = None,
+    *,
+    context_length: int | None = None,
+    target_requests: int | None = None,
+    host_memory_gib: float | None = None,
+    gpu_memory_gib: float | None = None,
+    weights_gib: float | None = None,
+    **serve: Any,
+) -> Plan:
+    """Plan capacity for a serve configuration: concurrent requests of
+    ``context_length`` tokens per DP replica with and without HiSparse, the
+    binding limit (``"gpu"``, ``"host"``, ``"max_num_seqs"``, ``"baseline"``),
+    the host memory pinned per node, and a sweep from 8K tokens to max_model_len.
+
+    Args:
+        model, **serve: the serve configuration, exactly as :func:`check` takes it
+            (``kv_transfer_config=...``, ``tensor_parallel_size=...``,
+            ``kv_cache_memory_bytes=...``, ``gpu_memory_utilization=...``).
+        context_length: tokens per request (default: max_model_len).
+        target_requests: requests the suggested ``min_host_pool_gib`` holds
+            (default: what the GPU holds at ``context_length``).
+        host_memory_gib: the serving node's RAM in GiB (default: this machine's
+            ``MemAvailable``); pinned pools must fit in 95 % of it.
+        gpu_memory_gib: memory of one GPU in GiB, for the KV room
+            (``gpu_memory_gib x gpu_memory_utilization - weights``), unless
+            ``kv_cache_memory_bytes`` is given.
+        weights_gib: model weights per GPU in GiB (default: estimated from
+            config.json, and ``plan.gpu.weights_estimated`` says so).
+
+    Returns:
+        A :class:`Plan`; ``plan.valid`` is False when the pools do not fit in
+        host RAM (``plan.errors`` has a ``host_memory_exceeded`` with a fix).
+
+    Raises:
+        ConfigError: the configuration is invalid (what ``vllm serve`` refuses).
+        ValueError: HiSparse is not configured, or an option is out of range.
+        ModelLoadError: the model's config.json cannot be read.
+        TypeError: an argument has the wrong type.
+    """
+    args = serve_args(model, **serve)
+    options = {
+        "context_length": context_length,
+        "target_requests": target_requests,
+        "host_memory_gib": host_memory_gib,
+        "gpu_memory_gib": gpu_memory_gib,
+        "weights_gib": weights_gib,
+    }
+    return plan_args(args, **{k: v for k, v in options.items() if v is not None})
+
+
+def plan_args(args: dict[str, Any], **options: Any) -> Plan:
+    """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
+    report, result = _core.plan_json(json.dumps(args), json.dumps(options))
+    if not report.valid:
+        raise ConfigError(report)
+    if result is None:
+        raise ValueError("HiSparse is not configured, so there is nothing to plan (add a HiSparseConnector)")
+    return result
+
+
+def plot_plan(plan: Plan, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+    """Draw concurrent requests per DP replica against context length, without
+    and with HiSparse, each HiSparse point marked by its binding limit; write a
+    PNG to ``path`` and return it.
+
+    Needs matplotlib (``pip install 'hisparse_rs[plot]'``), imported here with
+    the Agg backend, so nothing else in hisparse_rs depends on it. Raises
+    ValueError when the plan has no GPU figures (give ``gpu_memory_gib`` or
+    ``kv_cache_memory_bytes``).
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as e:  # pragma: no cover - the test extra installs it
+        raise ImportError("plot_plan needs matplotlib: pip install 'hisparse_rs[plot]'") from e
+
+    points = plan.sweep
+    if any(p.hisparse_requests is None or p.baseline_requests is None for p in points):
+        raise ValueError(
+            "the plan has no GPU figures to draw: give gpu_memory_gib (--gpu-memory-gib) "
+            "or kv_cache_memory_bytes (--kv-cache-memory-bytes)"
+        )
+    x = [p.context_length for p in points]
+    baseline = [p.baseline_requests or 0 for p in points]
+    hisparse = [p.hisparse_requests or 0 for p in points]
+
+    fig = Figure(figsize=(7.5, 4.5), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot(x, baseline, color="tab:gray", linestyle="--", label="without HiSparse")
+    ax.plot(x, hisparse, color="tab:blue", label="with HiSparse")
+    for limit, marker in _MARKERS.items():
+        xs = [p.context_length for p in points if p.hisparse_limit == limit]
+        ys = [p.hisparse_requests or 0 for p in points if p.hisparse_limit == limit]
+        if xs:
+            ax.scatter(xs, ys, marker=marker, color="tab:blue", zorder=3, label=f"limit: {limit}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{c // 1024}K" if c % 1024 == 0 else str(c) for c in x], rotation=45)
+    ax.set_xlabel("context length (tokens per request)")
+    ax.set_ylabel("concurrent requests per DP replica")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    model = plan.model.architecture if plan.model and plan.model.architecture else "model"
+    gpu, host = plan.gpu, plan.host
+    ax.set_title(
+        title
+        or f"{model}, TP {gpu.tensor_parallel_size}, {plan.sizes.kv_cache_dtype}, "
+        f"host_pool_gib {host.host_pool_gib:g}",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, format="png")
+    return out
