@@ -261,7 +261,7 @@ pub fn plan(p: &Plan) -> String {
 
     let _ = writeln!(
         out,
-        "\nsweep (requests per DP replica; the binding limit in brackets)"
+        "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds)"
     );
     let _ = writeln!(
         out,
