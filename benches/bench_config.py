@@ -1,4 +1,5 @@
-"""Config-resolution benchmark: ``hisparse-check`` end to end and ``resolve()`` from Python.
+"""Config-resolution and planning benchmark: ``hisparse-check`` (and ``--plan``) end to end,
+``resolve()`` and ``plan()`` from Python.
 
 Run after ``bash scripts/test.sh`` (or ``pip install .``) with the venv active::
 
@@ -8,7 +9,8 @@ Run after ``bash scripts/test.sh`` (or ``pip install .``) with the venv active::
 Prints the Markdown table kept in benches/README.md. Each figure comes with a
 baseline measured in the same run, so the ratio carries across machines:
 - the CLI against spawning ``/bin/true`` (the process-start floor);
-- ``resolve()`` against ``json.loads`` of the same model's config.json.
+- ``resolve()`` against ``json.loads`` of the same model's config.json;
+- ``plan()`` against ``resolve()`` of the same configuration (the check it starts with).
 Peak memory is GNU time's maximum resident set size of the process.
 """
 
@@ -100,6 +102,8 @@ def main() -> None:
     true_ms = median_wall_ms(["/bin/true"], opts.runs)
     bin_ms = median_wall_ms(example_argv(str(binary)), opts.runs)
     script_ms = median_wall_ms(example_argv(script), max(opts.runs // 10, 10))
+    plan_flags = ["--plan", "--gpu-memory-gib", "140", "--host-memory-gib", "2048"]
+    plan_ms = median_wall_ms([*example_argv(str(binary)), *plan_flags], opts.runs)
     true_mib = peak_rss_mib(["/bin/true"])
     bin_mib = max(peak_rss_mib(example_argv(str(binary))) for _ in range(5))
 
@@ -117,6 +121,18 @@ def main() -> None:
         opts.calls,
     )
 
+    plan_us = per_call_us(
+        lambda: hisparse_rs.plan(
+            DSV32,
+            kv_transfer_config=same,
+            kv_cache_dtype="fp8_ds_mla",
+            tensor_parallel_size=8,
+            gpu_memory_gib=140,
+            host_memory_gib=2048,
+        ),
+        opts.calls,
+    )
+
     py = sys.version.split()[0]
     print(f"{os.cpu_count()} CPUs, Python {py}, hisparse_rs {hisparse_rs.__version__}\n")
     rows = [
@@ -130,6 +146,10 @@ def main() -> None:
          f"`json.loads(config.json)` {json_us:.1f} us", new_us / json_us, "< 50 us"),
         ("`resolve()` from Python, the same configuration again", f"{warm_us:.1f} us",
          f"`json.loads(config.json)` {json_us:.1f} us", warm_us / json_us, "< 50 us"),
+        ("`hisparse-check --plan` (Rust binary), same example, 8 x 140 GiB GPUs, median wall",
+         f"{plan_ms:.2f} ms", f"`/bin/true` {true_ms:.2f} ms", plan_ms / true_ms, "< 5 ms"),
+        ("`plan()` from Python, same example (sweep of 6 contexts)", f"{plan_us:.1f} us",
+         f"`resolve()` {warm_us:.1f} us", plan_us / warm_us, "< 100 us"),
     ]  # fmt: skip
     print("| what | figure | baseline (same run) | ratio | target |")
     print("|---|---|---|---|---|")
