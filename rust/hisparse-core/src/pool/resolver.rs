@@ -306,7 +306,7 @@ impl ResidencyResolver {
             if valid > self.dbs as usize {
                 let union = SCRATCH.with(|sc| {
                     let mut sc = sc.borrow_mut();
-                    sc.build_union(members.iter().map(|&r| row_of(r)), limit, valid)
+                    sc.count_union(members.iter().map(|&r| row_of(r)), limit, valid)
                 });
                 if union > self.dbs as usize {
                     return Err(PoolError::UnionExceedsDeviceBuffer {
@@ -423,79 +423,102 @@ impl<R: IndexInt> Job<'_, R> {
         let st = &mut *self.state;
         let dbs = st.slot_rows.len();
         let total: usize = self.inputs.iter().map(|r| r.len()).sum();
-        sc.begin(total, dbs);
-        // 1. The union, in batch-row then column order; remember each entry's member.
+        sc.prepare(dbs);
+        let Scratch {
+            tab,
+            uniq_rows,
+            uniq_member,
+            uniq_slot,
+            entry_u,
+            nonhit,
+            hit,
+            slot_u,
+            long,
+        } = sc;
+        let mut table = tab.open(total);
+
+        // 1. The union, in batch-row then column order; each entry's union index.
         let mut valid = 0u64;
-        sc.entry_u.clear();
         for (m, row) in self.inputs.iter().enumerate() {
             for v in row.iter() {
                 let v = v.to_i64();
                 if (0..limit).contains(&v) {
                     valid += 1;
-                    let u = sc.insert(v as i32, m as u32);
-                    sc.entry_u.push(u);
+                    let (u, new) = table.insert(v as i32, uniq_rows.len() as u32);
+                    if new {
+                        uniq_rows.push(v as i32);
+                        uniq_member.push(m as u32);
+                    }
+                    entry_u.push(u);
                 } else {
-                    sc.entry_u.push(NONE);
+                    entry_u.push(NONE);
                 }
             }
         }
         self.valid = valid;
-        // 2. Hits: scan the slots once against the union.
-        let mut nhits = 0usize;
-        for (s, &r) in st.slot_rows.iter().enumerate() {
-            if r >= 0 {
-                if let Some(u) = sc.find(r) {
-                    sc.uniq_slot[u as usize] = s as i32;
-                    sc.mark[s] = sc.gen;
-                    nhits += 1;
-                }
-            }
+        let union = uniq_rows.len();
+        // One spare entry absorbs the branch-free writes of non-hits.
+        uniq_slot.clear();
+        uniq_slot.resize(union + 1, -1);
+
+        // 2. Hits. Pass A looks every slot's row up in slot order; about half
+        // hit, unpredictably, so the common two-probe lookup is branch-free
+        // and the rare longer probe runs afterwards for the slots it lists.
+        let mut ns = 0usize;
+        for (s, &row) in st.slot_rows.iter().enumerate() {
+            let (u, slow) = table.find2(row);
+            slot_u[s] = u;
+            long[ns] = s as u16;
+            ns += usize::from(slow);
         }
-        // 3 + 4. Walk the LRU order once: hits go last (previous order), the
-        // oldest non-hit slots take the misses in union order, the rest stay first.
-        let m = sc.uniq_rows.len() - nhits;
-        let untouched = dbs - nhits - m;
-        let (mut nu, mut nl, mut nh) = (0usize, untouched, untouched + m);
-        let mut next_u = 0usize;
+        for &s in &long[..ns] {
+            slot_u[s as usize] = table.find_slow(st.slot_rows[s as usize]);
+        }
+        // Pass B splits the LRU order into non-hits and hits (both kept in LRU order).
+        let (mut nn, mut nh) = (0usize, 0usize);
+        for &s in &st.lru {
+            let u = slot_u[s as usize];
+            let is_hit = u != NONE;
+            nonhit[nn] = s;
+            hit[nh] = s;
+            nn += usize::from(!is_hit);
+            nh += usize::from(is_hit);
+            // Non-hits write the spare entry `union`.
+            let keep = 0usize.wrapping_sub(usize::from(is_hit));
+            uniq_slot[(u as usize & keep) | (union & !keep)] = i32::from(s);
+        }
+
+        // 3. Misses, in union order, take the oldest non-hit slots.
+        let m = union - nh;
+        let mut k = 0usize;
         self.loads.clear();
         self.loads.reserve(m);
-        for &s in &st.lru {
-            let su = s as usize;
-            if sc.mark[su] == sc.gen {
-                sc.new_lru[nh] = s;
-                nh += 1;
-            } else if nl < untouched + m {
-                while sc.uniq_slot[next_u] >= 0 {
-                    next_u += 1;
-                }
-                let row = sc.uniq_rows[next_u];
-                sc.uniq_slot[next_u] = s as i32;
-                st.slot_rows[su] = row;
+        for u in 0..union {
+            if uniq_slot[u] < 0 {
+                let s = nonhit[k];
+                k += 1;
+                uniq_slot[u] = i32::from(s);
+                st.slot_rows[s as usize] = uniq_rows[u];
                 self.loads.push(Load {
-                    member: sc.uniq_member[next_u],
-                    row,
+                    member: uniq_member[u],
+                    row: uniq_rows[u],
                     slot: s,
                 });
-                next_u += 1;
-                sc.new_lru[nl] = s;
-                nl += 1;
-            } else {
-                sc.new_lru[nu] = s;
-                nu += 1;
             }
         }
-        // Loads were taken in LRU order of their slots, which is union order.
-        std::mem::swap(&mut st.lru, &mut sc.new_lru);
+
+        // 4. New order: untouched (oldest first) | just loaded | hits.
+        let lru = &mut st.lru;
+        lru[..nn - m].copy_from_slice(&nonhit[m..nn]);
+        lru[nn - m..nn].copy_from_slice(&nonhit[..m]);
+        lru[nn..].copy_from_slice(&hit[..nh]);
+
         // Output slots per entry.
         let mut e = 0usize;
         for out in self.outputs.iter_mut() {
             for o in out.iter_mut() {
-                let u = sc.entry_u[e];
-                *o = if u == NONE {
-                    -1
-                } else {
-                    sc.uniq_slot[u as usize]
-                };
+                let u = entry_u[e] as usize;
+                *o = if u < union { uniq_slot[u] } else { -1 };
                 e += 1;
             }
         }
@@ -504,20 +527,18 @@ impl<R: IndexInt> Job<'_, R> {
 
 const NONE: u32 = u32::MAX;
 
-/// Per-thread working memory, reused across calls; generation stamps make
-/// clearing O(1).
+/// Per-thread working memory, reused across calls.
 #[derive(Default)]
 struct Scratch {
-    gen: u32,
-    /// Open-addressing table: (key, stamp, union index); power-of-two size.
-    table: Vec<(i32, u32, u32)>,
-    bits: u32,
+    tab: TableStore,
     uniq_rows: Vec<i32>,
     uniq_member: Vec<u32>,
     uniq_slot: Vec<i32>,
     entry_u: Vec<u32>,
-    mark: Vec<u32>,
-    new_lru: Vec<u16>,
+    nonhit: Vec<u16>,
+    hit: Vec<u16>,
+    slot_u: Vec<u32>,
+    long: Vec<u16>,
 }
 
 thread_local! {
@@ -525,92 +546,140 @@ thread_local! {
 }
 
 impl Scratch {
-    /// Prepare for a union of at most `entries` rows over `dbs` slots.
-    fn begin(&mut self, entries: usize, dbs: usize) {
-        let want = (2 * entries.max(1)).next_power_of_two().max(16);
-        if self.table.len() < want {
-            self.table.resize(want, (0, 0, 0));
-        }
-        self.bits = want.trailing_zeros();
-        if self.mark.len() < dbs {
-            self.mark.resize(dbs, 0);
-        }
-        if self.new_lru.len() != dbs {
-            self.new_lru.resize(dbs, 0);
-        }
-        self.gen = self.gen.wrapping_add(1);
-        if self.gen == 0 {
-            // Stamps wrapped: clear once every 2^32 states.
-            self.table.fill((0, 0, 0));
-            self.mark.fill(0);
-            self.gen = 1;
+    /// Empty the union buffers; size the split buffers for `dbs` slots.
+    fn prepare(&mut self, dbs: usize) {
+        if self.nonhit.len() < dbs {
+            self.nonhit.resize(dbs, 0);
+            self.hit.resize(dbs, 0);
+            self.slot_u.resize(dbs, 0);
+            self.long.resize(dbs, 0);
         }
         self.uniq_rows.clear();
         self.uniq_member.clear();
-        self.uniq_slot.clear();
+        self.entry_u.clear();
     }
 
+    /// Distinct valid rows of some top-k rows (validation only).
+    fn count_union<'a, R: IndexInt + 'a>(
+        &mut self,
+        rows: impl Iterator<Item = &'a [R]>,
+        limit: i64,
+        valid: usize,
+    ) -> usize {
+        let mut table = self.tab.open(valid);
+        let mut n = 0u32;
+        for row in rows {
+            for v in row {
+                let v = v.to_i64();
+                if (0..limit).contains(&v) && table.insert(v as i32, n).1 {
+                    n += 1;
+                }
+            }
+        }
+        n as usize
+    }
+}
+
+/// Backing store of [`Table`]: entries `(host row, gen << 16 | union index)`;
+/// entries of older generations are empty, so opening a table is O(1).
+#[derive(Default)]
+struct TableStore {
+    gen: u32,
+    entries: Vec<(i32, u32)>,
+}
+
+impl TableStore {
+    /// An empty table for up to `keys` keys.
+    fn open(&mut self, keys: usize) -> Table<'_> {
+        // Load factor <= 1/4, so a lookup almost always ends in the first two entries.
+        let want = (2 * keys.max(1)).next_power_of_two().max(16);
+        if self.entries.len() < want {
+            self.entries.resize(want, (0, 0));
+        }
+        self.gen = (self.gen + 1) & 0xFFFF;
+        if self.gen == 0 {
+            // Stamps wrapped: clear once every 65535 tables.
+            self.entries.fill((0, 0));
+            self.gen = 1;
+        }
+        Table {
+            slots: &mut self.entries[..want],
+            bits: want.trailing_zeros(),
+            tag: self.gen << 16,
+        }
+    }
+}
+
+/// Linear-probing hash set of host rows -> union index for one state's step.
+/// Entries whose stamp (high 16 bits) is not `tag` are empty.
+struct Table<'a> {
+    slots: &'a mut [(i32, u32)],
+    bits: u32,
+    tag: u32,
+}
+
+impl Table<'_> {
     #[inline]
     fn home(&self, key: i32) -> usize {
         // Fibonacci hashing into the table's `bits` high bits.
         ((key as u32).wrapping_mul(0x9E37_79B9) >> (32 - self.bits)) as usize
     }
 
-    /// Union index of `key`, adding it (first seen in `member`) when new.
+    /// Union index of `key`, and whether it was added (as `next`).
     #[inline]
-    fn insert(&mut self, key: i32, member: u32) -> u32 {
-        let mask = (1usize << self.bits) - 1;
+    fn insert(&mut self, key: i32, next: u32) -> (u32, bool) {
+        let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
-            let (k, stamp, u) = self.table[i];
-            if stamp != self.gen {
-                let u = self.uniq_rows.len() as u32;
-                self.table[i] = (key, self.gen, u);
-                self.uniq_rows.push(key);
-                self.uniq_member.push(member);
-                self.uniq_slot.push(-1);
-                return u;
+            let (k, t) = self.slots[i];
+            if t & 0xFFFF_0000 != self.tag {
+                self.slots[i] = (key, self.tag | next);
+                return (next, true);
             }
             if k == key {
-                return u;
+                return (t & 0xFFFF, false);
             }
             i = (i + 1) & mask;
         }
     }
 
+    /// Union index of `key` (NONE if absent) from its first two probes, and
+    /// whether those were both other live keys, so that the answer needs
+    /// [`Table::find_slow`] (rare at load <= 1/4). Integer arithmetic only:
+    /// no branch depends on the key.
     #[inline]
-    fn find(&self, key: i32) -> Option<u32> {
-        let mask = (1usize << self.bits) - 1;
+    fn find2(&self, key: i32) -> (u32, bool) {
+        let mask = self.slots.len() - 1;
+        let i = self.home(key);
+        let (k0, t0) = self.slots[i];
+        let (k1, t1) = self.slots[(i + 1) & mask];
+        let dead0 = (t0 & 0xFFFF_0000) ^ self.tag; // 0 iff entry 0 is live
+        let dead1 = (t1 & 0xFFFF_0000) ^ self.tag;
+        let diff0 = (k0 ^ key) as u32; // 0 iff entry 0 holds key
+        let diff1 = (k1 ^ key) as u32;
+        let hit0 = u32::from(dead0 | diff0 == 0);
+        let hit1 = u32::from(dead0 == 0) & u32::from(dead1 | diff1 == 0);
+        let slow = u32::from(dead0 | dead1 == 0) & u32::from(diff0 != 0) & u32::from(diff1 != 0);
+        let m0 = 0u32.wrapping_sub(hit0);
+        let m1 = 0u32.wrapping_sub(hit1 & (hit0 ^ 1));
+        let u = (t0 & 0xFFFF & m0) | (t1 & 0xFFFF & m1) | (NONE & !(m0 | m1));
+        (u, slow == 1)
+    }
+
+    /// Full linear-probe lookup: union index of `key`, or NONE.
+    fn find_slow(&self, key: i32) -> u32 {
+        let mask = self.slots.len() - 1;
         let mut i = self.home(key);
         loop {
-            let (k, stamp, u) = self.table[i];
-            if stamp != self.gen {
-                return None;
+            let (k, t) = self.slots[i];
+            if t & 0xFFFF_0000 != self.tag {
+                return NONE;
             }
             if k == key {
-                return Some(u);
+                return t & 0xFFFF;
             }
             i = (i + 1) & mask;
         }
-    }
-
-    /// Distinct valid rows of some top-k rows (validation only).
-    fn build_union<'a, R: IndexInt + 'a>(
-        &mut self,
-        rows: impl Iterator<Item = &'a [R]>,
-        limit: i64,
-        valid: usize,
-    ) -> usize {
-        self.begin(valid, 0);
-        for row in rows {
-            for v in row {
-                let v = v.to_i64();
-                if (0..limit).contains(&v) {
-                    self.insert(v as i32, 0);
-                }
-            }
-        }
-        self.uniq_rows.len()
     }
 }
 
