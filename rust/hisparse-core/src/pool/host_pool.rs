@@ -65,7 +65,7 @@ impl HostKVPool {
     /// A pool of `num_blocks` blocks of `block_size` tokens, `row_bytes` bytes
     /// per token per layer (656 fp8_ds_mla, 1152 bf16) and `num_layers` layers.
     ///
-    /// Errors (`invalid_size`): a zero argument, `num_blocks > 2^32 - 1`, or a
+    /// Errors (`invalid_size`): a zero argument, `num_blocks > 2^31 - 1`, or a
     /// pool whose byte size overflows u64.
     pub fn new(
         num_blocks: u64,
@@ -73,25 +73,19 @@ impl HostKVPool {
         row_bytes: u32,
         num_layers: u32,
     ) -> Result<Self, PoolError> {
-        if num_blocks == 0 || num_blocks > u64::from(u32::MAX) {
+        // Block ids are int32 in block tables (as in vLLM's).
+        if num_blocks == 0 || num_blocks > i32::MAX as u64 {
             return Err(PoolError::invalid(
                 "num_blocks",
                 num_blocks,
-                "1 ..= 2^32 - 1 (a host_pool_gib too small for one host block gives 0)",
+                "1 ..= 2^31 - 1 (a host_pool_gib too small for one host block gives 0)",
             ));
         }
         if block_size == 0 {
             return Err(PoolError::invalid("block_size", 0, ">= 1 token"));
         }
-        let rows = num_blocks * u64::from(block_size); // < 2^64: both < 2^32
-        if rows > i64::MAX as u64 {
-            return Err(PoolError::invalid(
-                "num_blocks x block_size",
-                rows,
-                "< 2^63 host rows",
-            ));
-        }
-        // Validates row_bytes, num_layers and the byte math.
+        let rows = num_blocks * u64::from(block_size); // < 2^31 x 2^32 = 2^63
+                                                       // Validates row_bytes, num_layers and the byte math.
         PoolLayout::new(rows, row_bytes, num_layers, 0)?;
         let metrics = Arc::new(HiSparseMetrics::new());
         metrics.set_host_usage(0, num_blocks);
@@ -309,7 +303,7 @@ impl HostKVPool {
                     Ok(pos) if pos < req.num_tokens => {
                         // pos < num_tokens <= blocks.len() x block_size, so the index exists.
                         let block = req.blocks[(pos / bs) as usize];
-                        // < num_blocks x block_size < 2^63 (checked in new).
+                        // < num_blocks x block_size < 2^31 x 2^32 = 2^63.
                         Ok((u64::from(block) * bs + pos % bs) as i64)
                     }
                     _ => Err(PoolError::PositionOutOfRange {
