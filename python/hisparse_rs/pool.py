@@ -40,9 +40,7 @@ def allocate_pool_buffer(layout: PoolLayout, *, backend: str = "auto") -> Any:
             if backend == "torch":
                 raise
         else:
-            return torch.empty(
-                layout.total_bytes, dtype=torch.uint8, pin_memory=torch.cuda.is_available()
-            )
+            return torch.empty(layout.total_bytes, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
     import numpy
 
     return numpy.empty(layout.total_bytes, dtype=numpy.uint8)
