@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import numpy as np
 import pytest
-from conftest import MODELS
 
 import hisparse_rs
+from conftest import MODELS
 from hisparse_rs import HiSparseMetrics, HostKVPool, HostPoolExhausted, PoolError, PoolLayout
 
 HISPARSE = {
@@ -111,7 +112,7 @@ def test_layout_regions_disjoint_and_stage_local() -> None:
     assert (layout.first_layer, layout.end_layer, layout.layer_stride) == (31, 61, 656_000)
     regions = [layout.layer_region(g) for g in range(31, 61)]
     assert regions[0] == (0, 656_000)
-    assert all(a[1] <= b[0] for a, b in zip(regions, regions[1:], strict=False))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(regions))
     assert regions[-1][1] == layout.total_bytes
     assert layout.local_layer(31) == 0 and layout.row_offset(32, 2) == 656_000 + 2 * 656
     for bad in (0, 30, 61, -1):

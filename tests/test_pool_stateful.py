@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from reference_pool import RefError, RefExhausted, RefPool, RefResolver
 
 from hisparse_rs import HostKVPool, HostPoolExhausted, PoolError, ResidencyResolver
+from reference_pool import RefError, RefExhausted, RefPool, RefResolver
 
 BLOCK = 4
 NUM_BLOCKS = 24

@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pytest
 from numpy.typing import NDArray
-from reference_pool import RefError, RefResolver
 
 import hisparse_rs
 from hisparse_rs import PoolError, ResidencyResolver
+from reference_pool import RefError, RefResolver
 
 ROWS = 1 << 20
 

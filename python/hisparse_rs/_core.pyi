@@ -336,7 +336,7 @@ class HostKVPool:
     def stats(self) -> PoolStats: ...
     def request_ids(self) -> list[str]:
         """Admitted request ids, sorted."""
-    def __contains__(self, request_id: str) -> bool: ...
+    def __contains__(self, request_id: str, /) -> bool: ...
 
 @final
 class ResolveResult:
@@ -384,7 +384,10 @@ class ResidencyResolver:
     def from_config(
         resolved: ResolvedConfig | Report | HiSparseSettings, *, metrics: HiSparseMetrics | None = None
     ) -> ResidencyResolver:
-        """device_buffer_size, topk = topk_buffer_width, num_host_rows = host_blocks x block_size, row_bytes."""
+        """From a resolved configuration.
+
+        device_buffer_size, topk = topk_buffer_width, num_host_rows = host_blocks x block_size, row_bytes.
+        """
     @property
     def device_buffer_size(self) -> int: ...
     @property

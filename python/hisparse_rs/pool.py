@@ -10,6 +10,7 @@ miss plan). torch and numpy are imported only when these functions run.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ def allocate_pool_buffer(layout: PoolLayout, *, backend: str = "auto") -> Any:
         raise ValueError(f"backend must be 'auto', 'torch' or 'numpy', got {backend!r}")
     if backend != "numpy":
         try:
-            import torch
+            # Imported by name: torch is an optional extra (`kernels`), untyped here.
+            torch = importlib.import_module("torch")
         except ImportError:
             if backend == "torch":
                 raise
