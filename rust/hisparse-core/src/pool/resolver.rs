@@ -432,8 +432,6 @@ impl<R: IndexInt> Job<'_, R> {
             entry_u,
             nonhit,
             hit,
-            slot_u,
-            long,
         } = sc;
         let mut table = tab.open(total);
 
@@ -461,23 +459,17 @@ impl<R: IndexInt> Job<'_, R> {
         uniq_slot.clear();
         uniq_slot.resize(union + 1, -1);
 
-        // 2. Hits. Pass A looks every slot's row up in slot order; about half
-        // hit, unpredictably, so the common two-probe lookup is branch-free
-        // and the rare longer probe runs afterwards for the slots it lists.
-        let mut ns = 0usize;
-        for (s, &row) in st.slot_rows.iter().enumerate() {
-            let (u, slow) = table.find2(row);
-            slot_u[s] = u;
-            long[ns] = s as u16;
-            ns += usize::from(slow);
-        }
-        for &s in &long[..ns] {
-            slot_u[s as usize] = table.find_slow(st.slot_rows[s as usize]);
-        }
-        // Pass B splits the LRU order into non-hits and hits (both kept in LRU order).
+        // 2. Hits: walk the LRU order once, splitting it into non-hits and
+        // hits (both kept in LRU order). About half the slots hit,
+        // unpredictably, so the common two-probe lookup and the split are
+        // branch-free; only the rare longer probe branches.
         let (mut nn, mut nh) = (0usize, 0usize);
         for &s in &st.lru {
-            let u = slot_u[s as usize];
+            let row = st.slot_rows[s as usize];
+            let (mut u, slow) = table.find2(row);
+            if slow {
+                u = table.find_slow(row);
+            }
             let is_hit = u != NONE;
             nonhit[nn] = s;
             hit[nh] = s;
@@ -537,8 +529,6 @@ struct Scratch {
     entry_u: Vec<u32>,
     nonhit: Vec<u16>,
     hit: Vec<u16>,
-    slot_u: Vec<u32>,
-    long: Vec<u16>,
 }
 
 thread_local! {
@@ -551,8 +541,6 @@ impl Scratch {
         if self.nonhit.len() < dbs {
             self.nonhit.resize(dbs, 0);
             self.hit.resize(dbs, 0);
-            self.slot_u.resize(dbs, 0);
-            self.long.resize(dbs, 0);
         }
         self.uniq_rows.clear();
         self.uniq_member.clear();
@@ -592,7 +580,7 @@ impl TableStore {
     /// An empty table for up to `keys` keys.
     fn open(&mut self, keys: usize) -> Table<'_> {
         // Load factor <= 1/4, so a lookup almost always ends in the first two entries.
-        let want = (2 * keys.max(1)).next_power_of_two().max(16);
+        let want = (4 * keys.max(1)).next_power_of_two().max(16);
         if self.entries.len() < want {
             self.entries.resize(want, (0, 0));
         }
