@@ -8,13 +8,28 @@ import re
 from conftest import ROOT
 
 
-def test_readme_python_example_runs() -> None:
+def run_example(heading: str) -> dict[str, object]:
+    """Execute the first ```python block under ``heading``; return its globals."""
     text = (ROOT / "README.md").read_text()
-    match = re.search(r"## Python\n\n```python\n(.*?)```", text, re.S)
-    assert match, "README lost its Python example"
+    match = re.search(rf"{re.escape(heading)}\n\n(?:(?!```|\n## ).)*?```python\n(.*?)```", text, re.S)
+    assert match, f"README lost its example under {heading!r}"
     cwd = os.getcwd()
     os.chdir(ROOT)
+    scope: dict[str, object] = {}
     try:
-        exec(compile(match.group(1), "README.md", "exec"), {})
+        exec(compile(match.group(1), "README.md", "exec"), scope)
     finally:
         os.chdir(cwd)
+    return scope
+
+
+def test_readme_python_example_runs() -> None:
+    run_example("## Python")
+
+
+def test_readme_pool_example_runs() -> None:
+    scope = run_example("## Host KV pool and residency resolver")
+    pool = scope["pool"]
+    assert "req-0" not in pool  # type: ignore[operator]
+    assert getattr(scope["again"], "hits") == 2048
+    assert getattr(scope["out"], "misses") == 2048
