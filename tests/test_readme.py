@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -14,16 +15,30 @@ from conftest import ROOT
 README = (ROOT / "README.md").read_text()
 
 
-@pytest.mark.parametrize("section", ["## Python", "## Capacity planning"])
-def test_readme_python_examples_run(section: str) -> None:
-    match = re.search(re.escape(section) + r"\n.*?```python\n(.*?)```", README, re.S)
-    assert match, f"README lost its {section} example"
+def run_example(heading: str) -> dict[str, Any]:
+    """Execute the first ```python block under ``heading``; return its globals."""
+    match = re.search(rf"{re.escape(heading)}\n\n(?:(?!```|\n## ).)*?```python\n(.*?)```", README, re.S)
+    assert match, f"README lost its example under {heading!r}"
     cwd = os.getcwd()
     os.chdir(ROOT)
+    scope: dict[str, Any] = {}
     try:
-        exec(compile(match.group(1), "README.md", "exec"), {})
+        exec(compile(match.group(1), "README.md", "exec"), scope)
     finally:
         os.chdir(cwd)
+    return scope
+
+
+@pytest.mark.parametrize("section", ["## Python", "## Capacity planning"])
+def test_readme_python_examples_run(section: str) -> None:
+    run_example(section)
+
+
+def test_readme_pool_example_runs() -> None:
+    scope = run_example("## Host KV pool and residency resolver")
+    assert "req-0" not in scope["pool"]
+    assert scope["again"].hits == 2048
+    assert scope["out"].misses == 2048
 
 
 def test_readme_plan_output_is_current() -> None:

@@ -5,50 +5,75 @@
 (raises :class:`ConfigError` with every error). The same rules run in the
 ``hisparse-check`` command. Capacity planning: :func:`plan` (the
 ``hisparse-check --plan`` figures) and :func:`plot_plan` (needs matplotlib).
+
+Host KV tier: :class:`HostKVPool` (per-request host block tables),
+:class:`PoolLayout` with :func:`allocate_pool_buffer` / :func:`layer_views`
+(the pool tensor), :class:`ResidencyResolver` (hot-buffer slots and the miss
+plan each decode step) and :class:`HiSparseMetrics` (vLLM's hisparse_* metrics).
 """
 
 from hisparse_rs._core import (
     VLLM_VERSION,
     Diagnostic,
     GpuPlan,
+    HiSparseMetrics,
     HiSparseSettings,
+    HostKVPool,
     HostPlan,
     ModelSummary,
     Plan,
     PlanPoint,
     PlanSizes,
+    PoolLayout,
+    PoolStats,
     Provenance,
     Report,
+    ResidencyResolver,
+    ResolveResult,
     __version__,
     error_codes,
+    pool_error_codes,
 )
 from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve, serve_args
-from hisparse_rs.exceptions import ConfigError, ModelLoadError
+from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadError, PoolError
 from hisparse_rs.planning import plan, plan_args, plot_plan
+from hisparse_rs.pool import allocate_pool_buffer, layer_view, layer_views
 
 __all__ = [
     "VLLM_VERSION",
     "ConfigError",
     "Diagnostic",
     "GpuPlan",
+    "HiSparseMetrics",
     "HiSparseSettings",
+    "HostKVPool",
     "HostPlan",
+    "HostPoolExhausted",
     "ModelLoadError",
     "ModelSummary",
     "Plan",
     "PlanPoint",
     "PlanSizes",
+    "PoolError",
+    "PoolLayout",
+    "PoolStats",
     "Provenance",
     "Report",
+    "ResidencyResolver",
+    "ResolveResult",
     "ResolvedConfig",
     "__version__",
+    "allocate_pool_buffer",
     "apply_fix",
     "check",
     "check_args",
     "error_codes",
+    "layer_view",
+    "layer_views",
     "plan",
     "plan_args",
     "plot_plan",
+    "pool_error_codes",
     "resolve",
     "serve_args",
 ]

@@ -1,25 +1,38 @@
 """Type stubs for the Rust extension ``hisparse_rs._core`` (checked by mypy.stubtest)."""
 
+from collections.abc import Mapping
 from typing import Any, Final, Literal, final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from hisparse_rs.config import ResolvedConfig
 
 __all__ = [
     "VLLM_VERSION",
     "Diagnostic",
     "GpuPlan",
+    "HiSparseMetrics",
     "HiSparseSettings",
+    "HostKVPool",
     "HostPlan",
     "ModelLoadError",
     "ModelSummary",
     "Plan",
     "PlanPoint",
     "PlanSizes",
+    "PoolLayout",
+    "PoolStats",
     "Provenance",
     "Report",
+    "ResidencyResolver",
+    "ResolveResult",
     "__version__",
     "apply_fix_json",
     "check_json",
     "error_codes",
     "plan_json",
+    "pool_error_codes",
     "run_cli",
     "run_cli_plan",
 ]
@@ -372,3 +385,249 @@ def plan_json(args_json: str, options_json: str) -> tuple[Report, Plan | None]:
 
 def error_codes() -> list[str]:
     """Every stable diagnostic code."""
+
+def pool_error_codes() -> list[str]:
+    """Every stable PoolError code of the pool, layout and resolver."""
+
+@final
+class HiSparseMetrics:
+    """vLLM's HiSparse metrics (HISPARSE.md §9), shared by a pool and its resolvers.
+
+    Counters: hits (valid top-k entries found resident), misses (rows copied),
+    host_to_device_bytes (misses x row_bytes); gauge host_cache_usage_perc
+    (pool blocks used / total, 1.0 = 100 %). Lock-free, thread-safe.
+    """
+
+    def __new__(cls) -> HiSparseMetrics: ...
+    def to_dict(self) -> dict[str, int | float]:
+        """``hisparse_cache_hits``, ``hisparse_cache_misses``,
+        ``hisparse_host_to_device_bytes``, ``hisparse_host_cache_usage_perc``,
+        ``host_blocks_used``, ``host_blocks_total``."""
+    def prometheus_text(self, labels: Mapping[str, str] | None = None) -> str:
+        """Prometheus text format as vLLM's /metrics shows it (``vllm:hisparse_cache_hits_total`` ...).
+
+        Raises ValueError for an invalid label name.
+        """
+    @property
+    def hits(self) -> int: ...
+    @property
+    def misses(self) -> int: ...
+    @property
+    def host_to_device_bytes(self) -> int: ...
+    @property
+    def host_cache_usage_perc(self) -> float: ...
+
+@final
+class PoolLayout:
+    """Layer-major byte layout of a pool tensor for a pipeline stage.
+
+    Global layer ``g`` (``first_layer <= g < end_layer``) owns bytes
+    ``[(g - first_layer) x layer_stride, + layer_bytes)``; regions are disjoint
+    and inside ``total_bytes``. Other layer ids raise PoolError
+    ``layer_out_of_range`` (HISPARSE.md §10). Raises PoolError ``invalid_size``
+    for zero sizes, ``layer_stride < rows_per_layer x row_bytes`` or overflow.
+    """
+
+    def __new__(
+        cls,
+        rows_per_layer: int,
+        row_bytes: int,
+        num_layers: int,
+        first_layer: int = 0,
+        layer_stride: int | None = None,
+    ) -> PoolLayout: ...
+    @property
+    def first_layer(self) -> int: ...
+    @property
+    def end_layer(self) -> int: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def rows_per_layer(self) -> int: ...
+    @property
+    def row_bytes(self) -> int: ...
+    @property
+    def layer_stride(self) -> int: ...
+    @property
+    def layer_bytes(self) -> int: ...
+    @property
+    def total_bytes(self) -> int: ...
+    def local_layer(self, layer: int) -> int:
+        """Global layer id -> index within the stage."""
+    def layer_region(self, layer: int) -> tuple[int, int]:
+        """``(start, end)`` byte offsets of a global layer's rows."""
+    def row_offset(self, layer: int, row: int) -> int:
+        """Byte offset of host row ``row`` of a global layer (PoolError ``invalid_size`` past the end)."""
+
+@final
+class PoolStats:
+    """Host pool occupancy; ``usage`` = blocks_used / blocks_total (1.0 = 100 %)."""
+
+    @property
+    def blocks_used(self) -> int: ...
+    @property
+    def blocks_total(self) -> int: ...
+    @property
+    def num_requests(self) -> int: ...
+    @property
+    def usage(self) -> float: ...
+
+@final
+class HostKVPool:
+    """Per-request host block tables over a fixed number of host blocks (metadata only).
+
+    One host block holds ``block_size`` tokens of every layer: host_block_bytes
+    = block_size x row_bytes x num_layers (HISPARSE.md §5). Allocation is all
+    or nothing (HostPoolExhausted, nothing changes); free blocks are handed out
+    lowest id first; host row of position p = block_table[p // block_size] x
+    block_size + p % block_size (64-bit). Thread-safe: calls are serialized.
+    """
+
+    def __new__(
+        cls,
+        num_blocks: int,
+        block_size: int,
+        row_bytes: int,
+        num_layers: int,
+        *,
+        metrics: HiSparseMetrics | None = None,
+    ) -> HostKVPool: ...
+    @staticmethod
+    def from_host_pool_gib(
+        host_pool_gib: float,
+        block_size: int,
+        row_bytes: int,
+        num_layers: int,
+        *,
+        metrics: HiSparseMetrics | None = None,
+    ) -> HostKVPool:
+        """floor(host_pool_gib x 2**30 / host_block_bytes) blocks, as vLLM 0.33 sizes the pool."""
+    @staticmethod
+    def from_config(
+        resolved: ResolvedConfig | Report | HiSparseSettings, *, metrics: HiSparseMetrics | None = None
+    ) -> HostKVPool:
+        """The pool of a resolved configuration (host_blocks, block_size, row_bytes, sparse_mla_layers).
+
+        Raises PoolError ``settings_incomplete`` when HiSparse is off or row_bytes is unknown.
+        """
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def row_bytes(self) -> int: ...
+    @property
+    def num_layers(self) -> int: ...
+    @property
+    def num_blocks(self) -> int: ...
+    @property
+    def num_host_rows(self) -> int: ...
+    @property
+    def host_block_bytes(self) -> int: ...
+    @property
+    def free_blocks(self) -> int: ...
+    @property
+    def metrics(self) -> HiSparseMetrics: ...
+    def layout(self, first_layer: int = 0) -> PoolLayout:
+        """The pool tensor's layout for a stage whose first global layer is ``first_layer``."""
+    def blocks_for(self, num_tokens: int) -> int:
+        """ceil(num_tokens / block_size)."""
+    def can_admit(self, num_tokens: int) -> bool: ...
+    def admit(self, request_id: str, num_tokens: int) -> NDArray[np.int32]:
+        """Admit a request; its block table. Raises HostPoolExhausted, PoolError ``duplicate_request``."""
+    def append(self, request_id: str, num_new_tokens: int) -> NDArray[np.int32]:
+        """Grow a request; the newly allocated blocks (often empty).
+
+        Raises HostPoolExhausted, PoolError ``unknown_request``.
+        """
+    def free(self, request_id: str) -> int:
+        """Free a request's blocks; how many. Raises PoolError ``unknown_request``."""
+    def block_table(self, request_id: str) -> NDArray[np.int32]: ...
+    def num_tokens(self, request_id: str) -> int: ...
+    def host_rows(self, request_id: str, positions: ArrayLike) -> NDArray[np.int64]:
+        """Host rows (int64) of token positions; -1 stays -1.
+
+        Raises PoolError ``position_out_of_range`` for other positions outside [0, num_tokens).
+        """
+    def stats(self) -> PoolStats: ...
+    def request_ids(self) -> list[str]:
+        """Admitted request ids, sorted."""
+    def __contains__(self, request_id: str, /) -> bool: ...
+
+@final
+class ResolveResult:
+    """One resolve call's result (numpy arrays).
+
+    ``slots`` int32 [rows, width] (-1 invalid/padding); miss plan ordered by
+    batch row then column: ``miss_host_rows`` int64 [n], ``miss_slots`` int32
+    [n], ``miss_counts`` int32 [rows], ``miss_offsets`` int32 [rows + 1];
+    ``hits`` + ``misses`` = valid entries, ``misses`` = n.
+    """
+
+    @property
+    def slots(self) -> NDArray[np.int32]: ...
+    @property
+    def miss_host_rows(self) -> NDArray[np.int64]: ...
+    @property
+    def miss_slots(self) -> NDArray[np.int32]: ...
+    @property
+    def miss_counts(self) -> NDArray[np.int32]: ...
+    @property
+    def miss_offsets(self) -> NDArray[np.int32]: ...
+    @property
+    def hits(self) -> int: ...
+    @property
+    def misses(self) -> int: ...
+
+@final
+class ResidencyResolver:
+    """Hot-buffer residency for (request, index group) states (HISPARSE.md §6).
+
+    Thread-safe: calls are serialized; ``resolve`` releases the GIL and runs
+    independent states in parallel.
+    """
+
+    def __new__(
+        cls,
+        device_buffer_size: int,
+        topk: int,
+        num_host_rows: int,
+        row_bytes: int,
+        *,
+        metrics: HiSparseMetrics | None = None,
+    ) -> ResidencyResolver: ...
+    @staticmethod
+    def from_config(
+        resolved: ResolvedConfig | Report | HiSparseSettings, *, metrics: HiSparseMetrics | None = None
+    ) -> ResidencyResolver:
+        """From a resolved configuration.
+
+        device_buffer_size, topk = topk_buffer_width, num_host_rows = host_blocks x block_size, row_bytes.
+        """
+    @property
+    def device_buffer_size(self) -> int: ...
+    @property
+    def topk(self) -> int: ...
+    @property
+    def num_host_rows(self) -> int: ...
+    @property
+    def row_bytes(self) -> int: ...
+    @property
+    def num_states(self) -> int: ...
+    @property
+    def state_bytes(self) -> int:
+        """device_buffer_size x 6 bytes (int32 row + int16 LRU entry per slot)."""
+    @property
+    def metrics(self) -> HiSparseMetrics: ...
+    def new_state(self) -> int:
+        """A new empty state; freed ids are reused lowest first."""
+    def reset_state(self, state: int) -> None: ...
+    def free_state(self, state: int) -> None: ...
+    def slot_rows(self, state: int) -> NDArray[np.int32]:
+        """Host row in each slot, -1 empty."""
+    def lru_order(self, state: int) -> NDArray[np.int16]:
+        """Slots, oldest first."""
+    def resolve(self, topk_rows: ArrayLike, state_index: ArrayLike) -> ResolveResult:
+        """Resolve ``topk_rows`` int32/int64 [rows, width] for ``state_index`` [rows] (-1 = padded row).
+
+        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``unknown_state``,
+        ``union_exceeds_device_buffer`` (nothing changes); TypeError for a non-integer dtype.
+        """

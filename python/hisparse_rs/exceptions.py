@@ -2,18 +2,22 @@
 
 ``ConfigError`` carries every error of a configuration at once; ``ModelLoadError``
 (raised by the Rust extension) means the model's config.json could not be read.
+``PoolError`` (stable ``code``) is raised by the host pool, its layout and the
+residency resolver; ``HostPoolExhausted`` (``needed``, ``free`` host blocks) is
+the PoolError of an allocation that does not fit. The Rust extension raises
+these two classes, so they are defined here, in Python, with typed attributes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hisparse_rs._core import ModelLoadError
 
 if TYPE_CHECKING:
     from hisparse_rs._core import Diagnostic, Report
 
-__all__ = ["ConfigError", "ModelLoadError"]
+__all__ = ["ConfigError", "HostPoolExhausted", "ModelLoadError", "PoolError"]
 
 
 class ConfigError(ValueError):
@@ -36,3 +40,40 @@ class ConfigError(ValueError):
             if d.hint:
                 lines.append(f"      fix: {d.hint}")
         super().__init__("\n".join(lines))
+
+
+class PoolError(Exception):
+    """A host pool, pool layout or residency resolver call failed; nothing changed.
+
+    Attributes:
+        code: stable snake_case code (``hisparse_rs.pool_error_codes()``), e.g.
+            ``"unknown_request"``, ``"layer_out_of_range"``,
+            ``"union_exceeds_device_buffer"``. Match on it, never on the message.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (type(self), (self.code, str(self)))
+
+
+class HostPoolExhausted(PoolError):
+    """An allocation needs more host blocks than are free; nothing was allocated.
+
+    Attributes:
+        needed: host blocks the call needed (allocation is all or nothing).
+        free: host blocks free at the time of the call.
+    """
+
+    def __init__(self, needed: int, free: int, message: str | None = None) -> None:
+        super().__init__(
+            "host_pool_exhausted",
+            message or f"host pool exhausted: {needed} host blocks needed, {free} free",
+        )
+        self.needed = needed
+        self.free = free
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (type(self), (self.needed, self.free, str(self)))

@@ -2,7 +2,9 @@
 //!
 //! Data flows one way: [`ServeArgs`] (what the user typed, in vLLM's dialect)
 //! -> [`resolve`] (connector tree walk, inference, provenance, validation)
-//! -> [`Report`] (resolved HiSparse settings, or every error at once).
+//! -> [`Report`] (resolved HiSparse settings, or every error at once)
+//! -> [`HostKVPool`] (host block tables) and [`ResidencyResolver`] (hot-buffer
+//! slots and the miss plan each decode step; module [`pool`]).
 //!
 //! Every rule cites its source: vLLM 0.33.0 (`vllm/config/*.py`,
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
@@ -11,6 +13,7 @@ pub mod config;
 pub mod diagnostic;
 pub mod path;
 pub mod plan;
+pub mod pool;
 pub mod sizes;
 
 pub use config::args::{LoadError, ServeArgs};
@@ -18,6 +21,10 @@ pub use config::report::{Provenance, Report, Resolved, ResolvedHiSparse};
 pub use config::resolve::{resolve, resolve_with_model};
 pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
 pub use path::{FieldPath, Seg};
+pub use pool::{
+    HiSparseMetrics, HostKVPool, HostPoolExhausted, MetricsSnapshot, PoolError, PoolLayout,
+    PoolStats, ResidencyResolver, ResolveOutput,
+};
 
 /// The vLLM release whose behaviour is the contract.
 pub const VLLM_VERSION: &str = "0.33.0";

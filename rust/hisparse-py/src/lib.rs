@@ -1,10 +1,14 @@
 //! `hisparse_rs._core`: the PyO3 binding. Conversions and error mapping only;
 //! every rule lives in `hisparse-core`, every flag in `hisparse-check`.
 //!
+//! The host pool, its layout, the residency resolver and the metrics are in
+//! `pool.rs` (numpy arrays in and out, GIL released while the resolver works).
+//!
 //! Serve args come in as JSON text (the `ServeArgs` form); results go out as
 //! frozen pyclasses over the core's report, converted field by field only
 //! when Python reads them. `Report.to_json()` is the `hisparse-check --json` schema.
 
+mod pool;
 mod results;
 
 use hisparse_core::config::args::LoadError;
@@ -132,5 +136,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
+    m.add_class::<pool::HostKVPool>()?;
+    m.add_class::<pool::PoolLayout>()?;
+    m.add_class::<pool::PoolStats>()?;
+    m.add_class::<pool::ResidencyResolver>()?;
+    m.add_class::<pool::ResolveResult>()?;
+    m.add_class::<pool::HiSparseMetrics>()?;
+    m.add_function(wrap_pyfunction!(pool::pool_error_codes, m)?)?;
     Ok(())
 }

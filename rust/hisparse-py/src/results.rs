@@ -276,7 +276,7 @@ impl Provenance {
 /// `min_host_blocks` = ceil(max_model_len / block_size) + 2.
 #[pyclass(frozen, eq, module = "hisparse_rs")]
 #[derive(PartialEq)]
-pub struct HiSparseSettings(Arc<ResolvedHiSparse>);
+pub struct HiSparseSettings(pub(crate) Arc<ResolvedHiSparse>);
 
 fn value<T: Clone>(r: &Option<Resolved<T>>) -> Option<T> {
     r.as_ref().map(|r| r.value.clone())

@@ -1,0 +1,180 @@
+//! HiSparse metrics: the one place the pool and the resolvers report to.
+//!
+//! Counters `hisparse_cache_hits`, `hisparse_cache_misses`,
+//! `hisparse_host_to_device_bytes` and the gauge `hisparse_host_cache_usage_perc`
+//! (1.0 = 100 %), named as vLLM 0.33 names them (HISPARSE.md §9;
+//! `vllm/distributed/kv_transfer/kv_connector/v1/hisparse` metrics). Lock-free:
+//! a pool and any number of resolvers share one `Arc<HiSparseMetrics>` and
+//! update it from any thread; readers never block them.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Shared counters and the host-usage gauge. Counters only grow.
+#[derive(Debug, Default)]
+pub struct HiSparseMetrics {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    host_to_device_bytes: AtomicU64,
+    host_blocks_used: AtomicU64,
+    host_blocks_total: AtomicU64,
+}
+
+/// A consistent-enough reading of [`HiSparseMetrics`] (each field is read atomically).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricsSnapshot {
+    /// Valid top-k entries found in the hot buffer (duplicates of a row count as hits).
+    pub hits: u64,
+    /// Rows loaded from the host pool (one per distinct missed row and state).
+    pub misses: u64,
+    /// misses x row_bytes, bytes.
+    pub host_to_device_bytes: u64,
+    /// host_blocks_used / host_blocks_total (0.0 for an empty pool); 1.0 = 100 %.
+    pub host_cache_usage_perc: f64,
+    pub host_blocks_used: u64,
+    pub host_blocks_total: u64,
+}
+
+/// Prometheus families in exposition order: (name, type, help). vLLM registers
+/// them through prometheus_client, which appends `_total` to counter samples.
+const FAMILIES: [(&str, &str, &str); 4] = [
+    (
+        "vllm:hisparse_cache_hits_total",
+        "counter",
+        "Number of HiSparse device hot-buffer hits.",
+    ),
+    (
+        "vllm:hisparse_cache_misses_total",
+        "counter",
+        "Number of HiSparse device hot-buffer misses.",
+    ),
+    (
+        "vllm:hisparse_host_to_device_bytes_total",
+        "counter",
+        "Bytes transferred from host KV storage to HiSparse hot buffers.",
+    ),
+    (
+        "vllm:hisparse_host_cache_usage_perc",
+        "gauge",
+        "HiSparse host KV pool usage; 1 means 100 percent.",
+    ),
+];
+
+impl HiSparseMetrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add one resolve call's hits, misses and copied bytes.
+    pub fn record_resolve(&self, hits: u64, misses: u64, bytes: u64) {
+        self.hits.fetch_add(hits, Ordering::Relaxed);
+        self.misses.fetch_add(misses, Ordering::Relaxed);
+        self.host_to_device_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Set the host-usage gauge (the pool calls this after every change).
+    pub fn set_host_usage(&self, used: u64, total: u64) {
+        self.host_blocks_used.store(used, Ordering::Relaxed);
+        self.host_blocks_total.store(total, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let used = self.host_blocks_used.load(Ordering::Relaxed);
+        let total = self.host_blocks_total.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            host_to_device_bytes: self.host_to_device_bytes.load(Ordering::Relaxed),
+            host_cache_usage_perc: if total == 0 {
+                0.0
+            } else {
+                used as f64 / total as f64
+            },
+            host_blocks_used: used,
+            host_blocks_total: total,
+        }
+    }
+
+    /// The metrics in the Prometheus text exposition format (version 0.0.4),
+    /// as vLLM's `/metrics` shows them: `# HELP` and `# TYPE` lines, then one
+    /// sample per family with `labels` (e.g. `[("model_name", "glm-5")]`).
+    pub fn prometheus_text(&self, labels: &[(&str, &str)]) -> String {
+        let s = self.snapshot();
+        let values = [
+            s.hits as f64,
+            s.misses as f64,
+            s.host_to_device_bytes as f64,
+            s.host_cache_usage_perc,
+        ];
+        let label_text = if labels.is_empty() {
+            String::new()
+        } else {
+            let parts: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        };
+        let mut out = String::new();
+        for ((name, kind, help), value) in FAMILIES.iter().zip(values) {
+            // Writing to a String cannot fail.
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name}{label_text} {}", prom_float(value));
+        }
+        out
+    }
+}
+
+/// Label values escape backslash, double quote and newline (exposition format).
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// prometheus_client writes floats as Python's repr: `3.0`, `0.75`.
+fn prom_float(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e16 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Label names must match `[a-zA-Z_][a-zA-Z0-9_]*` (exposition format).
+pub fn valid_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_exposition() {
+        let m = HiSparseMetrics::new();
+        m.record_resolve(3, 2, 2 * 656);
+        m.record_resolve(1, 0, 0);
+        m.set_host_usage(3, 4);
+        let s = m.snapshot();
+        assert_eq!((s.hits, s.misses, s.host_to_device_bytes), (4, 2, 1312));
+        assert_eq!(s.host_cache_usage_perc, 0.75);
+        let text = m.prometheus_text(&[("model_name", "a\"b")]);
+        assert!(text.contains("# TYPE vllm:hisparse_cache_hits_total counter\n"));
+        assert!(text.contains("vllm:hisparse_cache_hits_total{model_name=\"a\\\"b\"} 4.0\n"));
+        assert!(text
+            .contains("vllm:hisparse_host_to_device_bytes_total{model_name=\"a\\\"b\"} 1312.0\n"));
+        assert!(text.contains("vllm:hisparse_host_cache_usage_perc{model_name=\"a\\\"b\"} 0.75\n"));
+        assert_eq!(text.lines().count(), 12);
+        assert!(valid_label_name("model_name") && !valid_label_name("1x") && !valid_label_name(""));
+    }
+
+    #[test]
+    fn empty_pool_usage_is_zero() {
+        assert_eq!(HiSparseMetrics::new().snapshot().host_cache_usage_perc, 0.0);
+    }
+}
