@@ -16,8 +16,8 @@ README = (ROOT / "README.md").read_text()
 
 
 def run_example(heading: str) -> dict[str, Any]:
-    """Execute the first ```python block under ``heading``; return its globals."""
-    match = re.search(rf"{re.escape(heading)}\n\n(?:(?!```|\n## ).)*?```python\n(.*?)```", README, re.S)
+    """Execute the first ```python block of the section ``heading``; return its globals."""
+    match = re.search(rf"{re.escape(heading)}\n(?:(?!\n## ).)*?```python\n(.*?)```", README, re.S)
     assert match, f"README lost its example under {heading!r}"
     cwd = os.getcwd()
     os.chdir(ROOT)
