@@ -9,6 +9,8 @@ round-to-nearest-even on every backend, so kernel and torch agree bit for bit.
 import triton
 import triton.language as tl
 
+from ._triton_util import to_bf16
+
 
 @triton.jit
 def _pow2_ceil(x):
@@ -90,6 +92,7 @@ def _dequantize_kernel(
     NUM_TILES: tl.constexpr,
     D_NOPE: tl.constexpr,
     D_ROPE: tl.constexpr,
+    INTERPRETER: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     t = tl.arange(0, NUM_TILES)
@@ -98,7 +101,8 @@ def _dequantize_kernel(
     codes = tl.load(codes_ptr + row * in_stride_u8 + cols)
     scale = tl.load(scales_ptr + row * in_stride_f32 + t)
     x = codes.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, None]
-    tl.store(dst_ptr + row * dst_stride + cols, x.to(tl.bfloat16))
+    # Exact for power-of-two scales; rounded (RNE) for other writers' scales.
+    tl.store(dst_ptr + row * dst_stride + cols, to_bf16(x, INTERPRETER))
     r = tl.arange(0, D_ROPE)
     rope = tl.load(rope_ptr + row * in_stride_bf16 + r)
     tl.store(dst_ptr + row * dst_stride + D_NOPE + r, rope)

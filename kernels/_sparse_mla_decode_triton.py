@@ -7,24 +7,14 @@ writes a partial output (normalised) and its lse. Stage 2
 sink and writes bf16 out and float32 lse. MLA shares K and V: the NoPE part
 of each loaded row is the key's first 512 values and the whole value, so a
 row is read once.
-
-``DOT_F32`` (set under the interpreter): Triton 3.9's interpreter returns
-garbage from ``tl.dot`` on bfloat16 operands (float16 and float32 are right),
-so there the bf16 tiles are widened to float32 first. bf16 x bf16 products are
-exact in float32, so the result is the one the GPU's bf16 MMA gives, up to
-accumulation order.
+``INTERPRETER``: see ``_triton_util`` (exact stand-ins for two casts Triton
+3.9's interpreter gets wrong).
 """
 
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _dot(a, b, DOT_F32: tl.constexpr):
-    if DOT_F32:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
-    else:
-        return tl.dot(a, b)
+from ._triton_util import dot, to_bf16
 
 
 @triton.jit
@@ -62,7 +52,7 @@ def _decode_split_kernel(
     D_NOPE: tl.constexpr,
     D_ROPE: tl.constexpr,
     TILE: tl.constexpr,
-    DOT_F32: tl.constexpr,
+    INTERPRETER: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
     hb = tl.program_id(1)
@@ -104,7 +94,7 @@ def _decode_split_kernel(
         rope_row = rope_ptr + blk * stride_rope_blk + off * stride_rope_row
         k_rope = tl.load(rope_row[:, None] + dr[None, :], mask=ld, other=0.0)
 
-        s = _dot(q_nope, tl.trans(k_nope), DOT_F32) + _dot(q_rope, tl.trans(k_rope), DOT_F32)
+        s = dot(q_nope, tl.trans(k_nope), INTERPRETER) + dot(q_rope, tl.trans(k_rope), INTERPRETER)
         s = tl.where(valid[None, :], s * qk_scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         # All-invalid so far: subtract 0 instead of -inf (-inf - -inf = NaN).
@@ -112,7 +102,7 @@ def _decode_split_kernel(
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + _dot(p.to(tl.bfloat16), k_nope, DOT_F32)
+        acc = acc * alpha[:, None] + dot(to_bf16(p, INTERPRETER), k_nope, INTERPRETER)
         m_i = m_new
 
     has = l_i > 0.0
@@ -145,6 +135,7 @@ def _decode_merge_kernel(
     HAS_SINK: tl.constexpr,
     BLOCK_H: tl.constexpr,
     D_V: tl.constexpr,
+    INTERPRETER: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
     hb = tl.program_id(1)
@@ -187,7 +178,7 @@ def _decode_merge_kernel(
         out = out * (1.0 / (1.0 + tl.exp(sink - lse_final)))[:, None]
     tl.store(
         out_ptr + tok * stride_out_tok + heads[:, None] * stride_out_h + dv[None, :],
-        out.to(tl.bfloat16),
+        to_bf16(out, INTERPRETER),
         mask=h_ok[:, None],
     )
     b = tok // s_q

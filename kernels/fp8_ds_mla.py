@@ -29,6 +29,7 @@ from ._common import (
     FP8_ROW_BYTES,
     FP8_SCALE_OFFSET,
     FP8_TILE,
+    INTERPRET,
     SCALE_FLOOR,
     check_launch_device,
     require,
@@ -178,9 +179,21 @@ def fp8_ds_mla_dequantize_reference(rows: torch.Tensor, out: torch.Tensor | None
     return out.copy_(result)
 
 
-def _flat2d(t: torch.Tensor, width: int) -> torch.Tensor:
-    # [..., width] -> [n, width] as a view when the leading dims collapse.
-    return t.view(-1, width) if t.dim() != 2 else t
+def _flat2d(op: str, name: str, t: torch.Tensor, width: int) -> torch.Tensor:
+    # [..., width] -> [n, width] as a view: the kernel writes through it.
+    if t.dim() == 2:
+        return t
+    try:
+        return t.view(-1, width)
+    except RuntimeError:
+        require(
+            False,
+            op,
+            f"{name}'s leading dimensions must collapse to rows without a copy",
+            f"shape {list(t.shape)}, strides {list(t.stride())}",
+            f"pass 2-D rows, or {name}.contiguous()",
+        )
+        raise  # unreachable: require raised
 
 
 def fp8_ds_mla_quantize(kv: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -197,8 +210,8 @@ def fp8_ds_mla_quantize(kv: torch.Tensor, out: torch.Tensor | None = None) -> to
     _check_bf16_rows(op, kv)
     rows = _out_rows(op, kv, out)
     check_launch_device(op, kv, rows)
-    src = _flat2d(kv, D_QK)
-    dst = _flat2d(rows, FP8_ROW_BYTES)
+    src = _flat2d(op, "kv", kv, D_QK)
+    dst = _flat2d(op, "out", rows, FP8_ROW_BYTES)
     require(
         src.stride(-1) == 1,
         op,
@@ -251,8 +264,8 @@ def fp8_ds_mla_dequantize(rows: torch.Tensor, out: torch.Tensor | None = None) -
         "allocate it to match rows",
     )
     check_launch_device(op, rows, out)
-    src = _flat2d(rows, FP8_ROW_BYTES)
-    dst = _flat2d(out, D_QK)
+    src = _flat2d(op, "rows", rows, FP8_ROW_BYTES)
+    dst = _flat2d(op, "out", out, D_QK)
     n = src.shape[0]
     if n == 0:
         return out
@@ -269,5 +282,6 @@ def fp8_ds_mla_dequantize(rows: torch.Tensor, out: torch.Tensor | None = None) -
         NUM_TILES=FP8_NUM_TILES,
         D_NOPE=D_NOPE,
         D_ROPE=D_ROPE,
+        INTERPRETER=INTERPRET,
     )
     return out

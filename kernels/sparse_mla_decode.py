@@ -81,9 +81,9 @@ def _check(
     require(
         q.dtype == torch.bfloat16 and q.dim() == 4 and q.shape[-1] == D_QK,
         op,
-        "q must be bfloat16 [batch, s_q, h_q, 576]",
+        "q must be bfloat16 [batch, s_q, h_q, 576] (512 absorbed NoPE + 64 RoPE values)",
         q,
-        "absorb the NoPE query into the latent space and append the 64 RoPE values",
+        "q.to(torch.bfloat16), with the NoPE query absorbed into the 512-value latent space",
     )
     batch, s_q, h_q, _ = q.shape
     require(
@@ -272,7 +272,7 @@ def sparse_mla_decode(
         D_NOPE=D_NOPE,
         D_ROPE=D_ROPE,
         TILE=FP8_TILE,
-        DOT_F32=INTERPRET,
+        INTERPRETER=INTERPRET,
         num_warps=4 if block_h == 16 else 8,
     )
     out3 = out.view(tokens, h_q, D_V)
@@ -297,6 +297,7 @@ def sparse_mla_decode(
         HAS_SINK=attn_sink is not None,
         BLOCK_H=block_h,
         D_V=D_V,
+        INTERPRETER=INTERPRET,
         num_warps=4,
     )
     return out, lse
