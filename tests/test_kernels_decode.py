@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hisparse_rs import kernels as K
 from kernel_cases import (
@@ -61,6 +63,55 @@ def test_kernel_matches_reference(h_q: int, s_q: int, topk: int, fp8: bool, sink
         seed=topk,
     )
     run_both(case)
+
+
+@pytest.mark.parametrize(
+    ("h_q", "fp8"),
+    [(128, True), (8, False)],
+    ids=["deepseek-v3.2-fp8", "glm-5-tp8-bf16"],
+)
+def test_model_shaped_topk_2048(h_q: int, fp8: bool) -> None:
+    # Production top-k (index_topk 2048) over a 4096-row hot buffer (the default
+    # device_buffer_size), s_q 2 as with one MTP token.
+    case = make_decode_case(batch=1, s_q=2, h_q=h_q, topk=2048, num_rows=4096, fp8=fp8, sink=fp8, seed=5)
+    run_both(case)
+
+
+@settings(max_examples=20)
+@given(
+    batch=st.integers(1, 2),
+    s_q=st.integers(1, 2),
+    h_q=st.sampled_from([1, 8, 16, 24, 64, 128]),
+    topk=st.integers(1, 130),
+    fp8=st.booleans(),
+    sink=st.booleans(),
+    invalid=st.sampled_from(["none", "scattered", "tail", "all"]),
+    num_splits=st.none() | st.integers(1, 6),
+    seed=st.integers(0, 1000),
+)
+def test_kernel_matches_reference_property(
+    batch: int,
+    s_q: int,
+    h_q: int,
+    topk: int,
+    fp8: bool,
+    sink: bool,
+    invalid: str,
+    num_splits: int | None,
+    seed: int,
+) -> None:
+    case = make_decode_case(
+        batch=batch,
+        s_q=s_q,
+        h_q=h_q,
+        topk=topk,
+        num_rows=topk + 20,
+        fp8=fp8,
+        sink=sink,
+        invalid=invalid,
+        seed=seed,
+    )
+    run_both(case, num_splits=num_splits)
 
 
 @pytest.mark.parametrize("num_splits", [1, 2, 5, 9])

@@ -157,7 +157,7 @@ def test_kernels_bit_exact(case: str) -> None:
     assert torch.equal(back.view(torch.int16), K.fp8_ds_mla_dequantize_reference(ref).view(torch.int16))
 
 
-@settings(max_examples=25)
+@settings(max_examples=60)
 @given(rows_strategy(max_rows=4))
 def test_kernels_bit_exact_property(x: torch.Tensor) -> None:
     x = x.to(DEVICE)

@@ -36,7 +36,7 @@ def test_copies_planned_rows_byte_exact(gather: object, row_bytes: int, slot_dty
     assert torch.equal(hot[untouched], before[untouched])
 
 
-@settings(max_examples=40)
+@settings(max_examples=100)
 @given(
     row_bytes=st.sampled_from([656, 1152, 16, 7]),
     host_rows=st.integers(1, 40),
