@@ -164,19 +164,21 @@ def fp8_ds_mla_dequantize_reference(rows: torch.Tensor, out: torch.Tensor | None
     """
     op = "fp8_ds_mla_dequantize_reference"
     _check_packed_rows(op, rows)
-    codes, scales, rope = packed_views(rows)
-    nope = _tiles(codes.float()) * scales.unsqueeze(-1)
-    result = torch.cat([nope.flatten(-2).to(torch.bfloat16), rope], dim=-1)
+    shape = (*rows.shape[:-1], D_QK)
     if out is None:
-        return result
+        out = torch.empty(shape, dtype=torch.bfloat16, device=rows.device)
     require(
-        out.dtype == torch.bfloat16 and tuple(out.shape) == tuple(result.shape),
+        out.dtype == torch.bfloat16 and tuple(out.shape) == shape,
         op,
-        f"out must be bfloat16 {list(result.shape)}",
+        f"out must be bfloat16 {list(shape)}",
         out,
         "allocate it to match rows",
     )
-    return out.copy_(result)
+    codes, scales, rope = packed_views(rows)
+    nope = _tiles(codes.float()).mul_(scales.unsqueeze(-1))
+    out[..., :D_NOPE] = nope.reshape(*nope.shape[:-2], D_NOPE)  # cast to bf16 rounds to nearest even
+    out[..., D_NOPE:] = rope
+    return out
 
 
 def _flat2d(op: str, name: str, t: torch.Tensor, width: int) -> torch.Tensor:

@@ -114,6 +114,11 @@ def _check(
     return blocks, fp8
 
 
+_REFERENCE_CHUNK_ROWS = 8192
+"""Gathered rows per step of the reference (8192 x 576 float32 = 18.9 MB): bounds
+its memory and keeps temporaries small enough for the allocator to reuse."""
+
+
 def sparse_mla_decode_reference(
     q: torch.Tensor,
     kv: torch.Tensor,
@@ -123,10 +128,10 @@ def sparse_mla_decode_reference(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sparse MLA decode in float32 PyTorch (module docstring gives the contract).
 
-    Gathers each query's top-k rows (fp8_ds_mla rows dequantized with
-    :func:`fp8_ds_mla_dequantize_reference`), zeroes invalid ones before any
+    Per query token: gather its top-k rows (fp8_ds_mla rows dequantized with
+    :func:`fp8_ds_mla_dequantize_reference`), zero invalid ones before any
     arithmetic, then softmax(q k^T x scale) v with -inf for invalid entries.
-    Memory: gathers ``batch x s_q x topk`` rows as float32.
+    Query tokens go through in chunks of about 8192 gathered rows.
 
     Returns:
         ``(out bfloat16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q])``.
@@ -138,22 +143,44 @@ def sparse_mla_decode_reference(
     rows = blocks.reshape(-1, blocks.shape[-1])
     batch, s_q, h_q, _ = q.shape
     topk = indices.shape[-1]
-    idx = indices.long()
+    tokens = batch * s_q
+    q_t = q.reshape(tokens, h_q, D_QK)
+    idx_t = indices.reshape(tokens, topk)
+    out = torch.empty((tokens, h_q, D_V), dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty((tokens, h_q), dtype=torch.float32, device=q.device)
+    step = max(1, _REFERENCE_CHUNK_ROWS // max(topk, 1))
+    for t0 in range(0, tokens, step):
+        chunk = slice(t0, t0 + step)
+        out[chunk], lse[chunk] = _attend_reference(
+            q_t[chunk], rows, idx_t[chunk], fp8, softmax_scale, attn_sink
+        )
+    return out.view(batch, s_q, h_q, D_V), lse.view(batch, s_q, h_q).transpose(1, 2).contiguous()
+
+
+def _attend_reference(
+    q: torch.Tensor,
+    rows: torch.Tensor,
+    idx: torch.Tensor,
+    fp8: bool,
+    softmax_scale: float,
+    attn_sink: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # q [t, h, 576], idx [t, topk] -> out bf16 [t, h, 512], lse [t, h]
+    tokens, topk = idx.shape
     valid = (idx >= 0) & (idx < rows.shape[0])
-    gathered = rows.index_select(0, torch.where(valid, idx, 0).flatten())
+    gathered = rows.index_select(0, torch.where(valid, idx, 0).flatten().long())
     if fp8:
         gathered = fp8_ds_mla_dequantize_reference(gathered)
-    k = gathered.float().view(batch, s_q, topk, D_QK)
-    k = torch.where(valid.unsqueeze(-1), k, 0.0)  # NaN in unused rows never reaches the math
-    scores = torch.einsum("bshd,bskd->bshk", q.float(), k) * softmax_scale
-    scores = scores.masked_fill(~valid.unsqueeze(2), float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)  # [b, s_q, h_q]; -inf when nothing is valid
-    lonely = lse == float("-inf")
-    lse = lse.masked_fill(lonely, float("inf"))
-    out = torch.einsum("bshk,bskv->bshv", torch.exp(scores - lse.unsqueeze(-1)), k[..., :D_V])
+    k = gathered.float().view(tokens, topk, D_QK)
+    k.masked_fill_(~valid.unsqueeze(-1), 0.0)  # NaN in unused rows never reaches the math
+    scores = torch.bmm(q.float(), k.transpose(1, 2)).mul_(softmax_scale)  # [t, h, topk]
+    scores.masked_fill_(~valid.unsqueeze(1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)  # -inf when nothing is valid
+    lse.masked_fill_(lse == float("-inf"), float("inf"))  # FlashMLA: lse +inf, out 0
+    out = torch.bmm(scores.sub_(lse.unsqueeze(-1)).exp_(), k[..., :D_V])
     if attn_sink is not None:
-        out = out * torch.sigmoid(lse - attn_sink.view(1, 1, h_q)).unsqueeze(-1)
-    return out.to(torch.bfloat16), lse.transpose(1, 2).contiguous()
+        out.mul_(torch.sigmoid(lse - attn_sink).unsqueeze(-1))  # 1 / (1 + exp(sink - lse))
+    return out.to(torch.bfloat16), lse
 
 
 def _block_h(h_q: int) -> int:

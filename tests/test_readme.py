@@ -18,3 +18,10 @@ def test_readme_python_example_runs() -> None:
         exec(compile(match.group(1), "README.md", "exec"), {})
     finally:
         os.chdir(cwd)
+
+
+def test_readme_kernels_example_runs_on_cpu() -> None:
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"## Kernels\n.*?```python\n(.*?)```", text, re.S)
+    assert match, "README lost its Kernels example"
+    exec(compile(match.group(1), "README.md#kernels", "exec"), {})
