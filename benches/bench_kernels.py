@@ -2,7 +2,7 @@
 
 Run after ``bash scripts/test.sh`` (the venv has the kernels extra)::
 
-    python benches/bench_kernels.py [--batches 4 16 64] [--runs 7]
+    python benches/bench_kernels.py [--batches 4 16 64] [--runs 5]
 
 The Triton kernels under the interpreter are for correctness only; this times
 ``sparse_mla_decode_reference``, the path a CPU-only runtime uses: 128 heads,
@@ -31,19 +31,18 @@ H_Q, TOPK, DBS = 128, 2048, 4096
 SCALE = 0.1352338  # DeepSeek-V3.2: 192^-0.5 x mscale^2 (HISPARSE.md §7)
 
 
-def paired_median_ms(fn: Callable[[], object], base: Callable[[], object], runs: int) -> tuple[float, float]:
-    """Median milliseconds of ``fn`` and of ``base``, timed alternately so load
-    from other processes on a shared machine hits both alike."""
-    for _ in range(2):  # warm-up: thread pool, allocator
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    """Median milliseconds per call after two warm-up calls (thread pool, first-touch
+    page faults). Calls run back to back: interleaving the baseline's large
+    allocations with the reference's makes glibc hand out fresh pages each time."""
+    for _ in range(2):
         fn()
-        base()
-    times: tuple[list[float], list[float]] = ([], [])
+    times = []
     for _ in range(runs):
-        for f, out in ((fn, times[0]), (base, times[1])):
-            t0 = time.perf_counter()
-            f()
-            out.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times[0]), statistics.median(times[1])
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def layer(batch: int, fp8: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -75,7 +74,7 @@ def baseline(q: torch.Tensor, rows: torch.Tensor, indices: torch.Tensor) -> Call
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", type=int, nargs="+", default=[4, 16, 64])
-    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
     print("| rows | batch | reference per step | GFLOP/s | baseline (same run) | ratio |")
@@ -84,7 +83,8 @@ def main() -> None:
         for batch in args.batches:
             q, rows, indices = layer(batch, fp8)
             reference = partial(K.sparse_mla_decode_reference, q, rows, indices, SCALE)
-            ref_ms, base_ms = paired_median_ms(reference, baseline(q, rows, indices), args.runs)
+            ref_ms = median_ms(reference, args.runs)
+            base_ms = median_ms(baseline(q, rows, indices), args.runs)
             gflops = decode_flops(batch, 1, H_Q, TOPK) / (ref_ms * 1e-3) / 1e9
             name = "fp8_ds_mla" if fp8 else "bf16"
             ratio = ref_ms / base_ms
