@@ -9,7 +9,7 @@ round-to-nearest-even on every backend, so kernel and torch agree bit for bit.
 import triton
 import triton.language as tl
 
-from ._triton_util import to_bf16
+from ._triton_util import e4m3_to_f32, to_bf16
 
 
 @triton.jit
@@ -100,7 +100,7 @@ def _dequantize_kernel(
     cols = t[:, None] * TILE + c[None, :]
     codes = tl.load(codes_ptr + row * in_stride_u8 + cols)
     scale = tl.load(scales_ptr + row * in_stride_f32 + t)
-    x = codes.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale[:, None]
+    x = e4m3_to_f32(codes) * scale[:, None]
     # Exact for power-of-two scales; rounded (RNE) for other writers' scales.
     tl.store(dst_ptr + row * dst_stride + cols, to_bf16(x, INTERPRETER))
     r = tl.arange(0, D_ROPE)

@@ -14,7 +14,7 @@ row is read once.
 import triton
 import triton.language as tl
 
-from ._triton_util import dot, to_bf16
+from ._triton_util import dot, e4m3_to_f32, to_bf16
 
 
 @triton.jit
@@ -52,6 +52,7 @@ def _decode_split_kernel(
     D_NOPE: tl.constexpr,
     D_ROPE: tl.constexpr,
     TILE: tl.constexpr,
+    NUM_TILES: tl.constexpr,
     INTERPRETER: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
@@ -86,9 +87,10 @@ def _decode_split_kernel(
         if FP8:
             codes = tl.load(nope_row[:, None] + dn[None, :], mask=ld, other=0)
             scale_row = scale_ptr + blk * stride_scale_blk + off * stride_scale_row
-            scale = tl.load(scale_row[:, None] + (dn // TILE)[None, :], mask=ld, other=0.0)
-            # e4m3 x power-of-two scale is exact in bf16 (same bits as the reference dequant).
-            k_nope = (codes.to(tl.float8e4nv, bitcast=True).to(tl.float32) * scale).to(tl.bfloat16)
+            scales = tl.load(scale_row[:, None] + tl.arange(0, NUM_TILES)[None, :], mask=ld, other=0.0)
+            tiles = tl.reshape(e4m3_to_f32(codes), (BLOCK_N, NUM_TILES, TILE)) * scales[:, :, None]
+            # Rounded to bf16 like the reference dequant (exact for power-of-two scales).
+            k_nope = to_bf16(tl.reshape(tiles, (BLOCK_N, D_NOPE)), INTERPRETER)
         else:
             k_nope = tl.load(nope_row[:, None] + dn[None, :], mask=ld, other=0.0)
         rope_row = rope_ptr + blk * stride_rope_blk + off * stride_rope_row

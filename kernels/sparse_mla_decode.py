@@ -31,6 +31,7 @@ from ._common import (
     D_QK,
     D_ROPE,
     D_V,
+    FP8_NUM_TILES,
     FP8_ROPE_OFFSET,
     FP8_ROW_BYTES,
     FP8_SCALE_OFFSET,
@@ -299,6 +300,7 @@ def sparse_mla_decode(
         D_NOPE=D_NOPE,
         D_ROPE=D_ROPE,
         TILE=FP8_TILE,
+        NUM_TILES=FP8_NUM_TILES,
         INTERPRETER=INTERPRET,
         num_warps=4 if block_h == 16 else 8,
     )

@@ -202,3 +202,19 @@ def test_errors_name_the_contract(call: object, match: str) -> None:
     with pytest.raises(ValueError, match=match) as err:
         call()  # type: ignore[operator]
     assert "Fix:" in str(err.value)
+
+
+def test_dequantize_kernel_decodes_every_code() -> None:
+    # All 254 non-NaN e4m3 codes, with power-of-two and arbitrary (vLLM-style) scales.
+    codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)
+    rows = torch.zeros(2, 656, dtype=torch.uint8)
+    rows[:, :512] = torch.cat([codes, codes, codes[:4]])
+    _, scales, rope = packed_views(rows)
+    scales[0] = torch.tensor([1.0, 2.0**-20, 2.0**10, 0.5])
+    scales[1] = torch.tensor([0.3, 1.7e-5, 123.456, 1.0 / 448])  # bf16 rounding happens here
+    rope[:] = torch.linspace(-2, 2, 64, dtype=torch.bfloat16)
+    rows = rows.to(DEVICE)
+    got = K.fp8_ds_mla_dequantize(rows)
+    want = K.fp8_ds_mla_dequantize_reference(rows)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    assert [e4m3_value(c) for c in codes.tolist()[:128]] == want[0, :128].float().tolist()
