@@ -118,6 +118,21 @@ def _out_rows(op: str, kv: torch.Tensor, out: torch.Tensor | None) -> torch.Tens
     return out
 
 
+def _bf16_out(op: str, rows: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    shape = (*rows.shape[:-1], D_QK)
+    if out is None:
+        return torch.empty(shape, dtype=torch.bfloat16, device=rows.device)
+    require(
+        out.dtype == torch.bfloat16 and tuple(out.shape) == shape and out.stride(-1) == 1,
+        op,
+        f"out must be bfloat16 {list(shape)} with contiguous rows",
+        out,
+        "allocate it to match rows",
+    )
+    require(out.device == rows.device, op, f"out must be on {rows.device}", str(out.device), "move it")
+    return out
+
+
 def fp8_ds_mla_quantize_reference(kv: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Quantize bf16 latent rows to fp8_ds_mla rows (PyTorch reference).
 
@@ -164,16 +179,7 @@ def fp8_ds_mla_dequantize_reference(rows: torch.Tensor, out: torch.Tensor | None
     """
     op = "fp8_ds_mla_dequantize_reference"
     _check_packed_rows(op, rows)
-    shape = (*rows.shape[:-1], D_QK)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=rows.device)
-    require(
-        out.dtype == torch.bfloat16 and tuple(out.shape) == shape,
-        op,
-        f"out must be bfloat16 {list(shape)}",
-        out,
-        "allocate it to match rows",
-    )
+    out = _bf16_out(op, rows, out)
     codes, scales, rope = packed_views(rows)
     nope = _tiles(codes.float()).mul_(scales.unsqueeze(-1))
     out[..., :D_NOPE] = nope.reshape(*nope.shape[:-2], D_NOPE)  # cast to bf16 rounds to nearest even
@@ -255,16 +261,7 @@ def fp8_ds_mla_dequantize(rows: torch.Tensor, out: torch.Tensor | None = None) -
     """
     op = "fp8_ds_mla_dequantize"
     _check_packed_rows(op, rows)
-    shape = (*rows.shape[:-1], D_QK)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=rows.device)
-    require(
-        out.dtype == torch.bfloat16 and tuple(out.shape) == shape and out.stride(-1) == 1,
-        op,
-        f"out must be bfloat16 {list(shape)} with contiguous rows",
-        out,
-        "allocate it to match rows",
-    )
+    out = _bf16_out(op, rows, out)
     check_launch_device(op, rows, out)
     src = _flat2d(op, "rows", rows, FP8_ROW_BYTES)
     dst = _flat2d(op, "out", out, D_QK)

@@ -10,7 +10,8 @@ its ``tests/ref.py``):
   block * block_size + offset). V is the first 512 values of a row;
 - ``indices``: int32 ``[batch, s_q, topk]`` row ids; -1 (and any id outside
   ``[0, num_rows)``) is invalid, anywhere in the list; invalid rows are never
-  read;
+  read. With one flat hot buffer for several requests, pass
+  ``request_base + slot`` for valid slots and keep -1 as -1;
 - ``softmax_scale``: explicit (DeepSeek-V3.2: 192^-0.5 x mscale^2 = 0.1352338;
   GLM-5: 256^-0.5 = 0.0625);
 - ``attn_sink``: optional float32 ``[h_q]``; out is multiplied by
