@@ -14,7 +14,8 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet ".[test]"
+# The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
+python -m pip install --quiet ".[test,kernels]"
 
 step "rust: fmt, clippy, tests"
 cargo fmt --all -- --check
@@ -27,6 +28,13 @@ ruff format --check python tests benches
 mypy python/hisparse_rs benches
 python -m mypy.stubtest hisparse_rs._core
 
-step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci})"
+# Without a GPU the Triton kernels run under Triton's interpreter on CPU tensors
+# (tests/conftest.py decides the same way; it must be set before triton loads).
+if [ -z "${TRITON_INTERPRET:-}" ]; then
+  TRITON_INTERPRET="$(python -c 'import torch; print(0 if torch.cuda.is_available() else 1)')"
+  export TRITON_INTERPRET
+fi
+
+step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci}, TRITON_INTERPRET=${TRITON_INTERPRET})"
 # Run from tests/ against the installed wheel, not the source tree.
 HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cacheprovider

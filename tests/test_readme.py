@@ -61,3 +61,7 @@ def test_readme_plan_output_is_current() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.replace(str(ROOT) + "/", ".../") == shown
+
+
+def test_readme_kernels_example_runs_on_cpu() -> None:
+    run_example("## Kernels")

@@ -1,0 +1,58 @@
+"""Sparse-MLA decode, fp8_ds_mla quantize / dequantize and hot-buffer gather.
+
+Each operation has a Triton kernel and a PyTorch reference with the same
+contract (HISPARSE.md §7; FlashMLA's interface): ``sparse_mla_decode`` /
+``sparse_mla_decode_reference``, ``fp8_ds_mla_quantize`` /
+``fp8_ds_mla_quantize_reference``, ``fp8_ds_mla_dequantize`` /
+``fp8_ds_mla_dequantize_reference``, ``gather_rows`` / ``gather_rows_reference``.
+The kernels run on CUDA tensors, or on CPU tensors when ``TRITON_INTERPRET=1``
+is set before this package is imported (slow: for tests).
+
+Needs the ``kernels`` extra (torch, triton, numpy): ``pip install 'hisparse_rs[kernels]'``.
+``import hisparse_rs`` alone never imports torch.
+
+Packaging: the sources live in the repository's top-level ``kernels/``
+directory; ``python/hisparse_rs/kernels/`` holds one relative symlink per
+``.py`` file (maturin follows file symlinks into the wheel, not directory
+symlinks). A new module needs its symlink; ``tests/test_kernels_packaging.py``
+fails otherwise.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+except ImportError as err:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        f"hisparse_rs.kernels needs torch and triton ({err.name} is missing). "
+        "Fix: pip install 'hisparse_rs[kernels]'"
+    ) from err
+
+from ._common import BF16_ROW_BYTES, D_NOPE, D_QK, D_ROPE, D_V, FP8_ROW_BYTES, INTERPRET
+from .fp8_ds_mla import (
+    fp8_ds_mla_dequantize,
+    fp8_ds_mla_dequantize_reference,
+    fp8_ds_mla_quantize,
+    fp8_ds_mla_quantize_reference,
+)
+from .gather import gather_rows, gather_rows_reference
+from .sparse_mla_decode import sparse_mla_decode, sparse_mla_decode_reference
+
+__all__ = [
+    "BF16_ROW_BYTES",
+    "D_NOPE",
+    "D_QK",
+    "D_ROPE",
+    "D_V",
+    "FP8_ROW_BYTES",
+    "INTERPRET",
+    "fp8_ds_mla_dequantize",
+    "fp8_ds_mla_dequantize_reference",
+    "fp8_ds_mla_quantize",
+    "fp8_ds_mla_quantize_reference",
+    "gather_rows",
+    "gather_rows_reference",
+    "sparse_mla_decode",
+    "sparse_mla_decode_reference",
+]

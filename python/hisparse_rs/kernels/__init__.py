@@ -1,0 +1,1 @@
+../../../kernels/__init__.py

@@ -1,0 +1,1 @@
+../../../kernels/_fp8_ds_mla_triton.py

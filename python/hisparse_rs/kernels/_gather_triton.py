@@ -1,0 +1,1 @@
+../../../kernels/_gather_triton.py

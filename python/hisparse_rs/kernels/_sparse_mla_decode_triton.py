@@ -1,0 +1,1 @@
+../../../kernels/_sparse_mla_decode_triton.py

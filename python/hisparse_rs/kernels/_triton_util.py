@@ -1,0 +1,1 @@
+../../../kernels/_triton_util.py

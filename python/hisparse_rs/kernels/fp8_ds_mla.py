@@ -1,0 +1,1 @@
+../../../kernels/fp8_ds_mla.py

@@ -1,0 +1,1 @@
+../../../kernels/sparse_mla_decode.py
