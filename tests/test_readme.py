@@ -65,3 +65,11 @@ def test_readme_plan_output_is_current() -> None:
 
 def test_readme_kernels_example_runs_on_cpu() -> None:
     run_example("## Kernels")
+
+
+def test_readme_runtime_example_runs_on_cpu() -> None:
+    scope = run_example("## Decode runtime")
+    res, rt = scope["res"], scope["rt"]
+    assert (res.hits, res.misses, res.tail) == (2009, 0, 39)  # the figures the README shows
+    assert rt.metrics.to_dict()["hisparse_host_to_device_bytes"] == 61 * 2009 * 656
+    assert rt.request_ids == []

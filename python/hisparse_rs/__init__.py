@@ -10,7 +10,13 @@ Host KV tier: :class:`HostKVPool` (per-request host block tables),
 :class:`PoolLayout` with :func:`allocate_pool_buffer` / :func:`layer_views`
 (the pool tensor), :class:`ResidencyResolver` (hot-buffer slots and the miss
 plan each decode step) and :class:`HiSparseMetrics` (vLLM's hisparse_* metrics).
+
+Decode step: :class:`DecodeRuntime` (resolve -> gather -> sparse MLA decode per
+layer) and the kernels in :mod:`hisparse_rs.kernels` need the ``kernels`` extra
+(torch, triton); they are imported on first use, never by ``import hisparse_rs``.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from hisparse_rs._core import (
     VLLM_VERSION,
@@ -39,9 +45,23 @@ from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadErro
 from hisparse_rs.planning import plan, plan_args, plot_plan
 from hisparse_rs.pool import allocate_pool_buffer, layer_view, layer_views
 
+if TYPE_CHECKING:
+    from hisparse_rs.runtime import DecodeRuntime, LayerResult
+
+
+def __getattr__(name: str) -> Any:
+    # torch is an optional extra: load the runtime only when it is asked for.
+    if name in ("DecodeRuntime", "LayerResult"):
+        from hisparse_rs import runtime
+
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'hisparse_rs' has no attribute {name!r}")
+
+
 __all__ = [
     "VLLM_VERSION",
     "ConfigError",
+    "DecodeRuntime",
     "Diagnostic",
     "GpuPlan",
     "HiSparseMetrics",
@@ -49,6 +69,7 @@ __all__ = [
     "HostKVPool",
     "HostPlan",
     "HostPoolExhausted",
+    "LayerResult",
     "ModelLoadError",
     "ModelSummary",
     "Plan",

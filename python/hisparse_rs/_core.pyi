@@ -403,6 +403,8 @@ class HiSparseMetrics:
         """``hisparse_cache_hits``, ``hisparse_cache_misses``,
         ``hisparse_host_to_device_bytes``, ``hisparse_host_cache_usage_perc``,
         ``host_blocks_used``, ``host_blocks_total``."""
+    def record(self, *, hits: int = 0, misses: int = 0, host_to_device_bytes: int = 0) -> None:
+        """Add to the counters (rows a caller copied itself, e.g. an index group's other layers)."""
     def prometheus_text(self, labels: Mapping[str, str] | None = None) -> str:
         """Prometheus text format as vLLM's /metrics shows it (``vllm:hisparse_cache_hits_total`` ...).
 

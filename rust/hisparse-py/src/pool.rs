@@ -144,6 +144,13 @@ impl HiSparseMetrics {
         d.set_item("host_blocks_total", s.host_blocks_total)?;
         Ok(d)
     }
+    /// Add to the counters: a caller that copies rows itself (e.g. the layers
+    /// of an index group that replay the leader's miss plan) records its bytes
+    /// here, as vLLM 0.33 counts misses x the row bytes of every layer in the group.
+    #[pyo3(signature = (*, hits = 0, misses = 0, host_to_device_bytes = 0))]
+    fn record(&self, hits: u64, misses: u64, host_to_device_bytes: u64) {
+        self.0.record_resolve(hits, misses, host_to_device_bytes);
+    }
     /// Prometheus text exposition (0.0.4) as vLLM's ``/metrics`` shows it:
     /// ``vllm:hisparse_cache_hits_total`` ... with ``labels`` (e.g.
     /// ``{"model_name": "glm-5"}``, written in key order). ValueError for an
