@@ -1,13 +1,14 @@
 //! Human-readable report: resolved settings with provenance, then warnings,
 //! then errors, each with what was given, what is allowed and the fix.
 
+use hisparse_core::config::report::ModelSummary;
 use hisparse_core::{Diagnostic, Provenance, Report, Resolved};
 use serde_json::Value;
 use std::fmt::Write;
 
-pub fn human(report: &Report) -> String {
-    let mut out = String::new();
-    let model = report.model.as_ref().map_or_else(
+/// "Architecture (source)" for the first line of the check and plan output.
+pub fn model_heading(model: Option<&ModelSummary>) -> String {
+    model.map_or_else(
         || "no model".to_owned(),
         |m| {
             format!(
@@ -19,7 +20,12 @@ pub fn human(report: &Report) -> String {
                 m.source
             )
         },
-    );
+    )
+}
+
+pub fn human(report: &Report) -> String {
+    let mut out = String::new();
+    let model = model_heading(report.model.as_ref());
     let _ = writeln!(
         out,
         "hisparse-check: {model}; rules of vLLM {}",

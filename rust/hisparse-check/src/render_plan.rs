@@ -2,7 +2,7 @@
 //! on, the host pools per node, the GPU room, the answer at the planned
 //! context, then the sweep table; warnings and errors last.
 
-use crate::render::{plural, section};
+use crate::render::{model_heading, plural, section};
 use hisparse_core::plan::{Limit, Plan, PlanPoint, PoolMode};
 use std::fmt::Write;
 
@@ -50,19 +50,7 @@ fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
 
 pub fn plan(p: &Plan) -> String {
     let mut out = String::new();
-    let model = p.model.as_ref().map_or_else(
-        || "no model".to_owned(),
-        |m| {
-            format!(
-                "{} ({})",
-                m.architecture
-                    .as_deref()
-                    .or(m.model_type.as_deref())
-                    .unwrap_or("unknown architecture"),
-                m.source
-            )
-        },
-    );
+    let model = model_heading(p.model.as_ref());
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
     let _ = writeln!(
         out,
