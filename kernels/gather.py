@@ -104,6 +104,8 @@ def gather_rows_reference(
     _check_dst_in_range(op, dst_slots, hot.shape[0])
     src = src_rows.to(host_pool.device)
     valid = (src >= 0) & (src < host_pool.shape[0])
+    if host_pool.shape[0] == 0:  # every source is out of range: all slots zero-fill
+        host_pool = host_pool.new_zeros((1, host_pool.shape[1]))
     rows = host_pool.index_select(0, torch.where(valid, src, 0))
     rows[~valid] = 0
     hot[dst_slots.to(hot.device).long()] = rows.to(hot.device)
@@ -139,8 +141,9 @@ def gather_rows(
     _check(op, host_pool, hot, src_rows, dst_slots)
     if dst_slots.device.type == "cpu":
         _check_dst_in_range(op, dst_slots, hot.shape[0])
-    src_rows = src_rows.to(hot.device, non_blocking=True)
-    dst_slots = dst_slots.to(hot.device, non_blocking=True)
+    # The kernel reads the plan as dense vectors: a strided view would be read wrongly.
+    src_rows = src_rows.to(hot.device, non_blocking=True).contiguous()
+    dst_slots = dst_slots.to(hot.device, non_blocking=True).contiguous()
     check_launch_device(op, hot, src_rows, dst_slots, host_ok=host_pool)
     n = src_rows.shape[0]
     if n == 0:

@@ -74,6 +74,14 @@ def _rows_view(op: str, kv: torch.Tensor) -> tuple[torch.Tensor, bool]:
         f"strides {list(kv.stride())}",
         "kv.contiguous()",
     )
+    # The fp8_ds_mla scales and RoPE values are read as float32 / bf16 words.
+    require(
+        not fp8 or all(st % 4 == 0 for st in blocks.stride()[:2]),
+        op,
+        "fp8_ds_mla rows must start on 4-byte boundaries (row stride a multiple of 4 bytes)",
+        f"strides {list(kv.stride())}",
+        "kv.contiguous()",
+    )
     return blocks, fp8
 
 
@@ -170,6 +178,8 @@ def _attend_reference(
     # q [t, h, 576], idx [t, topk] -> out bf16 [t, h, 512], lse [t, h]
     tokens, topk = idx.shape
     valid = (idx >= 0) & (idx < rows.shape[0])
+    if rows.shape[0] == 0:  # nothing is valid; index_select needs a row to point at
+        rows = rows.new_zeros((1, rows.shape[1]))
     gathered = rows.index_select(0, torch.where(valid, idx, 0).flatten().long())
     if fp8:
         gathered = fp8_ds_mla_dequantize_reference(gathered)

@@ -209,3 +209,19 @@ def test_errors_name_the_contract(fn: object) -> None:
         with pytest.raises(ValueError, match=match) as err:
             fn(*args)  # type: ignore[operator]
         assert "Fix:" in str(err.value)
+
+
+@pytest.mark.parametrize("fn", [K.sparse_mla_decode, K.sparse_mla_decode_reference])
+def test_no_rows_at_all_gives_zero_out_and_infinite_lse(fn: object) -> None:
+    q = torch.randn(1, 1, 8, K.D_QK).clamp(-1, 1).to(torch.bfloat16).to(DEVICE)
+    kv = torch.zeros(0, K.D_QK, dtype=torch.bfloat16, device=DEVICE)
+    idx = torch.tensor([[[0, -1, 3]]], dtype=torch.int32, device=DEVICE)
+    out, lse = fn(q, kv, idx, 0.1)  # type: ignore[operator]
+    assert int(out.float().abs().sum()) == 0 and bool(torch.isinf(lse).all())
+
+
+def test_fp8_rows_off_a_4_byte_boundary_are_a_value_error() -> None:
+    q = torch.randn(1, 1, 8, K.D_QK).to(torch.bfloat16).to(DEVICE)
+    kv = torch.zeros(4, 657, dtype=torch.uint8, device=DEVICE)[:, :656]
+    with pytest.raises(ValueError, match="4-byte"):
+        K.sparse_mla_decode(q, kv, torch.zeros(1, 1, 2, dtype=torch.int32, device=DEVICE), 0.1)

@@ -123,3 +123,21 @@ def test_bad_plans_are_refused_with_a_fix(gather: object) -> None:
         with pytest.raises(ValueError, match=match) as err:
             gather(*args)  # type: ignore[operator]
         assert "Fix:" in str(err.value)
+
+
+@pytest.mark.parametrize("gather", [K.gather_rows, K.gather_rows_reference])
+def test_strided_plans_are_read_by_element_not_by_memory(gather: object) -> None:
+    host = pool(10, 656, seed=3).to(DEVICE)
+    hot = torch.zeros(8, 656, dtype=torch.uint8, device=DEVICE)
+    gather(host, hot, torch.arange(10)[::3], torch.arange(8, dtype=torch.int32)[::2])  # type: ignore[operator]
+    for slot, row in zip((0, 2, 4, 6), (0, 3, 6, 9), strict=True):
+        assert torch.equal(hot[slot], host[row])
+    assert int(hot[1::2].sum()) == 0
+
+
+@pytest.mark.parametrize("gather", [K.gather_rows, K.gather_rows_reference])
+def test_an_empty_pool_zero_fills(gather: object) -> None:
+    hot = torch.full((4, 656), 7, dtype=torch.uint8, device=DEVICE)
+    empty = torch.zeros(0, 656, dtype=torch.uint8, device=DEVICE)
+    gather(empty, hot, torch.tensor([3]), torch.tensor([2]))  # type: ignore[operator]
+    assert int(hot[2].sum()) == 0 and int(hot[1].sum()) == 7 * 656

@@ -240,3 +240,19 @@ def test_plot_needs_gpu_figures(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="gpu_memory_gib"):
         hisparse_rs.plot_plan(plan(), tmp_path / "plan.png")
     assert not (tmp_path / "plan.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error"),
+    [
+        ("host_memory_gib", float("nan"), ValueError),
+        ("weights_gib", float("inf"), ValueError),
+        ("gpu_memory_gib", -1.0, ValueError),
+        ("context_length", -1, ValueError),
+        ("context_length", 1.5, TypeError),
+        ("target_requests", "3", TypeError),
+    ],
+)
+def test_bad_planner_options_are_named(option: str, value: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=option):
+        plan(**{option: value})

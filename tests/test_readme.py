@@ -73,3 +73,25 @@ def test_readme_runtime_example_runs_on_cpu() -> None:
     assert (res.hits, res.misses, res.tail) == (2009, 0, 39)  # the figures the README shows
     assert rt.metrics.to_dict()["hisparse_host_to_device_bytes"] == 61 * 2009 * 656
     assert rt.request_ids == []
+
+
+def test_readme_first_command_output_is_current() -> None:
+    from test_cli import EXE
+
+    match = re.search(r"## The two commands\n.*?```bash\n(bash .*?)\n```.*?```text\n(.*?)```", README, re.S)
+    assert match, "README lost the main command's output"
+    command, shown = match.groups()
+    proc = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "HISPARSE_CHECK": EXE},
+    )
+    assert proc.returncode == 0, proc.stderr
+    actual = proc.stdout.replace(str(ROOT) + "/", ".../")
+    # The README shortens the output ("...") and annotates some lines ("   (why)").
+    for line in shown.splitlines():
+        line = line.split("   (")[0].rstrip()
+        if line and line.strip() != "...":
+            assert line in actual, f"README shows {line!r}, the command no longer prints it"

@@ -180,3 +180,42 @@ def test_a_step_that_does_not_fit_the_host_pool_changes_nothing() -> None:
     assert (rt.num_tokens("a"), rt.num_tokens("b")) == (4, 8)
     rt.finish_request("b")
     assert rt.begin_step(["a"]).tolist() == [[4]]
+
+
+def test_inputs_are_checked_before_anything_changes() -> None:
+    rt = small_runtime()
+    rt.add_request("a", prefill(rt, 20))  # positions 0-2 are outside the tail pages
+    rt.begin_step(["a"])
+    q, kv = step_inputs(1)
+    topk = torch.tensor([[[0, 1, 2, -1]]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="q must be bfloat16"):
+        rt.forward_layer(0, q.float(), kv, topk)
+    with pytest.raises(ValueError, match="num_new_tokens"):
+        rt.forward_layer(0, torch.cat([q, q], dim=1), torch.cat([kv, kv], dim=1), topk.expand(1, 2, 4))
+    with pytest.raises(ValueError, match="topk_positions"):
+        rt.forward_layer(0, q, kv, torch.zeros(1, 1, 5, dtype=torch.int32))  # wider than index_topk
+    assert rt.metrics.to_dict()["hisparse_cache_misses"] == 0
+    res = rt.forward_layer(0, q, kv, topk)  # the retry works: layer 0 was not used up
+    assert res.misses == 3
+
+
+def test_from_config_rejects_rows_it_cannot_hold_and_takes_a_smaller_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(__file__.rsplit("/tests/", 1)[0])
+    hisparse = {
+        "kv_connector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": 128},
+    }
+    cfg = hisparse_rs.resolve(DSV32, kv_cache_dtype="fp8_ds_mla", kv_transfer_config=hisparse)
+    rt = hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1, num_host_blocks=70, max_num_seqs=1)
+    assert rt.pool.num_blocks == 70
+    with pytest.raises(ValueError, match="exceeds"):
+        hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1, num_host_blocks=10**9)
+    flash = hisparse_rs.resolve(
+        "tests/data/models/glm-5.3-flash-reap-exl3-k2-k256", max_model_len=8192, kv_transfer_config=hisparse
+    )
+    assert flash.hisparse is not None and flash.hisparse.row_bytes not in (656, 1152)
+    with pytest.raises(ValueError, match="no runtime row format"):
+        hisparse_rs.DecodeRuntime.from_config(flash, softmax_scale=0.1)

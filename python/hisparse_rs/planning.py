@@ -10,13 +10,14 @@ HiSparse concurrency calculator) with vLLM 0.33.0's HiSparse layout.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 from hisparse_rs import _core
 from hisparse_rs._core import Plan
-from hisparse_rs.config import serve_args
+from hisparse_rs.config import _finite, serve_args
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = ["Limit", "plan", "plan_args", "plot_plan"]
@@ -80,9 +81,33 @@ def plan(
     return plan_args(args, **{k: v for k, v in options.items() if v is not None})
 
 
+_INT_OPTIONS = ("context_length", "target_requests")
+_GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    # JSON cannot carry NaN or a negative u64: say so here, as the CLI does.
+    for name, value in options.items():
+        if name in _INT_OPTIONS:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0 tokens/requests, got {value}")
+        elif name in _GIB_OPTIONS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number of GiB, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
+
+
 def plan_args(args: dict[str, Any], **options: Any) -> Plan:
     """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
-    report, result = _core.plan_json(json.dumps(args), json.dumps(options))
+    _check_options(options)
+    try:
+        text = json.dumps(args, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(args))  # vLLM's own message for a NaN flag value
+    report, result = _core.plan_json(text, json.dumps(options))
     if not report.valid:
         raise ConfigError(report)
     if result is None:

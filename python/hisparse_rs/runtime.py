@@ -197,6 +197,7 @@ class DecodeRuntime:
         self._requests: dict[str, _Request] = {}
         self._free_regions = list(range(max_num_seqs - 1, -1, -1))
         self._step_ids: list[str] | None = None
+        self._step_tokens = 0  # new tokens per request in the open step (s_q)
         self._step_plans: dict[int, _GroupPlan] = {}
         self._written: set[int] = set()
 
@@ -207,6 +208,8 @@ class DecodeRuntime:
         *,
         softmax_scale: float,
         max_num_seqs: int = 8,
+        num_host_blocks: int | None = None,
+        index_groups: Sequence[int] | None = None,
         device: str | torch.device = "cpu",
         use_triton: bool | None = None,
     ) -> DecodeRuntime:
@@ -215,19 +218,35 @@ class DecodeRuntime:
         Takes ``host_blocks``, ``block_size``, ``kv_cache_dtype`` (``auto`` is
         bfloat16), ``device_buffer_size``, ``eager_host_mirror``, the sparse-MLA
         layer count (MTP draft layers included) and, as the top-k width,
-        ``topk_buffer_width`` (``index_topk``, wider for a pooled indexer). The host pool tensor is
-        ``host_pool_gib`` large (allocated, not touched until written).
+        ``topk_buffer_width`` (``index_topk``, wider for a pooled indexer).
+
+        Args:
+            num_host_blocks: a smaller host pool than the configuration's
+                ``host_blocks`` (the pool tensor is allocated up front, e.g.
+                128 GiB for ``host_pool_gib`` 128; pages are touched only when written).
+            index_groups: layers that share an indexer (GLM-5.2 IndexShare);
+                not derived from the model yet, so every layer is its own
+                group unless given.
 
         Raises:
-            ValueError: HiSparse is not enabled in ``resolved``, or its dtype
-                has no runtime row format.
+            ValueError: HiSparse is not enabled in ``resolved``, its dtype has
+                no runtime row format (576-value rows of 656 or 1152 bytes), or
+                ``num_host_blocks`` exceeds the configuration's.
         """
         h = resolved.hisparse
         if h is None:
             raise ValueError("HiSparse is not enabled in this configuration: nothing to run")
         dtype = "bfloat16" if h.kv_cache_dtype in ("auto", "bfloat16") else h.kv_cache_dtype
-        if dtype not in ROW_BYTES:
-            raise ValueError(f"kv_cache_dtype {h.kv_cache_dtype!r} has no runtime row format; use fp8_ds_mla")
+        if dtype not in ROW_BYTES or h.row_bytes != ROW_BYTES[dtype]:
+            raise ValueError(
+                f"kv_cache_dtype {h.kv_cache_dtype!r} with {h.row_bytes}-byte rows has no runtime row format "
+                f"(576-value MLA rows: fp8_ds_mla 656 B or bfloat16 1152 B)"
+            )
+        blocks = h.host_blocks
+        if num_host_blocks is not None:
+            if blocks is not None and num_host_blocks > blocks:
+                raise ValueError(f"num_host_blocks {num_host_blocks} exceeds the configuration's {blocks}")
+            blocks = num_host_blocks
         return cls(
             num_layers=h.sparse_mla_layers,
             index_topk=h.topk_buffer_width,
@@ -235,8 +254,9 @@ class DecodeRuntime:
             softmax_scale=softmax_scale,
             block_size=h.block_size,
             kv_cache_dtype=dtype,
-            num_host_blocks=h.host_blocks,
+            num_host_blocks=blocks,
             max_num_seqs=max_num_seqs,
+            index_groups=index_groups,
             eager_host_mirror=h.eager_host_mirror,
             device=device,
             use_triton=use_triton,
@@ -366,6 +386,7 @@ class DecodeRuntime:
         for r in ids:
             self.pool.append(r, num_new_tokens)
         self._step_ids = ids
+        self._step_tokens = num_new_tokens
         self._step_plans = {}
         self._written = set()
         return torch.tensor(starts, dtype=torch.int64)[:, None] + torch.arange(num_new_tokens)
@@ -399,24 +420,41 @@ class DecodeRuntime:
             raise ValueError(f"layer {layer} outside 0..{self.num_layers - 1}")
         if layer in self._written:
             raise ValueError(f"layer {layer} already ran this step")
-        batch = len(ids)
-        if q.dim() != 4 or q.shape[0] != batch or q.shape[3] != D_QK:
-            raise ValueError(f"q must be [batch={batch}, s_q, h_q, {D_QK}], got {list(q.shape)}")
-        s_q = int(q.shape[1])
-        if tuple(new_kv.shape) != (batch, s_q, D_QK):
-            raise ValueError(f"new_kv must be [{batch}, {s_q}, {D_QK}], got {list(new_kv.shape)}")
-        if tuple(topk_positions.shape[:2]) != (batch, s_q) or topk_positions.dim() != 3:
+        # Every input is checked before anything changes, so a rejected call can
+        # be retried with fixed inputs.
+        batch, s_q = len(ids), self._step_tokens
+        if (
+            q.dtype != torch.bfloat16
+            or q.dim() != 4
+            or tuple(q.shape[:2]) != (batch, s_q)
+            or q.shape[3] != D_QK
+        ):
             raise ValueError(
-                f"topk_positions must be [{batch}, {s_q}, topk], got {list(topk_positions.shape)}"
+                f"q must be bfloat16 [batch={batch}, s_q={s_q} (begin_step's num_new_tokens), h_q, {D_QK}], "
+                f"got {q.dtype} {list(q.shape)}"
+            )
+        if new_kv.dtype != torch.bfloat16 or tuple(new_kv.shape) != (batch, s_q, D_QK):
+            raise ValueError(
+                f"new_kv must be bfloat16 [{batch}, {s_q}, {D_QK}], got {new_kv.dtype} {list(new_kv.shape)}"
+            )
+        if (
+            topk_positions.dtype not in (torch.int32, torch.int64)
+            or topk_positions.dim() != 3
+            or tuple(topk_positions.shape[:2]) != (batch, s_q)
+            or topk_positions.shape[2] > self.index_topk
+        ):
+            raise ValueError(
+                f"topk_positions must be int32/int64 [{batch}, {s_q}, <= {self.index_topk}], "
+                f"got {topk_positions.dtype} {list(topk_positions.shape)}"
             )
 
-        self._write_new_rows(layer, new_kv)
         group = self._layer_group[layer]
         plan = self._step_plans.get(group)
         if plan is None:
+            # Raises for a bad position or an oversized union before any state changes.
             plan = self._resolve(group, topk_positions)
             self._step_plans[group] = plan
-        self._written.add(layer)
+        self._write_new_rows(layer, new_kv)
 
         dev = self.device_layers[layer]
         if plan.src_rows.numel():
@@ -425,6 +463,7 @@ class DecodeRuntime:
         kv = dev if self.kv_cache_dtype == "fp8_ds_mla" else dev.view(torch.bfloat16)
         decode = sparse_mla_decode if self.use_triton else sparse_mla_decode_reference
         out, lse = decode(q, kv, plan.indices.to(self.device), self.softmax_scale)
+        self._written.add(layer)
         misses = int(plan.src_rows.numel())
         if layer != self._leaders[group]:
             # The resolver counted the leader's copies; count this layer's too (vLLM 0.33
