@@ -133,8 +133,14 @@ def plot_plan(plan: Plan, path: str | os.PathLike[str], *, title: str | None = N
 
     points = plan.sweep
     if any(p.hisparse_requests is None or p.baseline_requests is None for p in points):
+        # No KV room: either no GPU size, or a GPU size but weights the planner cannot estimate.
+        need = (
+            "weights_gib (--weights-gib): the weights of this model cannot be estimated"
+            if plan.gpu.gpu_memory_gib is not None
+            else "gpu_memory_gib (--gpu-memory-gib)"
+        )
         raise ValueError(
-            "the plan has no GPU figures to draw: give gpu_memory_gib (--gpu-memory-gib) "
+            f"the plan has no GPU figures to draw: give {need}, "
             "or kv_cache_memory_bytes (--kv-cache-memory-bytes)"
         )
     x = [p.context_length for p in points]
