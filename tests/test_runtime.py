@@ -219,3 +219,38 @@ def test_from_config_rejects_rows_it_cannot_hold_and_takes_a_smaller_pool(
     assert flash.hisparse is not None and flash.hisparse.row_bytes not in (656, 1152)
     with pytest.raises(ValueError, match="no runtime row format"):
         hisparse_rs.DecodeRuntime.from_config(flash, softmax_scale=0.1)
+
+
+def test_from_config_shares_hot_buffer_state_across_indexshare_layers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(__file__.rsplit("/tests/", 1)[0])
+    cfg = hisparse_rs.resolve(
+        "tests/data/models/glm-5.2",
+        kv_cache_dtype="fp8_ds_mla",
+        max_model_len=8192,
+        kv_transfer_config={
+            "kv_connector": "HiSparseConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {"host_pool_gib": 64},
+        },
+    )
+    assert cfg.hisparse is not None
+    groups = cfg.hisparse.index_groups
+    # GLM-5.2: layers 0, 1, 2 and every 4th from 6 run an indexer (21 of 78).
+    assert len(groups) == 78 and len(set(groups)) == 21
+    assert groups[:8] == [0, 1, 2, 2, 2, 2, 3, 3]
+    rt = hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.0625, num_host_blocks=300, max_num_seqs=1)
+    assert rt.num_index_groups == 21
+    dsv32 = hisparse_rs.resolve(
+        DSV32,
+        kv_cache_dtype="fp8_ds_mla",
+        speculative_config={"method": "mtp", "num_speculative_tokens": 1},
+        kv_transfer_config={
+            "kv_connector": "HiSparseConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {"host_pool_gib": 128},
+        },
+    )
+    assert dsv32.hisparse is not None
+    assert dsv32.hisparse.index_groups == list(range(62))  # 61 layers + the MTP draft layer

@@ -127,6 +127,9 @@ class HiSparseSettings:
     @property
     def min_host_blocks(self) -> int: ...
     @property
+    def index_groups(self) -> list[int]:
+        """Index group of each host-pool layer; layers sharing an indexer (IndexShare) share one."""
+    @property
     def provenance(self) -> dict[str, Provenance]: ...
 
 @final

@@ -224,9 +224,9 @@ class DecodeRuntime:
             num_host_blocks: a smaller host pool than the configuration's
                 ``host_blocks`` (the pool tensor is allocated up front, e.g.
                 128 GiB for ``host_pool_gib`` 128; pages are touched only when written).
-            index_groups: layers that share an indexer (GLM-5.2 IndexShare);
-                not derived from the model yet, so every layer is its own
-                group unless given.
+            index_groups: group id per layer; default: the configuration's
+                ``index_groups`` (layers that share an indexer, GLM-5.2
+                IndexShare, share a group), else one group per layer.
 
         Raises:
             ValueError: HiSparse is not enabled in ``resolved``, its dtype has
@@ -256,7 +256,7 @@ class DecodeRuntime:
             kv_cache_dtype=dtype,
             num_host_blocks=blocks,
             max_num_seqs=max_num_seqs,
-            index_groups=index_groups,
+            index_groups=index_groups if index_groups is not None else (h.index_groups or None),
             eager_host_mirror=h.eager_host_mirror,
             device=device,
             use_triton=use_triton,

@@ -354,6 +354,13 @@ impl HiSparseSettings {
     fn min_host_blocks(&self) -> u64 {
         self.0.min_host_blocks.value
     }
+    /// Index group of each host-pool layer (sparse-MLA, then MTP draft layers):
+    /// layers that reuse an earlier layer's top-k (GLM-5.2 IndexShare) share a
+    /// group. A new list each call; empty for implausibly many layers.
+    #[getter]
+    fn index_groups(&self) -> Vec<u32> {
+        self.0.index_groups.clone()
+    }
     /// Field name -> Provenance for every resolved field (a new dict each call).
     #[getter]
     fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

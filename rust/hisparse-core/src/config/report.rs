@@ -76,6 +76,11 @@ pub struct ResolvedHiSparse {
     pub host_blocks: Option<Resolved<u64>>,
     /// ceil(max_model_len / block_size) + 2: what start-up requires.
     pub min_host_blocks: Resolved<u64>,
+    /// Index group of each host-pool layer (sparse-MLA layers, then MTP draft
+    /// layers): layers that reuse an earlier layer's top-k (IndexShare) share
+    /// its group and its hot-buffer state. Empty for implausibly many layers.
+    #[serde(default)]
+    pub index_groups: Vec<u32>,
 }
 
 /// The model the configuration was checked against.

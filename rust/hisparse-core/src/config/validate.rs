@@ -33,6 +33,7 @@ const LATE: &str = "vLLM 0.33 reports this only after the model has loaded";
 /// The model-dependent part of the resolved settings.
 struct Sizing {
     index_topk: Resolved<u32>,
+    index_groups: Vec<u32>,
     topk_buffer_width: Resolved<u32>,
     layers: Sourced<u32>,
     kv_cache_dtype: Resolved<String>,
@@ -204,6 +205,7 @@ impl Ctx<'_> {
             host_block_stride: s.host_block_stride,
             host_blocks,
             min_host_blocks: s.min_host_blocks,
+            index_groups: s.index_groups,
         })
     }
 
@@ -268,6 +270,10 @@ impl Ctx<'_> {
                 layers.source
             );
         }
+        let index_groups = index_groups(
+            model.indexer_leaders.as_ref().map(|l| l.value.as_slice()),
+            layers.value,
+        );
         let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
         let block_size = self.resolve_block_size(d);
         let max_decode_query_len = self.resolve_query_len(model, d);
@@ -385,6 +391,7 @@ impl Ctx<'_> {
 
         Some(Sizing {
             index_topk,
+            index_groups,
             topk_buffer_width,
             layers,
             kv_cache_dtype,
@@ -1048,4 +1055,45 @@ fn gib_with_unit(text: &str) -> Option<f64> {
         _ => return None,
     };
     Some(number * scale).filter(|g| g.is_finite() && *g > 0.0)
+}
+
+/// More layers than any real model has: beyond this the per-layer group list
+/// is left empty rather than allocated (configs can claim u32::MAX layers).
+const MAX_LISTED_LAYERS: u32 = 4096;
+
+/// Index group of each host-pool layer: sparse-MLA layers in order, then MTP
+/// draft layers. A layer that runs its own indexer starts a group; one that
+/// reuses the previous indexer's top-k (IndexShare, GLM-5.2) joins it; draft
+/// layers run their own indexer. Empty beyond [`MAX_LISTED_LAYERS`] layers.
+fn index_groups(leaders: Option<&[bool]>, layers: u32) -> Vec<u32> {
+    if layers > MAX_LISTED_LAYERS {
+        return Vec::new();
+    }
+    let mut group = 0u32;
+    (0..layers as usize)
+        .map(|i| {
+            // The first layer always leads: there is no earlier indexer to reuse.
+            let leads = leaders.and_then(|l| l.get(i)).copied().unwrap_or(true);
+            if leads && i > 0 {
+                group += 1;
+            }
+            group
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod index_group_tests {
+    use super::index_groups;
+
+    #[test]
+    fn shared_indexers_join_the_previous_group_and_draft_layers_lead() {
+        // Layers 0, 1 lead; 2, 3 reuse layer 1's top-k; then one MTP draft layer.
+        assert_eq!(
+            index_groups(Some(&[true, true, false, false]), 5),
+            vec![0, 1, 1, 1, 2]
+        );
+        assert_eq!(index_groups(None, 3), vec![0, 1, 2]);
+        assert!(index_groups(None, u32::MAX).is_empty());
+    }
 }
