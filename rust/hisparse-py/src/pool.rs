@@ -657,7 +657,9 @@ impl ResidencyResolver {
     fn num_states(&self) -> usize {
         lock(&self.0).num_states()
     }
-    /// Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU entry per slot).
+    /// Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU
+    /// entry per slot) + 2 x the row -> slot index length (the power of two
+    /// >= 2 x device_buffer_size): 10 B per slot when dbs is a power of two.
     #[getter]
     fn state_bytes(&self) -> u64 {
         lock(&self.0).state_bytes()
