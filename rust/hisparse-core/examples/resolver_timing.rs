@@ -27,16 +27,32 @@ fn main() {
             .wrapping_add(1442695040888963407);
         (x >> 33) % n
     };
-    // Each (request) top-k: 90 % kept, 10 % replaced by new rows each step.
-    let mut topk_rows: Vec<i32> = (0..batch * topk).map(|i| i as i32).collect();
-    let mut next = (batch * topk) as i32;
+    // Each request's top-k: distinct random rows of its own 32k-row range (as
+    // the benchmark's pool rows); each step 10 % are replaced by rows not in it.
+    const CONTEXT: u64 = 32768;
+    let mut held: Vec<std::collections::HashSet<i32>> = vec![Default::default(); batch];
+    let mut topk_rows = vec![0i32; batch * topk];
+    let fresh = |b: usize,
+                 held: &mut std::collections::HashSet<i32>,
+                 rand: &mut dyn FnMut(u64) -> u64| loop {
+        let v = (b as u64 * CONTEXT + rand(CONTEXT)) as i32;
+        if held.insert(v) {
+            return v;
+        }
+    };
+    for b in 0..batch {
+        for j in 0..topk {
+            topk_rows[b * topk + j] = fresh(b, &mut held[b], &mut rand);
+        }
+    }
     let mut total = 0.0;
     for step in 0..steps {
         for b in 0..batch {
             for _ in 0..topk / 10 {
-                let j = rand(topk as u64) as usize;
-                topk_rows[b * topk + j] = next;
-                next += 1;
+                let j = b * topk + rand(topk as u64) as usize;
+                let v = fresh(b, &mut held[b], &mut rand);
+                held[b].remove(&topk_rows[j]);
+                topk_rows[j] = v;
             }
         }
         let t0 = Instant::now();

@@ -659,7 +659,7 @@ impl ResidencyResolver {
     }
     /// Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU
     /// entry per slot) + 2 x the row -> slot index length (the power of two
-    /// >= 2 x device_buffer_size): 10 B per slot when dbs is a power of two.
+    /// >= 4 x device_buffer_size): 14 B per slot when dbs is a power of two.
     #[getter]
     fn state_bytes(&self) -> u64 {
         lock(&self.0).state_bytes()
