@@ -357,7 +357,8 @@ class DecodeRuntime:
         starts = [self.pool.num_tokens(r) for r in ids]
         # All or nothing, as the pool's own allocations: check the whole batch first.
         needed = sum(
-            self.pool.blocks_for(n + num_new_tokens) - len(self.pool.block_table(r)) for r, n in zip(ids, starts)
+            self.pool.blocks_for(n + num_new_tokens) - len(self.pool.block_table(r))
+            for r, n in zip(ids, starts, strict=True)
         )
         if needed > self.pool.free_blocks:
             raise HostPoolExhausted(needed, self.pool.free_blocks)
