@@ -40,18 +40,18 @@ fn main() {
             return v;
         }
     };
-    for b in 0..batch {
+    for (b, held) in held.iter_mut().enumerate() {
         for j in 0..topk {
-            topk_rows[b * topk + j] = fresh(b, &mut held[b], &mut rand);
+            topk_rows[b * topk + j] = fresh(b, held, &mut rand);
         }
     }
     let mut total = 0.0;
     for step in 0..steps {
-        for b in 0..batch {
+        for (b, held) in held.iter_mut().enumerate() {
             for _ in 0..topk / 10 {
                 let j = b * topk + rand(topk as u64) as usize;
-                let v = fresh(b, &mut held[b], &mut rand);
-                held[b].remove(&topk_rows[j]);
+                let v = fresh(b, held, &mut rand);
+                held.remove(&topk_rows[j]);
                 topk_rows[j] = v;
             }
         }
