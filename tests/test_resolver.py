@@ -206,7 +206,7 @@ def test_states_are_reused_lowest_first_and_reset() -> None:
         r.free_state(0)
     assert r.num_states == 1
     assert [r.new_state(), r.new_state(), r.new_state()] == [0, 2, 3]
-    assert r.state_bytes == 4 * 6
+    assert r.state_bytes == 4 * 6 + 16 * 2  # rows + LRU, and the 16-entry u16 row -> slot index
 
 
 def test_inputs_int32_int64_lists_and_strided() -> None:

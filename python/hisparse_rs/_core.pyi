@@ -619,7 +619,9 @@ class ResidencyResolver:
     def num_states(self) -> int: ...
     @property
     def state_bytes(self) -> int:
-        """device_buffer_size x 6 bytes (int32 row + int16 LRU entry per slot)."""
+        """Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU entry per
+        slot) + 2 x the row -> slot index length (the power of two >= 4 x
+        device_buffer_size): 14 bytes per slot when device_buffer_size is a power of two."""
     @property
     def metrics(self) -> HiSparseMetrics: ...
     def new_state(self) -> int:

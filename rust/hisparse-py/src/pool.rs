@@ -1,7 +1,8 @@
 //! Python classes over the core's host pool, pool layout, residency resolver
 //! and metrics. Conversions and error mapping only.
 //!
-//! Arrays: inputs go through `numpy.ascontiguousarray` (no copy for a
+//! Arrays: C-contiguous int32 / int64 ndarrays are borrowed as they are; other
+//! inputs go through `numpy.ascontiguousarray` (no copy for a
 //! contiguous numpy array or CPU torch tensor) and must be int32 or int64;
 //! outputs are numpy arrays that own the Rust vectors (no copy). The GIL is
 //! released while the resolver works. Each class keeps its core value behind a
@@ -66,12 +67,24 @@ impl IntArray<'_> {
 /// `numpy.ascontiguousarray(obj)` as int32 / int64; TypeError for other dtypes.
 fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<IntArray<'py>> {
     let py = obj.py();
+    let borrow_err = |e| PyValueError::new_err(format!("{what}: {e}"));
+    // Fast path (the per-step case): a C-contiguous int32 / int64 ndarray is
+    // used as it is, without the Python-level ascontiguousarray call.
+    if let Ok(a) = obj.cast::<PyArrayDyn<i32>>() {
+        if a.is_c_contiguous() {
+            return Ok(IntArray::I32(a.try_readonly().map_err(borrow_err)?));
+        }
+    }
+    if let Ok(a) = obj.cast::<PyArrayDyn<i64>>() {
+        if a.is_c_contiguous() {
+            return Ok(IntArray::I64(a.try_readonly().map_err(borrow_err)?));
+        }
+    }
     let arr = py
         .import("numpy")?
         .call_method1("ascontiguousarray", (obj,))?;
     let untyped = arr.cast::<PyUntypedArray>()?;
     let dt = untyped.dtype();
-    let borrow_err = |e| PyValueError::new_err(format!("{what}: {e}"));
     if dt.is_equiv_to(&dtype::<i32>(py)) {
         let a = arr.cast::<PyArrayDyn<i32>>()?;
         return Ok(IntArray::I32(a.try_readonly().map_err(borrow_err)?));
@@ -657,7 +670,9 @@ impl ResidencyResolver {
     fn num_states(&self) -> usize {
         lock(&self.0).num_states()
     }
-    /// Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU entry per slot).
+    /// Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU
+    /// entry per slot) + 2 x the row -> slot index length (the power of two
+    /// >= 4 x device_buffer_size): 14 B per slot when dbs is a power of two.
     #[getter]
     fn state_bytes(&self) -> u64 {
         lock(&self.0).state_bytes()

@@ -3,9 +3,11 @@
 //!
 //! State (HISPARSE.md §6): `slot_rows[dbs]` (the host row cached in each slot,
 //! -1 empty) and the LRU order of the slots, oldest first, as a u16
-//! permutation (vLLM / SGLang keep int16 LRU + int32 rows: 6 bytes per slot,
-//! and so does this). For each state, a resolve step takes the union of its
-//! batch rows' top-k host rows (one row normally, several with MTP) and:
+//! permutation (vLLM / SGLang keep int16 LRU + int32 rows: 6 bytes per slot),
+//! plus a host row -> slot index (u16 linear-probing table of 4 x dbs entries:
+//! 8 more bytes per slot, 14 in all) kept exact across steps, so a step never
+//! rebuilds it. For each state, a resolve step takes the union of its batch rows'
+//! top-k host rows (one row normally, several with MTP) and:
 //!
 //! 1. entries that are -1 (padding), < -1 or >= `num_host_rows` (invalid)
 //!    yield slot -1 and are neither hits nor misses. Rows resident elsewhere
@@ -25,18 +27,19 @@
 //! the same slot. So hits + misses = valid entries, and misses = rows copied.
 //! A padded batch row (state index -1) yields all -1 and changes nothing.
 //!
-//! Work per state and step is O(dbs + union) with a per-thread scratch hash of
-//! the union (no per-state index: memory stays at 6 B per slot). States are
-//! independent, so a batch with at least [`PARALLEL_MIN_STATES`] states is
-//! resolved in parallel with rayon. A call validates everything first, then
-//! mutates: an error leaves every state as it was.
+//! Work per state and step: one index lookup per top-k entry, one
+//! branch-free pass over the LRU order (dbs slots) and an index update per
+//! miss; the per-step buffers are per thread. States are independent, so a
+//! batch with at least [`PARALLEL_MIN_STATES`] states is resolved in parallel
+//! with rayon. A call validates everything first, then mutates: an error
+//! leaves every state as it was.
 
 use super::error::PoolError;
 use super::metrics::HiSparseMetrics;
 use rayon::prelude::*;
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// vLLM 0.33: device_buffer_size <= iinfo(int16).max + 1 (slots are int16).
@@ -85,6 +88,19 @@ pub struct ResolveOutput {
 struct HotBufferState {
     slot_rows: Vec<i32>,
     lru: Vec<u16>,
+    /// host row -> slot: linear-probing table of slot ids ([`EMPTY`] = free
+    /// entry), keyed through `slot_rows`; holds exactly the non-empty slots.
+    index: Vec<u16>,
+}
+
+/// A free [`HotBufferState::index`] entry (slots are < 32768).
+const EMPTY: u16 = u16::MAX;
+
+/// Index entries per state: a power of two >= 4 x dbs, so the load stays
+/// <= 1/4 and almost every lookup ends at its first probe. (At load 1/2 the
+/// longer probe runs cost about 1.7x the time per step on random host rows.)
+fn index_len(dbs: usize) -> usize {
+    (4 * dbs).next_power_of_two()
 }
 
 impl HotBufferState {
@@ -92,6 +108,7 @@ impl HotBufferState {
         HotBufferState {
             slot_rows: vec![-1; dbs],
             lru: (0..dbs as u16).collect(),
+            index: vec![EMPTY; index_len(dbs)],
         }
     }
     fn reset(&mut self) {
@@ -99,7 +116,75 @@ impl HotBufferState {
         for (i, s) in self.lru.iter_mut().enumerate() {
             *s = i as u16;
         }
+        self.index.fill(EMPTY);
     }
+
+    #[inline]
+    fn home(&self, row: i32) -> usize {
+        fib_hash(row, self.index.len().trailing_zeros())
+    }
+
+    /// Put `row` in `slot` (which must be empty), keeping the index exact.
+    fn load(&mut self, slot: u16, row: i32) {
+        self.slot_rows[usize::from(slot)] = row;
+        let mask = self.index.len() - 1;
+        let mut i = self.home(row);
+        while self.index[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        self.index[i] = slot;
+    }
+
+    /// Empty `slot`, deleting its row from the index by backward shift (no
+    /// tombstones, so lookups stay short however many rows come and go).
+    fn evict(&mut self, slot: u16) {
+        let row = self.slot_rows[usize::from(slot)];
+        if row < 0 {
+            return;
+        }
+        let mask = self.index.len() - 1;
+        let mut hole = self.home(row);
+        while self.index[hole] != slot {
+            hole = (hole + 1) & mask;
+        }
+        let mut i = hole;
+        loop {
+            i = (i + 1) & mask;
+            let e = self.index[i];
+            if e == EMPTY {
+                break;
+            }
+            // Move e back into the hole unless its home lies cyclically in (hole, i].
+            let home = self.home(self.slot_rows[usize::from(e)]);
+            if (i.wrapping_sub(home) & mask) >= (i.wrapping_sub(hole) & mask) {
+                self.index[hole] = e;
+                hole = i;
+            }
+        }
+        self.index[hole] = EMPTY;
+        self.slot_rows[usize::from(slot)] = -1;
+    }
+}
+
+/// The slot holding `row` in a state's `index` over `slot_rows`, or [`EMPTY`].
+/// Free-standing so that a caller's loop keeps both slices in registers.
+#[inline]
+fn find_slot(index: &[u16], slot_rows: &[i32], row: i32) -> u16 {
+    let mask = index.len() - 1;
+    let mut i = fib_hash(row, index.len().trailing_zeros());
+    loop {
+        let e = index[i & mask];
+        if e == EMPTY || slot_rows.get(usize::from(e)) == Some(&row) {
+            return e;
+        }
+        i += 1;
+    }
+}
+
+/// Fibonacci hashing of a host row into `bits` bits.
+#[inline]
+fn fib_hash(key: i32, bits: u32) -> usize {
+    ((key as u32).wrapping_mul(0x9E37_79B9) >> (32 - bits)) as usize
 }
 
 /// Hot-buffer residency for many (request, index group) states.
@@ -190,9 +275,12 @@ impl ResidencyResolver {
     pub fn num_states(&self) -> usize {
         self.states.len() - self.free_ids.len()
     }
-    /// Bytes one state keeps: dbs x (4 B row + 2 B LRU entry).
+    /// Bytes one state keeps: dbs x (4 B row + 2 B LRU entry) + the row ->
+    /// slot index, 2 B per entry, a power of two >= 4 x dbs entries (14 B per
+    /// slot when dbs is a power of two).
     pub fn state_bytes(&self) -> u64 {
-        u64::from(self.dbs) * 6
+        let dbs = self.dbs as usize;
+        (dbs * 6 + index_len(dbs) * 2) as u64
     }
 
     /// A new empty state (all slots empty, LRU = slot order); returns its
@@ -278,39 +366,37 @@ impl ResidencyResolver {
             });
         }
 
-        // Validate: group batch rows by state, check each union fits.
-        let mut group_of_state: HashMap<u32, usize> = HashMap::new();
-        let mut groups: Vec<Vec<u32>> = Vec::new();
-        let mut group_of_row: Vec<Option<usize>> = vec![None; rows];
+        // Validate: group batch rows by state (groups in state order, members
+        // in row order), check each union fits.
+        let mut keyed: Vec<(u32, u32)> = Vec::with_capacity(rows);
         for (r, s) in state_index.iter().enumerate() {
             let s = s.to_i64();
-            if s == -1 {
-                continue;
+            if s != -1 {
+                self.state_ref(s, r as u64)?;
+                keyed.push((s as u32, r as u32));
             }
-            self.state_ref(s, r as u64)?;
-            let g = *group_of_state.entry(s as u32).or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
-            groups[g].push(r as u32);
-            group_of_row[r] = Some(g);
         }
+        keyed.sort_unstable();
+        let groups: Vec<&[(u32, u32)]> = keyed.chunk_by(|a, b| a.0 == b.0).collect();
         let limit = self.num_host_rows as i64;
         let row_of = |r: u32| &topk_rows[r as usize * width..(r as usize + 1) * width];
-        for (&state, members) in group_of_state.iter().map(|(s, &g)| (s, &groups[g])) {
+        for members in &groups {
+            if members.len() * width <= self.dbs as usize {
+                continue; // e.g. any single row: width <= topk <= dbs
+            }
             let valid = members
                 .iter()
-                .flat_map(|&r| row_of(r))
+                .flat_map(|&(_, r)| row_of(r))
                 .filter(|v| (0..limit).contains(&v.to_i64()))
                 .count();
             if valid > self.dbs as usize {
                 let union = SCRATCH.with(|sc| {
                     let mut sc = sc.borrow_mut();
-                    sc.count_union(members.iter().map(|&r| row_of(r)), limit, valid)
+                    sc.count_union(members.iter().map(|&(_, r)| row_of(r)), limit, valid)
                 });
                 if union > self.dbs as usize {
                     return Err(PoolError::UnionExceedsDeviceBuffer {
-                        state: u64::from(state),
+                        state: u64::from(members[0].0),
                         union: union as u64,
                         device_buffer_size: u64::from(self.dbs),
                     });
@@ -321,22 +407,31 @@ impl ResidencyResolver {
         // Mutate: nothing below can fail. Hand each group its state and output rows.
         let mut slots = vec![-1i32; rows * width];
         let mut jobs: Vec<Job<'_, R>> = Vec::with_capacity(groups.len());
-        let mut job_of_group = vec![usize::MAX; groups.len()];
-        for (i, st) in self.states.iter_mut().enumerate() {
-            if let (Some(&g), Some(st)) = (group_of_state.get(&(i as u32)), st.as_mut()) {
-                job_of_group[g] = jobs.len();
-                jobs.push(Job {
-                    state: st,
-                    inputs: groups[g].iter().map(|&r| row_of(r)).collect(),
-                    outputs: Vec::with_capacity(groups[g].len()),
-                    loads: Vec::new(),
-                    valid: 0,
-                });
+        let mut job_of_row = vec![u32::MAX; rows];
+        let mut states = self.states.iter_mut();
+        let mut next = 0usize;
+        for members in &groups {
+            let state = members[0].0 as usize;
+            // Groups are in state order: skip ahead (O(1) on a slice iterator).
+            let Some(Some(st)) = states.nth(state - next) else {
+                continue; // validated above
+            };
+            next = state + 1;
+            for &(_, r) in members.iter() {
+                job_of_row[r as usize] = jobs.len() as u32;
             }
+            jobs.push(Job {
+                state: st,
+                members,
+                inputs: members.iter().map(|&(_, r)| row_of(r)).collect(),
+                outputs: Vec::with_capacity(members.len()),
+                loads: Vec::new(),
+                valid: 0,
+            });
         }
         if width > 0 {
-            for (chunk, g) in slots.chunks_mut(width).zip(&group_of_row) {
-                if let Some(job) = g.and_then(|g| jobs.get_mut(job_of_group[g])) {
+            for (chunk, &j) in slots.chunks_mut(width).zip(&job_of_row) {
+                if let Some(job) = jobs.get_mut(j as usize) {
                     job.outputs.push(chunk);
                 }
             }
@@ -351,12 +446,9 @@ impl ResidencyResolver {
         // Assemble the miss plan in batch-row order.
         let mut miss_counts = vec![0i32; rows];
         let (mut hits, mut misses) = (0u64, 0u64);
-        for (g, members) in groups.iter().enumerate() {
-            let Some(job) = jobs.get(job_of_group[g]) else {
-                continue;
-            };
+        for job in &jobs {
             for load in &job.loads {
-                miss_counts[members[load.member as usize] as usize] += 1;
+                miss_counts[job.members[load.member as usize].1 as usize] += 1;
             }
             misses += job.loads.len() as u64;
             hits += job.valid - job.loads.len() as u64;
@@ -372,12 +464,9 @@ impl ResidencyResolver {
         let mut miss_host_rows = vec![0i64; n];
         let mut miss_slots = vec![0i32; n];
         let mut cursor: Vec<i32> = miss_offsets[..rows].to_vec();
-        for (g, members) in groups.iter().enumerate() {
-            let Some(job) = jobs.get(job_of_group[g]) else {
-                continue;
-            };
+        for job in &jobs {
             for load in &job.loads {
-                let r = members[load.member as usize] as usize;
+                let r = job.members[load.member as usize].1 as usize;
                 let at = cursor[r] as usize;
                 cursor[r] += 1;
                 miss_host_rows[at] = i64::from(load.row);
@@ -412,6 +501,8 @@ struct Load {
 /// One state's share of a batch: its rows' inputs and output slices.
 struct Job<'a, R> {
     state: &'a mut HotBufferState,
+    /// (state, batch row) of each of the state's batch rows, in row order.
+    members: &'a [(u32, u32)],
     inputs: Vec<&'a [R]>,
     outputs: Vec<&'a mut [i32]>,
     loads: Vec<Load>,
@@ -426,77 +517,72 @@ impl<R: IndexInt> Job<'_, R> {
         sc.prepare(dbs);
         let Scratch {
             tab,
-            uniq_rows,
-            uniq_member,
-            uniq_slot,
-            entry_u,
+            miss_rows,
+            miss_member,
+            miss_entries,
+            is_hit,
             nonhit,
             hit,
         } = sc;
-        let mut table = tab.open(total);
+        let mut misses = tab.open(total);
 
-        // 1. The union, in batch-row then column order; each entry's union index.
+        // 1. Each entry: a resident row is a hit (its slot is marked); other
+        // rows are the union's misses, numbered in union order.
         let mut valid = 0u64;
-        for (m, row) in self.inputs.iter().enumerate() {
-            for v in row.iter() {
+        let (index, slot_rows) = (&st.index[..], &st.slot_rows[..]);
+        let is_hit = &mut is_hit[..dbs];
+        for (m, (row, out)) in self.inputs.iter().zip(self.outputs.iter_mut()).enumerate() {
+            for (c, (v, o)) in row.iter().zip(out.iter_mut()).enumerate() {
                 let v = v.to_i64();
-                if (0..limit).contains(&v) {
-                    valid += 1;
-                    let (u, new) = table.insert(v as i32, uniq_rows.len() as u32);
-                    if new {
-                        uniq_rows.push(v as i32);
-                        uniq_member.push(m as u32);
-                    }
-                    entry_u.push(u);
+                if !(0..limit).contains(&v) {
+                    *o = -1;
+                    continue;
+                }
+                valid += 1;
+                let s = find_slot(index, slot_rows, v as i32);
+                if let Some(h) = is_hit.get_mut(usize::from(s)) {
+                    *o = i32::from(s);
+                    *h = true;
                 } else {
-                    entry_u.push(NONE);
+                    let (u, new) = misses.insert(v as i32, miss_rows.len() as u32);
+                    if new {
+                        miss_rows.push(v as i32);
+                        miss_member.push(m as u32);
+                    }
+                    miss_entries.push((m as u32, c as u32, u));
                 }
             }
         }
         self.valid = valid;
-        let union = uniq_rows.len();
-        // One spare entry absorbs the branch-free writes of non-hits.
-        uniq_slot.clear();
-        uniq_slot.resize(union + 1, -1);
 
-        // 2. Hits: walk the LRU order once, splitting it into non-hits and
-        // hits (both kept in LRU order). About half the slots hit,
-        // unpredictably, so the common two-probe lookup and the split are
-        // branch-free; only the rare longer probe branches.
+        // 2. Split the LRU order into non-hits and hits, both kept in LRU
+        // order (branch-free: about half the slots hit, unpredictably), and
+        // clear the marks for the next call.
         let (mut nn, mut nh) = (0usize, 0usize);
         for &s in &st.lru {
-            let row = st.slot_rows[s as usize];
-            let (mut u, slow) = table.find2(row);
-            if slow {
-                u = table.find_slow(row);
-            }
-            let is_hit = u != NONE;
+            let h = std::mem::take(&mut is_hit[usize::from(s)]);
             nonhit[nn] = s;
             hit[nh] = s;
-            nn += usize::from(!is_hit);
-            nh += usize::from(is_hit);
-            // Non-hits write the spare entry `union`.
-            let keep = 0usize.wrapping_sub(usize::from(is_hit));
-            uniq_slot[(u as usize & keep) | (union & !keep)] = i32::from(s);
+            nn += usize::from(!h);
+            nh += usize::from(h);
         }
 
         // 3. Misses, in union order, take the oldest non-hit slots.
-        let m = union - nh;
-        let mut k = 0usize;
+        let m = miss_rows.len();
         self.loads.clear();
         self.loads.reserve(m);
-        for u in 0..union {
-            if uniq_slot[u] < 0 {
-                let s = nonhit[k];
-                k += 1;
-                uniq_slot[u] = i32::from(s);
-                st.slot_rows[s as usize] = uniq_rows[u];
-                self.loads.push(Load {
-                    member: uniq_member[u],
-                    row: uniq_rows[u],
-                    slot: s,
-                });
-            }
+        for (u, (&row, &member)) in miss_rows.iter().zip(miss_member.iter()).enumerate() {
+            let s = nonhit[u];
+            st.evict(s);
+            st.load(s, row);
+            self.loads.push(Load {
+                member,
+                row,
+                slot: s,
+            });
+        }
+        for &(m, c, u) in miss_entries.iter() {
+            self.outputs[m as usize][c as usize] = i32::from(nonhit[u as usize]);
         }
 
         // 4. New order: untouched (oldest first) | just loaded | hits.
@@ -504,29 +590,20 @@ impl<R: IndexInt> Job<'_, R> {
         lru[..nn - m].copy_from_slice(&nonhit[m..nn]);
         lru[nn - m..nn].copy_from_slice(&nonhit[..m]);
         lru[nn..].copy_from_slice(&hit[..nh]);
-
-        // Output slots per entry.
-        let mut e = 0usize;
-        for out in self.outputs.iter_mut() {
-            for o in out.iter_mut() {
-                let u = entry_u[e] as usize;
-                *o = if u < union { uniq_slot[u] } else { -1 };
-                e += 1;
-            }
-        }
     }
 }
-
-const NONE: u32 = u32::MAX;
 
 /// Per-thread working memory, reused across calls.
 #[derive(Default)]
 struct Scratch {
     tab: TableStore,
-    uniq_rows: Vec<i32>,
-    uniq_member: Vec<u32>,
-    uniq_slot: Vec<i32>,
-    entry_u: Vec<u32>,
+    /// The union's misses in union order, and the group member of each.
+    miss_rows: Vec<i32>,
+    miss_member: Vec<u32>,
+    /// (member, column, miss number) of each entry that missed.
+    miss_entries: Vec<(u32, u32, u32)>,
+    /// Per slot: a hit this step (all false between calls).
+    is_hit: Vec<bool>,
     nonhit: Vec<u16>,
     hit: Vec<u16>,
 }
@@ -536,15 +613,16 @@ thread_local! {
 }
 
 impl Scratch {
-    /// Empty the union buffers; size the split buffers for `dbs` slots.
+    /// Empty the miss buffers; size the per-slot buffers for `dbs` slots.
     fn prepare(&mut self, dbs: usize) {
         if self.nonhit.len() < dbs {
             self.nonhit.resize(dbs, 0);
             self.hit.resize(dbs, 0);
+            self.is_hit.resize(dbs, false);
         }
-        self.uniq_rows.clear();
-        self.uniq_member.clear();
-        self.entry_u.clear();
+        self.miss_rows.clear();
+        self.miss_member.clear();
+        self.miss_entries.clear();
     }
 
     /// Distinct valid rows of some top-k rows (validation only).
@@ -598,7 +676,8 @@ impl TableStore {
     }
 }
 
-/// Linear-probing hash set of host rows -> union index for one state's step.
+/// Linear-probing hash set of host rows -> their number in order of first
+/// insertion, for one state's step (the union's misses; validation's union).
 /// Entries whose stamp (high 16 bits) is not `tag` are empty.
 struct Table<'a> {
     slots: &'a mut [(i32, u32)],
@@ -607,17 +686,11 @@ struct Table<'a> {
 }
 
 impl Table<'_> {
-    #[inline]
-    fn home(&self, key: i32) -> usize {
-        // Fibonacci hashing into the table's `bits` high bits.
-        ((key as u32).wrapping_mul(0x9E37_79B9) >> (32 - self.bits)) as usize
-    }
-
     /// Union index of `key`, and whether it was added (as `next`).
     #[inline]
     fn insert(&mut self, key: i32, next: u32) -> (u32, bool) {
         let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
+        let mut i = fib_hash(key, self.bits);
         loop {
             let (k, t) = self.slots[i];
             if t & 0xFFFF_0000 != self.tag {
@@ -626,45 +699,6 @@ impl Table<'_> {
             }
             if k == key {
                 return (t & 0xFFFF, false);
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    /// Union index of `key` (NONE if absent) from its first two probes, and
-    /// whether those were both other live keys, so that the answer needs
-    /// [`Table::find_slow`] (rare at load <= 1/4). Integer arithmetic only:
-    /// no branch depends on the key.
-    #[inline]
-    fn find2(&self, key: i32) -> (u32, bool) {
-        let mask = self.slots.len() - 1;
-        let i = self.home(key);
-        let (k0, t0) = self.slots[i];
-        let (k1, t1) = self.slots[(i + 1) & mask];
-        let dead0 = (t0 & 0xFFFF_0000) ^ self.tag; // 0 iff entry 0 is live
-        let dead1 = (t1 & 0xFFFF_0000) ^ self.tag;
-        let diff0 = (k0 ^ key) as u32; // 0 iff entry 0 holds key
-        let diff1 = (k1 ^ key) as u32;
-        let hit0 = u32::from(dead0 | diff0 == 0);
-        let hit1 = u32::from(dead0 == 0) & u32::from(dead1 | diff1 == 0);
-        let slow = u32::from(dead0 | dead1 == 0) & u32::from(diff0 != 0) & u32::from(diff1 != 0);
-        let m0 = 0u32.wrapping_sub(hit0);
-        let m1 = 0u32.wrapping_sub(hit1 & (hit0 ^ 1));
-        let u = (t0 & 0xFFFF & m0) | (t1 & 0xFFFF & m1) | (NONE & !(m0 | m1));
-        (u, slow == 1)
-    }
-
-    /// Full linear-probe lookup: union index of `key`, or NONE.
-    fn find_slow(&self, key: i32) -> u32 {
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let (k, t) = self.slots[i];
-            if t & 0xFFFF_0000 != self.tag {
-                return NONE;
-            }
-            if k == key {
-                return t & 0xFFFF;
             }
             i = (i + 1) & mask;
         }
@@ -791,6 +825,49 @@ mod tests {
         assert_eq!(r.free_state(0).unwrap_err().code(), "unknown_state");
         assert_eq!(r.num_states(), 1);
         assert_eq!((r.new_state(), r.new_state(), r.new_state()), (0, 2, 3));
+    }
+
+    /// The index holds exactly the non-empty slots, each findable from its row.
+    fn assert_index_exact(r: &ResidencyResolver, state: usize) {
+        let st = r.states[state].as_ref().unwrap();
+        let held = st.slot_rows.iter().filter(|&&v| v >= 0).count();
+        let entries = st.index.iter().filter(|&&e| e != EMPTY).count();
+        assert_eq!(entries, held);
+        for (slot, &row) in st.slot_rows.iter().enumerate() {
+            if row >= 0 {
+                assert_eq!(find_slot(&st.index, &st.slot_rows, row), slot as u16);
+            }
+        }
+    }
+
+    #[test]
+    fn index_stays_exact_under_churn() {
+        // Few host rows, heavy eviction: long probe runs that wrap around the
+        // table, so backward-shift deletion is exercised; also a reset.
+        let mut r = ResidencyResolver::new(24, 16, 64, 656).unwrap();
+        let s = r.new_state() as i32;
+        let mut x = 7u64;
+        for step in 0..400 {
+            let rows: Vec<i32> = (0..16)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((x >> 33) % 66) as i32 - 1
+                })
+                .collect();
+            let out = r.resolve(&rows, 16, &[s]).unwrap();
+            for (&v, &slot) in rows.iter().zip(&out.slots) {
+                if (0..64).contains(&v) {
+                    assert_eq!(r.slot_rows(0).unwrap()[slot as usize], v);
+                }
+            }
+            assert_index_exact(&r, 0);
+            if step == 200 {
+                r.reset_state(0).unwrap();
+                assert_index_exact(&r, 0);
+            }
+        }
     }
 
     #[test]
