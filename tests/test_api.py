@@ -161,3 +161,15 @@ def test_resolve_releases_the_gil_and_is_thread_safe() -> None:
             )
         )
     assert [r.host_pool_gib for r in results if r] == [float(g) for g in range(16, 48)]
+
+
+@pytest.mark.parametrize(("tp", "fixed"), [(3, 2), (6, 4), (96, 64)])
+def test_tensor_parallel_size_must_divide_the_heads(tp: int, fixed: int) -> None:
+    # DeepSeek-V3.2 has 128 attention heads; vLLM 0.33 refuses a TP that does not divide them.
+    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=PD, tensor_parallel_size=tp)
+    report = hisparse_rs.check_args(args)
+    [err] = [e for e in report.errors if e.code == "tensor_parallel_heads_mismatch"]
+    assert err.path == "tensor_parallel_size"
+    fixed_args = hisparse_rs.apply_fix(args, err.fix)
+    assert fixed_args["tensor_parallel_size"] == fixed
+    assert "tensor_parallel_heads_mismatch" not in {e.code for e in hisparse_rs.check_args(fixed_args).errors}

@@ -63,6 +63,7 @@ codes! {
     PlatformUnsupported => "platform_unsupported",
     PipelineParallelUnsupported => "pipeline_parallel_unsupported",
     DecodeContextParallelUnsupported => "decode_context_parallel_unsupported",
+    TensorParallelHeadsMismatch => "tensor_parallel_heads_mismatch",
     ModelNotDsa => "model_not_dsa",
     DeepseekV4Unsupported => "deepseek_v4_unsupported",
     IndexTopkTooLarge => "index_topk_too_large",

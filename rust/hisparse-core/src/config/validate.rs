@@ -213,6 +213,7 @@ impl Ctx<'_> {
     /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
     fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
+        self.check_heads_split(model, d);
         let topk_buffer_width = match &model.index_kpool {
             Some(kpool) => Resolved::new(
                 sizes::round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
@@ -531,6 +532,38 @@ impl Ctx<'_> {
     }
 
     /// DSA-ness: returns the resolved `index_topk`.
+    /// vLLM 0.33 `ModelConfig.verify_with_parallel_config` refuses a tensor
+    /// parallel size that does not divide the attention heads, at start-up.
+    fn check_heads_split(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) {
+        let tp = self.scalars.tensor_parallel_size;
+        let Some(heads) = model.dims.num_attention_heads.filter(|h| *h > 0) else {
+            return;
+        };
+        let Ok(tp_u) = u64::try_from(tp) else { return };
+        if tp_u <= 1 || heads % tp_u == 0 {
+            return;
+        }
+        // The largest size that divides the heads and does not exceed the given one.
+        let fixed = (1..=tp_u.min(heads))
+            .rev()
+            .find(|t| heads % t == 0)
+            .unwrap_or(1);
+        d.push(
+            Diagnostic::error(
+                Code::TensorParallelHeadsMismatch,
+                FieldPath::root("tensor_parallel_size"),
+                format!("{} has {heads} attention heads, which tensor_parallel_size {tp} does not divide (vLLM 0.33 ModelConfig.verify_with_parallel_config)", model.name()),
+            )
+            .given(&json!(tp))
+            .allowed(format!("a divisor of {heads}"))
+            .hint(format!("use tensor_parallel_size {fixed}, or scale out with data parallelism"))
+            .fix(vec![FixOp::Set {
+                path: FieldPath::root("tensor_parallel_size"),
+                value: json!(fixed),
+            }]),
+        );
+    }
+
     fn check_model(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Resolved<u32>> {
         let path = FieldPath::root("model");
         if model.is_deepseek_v4() {
