@@ -222,3 +222,20 @@ def test_lossless_with_mtp_query_rows() -> None:
     # MTP: two query rows per request resolved as one union (dbs = (2 + 1) x top-k).
     t = run_lockstep(kv_cache_dtype="fp8_ds_mla", use_triton=False, steps=30, s_q=2, device_buffer_size=48)
     assert t["misses"] > 0
+
+
+@pytest.mark.parametrize("eager_host_mirror", [True, False])
+def test_lossless_when_a_step_outgrows_the_tail_pages(eager_host_mirror: bool) -> None:
+    # 5 new tokens per step with 2-token pages: the step's oldest rows are out of
+    # the two tail pages at once and must come from the host pool this very step.
+    t = run_lockstep(
+        kv_cache_dtype="bfloat16",
+        use_triton=False,
+        steps=12,
+        s_q=5,
+        block_size=2,
+        topk=8,
+        device_buffer_size=48,
+        eager_host_mirror=eager_host_mirror,
+    )
+    assert t["misses"] > 0

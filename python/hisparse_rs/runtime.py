@@ -372,8 +372,8 @@ class DecodeRuntime:
         for r in ids:
             if r not in self._requests:
                 raise PoolError("unknown_request", f"request {r!r} is not admitted")
-        if num_new_tokens < 1:
-            raise ValueError(f"num_new_tokens must be >= 1, got {num_new_tokens}")
+        if isinstance(num_new_tokens, bool) or not isinstance(num_new_tokens, int) or num_new_tokens < 1:
+            raise ValueError(f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}")
         starts = [self.pool.num_tokens(r) for r in ids]
         # All or nothing, as the pool's own allocations: check the whole batch first.
         needed = sum(
@@ -496,11 +496,19 @@ class DecodeRuntime:
             n = self.pool.num_tokens(rid)
             positions = torch.arange(n - s_q, n, dtype=torch.int64)
             mine = rows[b * s_q : (b + 1) * s_q]
-            self.device_layers[layer][self._tail_rows(req.region, positions).to(self.device)] = mine
             host = torch.from_numpy(self.pool.host_rows(rid, positions.numpy()))
+            # A step of more than block_size + 1 tokens outgrows the tail pages: its
+            # oldest rows go straight to the host pool (whatever eager_host_mirror
+            # says), where this step's gather finds them.
+            tail = self._in_tail(positions, n)
+            tail_dev = tail.to(mine.device)
+            self.device_layers[layer][self._tail_rows(req.region, positions[tail]).to(self.device)] = mine[
+                tail_dev
+            ]
             if self.eager_host_mirror:
                 self.host_layers[layer][host] = mine.to("cpu")
             else:
+                self.host_layers[layer][host[~tail]] = mine[~tail_dev].to("cpu")
                 req.pending_mirror.append((layer, n - s_q, mine))
 
     def _flush_mirror(self) -> None:
