@@ -15,7 +15,19 @@ fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 # The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
-python -m pip install --quiet ".[test,kernels]"
+# torch from PyPI brings ~4 GB of CUDA wheels; a dropped connection must not
+# fail the run, so pip resumes downloads and the whole install is retried.
+for attempt in 1 2 3; do
+  if python -m pip install --quiet --retries 10 --resume-retries 10 --timeout 60 ".[test,kernels]"; then
+    break
+  fi
+  if [ "$attempt" = 3 ]; then
+    echo "pip install failed 3 times" >&2
+    exit 1
+  fi
+  echo "pip install failed (attempt $attempt); retrying" >&2
+  sleep 10
+done
 
 step "rust: fmt, clippy, tests"
 cargo fmt --all -- --check
