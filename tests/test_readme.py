@@ -29,6 +29,22 @@ def run_example(heading: str) -> dict[str, Any]:
     return scope
 
 
+def run_command(command: str) -> str:
+    """Run a README shell command from the repository root; its stdout as the README shows paths."""
+    from test_cli import EXE
+
+    proc = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "HISPARSE_CHECK": EXE},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.replace(str(ROOT) + "/", ".../")
+
+
 @pytest.mark.parametrize("section", ["## Python", "## Capacity planning"])
 def test_readme_python_examples_run(section: str) -> None:
     run_example(section)
@@ -42,8 +58,6 @@ def test_readme_pool_example_runs() -> None:
 
 
 def test_readme_plan_output_is_current() -> None:
-    from test_cli import EXE
-
     match = re.search(
         r"## Capacity planning\n.*?```bash\n.*?\n(bash .*?) --plot .*?\n```\n\n```text\n(.*?)```",
         README,
@@ -51,16 +65,7 @@ def test_readme_plan_output_is_current() -> None:
     )
     assert match, "README lost its --plan example"
     command, shown = match.groups()
-    proc = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "HISPARSE_CHECK": EXE},
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.replace(str(ROOT) + "/", ".../") == shown
+    assert run_command(command) == shown
 
 
 def test_readme_kernels_example_runs_on_cpu() -> None:
@@ -76,20 +81,10 @@ def test_readme_runtime_example_runs_on_cpu() -> None:
 
 
 def test_readme_first_command_output_is_current() -> None:
-    from test_cli import EXE
-
     match = re.search(r"## The two commands\n.*?```bash\n(bash .*?)\n```.*?```text\n(.*?)```", README, re.S)
     assert match, "README lost the main command's output"
     command, shown = match.groups()
-    proc = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "HISPARSE_CHECK": EXE},
-    )
-    assert proc.returncode == 0, proc.stderr
-    actual = proc.stdout.replace(str(ROOT) + "/", ".../")
+    actual = run_command(command)
     # The README shortens the output ("...") and annotates some lines ("   (why)").
     for line in shown.splitlines():
         line = line.split("   (")[0].rstrip()

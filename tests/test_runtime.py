@@ -6,9 +6,18 @@ import pytest
 import torch
 
 import hisparse_rs
+from conftest import MODELS
 from hisparse_rs.kernels import D_QK
 
-DSV32 = "tests/data/models/deepseek-v3.2"
+DSV32 = MODELS / "deepseek-v3.2"
+
+
+def connector(host_pool_gib: float) -> dict[str, object]:
+    return {
+        "kv_connector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": host_pool_gib},
+    }
 
 
 def small_runtime(**kw: object) -> hisparse_rs.DecodeRuntime:
@@ -33,17 +42,12 @@ def step_inputs(batch: int, heads: int = 8, s_q: int = 1) -> tuple[torch.Tensor,
     return torch.randn(batch, s_q, heads, D_QK).bfloat16(), torch.randn(batch, s_q, D_QK).div(10).bfloat16()
 
 
-def test_from_a_resolved_deepseek_v32_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(__file__.rsplit("/tests/", 1)[0])
+def test_from_a_resolved_deepseek_v32_configuration() -> None:
     cfg = hisparse_rs.resolve(
         DSV32,
         kv_cache_dtype="fp8_ds_mla",
         max_model_len=4096,
-        kv_transfer_config={
-            "kv_connector": "HiSparseConnector",
-            "kv_role": "kv_both",
-            "kv_connector_extra_config": {"host_pool_gib": 0.5},
-        },
+        kv_transfer_config=connector(0.5),
     )
     rt = hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1352338, max_num_seqs=1)
     assert cfg.hisparse is not None
@@ -156,7 +160,7 @@ def test_constructor_errors() -> None:
     with pytest.raises(hisparse_rs.PoolError) as small_dbs:
         small_runtime(device_buffer_size=2)
     assert small_dbs.value.code == "topk_exceeds_device_buffer"
-    cfg = hisparse_rs.resolve(__file__.rsplit("/tests/", 1)[0] + "/" + DSV32, kv_cache_dtype="fp8_ds_mla")
+    cfg = hisparse_rs.resolve(DSV32, kv_cache_dtype="fp8_ds_mla")
     with pytest.raises(ValueError, match="not enabled"):
         hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1)
 
@@ -199,41 +203,27 @@ def test_inputs_are_checked_before_anything_changes() -> None:
     assert res.misses == 3
 
 
-def test_from_config_rejects_rows_it_cannot_hold_and_takes_a_smaller_pool(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.chdir(__file__.rsplit("/tests/", 1)[0])
-    hisparse = {
-        "kv_connector": "HiSparseConnector",
-        "kv_role": "kv_both",
-        "kv_connector_extra_config": {"host_pool_gib": 128},
-    }
+def test_from_config_rejects_rows_it_cannot_hold_and_takes_a_smaller_pool() -> None:
+    hisparse = connector(128)
     cfg = hisparse_rs.resolve(DSV32, kv_cache_dtype="fp8_ds_mla", kv_transfer_config=hisparse)
     rt = hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1, num_host_blocks=70, max_num_seqs=1)
     assert rt.pool.num_blocks == 70
     with pytest.raises(ValueError, match="exceeds"):
         hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1, num_host_blocks=10**9)
     flash = hisparse_rs.resolve(
-        "tests/data/models/glm-5.3-flash-reap-exl3-k2-k256", max_model_len=8192, kv_transfer_config=hisparse
+        MODELS / "glm-5.3-flash-reap-exl3-k2-k256", max_model_len=8192, kv_transfer_config=hisparse
     )
     assert flash.hisparse is not None and flash.hisparse.row_bytes not in (656, 1152)
     with pytest.raises(ValueError, match="no runtime row format"):
         hisparse_rs.DecodeRuntime.from_config(flash, softmax_scale=0.1)
 
 
-def test_from_config_shares_hot_buffer_state_across_indexshare_layers(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.chdir(__file__.rsplit("/tests/", 1)[0])
+def test_from_config_shares_hot_buffer_state_across_indexshare_layers() -> None:
     cfg = hisparse_rs.resolve(
-        "tests/data/models/glm-5.2",
+        MODELS / "glm-5.2",
         kv_cache_dtype="fp8_ds_mla",
         max_model_len=8192,
-        kv_transfer_config={
-            "kv_connector": "HiSparseConnector",
-            "kv_role": "kv_both",
-            "kv_connector_extra_config": {"host_pool_gib": 64},
-        },
+        kv_transfer_config=connector(64),
     )
     assert cfg.hisparse is not None
     groups = cfg.hisparse.index_groups
@@ -246,11 +236,7 @@ def test_from_config_shares_hot_buffer_state_across_indexshare_layers(
         DSV32,
         kv_cache_dtype="fp8_ds_mla",
         speculative_config={"method": "mtp", "num_speculative_tokens": 1},
-        kv_transfer_config={
-            "kv_connector": "HiSparseConnector",
-            "kv_role": "kv_both",
-            "kv_connector_extra_config": {"host_pool_gib": 128},
-        },
+        kv_transfer_config=connector(128),
     )
     assert dsv32.hisparse is not None
     assert dsv32.hisparse.index_groups == list(range(62))  # 61 layers + the MTP draft layer

@@ -27,6 +27,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// Takes `vllm serve`'s flags (JSON, dotted `--kv-transfer-config.kv_role kv_both`
 /// and `--config file.yaml` forms), resolves the HiSparse settings with the
 /// provenance of each, and reports every error at once.
+/// Help heading of the planner's own flags (they are not `vllm serve` flags).
+const PLANNER_FLAGS: &str = "Capacity planning (not vllm serve flags)";
+
 #[derive(Parser, Debug)]
 #[command(name = "hisparse-check", version, args_override_self = true, after_help = AFTER_HELP)]
 struct Cli {
@@ -115,16 +118,16 @@ struct Cli {
     json: bool,
     /// Plan capacity: concurrent requests with and without HiSparse, the binding
     /// limit, host memory to pin; a table from 8K tokens to max_model_len.
-    #[arg(long, help_heading = "Capacity planning (not vllm serve flags)")]
+    #[arg(long, help_heading = PLANNER_FLAGS)]
     plan: bool,
     /// Tokens per request to plan for (default: max_model_len; 128k = 128000, 128K = 131072).
-    #[arg(long, value_name = "TOKENS", value_parser = parse_tokens, help_heading = "Capacity planning (not vllm serve flags)")]
+    #[arg(long, value_name = "TOKENS", value_parser = parse_tokens, help_heading = PLANNER_FLAGS)]
     context_length: Option<u64>,
     /// Requests the suggested host_pool_gib should hold (default: what the GPU holds).
     #[arg(
         long,
         value_name = "N",
-        help_heading = "Capacity planning (not vllm serve flags)"
+        help_heading = PLANNER_FLAGS
     )]
     target_requests: Option<u64>,
     /// The serving node's host RAM in GiB (default: this machine's MemAvailable).
@@ -132,7 +135,7 @@ struct Cli {
         long,
         value_name = "GIB",
         allow_negative_numbers = true,
-        help_heading = "Capacity planning (not vllm serve flags)"
+        help_heading = PLANNER_FLAGS
     )]
     host_memory_gib: Option<f64>,
     /// Memory of one GPU in GiB (e.g. 140 for an H200), for the KV room.
@@ -140,7 +143,7 @@ struct Cli {
         long,
         value_name = "GIB",
         allow_negative_numbers = true,
-        help_heading = "Capacity planning (not vllm serve flags)"
+        help_heading = PLANNER_FLAGS
     )]
     gpu_memory_gib: Option<f64>,
     /// Model weights per GPU in GiB (vLLM logs "Model loading took X GiB";
@@ -149,14 +152,14 @@ struct Cli {
         long,
         value_name = "GIB",
         allow_negative_numbers = true,
-        help_heading = "Capacity planning (not vllm serve flags)"
+        help_heading = PLANNER_FLAGS
     )]
     weights_gib: Option<f64>,
     /// Draw the sweep to a PNG (the pip-installed hisparse-check only: matplotlib runs in Python).
     #[arg(
         long,
         value_name = "PATH",
-        help_heading = "Capacity planning (not vllm serve flags)"
+        help_heading = PLANNER_FLAGS
     )]
     plot: Option<String>,
 }

@@ -101,6 +101,13 @@ fn find_bracket_end(text: &str, open: usize) -> Result<usize, String> {
     Err(format!("unclosed '[' in path {text:?}"))
 }
 
+/// `[a-zA-Z_][a-zA-Z0-9_]*`: a shell variable name, a Prometheus label name.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 fn is_plain_key(key: &str) -> bool {
     !key.is_empty()
         && key

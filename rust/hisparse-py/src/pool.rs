@@ -9,9 +9,10 @@
 //! mutex, so calls from several threads are serialized and each call is atomic.
 
 use crate::results::HiSparseSettings;
+use hisparse_core::path::is_identifier;
 use hisparse_core::pool::{
-    metrics::valid_label_name, HiSparseMetrics as CoreMetrics, HostKVPool as CorePool, IndexInt,
-    PoolError, PoolLayout as CoreLayout, ResidencyResolver as CoreResolver,
+    HiSparseMetrics as CoreMetrics, HostKVPool as CorePool, IndexInt, PoolError,
+    PoolLayout as CoreLayout, ResidencyResolver as CoreResolver,
 };
 use hisparse_core::ResolvedHiSparse;
 use numpy::{
@@ -171,7 +172,7 @@ impl HiSparseMetrics {
     #[pyo3(signature = (labels = None))]
     fn prometheus_text(&self, labels: Option<BTreeMap<String, String>>) -> PyResult<String> {
         let labels = labels.unwrap_or_default();
-        if let Some((bad, _)) = labels.iter().find(|(k, _)| !valid_label_name(k)) {
+        if let Some((bad, _)) = labels.iter().find(|(k, _)| !is_identifier(k)) {
             return Err(PyValueError::new_err(format!(
                 "invalid Prometheus label name {bad:?} (allowed: [a-zA-Z_][a-zA-Z0-9_]*)"
             )));

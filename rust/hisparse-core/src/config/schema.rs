@@ -418,9 +418,7 @@ fn looks_like_shell_variable(s: &str) -> bool {
         .strip_prefix('{')
         .and_then(|r| r.strip_suffix('}'))
         .unwrap_or(rest);
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    crate::path::is_identifier(name)
 }
 
 #[cfg(test)]

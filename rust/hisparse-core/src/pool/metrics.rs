@@ -143,16 +143,10 @@ fn prom_float(v: f64) -> String {
     }
 }
 
-/// Label names must match `[a-zA-Z_][a-zA-Z0-9_]*` (exposition format).
-pub fn valid_label_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::is_identifier;
 
     #[test]
     fn counts_and_exposition() {
@@ -170,7 +164,7 @@ mod tests {
             .contains("vllm:hisparse_host_to_device_bytes_total{model_name=\"a\\\"b\"} 1312.0\n"));
         assert!(text.contains("vllm:hisparse_host_cache_usage_perc{model_name=\"a\\\"b\"} 0.75\n"));
         assert_eq!(text.lines().count(), 12);
-        assert!(valid_label_name("model_name") && !valid_label_name("1x") && !valid_label_name(""));
+        assert!(is_identifier("model_name") && !is_identifier("1x") && !is_identifier(""));
     }
 
     #[test]
