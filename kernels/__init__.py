@@ -1,10 +1,12 @@
-"""Sparse-MLA decode, fp8_ds_mla quantize / dequantize and hot-buffer gather.
+"""Sparse-MLA decode, fp8_ds_mla quantize / dequantize, hot-buffer gather and residency.
 
 Each operation has a Triton kernel and a PyTorch reference with the same
 contract (HISPARSE.md §7; FlashMLA's interface): ``sparse_mla_decode`` /
 ``sparse_mla_decode_reference``, ``fp8_ds_mla_quantize`` /
 ``fp8_ds_mla_quantize_reference``, ``fp8_ds_mla_dequantize`` /
 ``fp8_ds_mla_dequantize_reference``, ``gather_rows`` / ``gather_rows_reference``.
+``resolve_residency`` (and :class:`TritonResidencyResolver`) is the device twin
+of the Rust ``ResidencyResolver.resolve``, which is its reference.
 The kernels run on CUDA tensors, or on CPU tensors when ``TRITON_INTERPRET=1``
 is set before this package is imported (slow: for tests).
 
@@ -37,6 +39,13 @@ from .fp8_ds_mla import (
     fp8_ds_mla_quantize_reference,
 )
 from .gather import gather_rows, gather_rows_reference
+from .resolver import (
+    ResidencyPlan,
+    ResolverWorkspace,
+    TritonResidencyResolver,
+    resolve_residency,
+    status_error,
+)
 from .sparse_mla_decode import sparse_mla_decode, sparse_mla_decode_reference
 
 __all__ = [
@@ -47,12 +56,17 @@ __all__ = [
     "D_V",
     "FP8_ROW_BYTES",
     "INTERPRET",
+    "ResidencyPlan",
+    "ResolverWorkspace",
+    "TritonResidencyResolver",
     "fp8_ds_mla_dequantize",
     "fp8_ds_mla_dequantize_reference",
     "fp8_ds_mla_quantize",
     "fp8_ds_mla_quantize_reference",
     "gather_rows",
     "gather_rows_reference",
+    "resolve_residency",
     "sparse_mla_decode",
     "sparse_mla_decode_reference",
+    "status_error",
 ]
