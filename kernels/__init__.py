@@ -32,14 +32,23 @@ except ImportError as err:  # pragma: no cover - exercised in a subprocess test
     ) from err
 
 from ._common import BF16_ROW_BYTES, D_NOPE, D_QK, D_ROPE, D_V, FP8_ROW_BYTES, INTERPRET
+from .decode_indices import finish_decode_indices, map_topk_positions
 from .fp8_ds_mla import (
     fp8_ds_mla_dequantize,
     fp8_ds_mla_dequantize_reference,
     fp8_ds_mla_quantize,
     fp8_ds_mla_quantize_reference,
 )
-from .gather import gather_rows, gather_rows_reference
+from .gather import (
+    copy_rows,
+    copy_rows_reference,
+    gather_plan,
+    gather_plan_reference,
+    gather_rows,
+    gather_rows_reference,
+)
 from .resolver import (
+    PlanBuffers,
     ResidencyPlan,
     ResolverWorkspace,
     TritonResidencyResolver,
@@ -56,15 +65,22 @@ __all__ = [
     "D_V",
     "FP8_ROW_BYTES",
     "INTERPRET",
+    "PlanBuffers",
     "ResidencyPlan",
     "ResolverWorkspace",
     "TritonResidencyResolver",
+    "copy_rows",
+    "copy_rows_reference",
+    "finish_decode_indices",
     "fp8_ds_mla_dequantize",
     "fp8_ds_mla_dequantize_reference",
     "fp8_ds_mla_quantize",
     "fp8_ds_mla_quantize_reference",
+    "gather_plan",
+    "gather_plan_reference",
     "gather_rows",
     "gather_rows_reference",
+    "map_topk_positions",
     "resolve_residency",
     "sparse_mla_decode",
     "sparse_mla_decode_reference",

@@ -22,8 +22,9 @@ grow with device_buffer_size or top-k (Triton uses a few KB for its scans).
 
 **Sync contract.** One launch per call for the whole batch (plus a cumsum for
 ``miss_offsets``); no host synchronization, nothing that a CUDA graph cannot
-capture when a :class:`ResolverWorkspace` is passed (all outputs are views of
-its buffers, at fixed addresses). Outputs stay on the device:
+capture: the scratch is a :class:`ResolverWorkspace` and the outputs are views
+of :class:`PlanBuffers` (the workspace's own, or the caller's), at fixed
+addresses. Outputs stay on the device:
 
 - ``slots`` int32 ``[rows, width]``;
 - the miss plan, row-strided: ``miss_host_rows`` int64 ``[rows, width]`` and
@@ -75,6 +76,7 @@ __all__ = [
     "FLAG_UNION_EXCEEDS",
     "FLAG_UNKNOWN_STATE",
     "MAX_DEVICE_BUFFER_SIZE",
+    "PlanBuffers",
     "ResidencyPlan",
     "ResolverLaunch",
     "ResolverWorkspace",
@@ -162,14 +164,47 @@ def resolver_launch(
     )
 
 
-class ResolverWorkspace:
-    """Outputs and scratch of :func:`resolve_residency` for batches up to
-    ``max_rows`` rows of width up to ``topk``, allocated once.
+class PlanBuffers:
+    """Output buffers of :func:`resolve_residency` for batches up to ``max_rows``
+    rows of width up to ``topk``: a call's :class:`ResidencyPlan` is a set of
+    views of them, at fixed addresses (what a CUDA graph needs), overwritten by
+    the next call that writes here. ``16 x topk + 8`` bytes per row.
+    """
 
-    Reusing one workspace keeps every output at a fixed address (what a CUDA
-    graph needs); a call's outputs are views that the next call overwrites.
-    Bytes: :attr:`nbytes` (``launch.workspace_bytes_per_row()`` + 16 x topk of
-    outputs per row).
+    def __init__(self, max_rows: int, topk: int, device: str | torch.device) -> None:
+        dev = torch.device(device)
+        self.max_rows, self.topk, self.device = max_rows, topk, dev
+        n = max_rows * topk
+        self.slots = torch.empty(n, dtype=torch.int32, device=dev)
+        self.miss_host_rows = torch.empty(n, dtype=torch.int64, device=dev)
+        self.miss_slots = torch.empty(n, dtype=torch.int32, device=dev)
+        self.miss_counts = torch.empty(max_rows, dtype=torch.int32, device=dev)
+        self.miss_offsets = torch.zeros(max_rows + 1, dtype=torch.int32, device=dev)
+        self.status = torch.zeros(4, dtype=torch.int64, device=dev)
+
+    @property
+    def nbytes(self) -> int:
+        return self.max_rows * (16 * self.topk + 8) + 4 + 32
+
+    def views(self, rows: int, width: int, status: torch.Tensor) -> ResidencyPlan:
+        n = rows * width
+        return ResidencyPlan(
+            slots=self.slots[:n].view(rows, width),
+            miss_host_rows=self.miss_host_rows[:n].view(rows, width),
+            miss_slots=self.miss_slots[:n].view(rows, width),
+            miss_counts=self.miss_counts[:rows],
+            miss_offsets=self.miss_offsets[: rows + 1],
+            status=status,
+        )
+
+
+class ResolverWorkspace:
+    """Scratch of :func:`resolve_residency` (and default :class:`PlanBuffers`)
+    for batches up to ``max_rows`` rows of width up to ``topk``, at most
+    ``max_rows_per_state`` rows per state (default ``max_rows``), allocated once.
+
+    Bytes: :attr:`nbytes` = ``max_rows x launch.workspace_bytes_per_row()`` +
+    the outputs.
     """
 
     def __init__(
@@ -198,12 +233,7 @@ class ResolverWorkspace:
         def ints(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
             return torch.empty(shape, dtype=dtype, device=dev)
 
-        self.slots = ints(max_rows * topk)
-        self.miss_host_rows = ints(max_rows * topk, dtype=torch.int64)
-        self.miss_slots = ints(max_rows * topk)
-        self.miss_counts = ints(max_rows)
-        self.miss_offsets = torch.zeros(max_rows + 1, dtype=torch.int32, device=dev)
-        self.status = torch.zeros(4, dtype=torch.int64, device=dev)
+        self.outputs = PlanBuffers(max_rows, topk, dev)
         self._keys = ints(max_rows, cfg.table)
         self._first = ints(max_rows, cfg.table)
         self._hit = ints(max_rows, cfg.table)
@@ -216,10 +246,12 @@ class ResolverWorkspace:
         self.device = dev
 
     @property
+    def status(self) -> torch.Tensor:
+        return self.outputs.status
+
+    @property
     def nbytes(self) -> int:
-        return self.max_rows * (self.launch.workspace_bytes_per_row() + 16 * self.topk) + 8 * (
-            self.max_rows + 5
-        )
+        return self.max_rows * self.launch.workspace_bytes_per_row() + self.outputs.nbytes
 
 
 @dataclass(frozen=True)
@@ -292,6 +324,7 @@ def resolve_residency(
     num_host_rows: int,
     workspace: ResolverWorkspace,
     status: torch.Tensor | None = None,
+    out: PlanBuffers | None = None,
 ) -> ResidencyPlan:
     """Resolve a batch on the device (one kernel launch; no host synchronization).
 
@@ -303,11 +336,13 @@ def resolve_residency(
         slot_rows: int32 ``[num_states, dbs]``, updated in place.
         lru: int16 ``[num_states, dbs]``, updated in place.
         num_host_rows: host rows valid in ``[0, num_host_rows)`` (<= 2**31).
-        workspace: outputs and scratch (``rows <= max_rows``, ``width <= topk``).
-        status: int64 ``[4]`` to accumulate into (default: the workspace's, zeroed).
+        workspace: scratch (``rows <= max_rows``, ``width <= topk``).
+        status: int64 ``[4]`` to accumulate into (default: ``out``'s, zeroed).
+        out: where the plan goes (default: the workspace's :class:`PlanBuffers`),
+            e.g. one per index group whose later layers replay the plan.
 
     Returns:
-        :class:`ResidencyPlan` (views of the workspace).
+        :class:`ResidencyPlan` (views of ``out``).
 
     Raises:
         PoolError ``topk_too_wide`` (width > the workspace's topk) or
@@ -346,23 +381,26 @@ def resolve_residency(
         raise ValueError(f"{_OP}: num_host_rows must be in 1 ..= 2^31, got {num_host_rows}")
     if rows and width and topk_rows.stride(1) != 1:
         topk_rows = topk_rows.contiguous()
-    check_launch_device(_OP, topk_rows, state_index, slot_rows, lru, ws.slots)
+    check_launch_device(_OP, topk_rows, state_index, slot_rows, lru, ws._keys)
+    buffers = ws.outputs if out is None else out
+    if buffers.max_rows < rows or buffers.topk < width or buffers.device != ws.device:
+        raise ValueError(
+            f"{_OP}: out holds {buffers.max_rows} rows of width {buffers.topk} on {buffers.device}; "
+            f"this call needs {rows} x {width} on {ws.device}"
+        )
     if status is None:
-        status = ws.status
+        status = buffers.status
         status.zero_()
-    elif status.dtype != torch.int64 or tuple(status.shape) != (4,) or status.device != ws.device:
+    elif (
+        status.dtype != torch.int64
+        or tuple(status.shape) != (4,)
+        or not status.is_contiguous()
+        or status.device != ws.device
+    ):
         raise ValueError(
             f"{_OP}: status must be int64 [4] on {ws.device}, got {describe(status)} on {status.device}"
         )
-    n = rows * width
-    plan = ResidencyPlan(
-        slots=ws.slots[:n].view(rows, width),
-        miss_host_rows=ws.miss_host_rows[:n].view(rows, width),
-        miss_slots=ws.miss_slots[:n].view(rows, width),
-        miss_counts=ws.miss_counts[:rows],
-        miss_offsets=ws.miss_offsets[: rows + 1],
-        status=status,
-    )
+    plan = buffers.views(rows, width, status)
     if rows == 0:
         return plan
     if width == 0:

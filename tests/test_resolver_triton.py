@@ -419,6 +419,6 @@ def test_resolve_residency_on_caller_tensors() -> None:
     plan = resolve_residency(wide, torch.tensor([2, 0]), slot_rows, lru, num_host_rows=ROWS, workspace=ws)
     assert plan.slots.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
     assert slot_rows[2, :4].tolist() == [0, 2, 4, 6] and slot_rows[1].tolist() == [-1] * 8
-    assert plan.slots.data_ptr() == ws.slots.data_ptr()  # outputs live in the workspace
+    assert plan.slots.data_ptr() == ws.outputs.slots.data_ptr()  # outputs live in the workspace
     with pytest.raises(ValueError, match="slot_rows and lru"):
         resolve_residency(wide, torch.tensor([0, 0]), slot_rows[:, :4], lru, num_host_rows=ROWS, workspace=ws)

@@ -1,0 +1,153 @@
+"""The decode step's index maps on the device: top-k positions -> host rows and
+tail rows, and resolved slots -> the sparse-MLA decode's row ids.
+
+Layout (``DecodeRuntime``, HISPARSE.md §6): each request owns a *device
+region* of ``region_rows = device_buffer_size + 2 x block_size`` rows per layer:
+``device_buffer_size`` hot slots, then two retained **tail pages** holding the
+newest tokens (page k of the request in tail page k % 2). A top-k position p of
+a request with n tokens is
+
+- padding when p == -1; **invalid** when p < -1 or p >= n (counted, then
+  treated as padding: on the device path nothing raises per layer);
+- a **tail** entry when p >= the request's tail start: device row
+  ``region x region_rows + dbs + (p // bs % 2) x bs + p % bs``;
+- else a **host row** ``block_table[p // bs] x bs + p % bs`` for the resolver.
+
+Both are one Triton launch over ``[rows, width]`` (rows = batch x s_q), no host
+synchronization, CUDA-graph capturable. Tensors on CUDA, or CPU under
+``TRITON_INTERPRET=1``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from ._common import check_launch_device, require
+from ._decode_indices_triton import _finish_indices_kernel, _map_positions_kernel
+
+__all__ = ["finish_decode_indices", "map_topk_positions"]
+
+_BLOCK = 1024
+
+
+def map_topk_positions(
+    positions: torch.Tensor,
+    block_tables: torch.Tensor,
+    row_region: torch.Tensor,
+    row_tokens: torch.Tensor,
+    row_tail_start: torch.Tensor,
+    *,
+    block_size: int,
+    region_rows: int,
+    device_buffer_size: int,
+    host_rows: torch.Tensor,
+    indices: torch.Tensor,
+    counters: torch.Tensor,
+) -> None:
+    """Split top-k positions into resolver host rows and tail device rows (module docstring).
+
+    Args:
+        positions: int32/int64 ``[rows, width]`` (columns contiguous), -1 padding.
+        block_tables: int32 ``[regions, max_blocks]``, the host block of each page
+            of the request in that region.
+        row_region: int64 ``[rows]``, the region of each row's request (-1: a padded row).
+        row_tokens / row_tail_start: int64 ``[rows]``, the request's tokens and its
+            first position in the tail pages.
+        host_rows: int64 ``[rows, width]`` out (-1 where not a host row).
+        indices: int32 ``[rows, width]`` out (tail rows, else -1).
+        counters: int64 ``[3]``, accumulated: tail entries, invalid positions,
+            1 + the last row with an invalid position (0: none).
+
+    Raises:
+        ValueError: wrong dtype, shape or device.
+    """
+    op = "map_topk_positions"
+    rows, width = positions.shape
+    require(
+        positions.dtype in (torch.int32, torch.int64) and positions.stride(1) == 1,
+        op,
+        "positions must be int32/int64 [rows, width] with contiguous columns",
+        positions,
+        "positions.contiguous()",
+    )
+    for name, t, dtype, shape in (
+        ("host_rows", host_rows, torch.int64, (rows, width)),
+        ("indices", indices, torch.int32, (rows, width)),
+        ("row_region", row_region, torch.int64, (rows,)),
+        ("row_tokens", row_tokens, torch.int64, (rows,)),
+        ("row_tail_start", row_tail_start, torch.int64, (rows,)),
+        ("counters", counters, torch.int64, (3,)),
+    ):
+        require(
+            t.dtype == dtype and tuple(t.shape) == shape and t.is_contiguous(),
+            op,
+            f"{name} must be contiguous {str(dtype).removeprefix('torch.')} {list(shape)}",
+            t,
+            f"allocate {name} as documented",
+        )
+    require(
+        block_tables.dtype == torch.int32 and block_tables.dim() == 2 and block_tables.stride(1) == 1,
+        op,
+        "block_tables must be int32 [regions, max_blocks]",
+        block_tables,
+        "block_tables.to(torch.int32).contiguous()",
+    )
+    check_launch_device(
+        op, positions, block_tables, row_region, row_tokens, row_tail_start, host_rows, indices
+    )
+    if rows == 0 or width == 0:
+        return
+    block = min(_BLOCK, triton.next_power_of_2(width))
+    _map_positions_kernel[(rows, triton.cdiv(width, block))](
+        positions,
+        block_tables,
+        row_region,
+        row_tokens,
+        row_tail_start,
+        host_rows,
+        indices,
+        counters,
+        width,
+        positions.stride(0),
+        block_tables.stride(0),
+        block_size,
+        region_rows,
+        device_buffer_size,
+        BLOCK=block,
+        num_warps=4,
+    )
+
+
+def finish_decode_indices(slots: torch.Tensor, indices: torch.Tensor, row_base: torch.Tensor) -> None:
+    """``indices = row_base[r] + slots`` where a slot was resolved (``slots >= 0``), in place.
+
+    Args:
+        slots: int32 ``[rows, width]`` (``ResidencyPlan.slots``).
+        indices: int32 ``[rows, width]``: tail rows / -1 in, the decode's row ids out.
+        row_base: int64 ``[rows]``, device row of slot 0 of each row's state.
+
+    Raises:
+        ValueError: wrong dtype, shape or device.
+    """
+    op = "finish_decode_indices"
+    rows, width = slots.shape
+    for name, t, dtype, shape in (
+        ("slots", slots, torch.int32, (rows, width)),
+        ("indices", indices, torch.int32, (rows, width)),
+        ("row_base", row_base, torch.int64, (rows,)),
+    ):
+        require(
+            t.dtype == dtype and tuple(t.shape) == shape and t.is_contiguous(),
+            op,
+            f"{name} must be contiguous {str(dtype).removeprefix('torch.')} {list(shape)}",
+            t,
+            f"allocate {name} as documented",
+        )
+    check_launch_device(op, slots, indices, row_base)
+    if rows == 0 or width == 0:
+        return
+    block = min(_BLOCK, triton.next_power_of_2(width))
+    _finish_indices_kernel[(rows, triton.cdiv(width, block))](
+        slots, indices, row_base, width, BLOCK=block, num_warps=4
+    )
