@@ -185,7 +185,8 @@ class _Request:
 @dataclass
 class _GroupPlan:
     # A group's resolution this step, replayed by its other layers. The Triton
-    # path keeps it in the group's device buffers (nothing here).
+    # path keeps it in the group's device buffers (only its width here).
+    width: int
     indices: torch.Tensor | None = None  # Rust path: int32 [batch, s_q, topk] device rows
     src_rows: torch.Tensor | None = None  # Rust path: int64 [n] host rows
     dst_rows: torch.Tensor | None = None  # Rust path: int64 [n] device rows
@@ -349,6 +350,7 @@ class DecodeRuntime:
             device_buffer_size, index_topk, self.pool.num_host_rows, self.row_bytes, metrics=self.metrics
         )
         self._dev: TritonResidencyResolver | None = None
+        self._num_host_rows = self.pool.num_host_rows
         self.max_model_len = (
             self.pool.num_host_rows
             if max_model_len is None
@@ -819,10 +821,11 @@ class DecodeRuntime:
         if layer in self._written:
             raise ValueError(f"layer {layer} already ran this step")
         group = self._layer_group[layer]
+        self._check_group_width(group, int(topk_positions.shape[2]))
         if self.resolver == "triton":
             resolve = group not in self._step_plans
             out, lse = self._device_layer(layer, q, new_kv, topk_positions, resolve)
-            self._step_plans.setdefault(group, _GroupPlan())
+            self._step_plans.setdefault(group, _GroupPlan(int(topk_positions.shape[2])))
         else:
             out, lse = self._host_layer(layer, q, new_kv, topk_positions)
         self._written.add(layer)
@@ -898,6 +901,14 @@ class DecodeRuntime:
             )
         return None
 
+    def _check_group_width(self, group: int, width: int) -> None:
+        plan = self._step_plans.get(group)
+        if plan is not None and plan.width != width:
+            raise ValueError(
+                f"index group {group} resolved top-k rows {plan.width} wide this step; its other layers "
+                f"replay that plan and must pass the same width, got {width}"
+            )
+
     @property
     def _triton_copies(self) -> bool:
         return self.use_triton or self.resolver == "triton"
@@ -959,7 +970,7 @@ class DecodeRuntime:
                 buf.meta[_META + group, :rows],
                 dev.slot_rows_all,
                 dev.lru_all,
-                num_host_rows=self.pool.num_host_rows,
+                num_host_rows=self._num_host_rows,
                 workspace=buf.workspace,
                 status=plan.status,
                 out=buf.plans[group],
@@ -1045,7 +1056,7 @@ class DecodeRuntime:
             res.misses,
             served_by_tail,
         )
-        return _GroupPlan(indices, torch.from_numpy(res.miss_host_rows), dst)
+        return _GroupPlan(topk, indices, torch.from_numpy(res.miss_host_rows), dst)
 
     # ---- CUDA graphs --------------------------------------------------------
 
@@ -1148,6 +1159,7 @@ class CapturedLayer:
         if layer in rt._written:
             raise ValueError(f"layer {layer} already ran this step")
         resolve = self._work[4]
+        rt._check_group_width(group, int(self._work[3].shape[2]))
         if resolve == (group in rt._step_plans):
             raise ValueError(
                 f"layer {layer}: its index group's first layer {rt._leaders[group]} must run first, and once"
@@ -1157,7 +1169,7 @@ class CapturedLayer:
             out, lse = self._out, self._lse
         else:
             out, lse = rt._device_layer(*self._work)
-        rt._step_plans.setdefault(group, _GroupPlan())
+        rt._step_plans.setdefault(group, _GroupPlan(int(self._work[3].shape[2])))
         rt._written.add(layer)
         n = len(ids)
         return LayerResult(out[:n], lse[:n], rt._step_counts, group, rt.row_bytes)

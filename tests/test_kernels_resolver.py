@@ -24,8 +24,14 @@ import hisparse_rs
 from hisparse_rs import PoolError, ResidencyResolver
 from hisparse_rs.kernels import ResolverWorkspace, TritonResidencyResolver, resolve_residency, status_error
 from hisparse_rs.kernels.resolver import FLAG_TOO_MANY_ROWS, FLAG_UNION_EXCEEDS, FLAG_UNKNOWN_STATE
+from kernel_cases import DEVICE
 
 ROWS = 1 << 20
+
+
+def dev_tensor(x: object, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A tensor on the kernels' device (CPU under the interpreter, else the GPU)."""
+    return torch.as_tensor(x, dtype=dtype).to(DEVICE)
 
 
 def overflowing(topk: NDArray[np.int64], states: NDArray[np.int64], dbs: int, limit: int) -> list[int]:
@@ -52,7 +58,7 @@ class Lockstep:
             max_states=max_states,
             max_rows=max_rows,
             max_rows_per_state=per_state,
-            device="cpu",
+            device=DEVICE,
         )
         self.dbs, self.limit = dbs, num_host_rows
         self.live: list[int] = []
@@ -71,14 +77,16 @@ class Lockstep:
     def check_states(self) -> None:
         for s in self.live:
             rows, lru = self.rust.export_state(s)
-            np.testing.assert_array_equal(self.dev.slot_rows(s).numpy(), rows, err_msg=f"state {s} slot rows")
-            np.testing.assert_array_equal(self.dev.lru_order(s).numpy(), lru, err_msg=f"state {s} LRU")
+            np.testing.assert_array_equal(
+                self.dev.slot_rows(s).cpu().numpy(), rows, err_msg=f"state {s} slot rows"
+            )
+            np.testing.assert_array_equal(self.dev.lru_order(s).cpu().numpy(), lru, err_msg=f"state {s} LRU")
 
     def step(
         self, topk: NDArray[np.int64], states: NDArray[np.int64], *, dtypes: tuple[str, str]
     ) -> hisparse_rs.kernels.ResidencyPlan:
-        t_rows = torch.from_numpy(topk.astype(dtypes[0]))
-        t_states = torch.from_numpy(states.astype(dtypes[1]))
+        t_rows = dev_tensor(topk.astype(dtypes[0]))
+        t_states = dev_tensor(states.astype(dtypes[1]))
         flags, overflow_state = 0, 0
         try:
             want = self.rust.resolve(topk.astype(dtypes[0]), states.astype(dtypes[1]))
@@ -99,12 +107,12 @@ class Lockstep:
 
 
 def assert_same(got: hisparse_rs.kernels.ResidencyPlan, want: hisparse_rs.ResolveResult) -> None:
-    np.testing.assert_array_equal(got.slots.numpy(), want.slots, err_msg="slots")
-    np.testing.assert_array_equal(got.miss_counts.numpy(), want.miss_counts, err_msg="miss_counts")
-    np.testing.assert_array_equal(got.miss_offsets.numpy(), want.miss_offsets, err_msg="miss_offsets")
+    np.testing.assert_array_equal(got.slots.cpu().numpy(), want.slots, err_msg="slots")
+    np.testing.assert_array_equal(got.miss_counts.cpu().numpy(), want.miss_counts, err_msg="miss_counts")
+    np.testing.assert_array_equal(got.miss_offsets.cpu().numpy(), want.miss_offsets, err_msg="miss_offsets")
     rows, slots = got.flat_plan()
-    np.testing.assert_array_equal(rows.numpy(), want.miss_host_rows, err_msg="plan host rows")
-    np.testing.assert_array_equal(slots.numpy(), want.miss_slots, err_msg="plan slots")
+    np.testing.assert_array_equal(rows.cpu().numpy(), want.miss_host_rows, err_msg="plan host rows")
+    np.testing.assert_array_equal(slots.cpu().numpy(), want.miss_slots, err_msg="plan slots")
     assert got.slots.dtype == torch.int32 and got.miss_host_rows.dtype == torch.int64
 
 
@@ -145,10 +153,10 @@ def run_trace(t: Trace) -> None:
             if rng.random() < 0.5:
                 rows, lru = ls.dev.export_state(s)
                 ls.rust.reset_state(s)
-                ls.rust.import_state(s, rows.numpy(), lru.numpy())
+                ls.rust.import_state(s, rows.cpu().numpy(), lru.cpu().numpy())
             else:
                 ls.dev.reset_state(s)
-                ls.dev.import_state(s, *(torch.from_numpy(a) for a in ls.rust.export_state(s)))
+                ls.dev.import_state(s, *(dev_tensor(a) for a in ls.rust.export_state(s)))
             ls.check_states()
         batch_rows, batch_states = [], []
         for s in ls.live:
@@ -242,8 +250,8 @@ def test_mtp_union_never_self_evicts_and_an_overflow_leaves_only_its_state() -> 
     # State 0's three rows select 6 distinct rows (> 4): it is left as it was,
     # its rows give -1; state 1 (between them in the batch) is resolved.
     before = ls.dev.export_state(0)
-    topk = torch.tensor([[4, 5], [9, 9], [6, 7], [8, 9]])
-    plan = ls.dev.resolve(topk, torch.tensor([0, 1, 0, 0]))
+    topk = dev_tensor([[4, 5], [9, 9], [6, 7], [8, 9]])
+    plan = ls.dev.resolve(topk, dev_tensor([0, 1, 0, 0]))
     assert plan.slots.tolist() == [[-1, -1], [0, 0], [-1, -1], [-1, -1]]
     assert plan.miss_counts.tolist() == [0, 1, 0, 0] and plan.status.tolist() == [1, 1, FLAG_UNION_EXCEEDS, 1]
     assert all(torch.equal(a, b) for a, b in zip(ls.dev.export_state(0), before, strict=True))
@@ -252,14 +260,14 @@ def test_mtp_union_never_self_evicts_and_an_overflow_leaves_only_its_state() -> 
 
 
 def test_device_flags_for_unknown_states_and_too_many_rows() -> None:
-    dev = TritonResidencyResolver(8, 4, ROWS, max_states=2, max_rows=4, max_rows_per_state=2, device="cpu")
+    dev = TritonResidencyResolver(8, 4, ROWS, max_states=2, max_rows=4, max_rows_per_state=2, device=DEVICE)
     dev.new_state()
-    plan = dev.resolve(torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]]), torch.tensor([0, 2]))
+    plan = dev.resolve(dev_tensor([[1, 2, 3, 4], [5, 6, 7, 8]]), dev_tensor([0, 2]))
     assert plan.slots[1].tolist() == [-1] * 4 and plan.status.tolist() == [0, 4, FLAG_UNKNOWN_STATE, 0]
     err = status_error(plan.status, 8)
     assert isinstance(err, PoolError) and err.code == "unknown_state"
     before = dev.export_state(0)
-    three = dev.resolve(torch.tensor([[9, 9, 9, 9]] * 3), torch.tensor([0, 0, 0]))
+    three = dev.resolve(dev_tensor([[9, 9, 9, 9]] * 3), dev_tensor([0, 0, 0]))
     assert three.slots.tolist() == [[-1] * 4] * 3 and three.status.tolist() == [0, 0, FLAG_TOO_MANY_ROWS, 0]
     assert torch.equal(dev.export_state(0)[0], before[0])
     assert isinstance(status_error(three.status, 8), ValueError)
@@ -267,14 +275,16 @@ def test_device_flags_for_unknown_states_and_too_many_rows() -> None:
 
 
 def test_status_accumulates_across_calls_until_zeroed() -> None:
-    dev = TritonResidencyResolver(8, 4, ROWS, max_states=1, max_rows=1, device="cpu")
+    dev = TritonResidencyResolver(8, 4, ROWS, max_states=1, max_rows=1, device=DEVICE)
     dev.new_state()
-    status = torch.zeros(4, dtype=torch.int64)
+    status = torch.zeros(4, dtype=torch.int64, device=DEVICE)
     for _ in range(3):  # e.g. the layers of one decode step
-        dev.resolve(torch.tensor([[1, 2, 3, -1]]), torch.tensor([0]), status=status)
+        dev.resolve(dev_tensor([[1, 2, 3, -1]]), dev_tensor([0]), status=status)
     assert status.tolist() == [6, 3, 0, 0]
     with pytest.raises(ValueError, match="status must be int64"):
-        dev.resolve(torch.tensor([[1]]), torch.tensor([0]), status=torch.zeros(4, dtype=torch.int32))
+        dev.resolve(
+            dev_tensor([[1]]), dev_tensor([0]), status=torch.zeros(4, dtype=torch.int32, device=DEVICE)
+        )
 
 
 @pytest.mark.parametrize("topk", [1, 31, 32, 33, 64, 65, 128, 1024, 2048])
@@ -296,15 +306,15 @@ def test_a_request_moves_between_the_paths_and_continues_identically() -> None:
     first = ResidencyResolver(64, 24, 300, 656)
     a = first.new_state()
     got = [first.resolve(t, [a, a]).slots for t in trace[:4]]
-    dev = TritonResidencyResolver(64, 24, 300, max_states=3, max_rows=2, max_rows_per_state=2, device="cpu")
+    dev = TritonResidencyResolver(64, 24, 300, max_states=3, max_rows=2, max_rows_per_state=2, device=DEVICE)
     dev.new_state()
     b = dev.new_state()
-    dev.import_state(b, *(torch.from_numpy(x) for x in first.export_state(a)))
-    got += [dev.resolve(torch.from_numpy(t), torch.tensor([b, b])).slots.numpy().copy() for t in trace[4:8]]
+    dev.import_state(b, *(dev_tensor(x) for x in first.export_state(a)))
+    got += [dev.resolve(dev_tensor(t), dev_tensor([b, b])).slots.cpu().numpy().copy() for t in trace[4:8]]
     last = ResidencyResolver(64, 24, 300, 656)
     last.new_state()
     c = last.new_state()
-    last.import_state(c, *(x.numpy() for x in dev.export_state(b)))
+    last.import_state(c, *(x.cpu().numpy() for x in dev.export_state(b)))
     got += [last.resolve(t, [c, c]).slots for t in trace[8:]]
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w.slots)
@@ -315,17 +325,17 @@ def test_a_request_moves_between_the_paths_and_continues_identically() -> None:
 
 
 def test_host_side_errors_raise_before_anything_runs() -> None:
-    dev = TritonResidencyResolver(8, 4, ROWS, max_states=2, max_rows=2, device="cpu")
+    dev = TritonResidencyResolver(8, 4, ROWS, max_states=2, max_rows=2, device=DEVICE)
     s = dev.new_state()
-    dev.resolve(torch.tensor([[1, 2]]), torch.tensor([s]))
+    dev.resolve(dev_tensor([[1, 2]]), dev_tensor([s]))
     before = dev.export_state(s)
     cases: list[tuple[torch.Tensor, torch.Tensor, type[Exception], str]] = [
-        (torch.zeros(1, 5, dtype=torch.int32), torch.tensor([s]), PoolError, "topk_too_wide"),
-        (torch.zeros(2, 4, dtype=torch.int32), torch.tensor([s]), PoolError, "shape_mismatch"),
-        (torch.zeros(3, 4, dtype=torch.int32), torch.tensor([s, s, s]), ValueError, "max_rows"),
-        (torch.zeros(1, 4), torch.tensor([s]), ValueError, "int32/int64"),
-        (torch.zeros(1, 4, dtype=torch.int32, device="meta"), torch.tensor([s]), ValueError, "meta"),
-        (torch.zeros(4, dtype=torch.int32), torch.tensor([s]), ValueError, "2 dimension"),
+        (torch.zeros(1, 5, dtype=torch.int32, device=DEVICE), dev_tensor([s]), PoolError, "topk_too_wide"),
+        (torch.zeros(2, 4, dtype=torch.int32, device=DEVICE), dev_tensor([s]), PoolError, "shape_mismatch"),
+        (torch.zeros(3, 4, dtype=torch.int32, device=DEVICE), dev_tensor([s, s, s]), ValueError, "max_rows"),
+        (torch.zeros(1, 4, device=DEVICE), dev_tensor([s]), ValueError, "int32/int64"),
+        (torch.zeros(1, 4, dtype=torch.int32, device="meta"), dev_tensor([s]), ValueError, "meta"),
+        (torch.zeros(4, dtype=torch.int32, device=DEVICE), dev_tensor([s]), ValueError, "2 dimension"),
     ]
     for topk, states, kind, what in cases:
         with pytest.raises(kind) as e:
@@ -333,16 +343,18 @@ def test_host_side_errors_raise_before_anything_runs() -> None:
         assert what in (e.value.code if isinstance(e.value, PoolError) else str(e.value))
     assert all(torch.equal(a, b) for a, b in zip(dev.export_state(s), before, strict=True))
     # No rows, or no columns: nothing to resolve.
-    none = dev.resolve(torch.zeros(0, 4, dtype=torch.int32), torch.zeros(0, dtype=torch.int32))
+    none = dev.resolve(
+        torch.zeros(0, 4, dtype=torch.int32, device=DEVICE), torch.zeros(0, dtype=torch.int32, device=DEVICE)
+    )
     assert none.slots.shape == (0, 4) and none.miss_offsets.tolist() == [0]
-    empty = dev.resolve(torch.zeros(2, 0, dtype=torch.int32), torch.tensor([s, -1]))
+    empty = dev.resolve(torch.zeros(2, 0, dtype=torch.int32, device=DEVICE), dev_tensor([s, -1]))
     assert empty.miss_counts.tolist() == [0, 0] and empty.miss_offsets.tolist() == [0, 0, 0]
 
 
 def test_state_bookkeeping_and_construction_rules_match_rust() -> None:
-    dev = TritonResidencyResolver(4, 2, ROWS, max_states=4, max_rows=1, device="cpu")
+    dev = TritonResidencyResolver(4, 2, ROWS, max_states=4, max_rows=1, device=DEVICE)
     assert [dev.new_state() for _ in range(3)] == [0, 1, 2]
-    dev.resolve(torch.tensor([[5, 6]]), torch.tensor([1]))
+    dev.resolve(dev_tensor([[5, 6]]), dev_tensor([1]))
     dev.reset_state(1)
     assert dev.slot_rows(1).tolist() == [-1] * 4 and dev.lru_order(1).tolist() == [0, 1, 2, 3]
     dev.free_state(2)
@@ -360,7 +372,7 @@ def test_state_bookkeeping_and_construction_rules_match_rust() -> None:
         ((4096, 2048, 2**31 + 1), "invalid_size"),
     ]:
         with pytest.raises(PoolError) as err:
-            TritonResidencyResolver(*args, max_states=1, max_rows=1, device="cpu")
+            TritonResidencyResolver(*args, max_states=1, max_rows=1, device=DEVICE)
         assert err.value.code == code
         with pytest.raises(PoolError) as rust:
             ResidencyResolver(*args, 656)
@@ -379,12 +391,12 @@ def test_state_bookkeeping_and_construction_rules_match_rust() -> None:
     ],
 )
 def test_device_import_is_validated_as_rusts(rows: list[int], lru: list[int], code: str) -> None:
-    dev = TritonResidencyResolver(4, 2, 100, max_states=1, max_rows=1, device="cpu")
+    dev = TritonResidencyResolver(4, 2, 100, max_states=1, max_rows=1, device=DEVICE)
     s = dev.new_state()
-    dev.resolve(torch.tensor([[5, 6]]), torch.tensor([s]))
+    dev.resolve(dev_tensor([[5, 6]]), dev_tensor([s]))
     before = dev.export_state(s)
     with pytest.raises(PoolError) as e:
-        dev.import_state(s, torch.tensor(rows), torch.tensor(lru))
+        dev.import_state(s, dev_tensor(rows), dev_tensor(lru))
     assert e.value.code == code
     assert all(torch.equal(a, b) for a, b in zip(dev.export_state(s), before, strict=True))
     rust = ResidencyResolver(4, 2, 100, 656)
@@ -394,31 +406,31 @@ def test_device_import_is_validated_as_rusts(rows: list[int], lru: list[int], co
 
 
 def test_device_memory_per_state_and_workspace() -> None:
-    dev = TritonResidencyResolver(4096, 2048, ROWS, max_states=2, max_rows=2, device="cpu")
+    dev = TritonResidencyResolver(4096, 2048, ROWS, max_states=2, max_rows=2, device=DEVICE)
     # 6 B per slot (int32 row + int16 LRU), as SGLang / vLLM; Rust's CPU state adds a 2 B x 4 x dbs index.
     assert dev.state_bytes == 6 * 4096
     assert dev.slot_rows_all.element_size() + dev.lru_all.element_size() == 6
     assert ResidencyResolver(4096, 2048, ROWS, 656).state_bytes == 14 * 4096
-    ws = ResolverWorkspace(4096, 2048, 64, max_rows_per_state=1, device="cpu")
+    ws = ResolverWorkspace(4096, 2048, 64, max_rows_per_state=1, device=DEVICE)
     # Union table of 8192 entries x 16 B + 7 B per slot + lanes: ~164 KB per batch row.
     assert ws.launch.table == 8192
     assert ws.launch.workspace_bytes_per_row() == 16 * 8192 + 7 * 4096 + 4 * 1024 + 4
     assert ws.launch.constexprs()["DBS"] == 4096 and ws.launch.num_warps == 16
     with pytest.raises(ValueError, match="max_rows_per_state"):
-        ResolverWorkspace(8, 4, 2, max_rows_per_state=3, device="cpu")
+        ResolverWorkspace(8, 4, 2, max_rows_per_state=3, device=DEVICE)
     with pytest.raises(ValueError, match="max_rows"):
-        ResolverWorkspace(8, 4, 0, device="cpu")
+        ResolverWorkspace(8, 4, 0, device=DEVICE)
 
 
 def test_resolve_residency_on_caller_tensors() -> None:
     # The bare launcher over the caller's own state tensors and workspace.
-    ws = ResolverWorkspace(8, 4, 2, device="cpu")
-    slot_rows = torch.full((3, 8), -1, dtype=torch.int32)
-    lru = torch.arange(8, dtype=torch.int16).repeat(3, 1)
-    wide = torch.arange(16).reshape(2, 8)[:, ::2]  # strided columns are made contiguous
-    plan = resolve_residency(wide, torch.tensor([2, 0]), slot_rows, lru, num_host_rows=ROWS, workspace=ws)
+    ws = ResolverWorkspace(8, 4, 2, device=DEVICE)
+    slot_rows = torch.full((3, 8), -1, dtype=torch.int32, device=DEVICE)
+    lru = torch.arange(8, dtype=torch.int16, device=DEVICE).repeat(3, 1)
+    wide = torch.arange(16, device=DEVICE).reshape(2, 8)[:, ::2]  # strided columns are made contiguous
+    plan = resolve_residency(wide, dev_tensor([2, 0]), slot_rows, lru, num_host_rows=ROWS, workspace=ws)
     assert plan.slots.tolist() == [[0, 1, 2, 3], [0, 1, 2, 3]]
     assert slot_rows[2, :4].tolist() == [0, 2, 4, 6] and slot_rows[1].tolist() == [-1] * 8
     assert plan.slots.data_ptr() == ws.outputs.slots.data_ptr()  # outputs live in the workspace
     with pytest.raises(ValueError, match="slot_rows and lru"):
-        resolve_residency(wide, torch.tensor([0, 0]), slot_rows[:, :4], lru, num_host_rows=ROWS, workspace=ws)
+        resolve_residency(wide, dev_tensor([0, 0]), slot_rows[:, :4], lru, num_host_rows=ROWS, workspace=ws)
