@@ -45,10 +45,9 @@ __all__ = [
 _WORD_DTYPES = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
 
 
-def _check(
-    op: str, host_pool: torch.Tensor, hot: torch.Tensor, src_rows: torch.Tensor, dst_slots: torch.Tensor
-) -> None:
-    for name, t in (("host_pool", host_pool), ("hot", hot)):
+def _check_row_buffers(op: str, src: tuple[str, torch.Tensor], dst: tuple[str, torch.Tensor]) -> None:
+    # Both sides uint8 [rows, row_bytes] with contiguous rows, the same row_bytes.
+    for name, t in (src, dst):
         require(
             t.dtype == torch.uint8 and t.dim() == 2 and t.stride(1) == 1,
             op,
@@ -57,12 +56,18 @@ def _check(
             f"view the rows as bytes: {name}.view(torch.uint8).view(rows, -1)",
         )
     require(
-        host_pool.shape[1] == hot.shape[1],
+        src[1].shape[1] == dst[1].shape[1],
         op,
-        f"host_pool and hot must have the same row_bytes ({host_pool.shape[1]})",
-        hot,
-        "gather between pools of the same kv_cache_dtype",
+        f"{src[0]} and {dst[0]} must have the same row_bytes ({src[1].shape[1]})",
+        dst[1],
+        "copy between buffers of the same kv_cache_dtype",
     )
+
+
+def _check(
+    op: str, host_pool: torch.Tensor, hot: torch.Tensor, src_rows: torch.Tensor, dst_slots: torch.Tensor
+) -> None:
+    _check_row_buffers(op, ("host_pool", host_pool), ("hot", hot))
     require(
         src_rows.dtype == torch.int64 and src_rows.dim() == 1,
         op,
@@ -238,21 +243,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_
 def _check_copy(
     op: str, src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_rows: torch.Tensor
 ) -> None:
-    for name, t in (("src", src), ("dst", dst)):
-        require(
-            t.dtype == torch.uint8 and t.dim() == 2 and t.stride(1) == 1,
-            op,
-            f"{name} must be uint8 [rows, row_bytes] with contiguous rows",
-            t,
-            f"view the rows as bytes: {name}.view(torch.uint8).view(rows, -1)",
-        )
-    require(
-        src.shape[1] == dst.shape[1],
-        op,
-        f"src and dst must have the same row_bytes ({src.shape[1]})",
-        dst,
-        "copy between buffers of the same kv_cache_dtype",
-    )
+    _check_row_buffers(op, ("src", src), ("dst", dst))
     for name, t in (("src_rows", src_rows), ("dst_rows", dst_rows)):
         require(
             t.dtype in (torch.int32, torch.int64) and t.dim() == 1 and t.shape == src_rows.shape,

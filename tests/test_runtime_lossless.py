@@ -26,6 +26,7 @@ from hisparse_rs.kernels import (
     fp8_ds_mla_quantize_reference,
     sparse_mla_decode_reference,
 )
+from kernel_cases import DEVICE
 
 D_QK, D_V = 576, 512
 
@@ -86,6 +87,9 @@ def run_lockstep(
     resolver: str = "rust",
     switch_at: tuple[int, ...] = (),
 ) -> dict[str, int]:
+    # Kernels and the Triton path run where the kernels do (the GPU, or the CPU
+    # under the interpreter); the Rust path with the references on the CPU.
+    device = DEVICE if (use_triton or resolver == "triton" or switch_at) else torch.device("cpu")
     model = TinyDSA(num_layers=num_layers, hidden=48, heads=8, index_dim=16, seed=seed)
     scale = D_QK**-0.5
     rt = hisparse_rs.DecodeRuntime(
@@ -101,6 +105,7 @@ def run_lockstep(
         eager_host_mirror=eager_host_mirror,
         use_triton=use_triton,
         resolver=resolver,
+        device=device,
     )
     groups = list(range(num_layers)) if index_groups is None else index_groups
     g = torch.Generator().manual_seed(seed + 1)
@@ -127,7 +132,7 @@ def run_lockstep(
             rows[rid].append(encode(kv))
             keys[rid].append(ik)
             x = torch.tanh(x + torch.randn(n, model.hidden, generator=g) * 0.1)
-        rt.add_request(rid, prefill)
+        rt.add_request(rid, [t.to(device) for t in prefill])
 
     for n in prompt_lens:
         admit(n)
@@ -172,12 +177,16 @@ def run_lockstep(
                 )
             topk_b = leader_topk[group]  # [batch, s_q, topk]
             q4 = q.reshape(batch, s_q, model.heads, D_QK)
-            res = rt.forward_layer(layer, q4, kv.reshape(batch, s_q, D_QK), topk_b)
+            res = rt.forward_layer(
+                layer, q4.to(device), kv.reshape(batch, s_q, D_QK).to(device), topk_b.to(device)
+            )
             # Resident: every request's whole cache side by side, indices offset into it.
             resident = torch.cat([rows[rid][layer] for rid in ids])
             offsets = torch.tensor([0] + [rows[rid][layer].shape[0] for rid in ids[:-1]]).cumsum(0)
             idx = torch.where(topk_b >= 0, topk_b + offsets[:, None, None].to(torch.int32), -1)
-            want_out, want_lse = sparse_mla_decode_reference(q4, resident, idx, scale)
+            want_out, want_lse = sparse_mla_decode_reference(
+                q4.to(device), resident.to(device), idx.to(device), scale
+            )
             if use_triton:
                 torch.testing.assert_close(res.out.float(), want_out.float(), atol=1e-3, rtol=2.01 / 128)
                 torch.testing.assert_close(res.lse, want_lse, atol=1e-6, rtol=8.01 / 65536)
@@ -188,7 +197,7 @@ def run_lockstep(
             totals["misses"] += res.misses
             totals["tail"] += res.tail
             step_misses += res.misses
-            x = torch.tanh(x + want_out.float().reshape(batch * s_q, -1) @ model.wo[layer])
+            x = torch.tanh(x + want_out.float().cpu().reshape(batch * s_q, -1) @ model.wo[layer])
         rt.end_step()
         totals["steps_with_misses"] += step_misses > 0
     return totals
