@@ -73,12 +73,12 @@ def no_host_sync(rt: hisparse_rs.DecodeRuntime) -> Iterator[None]:
 
     saved: list[tuple[Any, str, Any]] = [(torch.Tensor, n, getattr(torch.Tensor, n)) for n in SYNCS]
     saved += [(torch, "from_numpy", torch.from_numpy), (torch, "tensor", torch.tensor)]
-    saved += [(torch.Tensor, "to", torch.Tensor.to), (rt, "_rust", rt._rust), (rt, "pool", rt.pool)]
+    saved += [(torch.Tensor, "to", torch.Tensor.to), (rt, "resolver", rt.resolver), (rt, "pool", rt.pool)]
     try:
         for owner, name, orig in saved[:-3]:
             setattr(owner, name, guard(name, orig))
         torch.Tensor.to = to_guard(torch.Tensor.to)  # type: ignore[method-assign]
-        rt._rust = _Refuse("the Rust resolver")  # type: ignore[assignment]
+        rt.resolver = _Refuse("the Rust resolver")  # type: ignore[assignment]
         rt.pool = _Refuse("the host pool")  # type: ignore[assignment]
         with _NoSyncOps():
             yield
@@ -244,8 +244,8 @@ def snapshot(rt: hisparse_rs.DecodeRuntime) -> tuple[Any, ...]:
     for rid in rt.request_ids:
         for s in rt._requests[rid].states:
             exported = (
-                rt._rust.export_state(s)
-                if rt.resolver == "rust"
+                rt.resolver.export_state(s)
+                if rt.resolver_path == "rust"
                 else tuple(t.cpu().numpy() for t in rt._device_resolver().export_state(s))
             )
             states.append(tuple(a.tolist() for a in exported))

@@ -139,7 +139,7 @@ def run_lockstep(
     totals = {"hits": 0, "misses": 0, "tail": 0, "steps_with_misses": 0}
     for step in range(steps):
         if step in switch_at:  # every request's hot-buffer state moves to the other path
-            rt.set_resolver("rust" if rt.resolver == "triton" else "triton")
+            rt.set_resolver("rust" if rt.resolver_path == "triton" else "triton")
         # Requests come and go between steps.
         if step == steps // 3:
             rt.finish_request(rt.request_ids[0])

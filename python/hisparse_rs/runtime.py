@@ -223,7 +223,7 @@ class _StepBuffers:
         self.counts = torch.zeros((groups, 8), dtype=torch.int64, device=dev)
         self.workspace: ResolverWorkspace | None = None
         self.plans: list[PlanBuffers] = []
-        if rt.resolver == "triton":
+        if rt.resolver_path == "triton":
             self.workspace = ResolverWorkspace(
                 rt.device_buffer_size, topk, rows, max_rows_per_state=s_q, device=dev
             )
@@ -267,6 +267,15 @@ class DecodeRuntime:
         max_num_new_tokens: tokens per request and step the buffers are sized
             for (1 + MTP draft tokens); a larger step reallocates them (and
             invalidates captured layers).
+
+    Attributes:
+        resolver_path: ``"rust"`` or ``"triton"``, the path in use (:meth:`set_resolver`).
+        resolver: the Rust :class:`ResidencyResolver` (the ``"rust"`` path's states).
+        device_resolver: the :class:`~hisparse_rs.kernels.TritonResidencyResolver`
+            holding the ``"triton"`` path's states on the device (built on first use).
+        pool, metrics, host_layers, device_layers, block_tables: the host pool,
+            vLLM's counters, the pool's per-layer uint8 rows, the hot buffers'
+            per-layer uint8 rows, the device block tables (int32, per region).
 
     Raises:
         ValueError: inconsistent sizes, an int argument outside its range (named).
@@ -334,7 +343,7 @@ class DecodeRuntime:
         self.eager_host_mirror = eager_host_mirror
         self.max_num_seqs = max_num_seqs
         self.use_triton = self.device.type == "cuda" if use_triton is None else bool(use_triton)
-        self.resolver = kind
+        self.resolver_path = kind
 
         self.metrics = HiSparseMetrics()
         if num_host_blocks is not None:
@@ -345,8 +354,9 @@ class DecodeRuntime:
             self.pool = HostKVPool.from_host_pool_gib(
                 gib, block_size, self.row_bytes, num_layers, metrics=self.metrics
             )
-        # The Rust resolver validates the sizes (codes) for both paths.
-        self._rust = ResidencyResolver(
+        # The Rust resolver (the "rust" path's states; it validates the sizes, with
+        # their codes, for both paths).
+        self.resolver = ResidencyResolver(
             device_buffer_size, index_topk, self.pool.num_host_rows, self.row_bytes, metrics=self.metrics
         )
         self._dev: TritonResidencyResolver | None = None
@@ -590,14 +600,20 @@ class DecodeRuntime:
             )
         return self._dev
 
+    @property
+    def device_resolver(self) -> TritonResidencyResolver:
+        return self._device_resolver()
+
     def _new_state(self) -> int:
-        return self._device_resolver().new_state() if self.resolver == "triton" else self._rust.new_state()
+        if self.resolver_path == "triton":
+            return self._device_resolver().new_state()
+        return self.resolver.new_state()
 
     def _free_state(self, state: int) -> None:
-        if self.resolver == "triton":
+        if self.resolver_path == "triton":
             self._device_resolver().free_state(state)
         else:
-            self._rust.free_state(state)
+            self.resolver.free_state(state)
 
     def set_resolver(self, resolver: str) -> None:
         """Switch between the ``"rust"`` and ``"triton"`` resolver paths, between steps.
@@ -611,7 +627,7 @@ class DecodeRuntime:
             raise ValueError("switch resolvers between steps (after end_step)")
         if resolver not in RESOLVERS:
             raise ValueError(f"resolver must be one of {RESOLVERS}, got {resolver!r}")
-        if resolver == self.resolver:
+        if resolver == self.resolver_path:
             return
         self._check_triton_runs(resolver == "triton")
         dev = self._device_resolver()
@@ -620,17 +636,17 @@ class DecodeRuntime:
             if resolver == "triton":
                 new = [dev.new_state() for _ in req.states]
                 for old, s in zip(req.states, new, strict=True):
-                    dev.import_state(s, *(torch.from_numpy(a) for a in self._rust.export_state(old)))
+                    dev.import_state(s, *(torch.from_numpy(a) for a in self.resolver.export_state(old)))
             else:
-                new = [self._rust.new_state() for _ in req.states]
+                new = [self.resolver.new_state() for _ in req.states]
                 for old, s in zip(req.states, new, strict=True):
-                    self._rust.import_state(s, *(t.cpu().numpy() for t in dev.export_state(old)))
+                    self.resolver.import_state(s, *(t.cpu().numpy() for t in dev.export_state(old)))
             moved[rid] = new
         for rid, req in self._requests.items():
             for old in req.states:
-                (self._rust.free_state(old) if resolver == "triton" else dev.free_state(old))
+                (self.resolver.free_state(old) if resolver == "triton" else dev.free_state(old))
             req.states = moved[rid]
-        self.resolver = resolver
+        self.resolver_path = resolver
         self._generation += 1
         self._buffers = _StepBuffers(self, self._buffers.s_q, self._generation)
 
@@ -732,7 +748,7 @@ class DecodeRuntime:
         self.block_tables.copy_(self._block_tables_host, non_blocking=non_blocking)
         buf.counts.zero_()
         self._step_counts = _StepCounts(
-            buf.counts if self.resolver == "triton" else None, self.num_index_groups
+            buf.counts if self.resolver_path == "triton" else None, self.num_index_groups
         )
         if non_blocking:
             event = torch.cuda.Event()  # type: ignore[no-untyped-call]
@@ -775,7 +791,7 @@ class DecodeRuntime:
         for name, t in (("q", q), ("new_kv", new_kv)):
             if t.device != self.device:
                 raise ValueError(f"{name} must be on the runtime's device {self.device}, got {t.device}")
-        if self.resolver == "triton" and topk_positions.device != self.device:
+        if self.resolver_path == "triton" and topk_positions.device != self.device:
             raise ValueError(
                 f"topk_positions must be on {self.device} on the Triton resolver path (no host round trip), "
                 f"got {topk_positions.device}"
@@ -822,7 +838,7 @@ class DecodeRuntime:
             raise ValueError(f"layer {layer} already ran this step")
         group = self._layer_group[layer]
         self._check_group_width(group, int(topk_positions.shape[2]))
-        if self.resolver == "triton":
+        if self.resolver_path == "triton":
             resolve = group not in self._step_plans
             out, lse = self._device_layer(layer, q, new_kv, topk_positions, resolve)
             self._step_plans.setdefault(group, _GroupPlan(int(topk_positions.shape[2])))
@@ -863,7 +879,7 @@ class DecodeRuntime:
         self._step_ids = None
         self._step_plans = {}
         error: Exception | None = None
-        if self.resolver == "triton":
+        if self.resolver_path == "triton":
             counts = self._step_counts.finish()
             misses = int(counts[:, _MISSES].sum())
             layer_misses = sum(
@@ -911,7 +927,7 @@ class DecodeRuntime:
 
     @property
     def _triton_copies(self) -> bool:
-        return self.use_triton or self.resolver == "triton"
+        return self.use_triton or self.resolver_path == "triton"
 
     # ---- the layer's work ---------------------------------------------------
 
@@ -1040,7 +1056,7 @@ class DecodeRuntime:
             if bool(cold.any()):
                 host[b][cold] = torch.from_numpy(self.pool.host_rows(rid, p[cold].numpy()))
             states[b] = req.states[group]
-        res = self._rust.resolve(host.reshape(batch * s_q, topk).numpy(), states.reshape(-1).numpy())
+        res = self.resolver.resolve(host.reshape(batch * s_q, topk).numpy(), states.reshape(-1).numpy())
         slots = torch.from_numpy(res.slots).reshape(batch, s_q, topk)
         base = torch.tensor([self._requests[r].region * self.region_rows for r in ids], dtype=torch.int32)
         hot = slots >= 0
@@ -1081,7 +1097,7 @@ class DecodeRuntime:
         """
         if self._step_ids is not None:
             raise ValueError("capture layers between steps (after end_step)")
-        if self.resolver != "triton":
+        if self.resolver_path != "triton":
             raise ValueError(
                 "capture_layer needs the Triton resolver path (resolver='triton'): the Rust path syncs"
             )

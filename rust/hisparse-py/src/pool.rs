@@ -754,11 +754,7 @@ impl ResidencyResolver {
     /// ``(slot_rows int32 [dbs], lru_order int16 [dbs])`` of a state, read
     /// under one lock (a consistent pair): what :meth:`import_state` and the
     /// Triton resolver's device tensors take. Raises PoolError ``unknown_state``.
-    fn export_state<'py>(
-        &self,
-        py: Python<'py>,
-        state: i64,
-    ) -> PyResult<ExportedState<'py>> {
+    fn export_state<'py>(&self, py: Python<'py>, state: i64) -> PyResult<ExportedState<'py>> {
         let (rows, lru) = self.call(py, |r| {
             let rows = r.slot_rows(state)?.to_vec();
             let lru = r
