@@ -7,6 +7,7 @@ runs the same with ``torch.cuda.set_sync_debug_mode("error")``).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -374,11 +375,11 @@ def test_int_arguments_are_named_not_overflow_errors() -> None:
     ):
         with pytest.raises(ValueError, match=name):
             runtime("rust", **{name: value, **({"index_groups": None} if name == "num_layers" else {})})
-    for bad in (float("nan"), -1.0, 10**400):
+    for bad in (math.nan, -1.0, 10**400):
         with pytest.raises(ValueError, match="host_pool_gib must be a finite number"):
             runtime("rust", num_host_blocks=None, host_pool_gib=bad)
     with pytest.raises(ValueError, match="softmax_scale"):
-        runtime("rust", softmax_scale=float("inf"))
+        runtime("rust", softmax_scale=math.inf)
     with pytest.raises(ValueError, match="resolver must be one of"):
         runtime("cpu")
     with pytest.raises(hisparse_rs.PoolError) as e:
