@@ -52,3 +52,15 @@ def e4m3_to_f32(code):
     normal = ((mag << 20) + (120 << 23)).to(tl.float32, bitcast=True)
     value = tl.where(mag < 8, mag.to(tl.float32) * 0.001953125, normal)
     return tl.where((c & 0x80) != 0, -value, value)
+
+
+@triton.jit
+def e4m3_decode(code, INTERPRETER: tl.constexpr):
+    # float8_e4m3fn code (uint8) -> float32: the hardware conversion when compiled
+    # (sm_89 and newer: two codes per cvt instead of a dozen integer operations per
+    # code), the exact integer stand-in under the interpreter. They differ only on
+    # the NaN code, which quantize never writes (hardware: NaN, as torch reads it).
+    if INTERPRETER:
+        return e4m3_to_f32(code)
+    else:
+        return code.to(tl.float8e4nv, bitcast=True).to(tl.float32)
