@@ -70,8 +70,12 @@ class Launch:
     num_warps: int
     num_stages: int
 
-    def run(self) -> None:
-        """Launch the kernel (tensors on CUDA, or on the CPU under the interpreter)."""
-        self.kernel[self.grid](
+    def run(self) -> Any:
+        """Launch the kernel (tensors on CUDA, or on the CPU under the interpreter).
+
+        Returns Triton's handle of the compiled kernel (``n_regs``, ``n_spills``,
+        ``metadata``) on CUDA; ``benches/gpu_kernels.py`` compares them with ``aot.py``.
+        """
+        return self.kernel[self.grid](
             *self.args, **self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages
         )

@@ -35,6 +35,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -117,25 +118,27 @@ def production_cases() -> list[Case]:
     for kv in ("fp8_ds_mla", "bfloat16"):
         for h_q in (128, 16, 8):
             for batch, s_q in ((64, 1), (64, 2), (1, 1)):
-                cases.append(
-                    Case(
-                        "sparse_mla_decode",
-                        f"{kv}, h_q {h_q}, s_q {s_q}, batch {batch}",
-                        lambda arch, kv=kv, h_q=h_q, s_q=s_q, batch=batch: decode_aot_launches(
-                            arch, batch=batch, s_q=s_q, h_q=h_q, topk=2048, kv_cache_dtype=kv, num_rows=rows
-                        ),
-                    )
+                launches = partial(
+                    decode_aot_launches,
+                    batch=batch,
+                    s_q=s_q,
+                    h_q=h_q,
+                    topk=2048,
+                    kv_cache_dtype=kv,
+                    num_rows=rows,
                 )
-    cases.append(Case("fp8_ds_mla_quantize, _dequantize", "128 rows", lambda arch: fp8_aot_launches(128)))
+                cases.append(
+                    Case("sparse_mla_decode", f"{kv}, h_q {h_q}, s_q {s_q}, batch {batch}", launches)
+                )
+    cases.append(Case("fp8_ds_mla_quantize, _dequantize", "128 rows", partial(fp8_aot_launches, rows=128)))
     for row_bytes in (656, 1152):
         for slot in (torch.int32, torch.int64):
-            cases.append(
-                Case(
-                    "gather_rows",
-                    f"2048 rows of {row_bytes} B, {str(slot).removeprefix('torch.')} slots",
-                    lambda arch, rb=row_bytes, slot=slot: gather_aot_launches(rb, 2048, 1 << 22, rows, slot),
-                )
-            )
+            launches = partial(
+                gather_aot_launches, row_bytes=row_bytes, rows=2048, num_host_rows=1 << 22, num_slots=rows,
+                slot_dtype=slot,
+            )  # fmt: skip
+            shape = f"2048 rows of {row_bytes} B, {str(slot).removeprefix('torch.')} slots"
+            cases.append(Case("gather_rows", shape, launches))
     return cases
 
 
@@ -191,14 +194,18 @@ class Row:
 class _Address:
     """Stands in for a tensor when specializing: its dtype and a device address.
 
-    Meta tensors have no storage; the address is a 4 KB-aligned base (as from
+    Meta tensors have no storage; their address is a 4 KB-aligned base (as from
     cudaMalloc or a pinned allocation) plus the view's offset, so the 16-byte
-    alignment Triton specializes on is the one a real launch sees.
+    alignment Triton specializes on is the one a real launch sees. Real tensors
+    give their own address.
     """
 
     def __init__(self, t: torch.Tensor) -> None:
         self.dtype = t.dtype
-        self._addr = (1 << 40) + t.storage_offset() * t.element_size()
+        if t.device.type == "meta":
+            self._addr = (1 << 40) + int(t.storage_offset()) * t.element_size()
+        else:
+            self._addr = t.data_ptr()
 
     def data_ptr(self) -> int:
         return self._addr
@@ -376,7 +383,7 @@ def write_readme(path: Path, table: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--target", action="append", choices=sorted(TARGETS), help="default: all")
+    ap.add_argument("--target", action="append", choices=list(TARGETS), help="default: all")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--write-readme", type=Path, help="fill the generated table in this Markdown file")
     args = ap.parse_args(argv)
@@ -387,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    targets = [TARGETS[t] for t in (args.target or sorted(TARGETS))]
+    targets = [TARGETS[t] for t in (args.target or list(TARGETS))]
     rows = check(targets)
     table = render_markdown(rows)
     print(table, end="")

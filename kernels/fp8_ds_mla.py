@@ -35,7 +35,7 @@ from ._common import (
     require,
 )
 from ._fp8_ds_mla_triton import _dequantize_kernel, _quantize_kernel
-from ._launch import Launch
+from ._launch import GpuArch, Launch
 
 __all__ = [
     "fp8_ds_mla_dequantize",
@@ -310,9 +310,10 @@ def dequantize_launch(src: torch.Tensor, dst: torch.Tensor) -> Launch:
     )
 
 
-def fp8_aot_launches(rows: int) -> list[Launch]:
+def fp8_aot_launches(arch: GpuArch, *, rows: int) -> list[Launch]:
     """Quantize then dequantize of ``rows`` contiguous rows, as the launchers make
-    them, on meta tensors (no memory) for the ahead-of-time compile check."""
+    them, on meta tensors (no memory) for the ahead-of-time compile check (the
+    same launches on every ``arch``)."""
     meta = torch.device("meta")
     bf16 = torch.empty((rows, D_QK), dtype=torch.bfloat16, device=meta)
     packed = torch.empty((rows, FP8_ROW_BYTES), dtype=torch.uint8, device=meta)

@@ -32,7 +32,7 @@ import triton
 
 from ._common import check_launch_device, require
 from ._gather_triton import _gather_rows_kernel
-from ._launch import Launch
+from ._launch import GpuArch, Launch
 
 __all__ = ["gather_rows", "gather_rows_reference"]
 
@@ -189,11 +189,12 @@ def gather_launch(
 
 
 def gather_aot_launches(
-    row_bytes: int, rows: int, num_host_rows: int, num_slots: int, slot_dtype: torch.dtype
+    arch: GpuArch, *, row_bytes: int, rows: int, num_host_rows: int, num_slots: int, slot_dtype: torch.dtype
 ) -> list[Launch]:
     """What :func:`gather_rows` launches for a miss plan of ``rows`` rows of ``row_bytes``
     from a pool of ``num_host_rows`` into ``num_slots`` hot rows, built on meta
-    tensors (no memory) for the ahead-of-time compile check."""
+    tensors (no memory) for the ahead-of-time compile check (the same launch on
+    every ``arch``)."""
     meta = torch.device("meta")
     return [
         gather_launch(
