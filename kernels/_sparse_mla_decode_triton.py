@@ -6,33 +6,39 @@ writes a partial output (normalised) and its lse. Stage 2
 (``_decode_merge_kernel``) merges the splits by lse, applies the attention
 sink and writes bf16 out and float32 lse.
 
-Tiling of stage 1 (why it looks the way it does):
+Tiling of stage 1 (``decode_tiling`` in sparse_mla_decode.py picks the sizes;
+``aot.py`` checks that no production shape spills):
 
-- **Heads on the MMA's N side.** Each step computes ``S^T = K Q^T``
+- **Heads on the MMA's N side.** Each 64-row step computes ``S^T = K Q^T``
   (``[BLOCK_N rows, BLOCK_H heads]``) and ``O^T += V^T P^T``
-  (``[512, BLOCK_H]``): the 512-wide latent dimension is the MMA's M side,
-  the few heads of a tile its N side (an MMA needs M >= 64 per warpgroup on
-  Hopper but N only >= 8, so 8- and 16-head tiles waste nothing but the
-  padding to 16). The float32 accumulator per thread is ``512 x BLOCK_H /
-  (32 x num_warps)``: 32 registers at 16 heads and 8 warps, which with the
-  shared-memory operands fits Hopper's 255-register limit without spilling.
-  A [64, 512] accumulator (FlashMLA's 64-head tile) needs 128 registers per
-  thread at 8 warps and spills in Triton, which cannot give math warps more
-  registers than the rest (FlashMLA's ``setmaxnreg``).
-- **V split into four 128-value tiles** (the fp8_ds_mla scale tiles): a
-  tile is dequantized, used for its share of ``S^T`` and kept in shared
-  memory for ``O^T``; four accumulators of ``[128, BLOCK_H]``. Dequantizing
-  a whole 512-value row block at once is what spilled.
-- **MLA shares K and V**: the NoPE part of a loaded row is the key's first
-  512 values and the whole value, so a row is loaded once per program. The
-  query tile (``[576, BLOCK_H]`` bf16) stays in shared memory.
-- **What it costs**: each K row is read once per (query token, head tile)
-  program; at 128 heads and 16-head tiles that is 8 programs, scheduled next to
-  each other (the head tile is the fastest grid axis), so the first read
-  comes from HBM and the other 7 normally from L2, and the fp8 dequantization
-  is repeated by each. With 8 warps on a 64-row step both warpgroups compute
-  the same ``S^T`` (Triton gives a chained dot's warps to M), which doubles
-  the ``K Q^T`` MMAs (1.53x the useful tensor work in all).
+  (``[512, BLOCK_H]``): the 512-wide latent dimension is the MMA's M side and
+  the few heads of a tile its N side (Hopper's MMA needs M >= 64 per
+  warpgroup; Triton's ``tl.dot`` needs N >= 16, so 8 heads per rank run
+  half-empty in a 16-head tile). The float32 accumulator takes ``512 x
+  BLOCK_H / (32 x num_warps)`` registers per thread: 32 at 16 heads and 8
+  warps, which leaves room under Hopper's 255 (239 used with fp8_ds_mla rows,
+  173 with bf16). FlashMLA's 64-head tile, a [64, 512] accumulator over two
+  warpgroups, needs 128 per thread for the accumulator alone and spills in
+  Triton, which cannot give the math warps more registers than the rest (as
+  FlashMLA's ``setmaxnreg`` does). On Blackwell the accumulator lives in
+  tensor memory and 32-head tiles fit (198 / 176 registers).
+- **V in four 128-value tiles** (the fp8_ds_mla scale tiles): each is loaded
+  (and dequantized) once, used for its share of ``S^T`` and kept in shared
+  memory for ``O^T``; four ``[128, BLOCK_H]`` accumulators. MLA shares K and
+  V: the NoPE part of a row is the key's first 512 values and the whole
+  value. The query tile (``[576, BLOCK_H]`` bf16) stays in shared memory.
+  Dequantizing a whole 512-value row block at once is what spilled.
+- **What it costs**: a K row is read once per (query token, head tile)
+  program: 8 programs at 128 heads on Hopper (4 on Blackwell). They run side
+  by side (the head tile is the fastest grid axis), so the first read comes
+  from HBM and the others normally from L2; each program repeats the fp8
+  dequantization of the rows. With 8 warps on a 64-row step both warpgroups
+  compute the same ``S^T`` (Triton gives a chained dot's warps to M), which
+  doubles the ``K Q^T`` MMAs: 1.53x the useful tensor work in all. Triton
+  3.9 prefetches the indices and scales one step ahead but loads the
+  fp8_ds_mla codes and RoPE values at the step that uses them (bf16 rows go
+  through a two-stage shared-memory ring); the GPU benchmark measures what
+  that costs.
 
 ``INTERPRETER``: see ``_triton_util`` (exact stand-ins for casts Triton 3.9's
 interpreter gets wrong, and the integer e4m3 decoding instead of the hardware one).

@@ -2,7 +2,9 @@
 
 ``e4m3_to_f32`` decodes float8_e4m3fn codes with integer operations: exact,
 the same on every GPU generation (Triton's native ``float8e4nv`` type needs
-sm_89 or newer) and under the interpreter.
+sm_89 or newer) and under the interpreter. ``e4m3_decode`` takes the hardware
+conversion when compiled (the decode kernel, which dequantizes every row it
+reads) and ``e4m3_to_f32`` under the interpreter.
 
 Under ``TRITON_INTERPRET=1`` (the CPU path the tests use) two casts are wrong:
 ``tl.dot`` on bfloat16 operands returns garbage, and float32 -> bfloat16
