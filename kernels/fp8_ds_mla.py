@@ -252,6 +252,14 @@ def fp8_ds_mla_dequantize(rows: torch.Tensor, out: torch.Tensor | None = None) -
     return out
 
 
+def _scale_and_rope_words(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # 2-D uint8 rows [n, 656] as the kernels read their scales and RoPE values:
+    # float32 and bfloat16 views starting at each part of row 0.
+    return rows.view(torch.float32)[:, FP8_SCALE_OFFSET // 4 :], rows.view(torch.bfloat16)[
+        :, FP8_ROPE_OFFSET // 2 :
+    ]
+
+
 def quantize_launch(src: torch.Tensor, dst: torch.Tensor) -> Launch:
     """The launch :func:`fp8_ds_mla_quantize` makes: bf16 rows ``src [n, 576]`` (contiguous
     rows) into uint8 rows ``dst [n, 656]``, one program of 4 warps per row. Also
@@ -262,8 +270,7 @@ def quantize_launch(src: torch.Tensor, dst: torch.Tensor) -> Launch:
         (
             src,
             dst,
-            dst.view(torch.float32)[:, FP8_SCALE_OFFSET // 4 :],
-            dst.view(torch.bfloat16)[:, FP8_ROPE_OFFSET // 2 :],
+            *_scale_and_rope_words(dst),
             src.stride(0),
             dst.stride(0),
             dst.stride(0) // 4,
@@ -290,8 +297,7 @@ def dequantize_launch(src: torch.Tensor, dst: torch.Tensor) -> Launch:
         (src.shape[0],),
         (
             src,
-            src.view(torch.float32)[:, FP8_SCALE_OFFSET // 4 :],
-            src.view(torch.bfloat16)[:, FP8_ROPE_OFFSET // 2 :],
+            *_scale_and_rope_words(src),
             dst,
             src.stride(0),
             src.stride(0) // 4,
