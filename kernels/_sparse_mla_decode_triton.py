@@ -1,7 +1,7 @@
 """Triton bodies of the sparse MLA decode (launcher, tiling and reference in sparse_mla_decode.py).
 
 Stage 1 (``_decode_split_kernel``): one program per (head tile, top-k split,
-query token) runs an online softmax over its slice of the top-k rows and
+query token), on a 1-D grid in that order (head tile fastest), runs an online softmax over its slice of the top-k rows and
 writes a partial output (normalised) and its lse. Stage 2
 (``_decode_merge_kernel``) merges the splits by lse, applies the attention
 sink and writes bf16 out and float32 lse.
@@ -16,12 +16,12 @@ Tiling of stage 1 (``decode_tiling`` in sparse_mla_decode.py picks the sizes;
   warpgroup; Triton's ``tl.dot`` needs N >= 16, so 8 heads per rank run
   half-empty in a 16-head tile). The float32 accumulator takes ``512 x
   BLOCK_H / (32 x num_warps)`` registers per thread: 32 at 16 heads and 8
-  warps, which leaves room under Hopper's 255 (239 used with fp8_ds_mla rows,
-  173 with bf16). FlashMLA's 64-head tile, a [64, 512] accumulator over two
+  warps, which leaves room under Hopper's 255 (at most 239 used with
+  fp8_ds_mla rows, 188 with bf16). FlashMLA's 64-head tile, a [64, 512] accumulator over two
   warpgroups, needs 128 per thread for the accumulator alone and spills in
   Triton, which cannot give the math warps more registers than the rest (as
   FlashMLA's ``setmaxnreg`` does). On Blackwell the accumulator lives in
-  tensor memory and 32-head tiles fit (198 / 176 registers).
+  tensor memory and 32-head tiles fit (at most 202 / 176 registers).
 - **V in four 128-value tiles** (the fp8_ds_mla scale tiles): each is loaded
   (and dequantized) once, used for its share of ``S^T`` and kept in shared
   memory for ``O^T``; four ``[128, BLOCK_H]`` accumulators. MLA shares K and
@@ -30,7 +30,7 @@ Tiling of stage 1 (``decode_tiling`` in sparse_mla_decode.py picks the sizes;
   Dequantizing a whole 512-value row block at once is what spilled.
 - **What it costs**: a K row is read once per (query token, head tile)
   program: 8 programs at 128 heads on Hopper (4 on Blackwell). They run side
-  by side (the head tile is the fastest grid axis), so the first read comes
+  by side (the head tile varies fastest in the grid), so the first read comes
   from HBM and the others normally from L2; each program repeats the fp8
   dequantization of the rows. With 8 warps on a 64-row step both warpgroups
   compute the same ``S^T`` (Triton gives a chained dot's warps to M), which
@@ -85,6 +85,8 @@ def _decode_split_kernel(
     num_rows,
     topk,
     h_q,
+    num_head_tiles,
+    num_splits,
     split_len,
     qk_scale_log2,  # softmax_scale * log2(e)
     block_size,  # rows per KV block (1 for a flat row tensor)
@@ -111,9 +113,11 @@ def _decode_split_kernel(
     INTERPRETER: tl.constexpr,
 ):
     tl.static_assert(D_NOPE == 4 * TILE)
-    hb = tl.program_id(0)
-    sp = tl.program_id(1)
-    tok = tl.program_id(2).to(tl.int64)
+    # One grid axis (2^31 programs; the other two stop at 65535): head tile fastest.
+    pid = tl.program_id(0)
+    hb = pid % num_head_tiles
+    sp = (pid // num_head_tiles) % num_splits
+    tok = (pid // num_head_tiles // num_splits).to(tl.int64)
     heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
     h_ok = heads < h_q
     dt = tl.arange(0, TILE)

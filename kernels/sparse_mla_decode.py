@@ -328,11 +328,11 @@ def decode_launches(
 
     o_part = torch.empty((tokens, splits, h_q, D_V), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((tokens, splits, h_q), dtype=torch.float32, device=q.device)
-    # The head tile is the fastest grid axis: the programs that read the same
-    # (token, split) rows run side by side, so all but the first find them in L2.
+    # The head tile varies fastest: the programs that read the same (token, split)
+    # rows run side by side, so all but the first find them in L2.
     split = Launch(
         _decode_split_kernel,
-        (head_tiles, splits, tokens),
+        (head_tiles * splits * tokens,),
         (
             q3,
             nope,
@@ -344,6 +344,8 @@ def decode_launches(
             num_blocks * block_size,
             topk,
             h_q,
+            head_tiles,
+            splits,
             split_len,
             softmax_scale * math.log2(math.e),
             block_size,
