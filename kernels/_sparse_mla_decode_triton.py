@@ -1,8 +1,9 @@
 """Triton bodies of the sparse MLA decode (launcher, tiling and reference in sparse_mla_decode.py).
 
 Stage 1 (``_decode_split_kernel``): one program per (head tile, top-k split,
-query token), on a 1-D grid in that order (head tile fastest), runs an online softmax over its slice of the top-k rows and
-writes a partial output (normalised) and its lse. Stage 2
+query token), on a 1-D grid in that order (head tile fastest), runs an online
+softmax over its slice of the top-k rows and writes a partial output
+(normalised) and its lse. Stage 2
 (``_decode_merge_kernel``) merges the splits by lse, applies the attention
 sink and writes bf16 out and float32 lse.
 
