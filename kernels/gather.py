@@ -32,6 +32,7 @@ import triton
 
 from ._common import check_launch_device, require
 from ._gather_triton import _gather_plan_kernel, _gather_rows_kernel
+from ._launch import GpuArch, Launch
 
 __all__ = [
     "copy_rows",
@@ -164,29 +165,39 @@ def gather_rows(
     src_rows = src_rows.to(hot.device, non_blocking=True).contiguous()
     dst_slots = dst_slots.to(hot.device, non_blocking=True).contiguous()
     check_launch_device(op, hot, src_rows, dst_slots, host_ok=host_pool)
-    n = src_rows.shape[0]
-    if n == 0:
+    if src_rows.shape[0] == 0:
         return
-    _launch_rows(host_pool, hot, src_rows, dst_slots)
+    gather_launch(host_pool, hot, src_rows, dst_slots).run()
 
 
-def _launch_rows(
+def gather_launch(
     src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_rows: torch.Tensor
-) -> None:
+) -> Launch:
+    """The kernel launch :func:`gather_rows` and :func:`copy_rows` make for these
+    (already checked) tensors: ``dst[dst_rows[i]] = src[src_rows[i]]``.
+
+    One program per planned row, one warp each; the word width (8 bytes for
+    656- and 1152-byte rows) and 16-byte vectors follow the row width, strides
+    and base addresses. Also called with meta tensors by the ahead-of-time
+    compile check (``aot.py``), so it compiles what runs.
+    """
     word, w, row_words, vec = _words(src, dst)
-    _gather_rows_kernel[(src_rows.shape[0],)](
-        src.view(word),
-        dst.view(word),
-        src_rows,
-        dst_rows,
-        src.shape[0],
-        dst.shape[0],
-        src.stride(0) // w,
-        dst.stride(0) // w,
-        ROW_WORDS=row_words,
-        BLOCK=triton.next_power_of_2(row_words),
-        VEC=vec,
+    return Launch(
+        _gather_rows_kernel,
+        (src_rows.shape[0],),
+        (
+            src.view(word),
+            dst.view(word),
+            src_rows,
+            dst_rows,
+            src.shape[0],
+            dst.shape[0],
+            src.stride(0) // w,
+            dst.stride(0) // w,
+        ),
+        {"ROW_WORDS": row_words, "BLOCK": triton.next_power_of_2(row_words), "VEC": vec},
         num_warps=1,
+        num_stages=3,
     )
 
 
@@ -237,7 +248,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_
     dst_rows = dst_rows.to(device_side.device, non_blocking=True).contiguous()
     check_launch_device(op, device_side, src_rows, dst_rows, host_ok=host)
     if src_rows.shape[0]:
-        _launch_rows(src, dst, src_rows, dst_rows)
+        gather_launch(src, dst, src_rows, dst_rows).run()
 
 
 def _check_copy(
@@ -337,25 +348,67 @@ def gather_plan(
     rows, width = plan_rows.shape
     if rows == 0 or width == 0:
         return
+    gather_plan_launch(host_pool, hot, plan_rows, plan_slots, counts, slot_base, programs_per_row).run()
+
+
+def gather_plan_launch(
+    host_pool: torch.Tensor,
+    hot: torch.Tensor,
+    plan_rows: torch.Tensor,
+    plan_slots: torch.Tensor,
+    counts: torch.Tensor,
+    slot_base: torch.Tensor,
+    programs_per_row: int = 4,
+) -> Launch:
+    """The kernel launch :func:`gather_plan` makes for these (already checked) tensors.
+
+    Grid ``(rows, programs_per_row)``, 4 warps each, every program copying up to
+    ``TILE`` plan entries (8 for 656- and 1152-byte rows) per iteration. Also
+    called with meta tensors by the ahead-of-time compile check (``aot.py``).
+    """
     word, w, row_words, vec = _words(host_pool, hot)
     block = triton.next_power_of_2(row_words)
-    tile = max(1, min(8, 1024 // block))
-    _gather_plan_kernel[(rows, programs_per_row)](
-        host_pool.view(word),
-        hot.view(word),
-        plan_rows,
-        plan_slots,
-        counts,
-        slot_base,
-        host_pool.shape[0],
-        hot.shape[0],
-        plan_rows.stride(0),
-        host_pool.stride(0) // w,
-        hot.stride(0) // w,
-        ROW_WORDS=row_words,
-        BLOCK=block,
-        VEC=vec,
-        TILE=tile,
-        PROGRAMS=programs_per_row,
+    return Launch(
+        _gather_plan_kernel,
+        (plan_rows.shape[0], programs_per_row),
+        (
+            host_pool.view(word),
+            hot.view(word),
+            plan_rows,
+            plan_slots,
+            counts,
+            slot_base,
+            host_pool.shape[0],
+            hot.shape[0],
+            plan_rows.stride(0),
+            host_pool.stride(0) // w,
+            hot.stride(0) // w,
+        ),
+        {
+            "ROW_WORDS": row_words,
+            "BLOCK": block,
+            "VEC": vec,
+            "TILE": max(1, min(8, 1024 // block)),
+            "PROGRAMS": programs_per_row,
+        },
         num_warps=4,
+        num_stages=3,
     )
+
+
+def gather_aot_launches(
+    arch: GpuArch, *, row_bytes: int, rows: int, num_host_rows: int, num_slots: int, slot_dtype: torch.dtype
+) -> list[Launch]:
+    """What :func:`gather_rows` launches for a miss plan of ``rows`` rows of ``row_bytes``
+    from a pool of ``num_host_rows`` into ``num_slots`` hot rows, built on meta
+    tensors (no memory) for the ahead-of-time compile check (the same launch on
+    every ``arch``)."""
+    meta = torch.device("meta")
+    return [
+        gather_launch(
+            torch.empty((num_host_rows, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((num_slots, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((rows,), dtype=torch.int64, device=meta),
+            torch.empty((rows,), dtype=slot_dtype, device=meta),
+        )
+    ]
