@@ -159,7 +159,7 @@ def bench_resolver(shape: Shape, device: torch.device) -> dict[str, Any]:
             misses += sum(o.misses for o in outs)
     entries = s.batch * s.topk * s.layers
     dev_step, rust_step = float(np.median(dev_ms)), float(np.median(rust_ms))
-    launch = dev.workspace.launch
+    tiling = dev.workspace.tiling
     return {
         "triton_ms_per_step": dev_step,
         "rust_ms_per_step": rust_step,
@@ -170,7 +170,7 @@ def bench_resolver(shape: Shape, device: torch.device) -> dict[str, Any]:
         "equal": bool(equal),
         "state_bytes_per_slot": dev.state_bytes // s.dbs,
         "workspace_bytes": dev.workspace.nbytes,
-        "launch": {**launch.constexprs(), "num_warps": launch.num_warps},
+        "tiling": {**tiling.constexprs(), "num_warps": tiling.num_warps},
     }
 
 

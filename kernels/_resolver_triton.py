@@ -115,7 +115,7 @@ def _resolve_residency_kernel(
     width,
     topk_stride,
     num_states,
-    num_host_rows,
+    num_host_rows: tl.int64,  # <= 2^31: one compiled type for every pool size
     DBS: tl.constexpr,
     TABLE_BITS: tl.constexpr,
     MAX_MEMBERS: tl.constexpr,

@@ -25,8 +25,15 @@ import triton
 
 from ._common import check_launch_device, require
 from ._decode_indices_triton import _finish_indices_kernel, _map_positions_kernel
+from ._launch import GpuArch, Launch
 
-__all__ = ["finish_decode_indices", "map_topk_positions"]
+__all__ = [
+    "decode_indices_aot_launches",
+    "finish_decode_indices",
+    "finish_indices_launch",
+    "map_positions_launch",
+    "map_topk_positions",
+]
 
 _BLOCK = 1024
 
@@ -98,25 +105,68 @@ def map_topk_positions(
     )
     if rows == 0 or width == 0:
         return
-    block = min(_BLOCK, triton.next_power_of_2(width))
-    _map_positions_kernel[(rows, triton.cdiv(width, block))](
+    map_positions_launch(
         positions,
         block_tables,
         row_region,
         row_tokens,
         row_tail_start,
-        host_rows,
-        indices,
-        counters,
-        width,
-        positions.stride(0),
-        block_tables.stride(0),
-        block_size,
-        region_rows,
-        device_buffer_size,
-        BLOCK=block,
+        block_size=block_size,
+        region_rows=region_rows,
+        device_buffer_size=device_buffer_size,
+        host_rows=host_rows,
+        indices=indices,
+        counters=counters,
+    ).run()
+
+
+def map_positions_launch(
+    positions: torch.Tensor,
+    block_tables: torch.Tensor,
+    row_region: torch.Tensor,
+    row_tokens: torch.Tensor,
+    row_tail_start: torch.Tensor,
+    *,
+    block_size: int,
+    region_rows: int,
+    device_buffer_size: int,
+    host_rows: torch.Tensor,
+    indices: torch.Tensor,
+    counters: torch.Tensor,
+) -> Launch:
+    """The kernel launch :func:`map_topk_positions` makes for these (already checked)
+    tensors: grid ``(rows, ceil(width / BLOCK))``, BLOCK = min(1024, width
+    rounded up to a power of two), 4 warps. Also built on meta tensors by
+    :func:`decode_indices_aot_launches`."""
+    rows, width = positions.shape
+    block = _block(width)
+    return Launch(
+        _map_positions_kernel,
+        (rows, triton.cdiv(width, block)),
+        (
+            positions,
+            block_tables,
+            row_region,
+            row_tokens,
+            row_tail_start,
+            host_rows,
+            indices,
+            counters,
+            width,
+            positions.stride(0),
+            block_tables.stride(0),
+            block_size,
+            region_rows,
+            device_buffer_size,
+        ),
+        {"BLOCK": block},
         num_warps=4,
+        num_stages=3,
     )
+
+
+def _block(width: int) -> int:
+    return min(_BLOCK, int(triton.next_power_of_2(width)))
 
 
 def finish_decode_indices(slots: torch.Tensor, indices: torch.Tensor, row_base: torch.Tensor) -> None:
@@ -147,7 +197,61 @@ def finish_decode_indices(slots: torch.Tensor, indices: torch.Tensor, row_base: 
     check_launch_device(op, slots, indices, row_base)
     if rows == 0 or width == 0:
         return
-    block = min(_BLOCK, triton.next_power_of_2(width))
-    _finish_indices_kernel[(rows, triton.cdiv(width, block))](
-        slots, indices, row_base, width, BLOCK=block, num_warps=4
+    finish_indices_launch(slots, indices, row_base).run()
+
+
+def finish_indices_launch(slots: torch.Tensor, indices: torch.Tensor, row_base: torch.Tensor) -> Launch:
+    """The kernel launch :func:`finish_decode_indices` makes for these (already checked)
+    tensors: the same grid and warps as :func:`map_positions_launch`."""
+    rows, width = slots.shape
+    block = _block(width)
+    return Launch(
+        _finish_indices_kernel,
+        (rows, triton.cdiv(width, block)),
+        (slots, indices, row_base, width),
+        {"BLOCK": block},
+        num_warps=4,
+        num_stages=3,
     )
+
+
+def decode_indices_aot_launches(
+    arch: GpuArch,
+    *,
+    batch: int,
+    s_q: int,
+    topk: int,
+    block_size: int,
+    device_buffer_size: int,
+    max_blocks: int,
+) -> list[Launch]:
+    """Both maps as ``DecodeRuntime`` launches them for ``batch`` requests of ``s_q``
+    query tokens (int32 top-k positions; per-row metadata as int64 rows of one
+    ``[7 + groups, rows]`` table; counters in an int64 ``[groups, 8]`` table),
+    built on meta tensors (no memory) for the ahead-of-time compile check (the
+    same launches on every ``arch``)."""
+    meta = torch.device("meta")
+    rows = batch * s_q
+
+    def ints(*shape: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+        return torch.empty(shape, dtype=dtype, device=meta)
+
+    step_meta = ints(8, rows)  # rows 0, 1, 2 and 3: region, tokens, tail start, slot base
+    counts = ints(1, 8)  # [4:7]: tail entries, invalid positions, last invalid row
+    indices = ints(rows, topk, dtype=torch.int32)
+    return [
+        map_positions_launch(
+            ints(rows, topk, dtype=torch.int32),
+            ints(batch, max_blocks, dtype=torch.int32),
+            step_meta[0],
+            step_meta[1],
+            step_meta[2],
+            block_size=block_size,
+            region_rows=device_buffer_size + 2 * block_size,
+            device_buffer_size=device_buffer_size,
+            host_rows=ints(rows, topk),
+            indices=indices,
+            counters=counts[0, 4:7],
+        ),
+        finish_indices_launch(ints(rows, topk, dtype=torch.int32), indices, step_meta[3]),
+    ]

@@ -412,3 +412,39 @@ def gather_aot_launches(
             torch.empty((rows,), dtype=slot_dtype, device=meta),
         )
     ]
+
+
+def gather_plan_aot_launches(
+    arch: GpuArch, *, row_bytes: int, rows: int, width: int, num_host_rows: int, num_slots: int
+) -> list[Launch]:
+    """What :func:`gather_plan` launches for a ``[rows, width]`` miss plan (the
+    resolver's: int64 host rows, int32 slots, int32 counts, int64 slot bases) of
+    ``row_bytes`` rows from a pool of ``num_host_rows`` into ``num_slots`` hot
+    rows, on meta tensors (no memory) for the ahead-of-time compile check."""
+    meta = torch.device("meta")
+    return [
+        gather_plan_launch(
+            torch.empty((num_host_rows, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((num_slots, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((rows, width), dtype=torch.int64, device=meta),
+            torch.empty((rows, width), dtype=torch.int32, device=meta),
+            torch.empty((rows,), dtype=torch.int32, device=meta),
+            torch.empty((rows,), dtype=torch.int64, device=meta),
+        )
+    ]
+
+
+def copy_rows_aot_launches(arch: GpuArch, *, row_bytes: int, rows: int, num_dst_rows: int) -> list[Launch]:
+    """What :func:`copy_rows` launches for ``DecodeRuntime``'s KV write: ``rows`` new
+    rows of ``row_bytes`` (int64 source and destination rows) into a buffer of
+    ``num_dst_rows`` (the hot buffer's tail pages; the host mirror differs only
+    in that count), on meta tensors for the ahead-of-time compile check."""
+    meta = torch.device("meta")
+    return [
+        gather_launch(
+            torch.empty((rows, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((num_dst_rows, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((rows,), dtype=torch.int64, device=meta),
+            torch.empty((rows,), dtype=torch.int64, device=meta),
+        )
+    ]

@@ -69,6 +69,7 @@ from hisparse_rs.exceptions import PoolError
 
 from . import _resolver_triton as _k
 from ._common import check_launch_device, describe
+from ._launch import GpuArch, Launch
 from ._resolver_triton import _resolve_residency_kernel
 
 __all__ = [
@@ -78,11 +79,13 @@ __all__ = [
     "MAX_DEVICE_BUFFER_SIZE",
     "PlanBuffers",
     "ResidencyPlan",
-    "ResolverLaunch",
+    "ResolverTiling",
     "ResolverWorkspace",
     "TritonResidencyResolver",
+    "resolve_launch",
     "resolve_residency",
-    "resolver_launch",
+    "resolver_aot_launches",
+    "resolver_tiling",
     "status_error",
 ]
 
@@ -100,8 +103,8 @@ _OP = "resolve_residency"
 
 
 @dataclass(frozen=True)
-class ResolverLaunch:
-    """Compile-time shape of one resolver kernel (``_resolve_residency_kernel``).
+class ResolverTiling:
+    """Compile-time shape of the resolver kernel (``_resolve_residency_kernel``).
 
     ``dbs`` (DBS) slots per state; a union table of ``2 ** table_bits`` entries
     (TABLE_BITS; >= 2 x (min(max_members x top-k, dbs) + block_u), so it is at
@@ -122,6 +125,14 @@ class ResolverLaunch:
     def table(self) -> int:
         return 1 << self.table_bits
 
+    @property
+    def maxnreg(self) -> int:
+        """Registers per thread ptxas may use: the whole register file for one
+        program (64 K / threads, at most 255). A leader program is alone on its
+        SM (at most one per request), so occupancy buys nothing; left to itself,
+        ptxas aims 16 warps at 64 registers and spills at dbs 32768 on sm_90."""
+        return min(255, 65536 // (32 * self.num_warps))
+
     def constexprs(self) -> dict[str, int]:
         """The kernel's constexpr arguments, by name."""
         return {
@@ -140,20 +151,20 @@ class ResolverLaunch:
         return 16 * self.table + 7 * self.dbs + 4 * self.block_u + 4 * self.max_members
 
 
-def resolver_launch(
+def resolver_tiling(
     device_buffer_size: int, topk: int, max_rows: int, max_rows_per_state: int
-) -> ResolverLaunch:
-    """The launch for ``device_buffer_size`` slots, top-k rows up to ``topk``
+) -> ResolverTiling:
+    """The tiling for ``device_buffer_size`` slots, top-k rows up to ``topk``
     wide, batches up to ``max_rows`` rows, at most ``max_rows_per_state`` rows
     per state (1 + MTP draft tokens in a decode step)."""
     block_u = min(1024, triton.next_power_of_2(max(topk, 1)))
     block_s = min(1024, triton.next_power_of_2(device_buffer_size))
     cap = min(max_rows_per_state * topk, device_buffer_size)
     table = triton.next_power_of_2(2 * (cap + block_u))
-    # 16 warps x 2 lanes of 1024-entry loops: no register spills at dbs 4096,
-    # 10240 and 32768 on sm_90 and sm_100 (4 warps x 1024 spill at 32768; the
-    # compile test in CI holds it).
-    return ResolverLaunch(
+    # 16 warps x 2 lanes of 1024-entry loops, up to 128 registers a thread
+    # (maxnreg): no spills at dbs 4096, 10240 and 32768 on sm_90 and sm_100
+    # (4 warps x 1024 spill at 32768; aot.production_cases() holds it in CI).
+    return ResolverTiling(
         dbs=device_buffer_size,
         table_bits=table.bit_length() - 1,
         max_members=max_rows_per_state,
@@ -203,7 +214,7 @@ class ResolverWorkspace:
     for batches up to ``max_rows`` rows of width up to ``topk``, at most
     ``max_rows_per_state`` rows per state (default ``max_rows``), allocated once.
 
-    Bytes: :attr:`nbytes` = ``max_rows x launch.workspace_bytes_per_row()`` +
+    Bytes: :attr:`nbytes` = ``max_rows x tiling.workspace_bytes_per_row()`` +
     the outputs.
     """
 
@@ -224,11 +235,11 @@ class ResolverWorkspace:
             raise ValueError(
                 f"max_rows_per_state must be an int in [1, max_rows={max_rows}], got {per_state!r}"
             )
-        self.launch = resolver_launch(device_buffer_size, topk, max_rows, per_state)
+        self.tiling = resolver_tiling(device_buffer_size, topk, max_rows, per_state)
         self.topk = topk
         self.max_rows = max_rows
         dev = torch.device(device)
-        cfg = self.launch
+        cfg = self.tiling
 
         def ints(*shape: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
             return torch.empty(shape, dtype=dtype, device=dev)
@@ -251,7 +262,7 @@ class ResolverWorkspace:
 
     @property
     def nbytes(self) -> int:
-        return self.max_rows * self.launch.workspace_bytes_per_row() + self.outputs.nbytes
+        return self.max_rows * self.tiling.workspace_bytes_per_row() + self.outputs.nbytes
 
 
 @dataclass(frozen=True)
@@ -354,7 +365,7 @@ def resolve_residency(
     _check_int_tensor("slot_rows", slot_rows, (torch.int32,), 2)
     _check_int_tensor("lru", lru, (torch.int16,), 2)
     ws = workspace
-    cfg = ws.launch
+    cfg = ws.tiling
     rows, width = topk_rows.shape
     if width > ws.topk:
         raise PoolError(
@@ -406,7 +417,30 @@ def resolve_residency(
     if width == 0:
         plan.miss_counts.zero_()
     else:
-        _resolve_residency_kernel[(rows,)](
+        resolve_launch(topk_rows, state_index, slot_rows, lru, plan, ws, num_host_rows).run()
+    torch.cumsum(plan.miss_counts, 0, dtype=torch.int32, out=plan.miss_offsets[1:])
+    return plan
+
+
+def resolve_launch(
+    topk_rows: torch.Tensor,
+    state_index: torch.Tensor,
+    slot_rows: torch.Tensor,
+    lru: torch.Tensor,
+    plan: ResidencyPlan,
+    workspace: ResolverWorkspace,
+    num_host_rows: int,
+) -> Launch:
+    """The kernel launch :func:`resolve_residency` makes for these (already checked)
+    tensors, with at least one row and one column: one program per batch row,
+    the workspace's :class:`ResolverTiling`. Also built on meta tensors by
+    :func:`resolver_aot_launches` for the ahead-of-time compile check (``aot.py``)."""
+    ws = workspace
+    cfg = ws.tiling
+    return Launch(
+        _resolve_residency_kernel,
+        (topk_rows.shape[0],),
+        (
             topk_rows,
             state_index,
             slot_rows,
@@ -415,7 +449,7 @@ def resolve_residency(
             plan.miss_host_rows,
             plan.miss_slots,
             plan.miss_counts,
-            status,
+            plan.status,
             ws._keys,
             ws._first,
             ws._hit,
@@ -425,16 +459,43 @@ def resolve_residency(
             ws._miss_slot,
             ws._new_lru,
             ws._members,
-            rows,
-            width,
+            topk_rows.shape[0],
+            topk_rows.shape[1],
             topk_rows.stride(0),
             slot_rows.shape[0],
             num_host_rows,
-            **cfg.constexprs(),
-            num_warps=cfg.num_warps,
-        )
-    torch.cumsum(plan.miss_counts, 0, dtype=torch.int32, out=plan.miss_offsets[1:])
-    return plan
+        ),
+        cfg.constexprs(),
+        num_warps=cfg.num_warps,
+        num_stages=3,
+        maxnreg=cfg.maxnreg,
+    )
+
+
+def resolver_aot_launches(
+    arch: GpuArch,
+    *,
+    device_buffer_size: int,
+    topk: int,
+    batch: int,
+    rows_per_state: int,
+    num_states: int,
+    num_host_rows: int,
+) -> list[Launch]:
+    """What :func:`resolve_residency` launches for the decode step of ``batch``
+    requests of ``rows_per_state`` query rows each (``DecodeRuntime``'s
+    workspace: ``batch x rows_per_state`` rows, ``max_rows_per_state`` =
+    s_q), int64 top-k host rows and state indices, built on meta tensors (no
+    memory) for the ahead-of-time compile check (the same launch on every ``arch``)."""
+    meta = torch.device("meta")
+    rows = batch * rows_per_state
+    ws = ResolverWorkspace(device_buffer_size, topk, rows, max_rows_per_state=rows_per_state, device=meta)
+    states = torch.empty((num_states, device_buffer_size), dtype=torch.int32, device=meta)
+    lru = torch.empty((num_states, device_buffer_size), dtype=torch.int16, device=meta)
+    topk_rows = torch.empty((rows, topk), dtype=torch.int64, device=meta)
+    state_index = torch.empty((rows,), dtype=torch.int64, device=meta)
+    plan = ws.outputs.views(rows, topk, ws.status)
+    return [resolve_launch(topk_rows, state_index, states, lru, plan, ws, num_host_rows)]
 
 
 class TritonResidencyResolver:

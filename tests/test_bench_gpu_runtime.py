@@ -31,7 +31,7 @@ def test_smoke_run_exercises_every_part(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "gpu_runtime.json").read_text())
     r, d = results["resolver"], results["decode_step"]
     assert r["equal"] is True  # the Triton resolver's slots equal the Rust resolver's, every layer and step
-    assert r["state_bytes_per_slot"] == 6 and r["launch"]["DBS"] == 32
+    assert r["state_bytes_per_slot"] == 6 and r["tiling"]["DBS"] == 32
     assert 0 < r["hit_rate"] < 1 and 0 < d["hit_rate"] < 1
     assert set(d["eager_gpu_ms_by_part"]) == {"resolve", "gather", "kv write", "decode"}
     md = (tmp_path / "gpu_runtime.md").read_text()

@@ -413,9 +413,9 @@ def test_device_memory_per_state_and_workspace() -> None:
     assert ResidencyResolver(4096, 2048, ROWS, 656).state_bytes == 14 * 4096
     ws = ResolverWorkspace(4096, 2048, 64, max_rows_per_state=1, device=DEVICE)
     # Union table of 8192 entries x 16 B + 7 B per slot + lanes: ~164 KB per batch row.
-    assert ws.launch.table == 8192
-    assert ws.launch.workspace_bytes_per_row() == 16 * 8192 + 7 * 4096 + 4 * 1024 + 4
-    assert ws.launch.constexprs()["DBS"] == 4096 and ws.launch.num_warps == 16
+    assert ws.tiling.table == 8192
+    assert ws.tiling.workspace_bytes_per_row() == 16 * 8192 + 7 * 4096 + 4 * 1024 + 4
+    assert ws.tiling.constexprs()["DBS"] == 4096 and ws.tiling.num_warps == 16
     with pytest.raises(ValueError, match="max_rows_per_state"):
         ResolverWorkspace(8, 4, 2, max_rows_per_state=3, device=DEVICE)
     with pytest.raises(ValueError, match="max_rows"):
