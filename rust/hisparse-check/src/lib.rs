@@ -298,6 +298,7 @@ fn plan_options(cli: &Cli) -> PlanOptions {
         host_memory_gib: cli.host_memory_gib,
         gpu_memory_gib: cli.gpu_memory_gib,
         weights_gib: cli.weights_gib,
+        gpu: None,
     }
 }
 

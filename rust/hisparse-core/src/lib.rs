@@ -9,8 +9,10 @@
 //! Every rule cites its source: vLLM 0.33.0 (`vllm/config/*.py`,
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
 
+pub mod check;
 pub mod config;
 pub mod diagnostic;
+pub mod gpu;
 pub mod path;
 pub mod plan;
 pub mod pool;

@@ -4,6 +4,8 @@
 
 pub mod args;
 pub mod connectors;
+pub(crate) mod fixes;
+pub(crate) mod misplaced;
 pub mod model;
 pub mod report;
 pub mod resolve;

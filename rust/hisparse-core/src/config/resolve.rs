@@ -15,9 +15,11 @@ use crate::config::schema::{
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
     SPECULATIVE_FIELDS,
 };
-use crate::config::validate;
+use crate::config::validate::{self, PoolAdvice};
+use crate::config::{fixes, misplaced};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
-use crate::path::FieldPath;
+use crate::gpu::GpuSpec;
+use crate::path::{FieldPath, Seg};
 use serde_json::{json, Value};
 
 /// The explicit `attention_config.hisparse_config`, as far as it parsed.
@@ -44,8 +46,9 @@ pub(crate) struct Scalars {
 
 /// Resolve and validate a serve configuration.
 ///
-/// Returns every error and warning at once; `Err` only when the model's
-/// config file cannot be read at all (an I/O problem, not a configuration one).
+/// Returns every error and warning at once, with fixes that pass alone and
+/// together (see `config::fixes`); `Err` only when the model's config file
+/// cannot be read at all (an I/O problem, not a configuration one).
 pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
     resolve_with_model(args).map(|(report, _)| report)
 }
@@ -53,10 +56,312 @@ pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
 /// [`resolve`], also returning the model facts it read (after `--hf-overrides`),
 /// for the capacity planner.
 pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    resolve_on(args, None)
+}
+
+/// [`resolve_with_model`] for a known GPU: adds vLLM's residency-resolver
+/// shared-memory check (and refuses a GPU that is not NVIDIA).
+pub fn resolve_on(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    resolve_advised(args, gpu, None)
+}
+
+/// The joint pass: resolve, then size the host pool fixes for the
+/// configuration that every fix of the report gives (a fix may change the
+/// block size, the context or the dtype the start-up minimum depends on), so
+/// that the fixes pass applied together. `advice` is a larger pool to offer
+/// (the one that lets the GPUs bind) when the caller knows it.
+pub(crate) fn resolve_advised(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    advice: Option<&PoolAdvice>,
+) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    let (mut report, mut model, needed) = resolve_once(args, gpu, advice)?;
+    if !shallow(args) {
+        return Ok((report, model)); // no copies of values nested this deep (see `shallow`)
+    }
+    let Some(fixed) = fixed_args(args, &report) else {
+        return Ok((report, model));
+    };
+    let offered = match (needed, advice) {
+        (Some(n), Some(a)) => Some(n.max(a.gib)),
+        (n, a) => n.or(a.map(|a| a.gib)),
+    };
+    if let Ok((_, _, Some(after))) = resolve_once(&fixed, gpu, None) {
+        if offered.is_none_or(|o| o < after) {
+            let joint = PoolAdvice {
+                gib: after,
+                holds: format!("{after} GiB is the start-up minimum once the other fixes of this report are applied: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
+            };
+            (report, model, _) = resolve_once(args, gpu, Some(&joint))?;
+        }
+    }
+    absorb(args, gpu, &mut report);
+    Ok((report, model))
+}
+
+/// Nesting up to which the joint pass copies the JSON fields (real serve
+/// configurations nest under 10 levels; copies and edits of JSON recurse).
+const JOINT_MAX_NESTING: usize = 64;
+
+/// Whether every JSON field nests at most [`JOINT_MAX_NESTING`] levels
+/// (measured without recursion).
+fn shallow(args: &ServeArgs) -> bool {
+    let mut stack: Vec<(&Value, usize)> = args
+        .json_fields()
+        .into_iter()
+        .filter_map(|(_, v)| v.as_ref().map(|v| (v, 0)))
+        .collect();
+    while let Some((v, depth)) = stack.pop() {
+        if depth > JOINT_MAX_NESTING {
+            return false;
+        }
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Rounds of [`absorb`]: each can only add edits below what a fix wrote.
+const ABSORB_ROUNDS: usize = 4;
+
+/// A fix that writes a value the other checks then reject (a misspelled
+/// `cudagraph_mod` moved to `cudagraph_mode` holds "FULL") takes the fix of
+/// that rejection too: an error the configuration after all fixes still has
+/// at or below a field one fix wrote, fixed by edits of fields below it, is
+/// appended to that fix, so it passes alone and together (a list wrapped in
+/// a MultiConnector whose items then need fixes, too).
+///
+/// The configuration after all fixes names places as they are after every
+/// removal; they are the places the fixes name only when no fix removes or
+/// moves a list item, so below a list item only that case is absorbed.
+fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
+    for _ in 0..ABSORB_ROUNDS {
+        let Some(fixed) = fixed_args(args, report) else {
+            return;
+        };
+        let Ok((after, _, _)) = resolve_once(&fixed, gpu, None) else {
+            return;
+        };
+        let shifts = report.errors.iter().flat_map(|d| &d.fix).any(|op| {
+            let p = match op {
+                FixOp::Remove { path } => path,
+                FixOp::Move { from, .. } => from,
+                FixOp::Set { .. } => return false,
+            };
+            matches!(p.0.last(), Some(Seg::Index(_)))
+        });
+        // Paths every fix names, to tell a value one fix wrote whole (a list
+        // wrapped in a MultiConnector) from one other fixes edit inside too.
+        let named: Vec<FieldPath> = report
+            .errors
+            .iter()
+            .flat_map(|d| &d.fix)
+            .flat_map(|op| match op {
+                FixOp::Set { path, .. } | FixOp::Remove { path } => [Some(path.clone()), None],
+                FixOp::Move { from, to } => [Some(from.clone()), Some(to.clone())],
+            })
+            .flatten()
+            .collect();
+        let mut grown = false;
+        // The errors after each fix alone, computed when first needed (per round).
+        let mut alone: Vec<Option<Vec<Diagnostic>>> = vec![None; report.errors.len()];
+        // An error of the configuration after every fix, named as the fix of
+        // error `i` would name it: through the moves applied after that fix
+        // (a list wrapped in a MultiConnector moves every item), undone last
+        // first. A value moved to a field stays named there.
+        let errors = &report.errors;
+        let seen_by = |i: usize, e: &Diagnostic| -> Diagnostic {
+            let later: Vec<&FixOp> = errors[i + 1..].iter().flat_map(|d| &d.fix).collect();
+            // Undo one edit: a move takes what is below `to` back to `from`; a
+            // list item taken out (removed or moved) shifts the later items back up.
+            let unshift = |p: FieldPath, gone: &FieldPath| -> FieldPath {
+                let Some((Seg::Index(r), list)) = gone.0.split_last() else {
+                    return p;
+                };
+                let mut segs = p.0;
+                if segs.len() > list.len() && segs[..list.len()] == *list {
+                    if let Seg::Index(j) = &mut segs[list.len()] {
+                        if *j >= *r {
+                            *j += 1;
+                        }
+                    }
+                }
+                FieldPath(segs)
+            };
+            let back = |p: &FieldPath| {
+                later.iter().rev().fold(p.clone(), |p, op| match op {
+                    FixOp::Move { from, to } => match p.0.strip_prefix(to.0.as_slice()) {
+                        Some(rest) if !rest.is_empty() => {
+                            FieldPath([from.0.as_slice(), rest].concat())
+                        }
+                        _ => unshift(p, from),
+                    },
+                    FixOp::Remove { path } => unshift(p, path),
+                    FixOp::Set { .. } => p,
+                })
+            };
+            let mut e = e.clone();
+            e.path = back(&e.path);
+            for op in &mut e.fix {
+                match op {
+                    FixOp::Set { path, .. } | FixOp::Remove { path } => *path = back(path),
+                    FixOp::Move { from, to } => {
+                        *from = back(from);
+                        *to = back(to);
+                    }
+                }
+            }
+            e
+        };
+        let mut additions: Vec<(usize, Vec<FixOp>)> = Vec::new();
+        for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
+            // e and its fix lie at or below `w`: through object keys only, or
+            // anywhere inside a value one fix set whole and no other fix edits.
+            let below = |e: &Diagnostic, w: &FieldPath, set_whole: bool| {
+                let alone = set_whole
+                    && named
+                        .iter()
+                        .filter(|p| p.0.starts_with(&w.0) || w.0.starts_with(&p.0))
+                        .count()
+                        == 1;
+                let inside = |p: &FieldPath| {
+                    p.0.starts_with(&w.0)
+                        && (alone || p.0[w.0.len()..].iter().all(|s| matches!(s, Seg::Key(_))))
+                };
+                // Never an edit that removes what the fix wrote.
+                let strictly = |p: &FieldPath| inside(p) && p.0.len() > w.0.len();
+                (!shifts || w.0.iter().all(|s| matches!(s, Seg::Key(_))))
+                    && inside(&e.path)
+                    && e.fix.iter().all(|op| match op {
+                        FixOp::Set { path, .. } => inside(path),
+                        FixOp::Remove { path } => strictly(path),
+                        FixOp::Move { from, to } => strictly(from) && inside(to),
+                    })
+            };
+            let owner = (0..errors.len())
+                .rev()
+                .map(|i| (i, seen_by(i, found)))
+                .find(|(i, e)| {
+                    errors[*i].fix.iter().any(|op| match op {
+                        FixOp::Set { path, .. } => below(e, path, true),
+                        FixOp::Move { to, .. } => below(e, to, false),
+                        FixOp::Remove { .. } => false,
+                    })
+                })
+                // Or the fix that reveals it: applied alone, it leads to this very
+                // error with this very fix (a kv_cache_dtype whose host rows the
+                // pool check can size only once the fix sets it).
+                // The alone fix may size a value for the configuration without
+                // the other fixes: the larger of the two numbers serves both.
+                .or_else(|| {
+                    (0..errors.len()).find_map(|i| {
+                        let e = seen_by(i, found);
+                        // Revealed: the report as given does not have it.
+                        if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
+                            return None;
+                        }
+                        let a = alone[i]
+                            .get_or_insert_with(|| alone_errors(args, gpu, &errors[i]))
+                            .iter()
+                            .find(|a| a.code == e.code && a.path == e.path)?;
+                        let ops = joint_ops(&a.fix, &e.fix)?;
+                        Some((i, Diagnostic { fix: ops, ..e }))
+                    })
+                });
+            if let Some((i, e)) = owner {
+                additions.push((i, e.fix));
+            }
+        }
+        for (i, ops) in additions {
+            report.errors[i].fix.extend(ops);
+            grown = true;
+        }
+        if !grown {
+            return;
+        }
+    }
+}
+
+/// One fix for both configurations: the same edits at the same places, a
+/// number set to the larger of the two values. None when they differ otherwise.
+fn joint_ops(alone: &[FixOp], joint: &[FixOp]) -> Option<Vec<FixOp>> {
+    if alone.len() != joint.len() {
+        return None;
+    }
+    alone
+        .iter()
+        .zip(joint)
+        .map(|(a, j)| match (a, j) {
+            (
+                FixOp::Set {
+                    path: pa,
+                    value: va,
+                },
+                FixOp::Set {
+                    path: pj,
+                    value: vj,
+                },
+            ) if pa == pj => {
+                let value = match (va.as_u64(), vj.as_u64(), va.as_f64(), vj.as_f64()) {
+                    (Some(x), Some(y), _, _) => json!(x.max(y)),
+                    (_, _, Some(x), Some(y)) => json!(x.max(y)),
+                    _ if va == vj => va.clone(),
+                    _ => return None,
+                };
+                Some(FixOp::Set {
+                    path: pa.clone(),
+                    value,
+                })
+            }
+            _ if a == j => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The errors `args` has after `d`'s fix alone (none when it does not apply).
+fn alone_errors(args: &ServeArgs, gpu: Option<&GpuSpec>, d: &Diagnostic) -> Vec<Diagnostic> {
+    if d.fix.is_empty() {
+        return Vec::new();
+    }
+    let mut doc = args.normalized().0.into_owned().to_json();
+    if crate::diagnostic::apply_fix(&mut doc, &d.fix).is_err() {
+        return Vec::new();
+    }
+    let Ok(one) = ServeArgs::from_json(doc) else {
+        return Vec::new();
+    };
+    resolve_once(&one, gpu, None).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
+}
+
+/// `args` with every error's fix of `report` applied in order; None when
+/// there is nothing to apply or the result is not serve args.
+pub(crate) fn fixed_args(args: &ServeArgs, report: &Report) -> Option<ServeArgs> {
+    if report.errors.iter().all(|e| e.fix.is_empty()) {
+        return None;
+    }
+    let mut doc = args.normalized().0.into_owned().to_json();
+    fixes::apply_all(&mut doc, &report.errors).ok()?;
+    ServeArgs::from_json(doc).ok()
+}
+
+/// One resolution: the report (errors settled, see `config::fixes`), the
+/// model facts and the start-up minimum host pool when the sizes are known.
+fn resolve_once(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    advice: Option<&PoolAdvice>,
+) -> Result<(Report, Option<ModelInfo>, Option<f64>), LoadError> {
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around them.
-        return Ok((Report::from_diagnostics(d), None));
+        return Ok((Report::from_diagnostics(d), None, None));
     }
     let args: &ServeArgs = &normalized;
     scan_shell_variables(args, &mut d);
@@ -101,7 +406,9 @@ pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>
     }
 
     let enabled = explicit.is_some() || !tree.sites.is_empty();
+    let mut needed_gib = None;
     let hisparse = if enabled {
+        let misplaced = misplaced::find(args, &tree);
         let ctx = validate::Ctx {
             args,
             tree: &tree,
@@ -110,21 +417,26 @@ pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>
             num_speculative_tokens,
             cudagraph_mode: cudagraph_mode.as_deref(),
             scalars: &scalars,
+            gpu,
+            advice,
+            misplaced: &misplaced,
         };
-        ctx.validate(&mut d)
+        ctx.validate(&mut d, &mut needed_gib)
     } else {
         None
     };
 
     let mut report = Report::from_diagnostics(d);
+    fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
     report.model = model.as_ref().map(|(info, source)| ModelSummary {
         source: source.clone(),
         architecture: info.architecture.clone(),
         model_type: info.model_type.clone(),
     });
+    report.gpu = gpu.cloned();
     report.hisparse = if report.valid { hisparse } else { None };
-    Ok((report, model.map(|(info, _)| info)))
+    Ok((report, model.map(|(info, _)| info), needed_gib))
 }
 
 fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
