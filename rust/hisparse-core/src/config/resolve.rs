@@ -447,6 +447,7 @@ fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     }
     for (name, value) in [
         ("model", &args.model),
+        ("revision", &args.revision),
         ("kv_cache_dtype", &args.kv_cache_dtype),
         ("platform", &args.platform),
     ] {

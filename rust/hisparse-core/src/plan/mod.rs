@@ -340,11 +340,8 @@ fn plan_assumed(
     options: &PlanOptions,
     gpu: Option<&GpuSpec>,
 ) -> Result<Plan, PlanError> {
-    let nothing = |why: String| {
-        PlanError::Option(format!(
-            "--plan: HiSparse is not configured, and {why} (add a HiSparseConnector to --kv-transfer-config)"
-        ))
-    };
+    let nothing =
+        |why: String| PlanError::Option(format!("--plan: HiSparse is not configured, and {why}"));
     let mut doc = args.normalized().0.into_owned().to_json();
     let kv = doc.get("kv_transfer_config");
     // A pool of one byte: the check's fix then gives the size to plan with.
