@@ -71,17 +71,26 @@ pub fn set_aside_unknown(
             let opposite = name
                 .strip_prefix("enable-")
                 .map(|rest| format!("disable-{rest}"));
-            let hint = match hisparse_core::config::schema::closest(&name, &candidates) {
-                // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
-                _ if opposite
-                    .as_ref()
-                    .is_some_and(|o| candidates.contains(&o.as_str())) =>
-                {
-                    format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
-                }
-                Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
-                Some(best) => format!("; did you mean --{best}?"),
-                None => String::new(),
+            // A HiSparse setting written as a flag: say where it goes, with the value given.
+            let value = it
+                .peek()
+                .filter(|v| is_value(v))
+                .map_or("VALUE", String::as_str)
+                .to_owned();
+            let hint = match hisparse_setting_flag(&name, &value) {
+                Some(hint) => hint,
+                None => match hisparse_core::config::schema::closest(&name, &candidates) {
+                    // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
+                    _ if opposite
+                        .as_ref()
+                        .is_some_and(|o| candidates.contains(&o.as_str())) =>
+                    {
+                        format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
+                    }
+                    Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
+                    Some(best) => format!("; did you mean --{best}?"),
+                    None => String::new(),
+                },
             };
             let from = origins
                 .iter()
@@ -105,6 +114,21 @@ pub fn set_aside_unknown(
         }
     }
     Ok((kept, ignored))
+}
+
+/// Where a HiSparse setting goes when it was written as a flag of its own
+/// (`--host-pool-gib 64`), which no closest flag name would say.
+fn hisparse_setting_flag(name: &str, value: &str) -> Option<String> {
+    let field = name.replace('-', "_");
+    match field.as_str() {
+        "host_pool_gib" => Some(format!(
+            "; host_pool_gib is a setting of the HiSparseConnector: put it in its kv_connector_extra_config, e.g. --kv-transfer-config '{{\"kv_connector\": \"HiSparseConnector\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": {value}}}}}'"
+        )),
+        "device_buffer_size" | "eager_host_mirror" => Some(format!(
+            "; {field} is a HiSparseConfig setting: --attention-config.hisparse_config.{field} {value}"
+        )),
+        _ => None,
+    }
 }
 
 /// JSON flags given more than once: `(field, count)`. argparse keeps the last.
@@ -496,6 +520,9 @@ mod tests {
                 .unwrap_err()
                 .contains("--port")
         );
+        let err =
+            set_aside_unknown(s(&["--host_pool_gib", "64"]), &known, &Vec::new()).unwrap_err();
+        assert!(err.contains("\"host_pool_gib\": 64"), "{err}");
         // A flag from a --config file says where it is.
         let origins = vec![(
             "kv-transfer-confg".to_owned(),
