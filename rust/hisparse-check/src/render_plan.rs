@@ -3,11 +3,9 @@
 //! context, then the sweep table; warnings and errors last.
 
 use crate::render::{ignored, model_heading, plural, section};
-use hisparse_core::plan::{Limit, Plan, PlanPoint, PoolMode};
+use hisparse_core::plan::{gib_text as gib, Limit, Plan, PlanPoint, PoolMode};
 use hisparse_core::Code;
 use std::fmt::Write;
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// 1234567 -> "1,234,567".
 fn n(x: u64) -> String {
@@ -20,16 +18,6 @@ fn n(x: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// Bytes in GiB, or MiB below 1 GiB.
-fn gib(bytes: u64) -> String {
-    let g = bytes as f64 / GIB;
-    if g < 1.0 {
-        format!("{:.1} MiB", g * 1024.0)
-    } else {
-        format!("{g:.2} GiB")
-    }
 }
 
 /// Token counts as `--max-model-len` writes them: 128000 -> "128k" (k = 1000),

@@ -39,6 +39,14 @@ fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
+/// The JSON form of a core value as Python objects (None stays None).
+fn optional_dict<'py>(
+    py: Python<'py>,
+    value: Option<Value>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    value.map(|v| to_py(py, &v)).transpose()
+}
+
 /// Everything a check found; the `hisparse-check --json` report as an object.
 ///
 /// `hisparse` is set only when the configuration is valid and HiSparse is on.
@@ -96,11 +104,13 @@ impl Report {
     /// source of each figure; None when no GPU was named.
     #[getter]
     fn gpu<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.0
-            .gpu
-            .as_ref()
-            .map(|g| to_py(py, &serde_json::to_value(g).unwrap_or_default()))
-            .transpose()
+        optional_dict(
+            py,
+            self.0
+                .gpu
+                .as_ref()
+                .and_then(|g| serde_json::to_value(g).ok()),
+        )
     }
     /// Version of the JSON schema.
     #[getter]
@@ -754,11 +764,13 @@ impl Plan {
     /// it), host_pool_gib, host_pool_rule and rule.
     #[getter]
     fn assumed<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.0
-            .assumed
-            .as_ref()
-            .map(|a| to_py(py, &serde_json::to_value(a).unwrap_or_default()))
-            .transpose()
+        optional_dict(
+            py,
+            self.0
+                .assumed
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+        )
     }
     /// The plan as JSON text (the `hisparse-check --plan --json` schema).
     fn to_json(&self) -> String {

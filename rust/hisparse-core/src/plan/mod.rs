@@ -791,8 +791,8 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
     Some(diag)
 }
 
-/// Bytes as GiB, or MiB below 1 GiB, for messages.
-fn gib_text(bytes: u64) -> String {
+/// Bytes as GiB, or MiB below 1 GiB, for messages and the plan's text.
+pub fn gib_text(bytes: u64) -> String {
     let g = bytes as f64 / GIB;
     if g < 1.0 {
         format!("{:.1} MiB", g * 1024.0)
