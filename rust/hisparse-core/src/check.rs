@@ -14,9 +14,9 @@
 //!   memory is known, instead of the start-up minimum that holds one request.
 
 use crate::config::args::ServeArgs;
+use crate::config::fixes::{fixed_args, resolve_advised};
 use crate::config::model::ModelInfo;
 use crate::config::report::{Provenance, Report};
-use crate::config::resolve::{fixed_args, resolve_advised};
 use crate::config::validate::PoolAdvice;
 use crate::gpu::{self, GpuSpec};
 use crate::path::FieldPath;

@@ -21,14 +21,20 @@
 //!    move values, from the last place in the document to the first, so no
 //!    path a later fix names has shifted; errors without a fix last.
 //!
-//! Values that depend on other fixes (the host pool for the block size another
-//! fix sets) are sized for the configuration after all fixes too; that is the
-//! joint pass in `resolve`.
+//! [`resolve_advised`] is the joint pass around one resolution: values that
+//! depend on other fixes (the host pool for the block size another fix sets)
+//! are sized for the configuration after all fixes too, and a fix whose result
+//! another check then rejects takes that check's fix ([`absorb`]).
 
-use crate::config::args::ServeArgs;
+use crate::config::args::{LoadError, ServeArgs};
+use crate::config::model::ModelInfo;
+use crate::config::report::Report;
+use crate::config::resolve::resolve_once;
+use crate::config::validate::PoolAdvice;
 use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
+use crate::gpu::GpuSpec;
 use crate::path::{FieldPath, Seg};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::cmp::Ordering;
 
 /// Merge and order the errors of one report (see the module docs). `doc` is
@@ -251,6 +257,289 @@ fn multi_of(list: &FieldPath) -> FieldPath {
         Some(Seg::Key(k)) if k == "kv_connector_extra_config" => up.parent(),
         _ => up,
     }
+}
+
+/// The joint pass: resolve, then size the host pool fixes for the
+/// configuration that every fix of the report gives (a fix may change the
+/// block size, the context or the dtype the start-up minimum depends on), so
+/// that the fixes pass applied together. `advice` is a larger pool to offer
+/// (the one that lets the GPUs bind) when the caller knows it.
+pub(crate) fn resolve_advised(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    advice: Option<&PoolAdvice>,
+) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    let (mut report, mut model, needed) = resolve_once(args, gpu, advice)?;
+    if !shallow(args) {
+        return Ok((report, model)); // no copies of values nested this deep (see `shallow`)
+    }
+    let Some(fixed) = fixed_args(args, &report) else {
+        return Ok((report, model));
+    };
+    let offered = match (needed, advice) {
+        (Some(n), Some(a)) => Some(n.max(a.gib)),
+        (n, a) => n.or(a.map(|a| a.gib)),
+    };
+    if let Ok((_, _, Some(after))) = resolve_once(&fixed, gpu, None) {
+        if offered.is_none_or(|o| o < after) {
+            let joint = PoolAdvice {
+                gib: after,
+                holds: format!("{after} GiB is the start-up minimum once the other fixes of this report are applied: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
+            };
+            (report, model, _) = resolve_once(args, gpu, Some(&joint))?;
+        }
+    }
+    absorb(args, gpu, &mut report);
+    Ok((report, model))
+}
+
+/// Nesting up to which the joint pass copies the JSON fields (real serve
+/// configurations nest under 10 levels; copies and edits of JSON recurse).
+const JOINT_MAX_NESTING: usize = 64;
+
+/// Whether every JSON field nests at most [`JOINT_MAX_NESTING`] levels
+/// (measured without recursion).
+fn shallow(args: &ServeArgs) -> bool {
+    let mut stack: Vec<(&Value, usize)> = args
+        .json_fields()
+        .into_iter()
+        .filter_map(|(_, v)| v.as_ref().map(|v| (v, 0)))
+        .collect();
+    while let Some((v, depth)) = stack.pop() {
+        if depth > JOINT_MAX_NESTING {
+            return false;
+        }
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Rounds of [`absorb`]: each can only add edits below what a fix wrote.
+const ABSORB_ROUNDS: usize = 4;
+
+/// A fix that writes a value the other checks then reject (a misspelled
+/// `cudagraph_mod` moved to `cudagraph_mode` holds "FULL") takes the fix of
+/// that rejection too: an error the configuration after all fixes still has
+/// at or below a field one fix wrote, fixed by edits of fields below it, is
+/// appended to that fix, so it passes alone and together (a list wrapped in
+/// a MultiConnector whose items then need fixes, too).
+///
+/// The configuration after all fixes names places as they are after every
+/// removal; they are the places the fixes name only when no fix removes or
+/// moves a list item, so below a list item only that case is absorbed.
+fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
+    for _ in 0..ABSORB_ROUNDS {
+        let Some(fixed) = fixed_args(args, report) else {
+            return;
+        };
+        let Ok((after, _, _)) = resolve_once(&fixed, gpu, None) else {
+            return;
+        };
+        let shifts = report.errors.iter().flat_map(|d| &d.fix).any(|op| {
+            let p = match op {
+                FixOp::Remove { path } => path,
+                FixOp::Move { from, .. } => from,
+                FixOp::Set { .. } => return false,
+            };
+            matches!(p.0.last(), Some(Seg::Index(_)))
+        });
+        // Paths every fix names, to tell a value one fix wrote whole (a list
+        // wrapped in a MultiConnector) from one other fixes edit inside too.
+        let named: Vec<FieldPath> = report
+            .errors
+            .iter()
+            .flat_map(|d| &d.fix)
+            .flat_map(|op| match op {
+                FixOp::Set { path, .. } | FixOp::Remove { path } => [Some(path.clone()), None],
+                FixOp::Move { from, to } => [Some(from.clone()), Some(to.clone())],
+            })
+            .flatten()
+            .collect();
+        let mut grown = false;
+        // The errors after each fix alone, computed when first needed (per round).
+        let mut alone: Vec<Option<Vec<Diagnostic>>> = vec![None; report.errors.len()];
+        // An error of the configuration after every fix, named as the fix of
+        // error `i` would name it: through the moves applied after that fix
+        // (a list wrapped in a MultiConnector moves every item), undone last
+        // first. A value moved to a field stays named there.
+        let errors = &report.errors;
+        let seen_by = |i: usize, e: &Diagnostic| -> Diagnostic {
+            let later: Vec<&FixOp> = errors[i + 1..].iter().flat_map(|d| &d.fix).collect();
+            // Undo one edit: a move takes what is below `to` back to `from`; a
+            // list item taken out (removed or moved) shifts the later items back up.
+            let unshift = |p: FieldPath, gone: &FieldPath| -> FieldPath {
+                let Some((Seg::Index(r), list)) = gone.0.split_last() else {
+                    return p;
+                };
+                let mut segs = p.0;
+                if segs.len() > list.len() && segs[..list.len()] == *list {
+                    if let Seg::Index(j) = &mut segs[list.len()] {
+                        if *j >= *r {
+                            *j += 1;
+                        }
+                    }
+                }
+                FieldPath(segs)
+            };
+            let back = |p: &FieldPath| {
+                later.iter().rev().fold(p.clone(), |p, op| match op {
+                    FixOp::Move { from, to } => match p.0.strip_prefix(to.0.as_slice()) {
+                        Some(rest) if !rest.is_empty() => {
+                            FieldPath([from.0.as_slice(), rest].concat())
+                        }
+                        _ => unshift(p, from),
+                    },
+                    FixOp::Remove { path } => unshift(p, path),
+                    FixOp::Set { .. } => p,
+                })
+            };
+            let mut e = e.clone();
+            e.path = back(&e.path);
+            for op in &mut e.fix {
+                match op {
+                    FixOp::Set { path, .. } | FixOp::Remove { path } => *path = back(path),
+                    FixOp::Move { from, to } => {
+                        *from = back(from);
+                        *to = back(to);
+                    }
+                }
+            }
+            e
+        };
+        let mut additions: Vec<(usize, Vec<FixOp>)> = Vec::new();
+        for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
+            // e and its fix lie at or below `w`: through object keys only, or
+            // anywhere inside a value one fix set whole and no other fix edits.
+            let below = |e: &Diagnostic, w: &FieldPath, set_whole: bool| {
+                let alone = set_whole
+                    && named
+                        .iter()
+                        .filter(|p| p.0.starts_with(&w.0) || w.0.starts_with(&p.0))
+                        .count()
+                        == 1;
+                let inside = |p: &FieldPath| {
+                    p.0.starts_with(&w.0)
+                        && (alone || p.0[w.0.len()..].iter().all(|s| matches!(s, Seg::Key(_))))
+                };
+                // Never an edit that removes what the fix wrote.
+                let strictly = |p: &FieldPath| inside(p) && p.0.len() > w.0.len();
+                (!shifts || w.0.iter().all(|s| matches!(s, Seg::Key(_))))
+                    && inside(&e.path)
+                    && e.fix.iter().all(|op| match op {
+                        FixOp::Set { path, .. } => inside(path),
+                        FixOp::Remove { path } => strictly(path),
+                        FixOp::Move { from, to } => strictly(from) && inside(to),
+                    })
+            };
+            let owner = (0..errors.len())
+                .rev()
+                .map(|i| (i, seen_by(i, found)))
+                .find(|(i, e)| {
+                    errors[*i].fix.iter().any(|op| match op {
+                        FixOp::Set { path, .. } => below(e, path, true),
+                        FixOp::Move { to, .. } => below(e, to, false),
+                        FixOp::Remove { .. } => false,
+                    })
+                })
+                // Or the fix that reveals it: applied alone, it leads to this very
+                // error with this very fix (a kv_cache_dtype whose host rows the
+                // pool check can size only once the fix sets it).
+                // The alone fix may size a value for the configuration without
+                // the other fixes: the larger of the two numbers serves both.
+                .or_else(|| {
+                    (0..errors.len()).find_map(|i| {
+                        let e = seen_by(i, found);
+                        // Revealed: the report as given does not have it.
+                        if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
+                            return None;
+                        }
+                        let a = alone[i]
+                            .get_or_insert_with(|| alone_errors(args, gpu, &errors[i]))
+                            .iter()
+                            .find(|a| a.code == e.code && a.path == e.path)?;
+                        let ops = joint_ops(&a.fix, &e.fix)?;
+                        Some((i, Diagnostic { fix: ops, ..e }))
+                    })
+                });
+            if let Some((i, e)) = owner {
+                additions.push((i, e.fix));
+            }
+        }
+        for (i, ops) in additions {
+            report.errors[i].fix.extend(ops);
+            grown = true;
+        }
+        if !grown {
+            return;
+        }
+    }
+}
+
+/// One fix for both configurations: the same edits at the same places, a
+/// number set to the larger of the two values. None when they differ otherwise.
+fn joint_ops(alone: &[FixOp], joint: &[FixOp]) -> Option<Vec<FixOp>> {
+    if alone.len() != joint.len() {
+        return None;
+    }
+    alone
+        .iter()
+        .zip(joint)
+        .map(|(a, j)| match (a, j) {
+            (
+                FixOp::Set {
+                    path: pa,
+                    value: va,
+                },
+                FixOp::Set {
+                    path: pj,
+                    value: vj,
+                },
+            ) if pa == pj => {
+                let value = match (va.as_u64(), vj.as_u64(), va.as_f64(), vj.as_f64()) {
+                    (Some(x), Some(y), _, _) => json!(x.max(y)),
+                    (_, _, Some(x), Some(y)) => json!(x.max(y)),
+                    _ if va == vj => va.clone(),
+                    _ => return None,
+                };
+                Some(FixOp::Set {
+                    path: pa.clone(),
+                    value,
+                })
+            }
+            _ if a == j => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The errors `args` has after `d`'s fix alone (none when it does not apply).
+fn alone_errors(args: &ServeArgs, gpu: Option<&GpuSpec>, d: &Diagnostic) -> Vec<Diagnostic> {
+    if d.fix.is_empty() {
+        return Vec::new();
+    }
+    let mut doc = args.normalized().0.into_owned().to_json();
+    if apply_fix(&mut doc, &d.fix).is_err() {
+        return Vec::new();
+    }
+    let Ok(one) = ServeArgs::from_json(doc) else {
+        return Vec::new();
+    };
+    resolve_once(&one, gpu, None).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
+}
+
+/// `args` with every error's fix of `report` applied in order; None when
+/// there is nothing to apply or the result is not serve args.
+pub(crate) fn fixed_args(args: &ServeArgs, report: &Report) -> Option<ServeArgs> {
+    if report.errors.iter().all(|e| e.fix.is_empty()) {
+        return None;
+    }
+    let mut doc = args.normalized().0.into_owned().to_json();
+    apply_all(&mut doc, &report.errors).ok()?;
+    ServeArgs::from_json(doc).ok()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

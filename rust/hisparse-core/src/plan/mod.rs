@@ -2,7 +2,7 @@
 //! replica serves with and without HiSparse, which limit binds, and how much
 //! host memory the pools pin per node.
 //!
-//! Data flow: [`ServeArgs`] -> [`resolve_with_model`] (a valid configuration
+//! Data flow: [`ServeArgs`] -> [`crate::check`] (resolution and the machine checks: a valid configuration
 //! with HiSparse on, and the model facts) -> [`plan`] -> [`Plan`]. Every size
 //! comes from [`crate::sizes`]; the formulas are HISPARSE.md §5's (vLLM's public
 //! HiSparse concurrency calculator), with the layout facts of vLLM 0.33.0's
