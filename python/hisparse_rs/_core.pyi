@@ -127,6 +127,12 @@ class HiSparseSettings:
     @property
     def min_host_blocks(self) -> int: ...
     @property
+    def residency_shared_memory_bytes(self) -> int | None:
+        """Shared memory per CUDA block vLLM 0.33's residency resolver needs (bytes)."""
+    @property
+    def triton_resolver_shared_memory_bytes(self) -> int | None:
+        """The same for hisparse_rs's Triton resolver; None until it reports one."""
+    @property
     def index_groups(self) -> list[int]:
         """Index group of each host-pool layer; layers sharing an indexer (IndexShare) share one."""
     @property
@@ -159,6 +165,9 @@ class Report:
     def errors(self) -> tuple[Diagnostic, ...]: ...
     @property
     def warnings(self) -> tuple[Diagnostic, ...]: ...
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        """The GPU named with ``gpu=`` (its figures and their sources), or None."""
     @property
     def schema_version(self) -> int: ...
     @property
@@ -246,6 +255,8 @@ class HostPlan:
     @property
     def usable_host_memory_bytes(self) -> int | None: ...
     @property
+    def host_memory_given(self) -> bool: ...
+    @property
     def draft_model(self) -> str | None: ...
 
 @final
@@ -283,6 +294,8 @@ class GpuPlan:
     def baseline_blocks(self) -> int | None: ...
     @property
     def hisparse_blocks(self) -> int | None: ...
+    @property
+    def gpu_name(self) -> str | None: ...
 
 _Limit = Literal["gpu", "host", "max_num_seqs", "baseline"]
 
@@ -360,14 +373,19 @@ class Plan:
     def errors(self) -> tuple[Diagnostic, ...]: ...
     @property
     def warnings(self) -> tuple[Diagnostic, ...]: ...
+    @property
+    def assumed(self) -> dict[str, Any] | None:
+        """For a configuration without HiSparse: the HiSparse settings this plan assumed."""
     def to_json(self) -> str:
         """The plan as indented JSON text."""
 
-def check_json(args_json: str) -> Report:
-    """Resolve serve args (JSON, ServeArgs form) and return the report.
+def check_json(args_json: str, options_json: str | None = None) -> Report:
+    """Resolve serve args (JSON, ServeArgs form) and return the report; with
+    options (JSON: gpu, gpu_memory_gib, host_memory_gib, weights_gib) the
+    checks that need the machines run too.
 
     Raises ModelLoadError if the model config cannot be read, TypeError on
-    ill-typed arguments.
+    ill-typed arguments, ValueError for an unknown GPU or an option out of range.
     """
 
 def apply_fix_json(args_json: str, fix_json: str) -> str:

@@ -58,6 +58,8 @@ codes! {
     // HiSparse requirements (vLLM 0.33 VllmConfig.__post_init__, hisparse layout/runtime).
     HiSparseWithoutConnector => "hisparse_without_connector",
     HostPoolGibMissing => "host_pool_gib_missing",
+    HostPoolGibMisplaced => "host_pool_gib_misplaced",
+    HiSparseSettingMisplaced => "hisparse_setting_misplaced",
     HostPoolGibNotPositive => "host_pool_gib_not_positive",
     HostPoolTooSmall => "host_pool_too_small",
     PlatformUnsupported => "platform_unsupported",
@@ -73,6 +75,7 @@ codes! {
     SchedulerReserveFullIslDisabled => "scheduler_reserve_full_isl_disabled",
     DeviceBufferTooSmall => "device_buffer_too_small",
     DeviceBufferTooLarge => "device_buffer_too_large",
+    ResidencySharedMemoryExceeded => "residency_shared_memory_exceeded",
     BlockSizeUnsupported => "block_size_unsupported",
     KvCacheDtypeUnsupported => "kv_cache_dtype_unsupported",
     MaxModelLenTooLarge => "max_model_len_too_large",
@@ -81,6 +84,7 @@ codes! {
     ModelConfigMissing => "model_config_missing",
     // The capacity planner (hisparse-check --plan).
     HostMemoryExceeded => "host_memory_exceeded",
+    PlanServesNoRequests => "plan_serves_no_requests",
     // Warnings: legal but surprising.
     KvProducerRole => "kv_producer_role",
     HiSparseRoleNotKvBoth => "hisparse_role_not_kv_both",
@@ -94,6 +98,8 @@ codes! {
     HostPoolImplausible => "host_pool_implausible",
     HostPoolLimitsContext => "host_pool_limits_context",
     FlagReplaced => "flag_replaced",
+    HiSparseSettingIgnored => "hisparse_setting_ignored",
+    HostMemoryNotGiven => "host_memory_not_given",
     HostMemoryUnknown => "host_memory_unknown",
     WeightsUnknown => "weights_unknown",
     NoGpuKvRoom => "no_gpu_kv_room",
@@ -105,7 +111,8 @@ codes! {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum FixOp {
     /// Put `value` at `path`, creating missing parent objects (a parent that is
-    /// not an object is replaced by one).
+    /// not an object is replaced by one); a list index at or past the end
+    /// appends, so an append still lands after other fixes removed items.
     Set { path: FieldPath, value: Value },
     /// Delete the key or list element at `path` (absent: no-op).
     Remove { path: FieldPath },
@@ -288,13 +295,20 @@ fn slot_mut<'a>(doc: &'a mut Value, segs: &[Seg], create: bool) -> Result<&'a mu
                 obj.entry(k.clone()).or_insert(Value::Null)
             }
             Seg::Index(i) => {
+                // A list created by this edit (a move into `x[0]`) starts empty.
+                if create && cur.is_null() {
+                    *cur = Value::Array(Vec::new());
+                }
                 let list = cur
                     .as_array_mut()
                     .ok_or_else(|| format!("cannot index [{i}] into a non-list"))?;
-                if *i == list.len() && create {
+                let at = if *i >= list.len() && create {
                     list.push(Value::Null);
-                }
-                list.get_mut(*i)
+                    list.len() - 1
+                } else {
+                    *i
+                };
+                list.get_mut(at)
                     .ok_or_else(|| format!("index [{i}] is out of range"))?
             }
         };

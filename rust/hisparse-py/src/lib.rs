@@ -11,6 +11,7 @@
 mod pool;
 mod results;
 
+use hisparse_core::check::check;
 use hisparse_core::config::args::LoadError;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
 use hisparse_core::plan::{plan, PlanError, PlanOptions};
@@ -48,21 +49,45 @@ fn parse_args(args_json: &str) -> PyResult<ServeArgs> {
 }
 
 /// Resolve and validate serve args given as JSON (the `ServeArgs` form: vLLM
-/// EngineArgs field names). The GIL is released while Rust works.
+/// EngineArgs field names). With `options_json` (`gpu`, `gpu_memory_gib`,
+/// `host_memory_gib`, `weights_gib`, `context_length`, `target_requests`) the
+/// checks that need the machines run too. The GIL is released while Rust works.
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
-/// TypeError when an argument has the wrong type.
+/// ValueError for an option out of range or an unknown GPU, TypeError when an
+/// argument has the wrong type.
 #[pyfunction]
-fn check_json(py: Python<'_>, args_json: &str) -> PyResult<Report> {
+#[pyo3(signature = (args_json, options_json = None))]
+fn check_json(py: Python<'_>, args_json: &str, options_json: Option<&str>) -> PyResult<Report> {
     let args = parse_args(args_json)?;
-    let report = py.detach(|| resolve(&args)).map_err(CoreError)?;
-    Ok(Report::from(report))
+    let Some(options_json) = options_json else {
+        let report = py.detach(|| resolve(&args)).map_err(CoreError)?;
+        return Ok(Report::from(report));
+    };
+    let options = parse_options(options_json)?;
+    match py.detach(|| check(&args, &options)) {
+        Ok(report) => Ok(Report::from(report)),
+        Err(e) => Err(plan_error(e)),
+    }
+}
+
+fn parse_options(options_json: &str) -> PyResult<PlanOptions> {
+    serde_json::from_str(options_json)
+        .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))
+}
+
+fn plan_error(e: PlanError) -> PyErr {
+    match e {
+        PlanError::Load(e) => CoreError(e).into(),
+        PlanError::Option(msg) => PyValueError::new_err(msg),
+    }
 }
 
 /// Plan capacity for serve args given as JSON (the `ServeArgs` form) with
 /// planner options as JSON (`context_length`, `target_requests`,
-/// `host_memory_gib`, `gpu_memory_gib`, `weights_gib`). Returns the check
-/// report and the plan (None unless the configuration is valid with HiSparse on).
+/// `host_memory_gib`, `gpu_memory_gib`, `weights_gib`, `gpu`). Returns the
+/// check report and the plan (None unless the configuration is valid; without
+/// HiSparse, the plan of the HiSparseConnector it would take: `Plan.assumed`).
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
 /// ValueError when an option is out of range, TypeError on ill-typed input.
@@ -73,12 +98,10 @@ fn plan_json(
     options_json: &str,
 ) -> PyResult<(Report, Option<Plan>)> {
     let args = parse_args(args_json)?;
-    let options: PlanOptions = serde_json::from_str(options_json)
-        .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))?;
+    let options = parse_options(options_json)?;
     match py.detach(|| plan(&args, &options)) {
         Ok((report, p)) => Ok((Report::from(report), p.map(Plan::from))),
-        Err(PlanError::Load(e)) => Err(CoreError(e).into()),
-        Err(PlanError::Option(msg)) => Err(PyValueError::new_err(msg)),
+        Err(e) => Err(plan_error(e)),
     }
 }
 

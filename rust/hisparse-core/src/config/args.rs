@@ -20,9 +20,13 @@ use std::time::SystemTime;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeArgs {
-    /// `--model`: a local `config.json` or a model directory containing one.
+    /// `--model`: a local `config.json`, a model directory containing one, or
+    /// a Hugging Face model id read from the local cache (never downloaded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `--revision`: the branch, tag or commit of a model id (default `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
     /// The model's HF `config.json` already parsed (instead of `model`).
     #[serde(
         default,
@@ -148,6 +152,14 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 pub enum LoadError {
     #[error("model config not found: {path} (pass a local config.json or a directory containing one; hisparse-check does not download from a hub)")]
     ModelNotFound { path: String },
+    #[error("model {model} is not a local path and its config.json is not in the local Hugging Face cache (read as vLLM does offline; nothing is downloaded). Looked at:\n  {}\nTo fetch it: {fetch}", looked.join("\n  "))]
+    ModelNotCached {
+        model: String,
+        /// Every place looked at, with what was found there.
+        looked: Vec<String>,
+        /// The command that puts it in the cache.
+        fetch: String,
+    },
     #[error("cannot read {path}: {source}")]
     Io {
         path: String,
@@ -256,9 +268,15 @@ impl ServeArgs {
         let Some(model) = &self.model else {
             return Ok(None);
         };
-        let file = config_file(Path::new(model)).ok_or_else(|| LoadError::ModelNotFound {
-            path: model.clone(),
-        })?;
+        // A local path first, as vLLM; else a model id in the Hugging Face cache.
+        let file = match config_file(Path::new(model)) {
+            Some(file) => file,
+            None => crate::config::hub::locate(
+                model,
+                self.revision.as_deref(),
+                &crate::config::hub::HubCache::from_env(|k| std::env::var(k).ok()),
+            )?,
+        };
         let shown = file.display().to_string();
         let stamp = std::fs::metadata(&file)
             .ok()

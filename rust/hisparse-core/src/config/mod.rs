@@ -4,6 +4,9 @@
 
 pub mod args;
 pub mod connectors;
+pub(crate) mod fixes;
+pub mod hub;
+pub(crate) mod misplaced;
 pub mod model;
 pub mod report;
 pub mod resolve;
