@@ -8,6 +8,7 @@ mod argv;
 mod render;
 mod render_plan;
 mod vllm_flags;
+mod yaml;
 
 use argv::human_readable_int;
 
@@ -229,7 +230,9 @@ where
             } else {
                 EXIT_VALID
             };
-            let _ = e.print();
+            if let Err(io) = e.print().and_then(|()| std::io::stdout().flush()) {
+                return write_failed(&mut stderr, &io);
+            }
             return (code, None);
         }
     };
@@ -267,7 +270,9 @@ where
         } else {
             render::human(&report)
         };
-        let _ = writeln!(stdout, "{text}");
+        if let Err(e) = print(&mut stdout, &text) {
+            return write_failed(&mut stderr, &e);
+        }
         return (
             if report.valid {
                 EXIT_VALID
@@ -284,11 +289,27 @@ where
     } else {
         render_plan::plan(&plan)
     };
-    let _ = writeln!(stdout, "{text}");
+    if let Err(e) = print(&mut stdout, &text) {
+        return write_failed(&mut stderr, &e);
+    }
     (
         if plan.valid { EXIT_VALID } else { EXIT_INVALID },
         Some(plan),
     )
+}
+
+/// Write the result and flush: a full disk or closed pipe is an error, not a silent exit 0.
+fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
+    writeln!(stdout, "{text}")?;
+    stdout.flush()
+}
+
+fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {
+    let _ = writeln!(
+        stderr,
+        "hisparse-check: error: cannot write the result to stdout: {e}"
+    );
+    (EXIT_USAGE, None)
 }
 
 fn plan_options(cli: &Cli) -> PlanOptions {

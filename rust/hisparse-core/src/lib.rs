@@ -11,6 +11,8 @@
 
 pub mod config;
 pub mod diagnostic;
+pub mod files;
+pub mod limits;
 pub mod path;
 pub mod plan;
 pub mod pool;

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod connectors;
 pub mod model;
+pub mod model_file;
 pub mod report;
 pub mod resolve;
 pub mod schema;

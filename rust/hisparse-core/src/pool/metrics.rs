@@ -10,7 +10,9 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Shared counters and the host-usage gauge. Counters only grow.
+/// Shared counters and the host-usage gauge. Counters only grow, and stop
+/// at 2^64 - 1 instead of wrapping to 0 (Prometheus would read a wrap as a
+/// counter reset).
 #[derive(Debug, Default)]
 pub struct HiSparseMetrics {
     hits: AtomicU64,
@@ -65,12 +67,11 @@ impl HiSparseMetrics {
         Self::default()
     }
 
-    /// Add one resolve call's hits, misses and copied bytes.
+    /// Add one resolve call's hits, misses and copied bytes (saturating).
     pub fn record_resolve(&self, hits: u64, misses: u64, bytes: u64) {
-        self.hits.fetch_add(hits, Ordering::Relaxed);
-        self.misses.fetch_add(misses, Ordering::Relaxed);
-        self.host_to_device_bytes
-            .fetch_add(bytes, Ordering::Relaxed);
+        saturating_add(&self.hits, hits);
+        saturating_add(&self.misses, misses);
+        saturating_add(&self.host_to_device_bytes, bytes);
     }
 
     /// Set the host-usage gauge (the pool calls this after every change).
@@ -127,6 +128,15 @@ impl HiSparseMetrics {
     }
 }
 
+fn saturating_add(counter: &AtomicU64, n: u64) {
+    if n != 0 {
+        // The closure always returns Some, so this cannot fail.
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_add(n))
+        });
+    }
+}
+
 /// Label values escape backslash, double quote and newline (exposition format).
 fn escape_label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -165,6 +175,18 @@ mod tests {
         assert!(text.contains("vllm:hisparse_host_cache_usage_perc{model_name=\"a\\\"b\"} 0.75\n"));
         assert_eq!(text.lines().count(), 12);
         assert!(is_identifier("model_name") && !is_identifier("1x") && !is_identifier(""));
+    }
+
+    #[test]
+    fn counters_saturate_instead_of_wrapping() {
+        let m = HiSparseMetrics::new();
+        m.record_resolve(u64::MAX - 1, 1, u64::MAX);
+        m.record_resolve(5, u64::MAX, 1);
+        let s = m.snapshot();
+        assert_eq!(
+            (s.hits, s.misses, s.host_to_device_bytes),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
     }
 
     #[test]
