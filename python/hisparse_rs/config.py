@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,7 +53,9 @@ def _serve_args(
 ) -> dict[str, Any]:
     args: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if model is not None:
-        args["model"] = os.fspath(model)
+        # A bytes path decodes as the OS would name it; one that is not UTF-8
+        # is then reported (invalid_value at "model"), never a traceback.
+        args["model"] = os.fsdecode(model)
     if hf_config is not None:
         args["hf_config"] = hf_config
     env = (
@@ -67,17 +68,6 @@ def _serve_args(
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = str(env)
     return args
-
-
-def _finite(value: Any) -> Any:
-    """Non-finite floats as Python spells them ("nan", "inf"), since JSON has none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def check(
@@ -174,12 +164,15 @@ def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> di
 
 
 def check_args(args: Mapping[str, Any]) -> Report:
-    """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
-    try:
-        text = json.dumps(args, allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(args))
-    return _core.check_json(text)
+    """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`).
+
+    The mapping is converted in Rust with bounds (README "Limits"): nesting
+    deeper than 64 levels or a circular reference is an ``input_too_deep``
+    error in the report, more than 16 MiB ``input_too_large``, text that is
+    not UTF-8 or an int no field can hold ``invalid_value``; NaN and
+    infinities are read as Python's ``float()`` reads "nan" and "inf".
+    """
+    return _core.check_json(args)
 
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:
@@ -197,8 +190,8 @@ def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Resol
 
 def apply_fix(args: Mapping[str, Any], fix: tuple[Mapping[str, Any], ...] | list[Any]) -> dict[str, Any]:
     """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form (see
-    :func:`serve_args`); returns the new args. Raises ValueError if the fix does not apply."""
-    edited: dict[str, Any] = json.loads(
-        _core.apply_fix_json(json.dumps(args), json.dumps([dict(op) for op in fix]))
-    )
+    :func:`serve_args`); returns the new args. All or nothing: removing an
+    absent path changes nothing, and paths and the result nest at most 64
+    levels. Raises ValueError if the fix does not apply (``args`` is unchanged)."""
+    edited: dict[str, Any] = json.loads(_core.apply_fix_json(args, list(fix)))
     return edited

@@ -43,6 +43,8 @@ codes! {
     InvalidType => "invalid_type",
     InvalidValue => "invalid_value",
     UnknownKey => "unknown_key",
+    InputTooDeep => "input_too_deep",
+    InputTooLarge => "input_too_large",
     // The KV connector tree.
     ConnectorsListAtTopLevel => "connectors_list_at_top_level",
     ConnectorNotObject => "connector_not_object",
