@@ -53,13 +53,11 @@ impl<'a, 'py, T: TryFrom<i128>> FromPyObject<'a, 'py> for Int<T> {
 impl<T: Copy + Display + Bounds> Int<T> {
     /// The value, or PoolError `invalid_size` naming `name`.
     pub fn pool(&self, name: &'static str) -> Result<T, PoolError> {
-        self.0
-            .clone()
-            .map_err(|given| PoolError::InvalidSize {
-                what: name,
-                given,
-                allowed: format!("an integer in {} ..= {}", T::MIN_TEXT, T::MAX_TEXT),
-            })
+        self.0.clone().map_err(|given| PoolError::InvalidSize {
+            what: name,
+            given,
+            allowed: format!("an integer in {} ..= {}", T::MIN_TEXT, T::MAX_TEXT),
+        })
     }
 
     /// The value, or ValueError naming `name`.

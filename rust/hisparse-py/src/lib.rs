@@ -24,8 +24,8 @@ use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use results::{
-    Diagnostic as PyDiagnostic, GpuPlan, HiSparseSettings, HostPlan, ModelSummary, Plan,
-    PlanPoint, PlanSizes, Provenance, Report,
+    Diagnostic as PyDiagnostic, GpuPlan, HiSparseSettings, HostPlan, ModelSummary, Plan, PlanPoint,
+    PlanSizes, Provenance, Report,
 };
 
 pyo3::create_exception!(
@@ -82,7 +82,9 @@ fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<(ServeArgs, Vec<Diagnostic>)>
 fn check_json(py: Python<'_>, args: &Bound<'_, PyAny>) -> PyResult<Report> {
     let (args, problems) = parse_args(args)?;
     if !problems.is_empty() {
-        return Ok(Report::from(hisparse_core::Report::from_diagnostics(problems)));
+        return Ok(Report::from(hisparse_core::Report::from_diagnostics(
+            problems,
+        )));
     }
     let report = gil::detach(py, || gil::no_panic(|| resolve(&args)))
         .map_err(gil::internal_error)?
@@ -107,9 +109,14 @@ fn plan_json(
     let options: PlanOptions = serde_json::from_str(options_json)
         .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))?;
     if !problems.is_empty() {
-        return Ok((Report::from(hisparse_core::Report::from_diagnostics(problems)), None));
+        return Ok((
+            Report::from(hisparse_core::Report::from_diagnostics(problems)),
+            None,
+        ));
     }
-    match gil::detach(py, || gil::no_panic(|| plan(&args, &options))).map_err(gil::internal_error)? {
+    match gil::detach(py, || gil::no_panic(|| plan(&args, &options)))
+        .map_err(gil::internal_error)?
+    {
         Ok((report, p)) => Ok((Report::from(report), p.map(Plan::from))),
         Err(PlanError::Load(e)) => Err(CoreError(e).into()),
         Err(PlanError::Option(msg)) => Err(PyValueError::new_err(msg)),
@@ -124,7 +131,10 @@ fn plan_json(
 fn apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<String> {
     let (args, problems) = parse_args(args)?;
     if let Some(p) = problems.first() {
-        return Err(PyValueError::new_err(format!("the serve args cannot be edited: {}", p.message)));
+        return Err(PyValueError::new_err(format!(
+            "the serve args cannot be edited: {}",
+            p.message
+        )));
     }
     let fix_value: serde_json::Value = if let Ok(text) = fix.cast::<PyString>() {
         serde_json::from_str(text.to_str()?)
@@ -132,7 +142,10 @@ fn apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<S
     } else {
         let (value, problems) = pyjson::to_json(fix)?;
         if let Some(p) = problems.first() {
-            return Err(PyValueError::new_err(format!("not a list of fix operations: {}", p.message)));
+            return Err(PyValueError::new_err(format!(
+                "not a list of fix operations: {}",
+                p.message
+            )));
         }
         value
     };
@@ -204,7 +217,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pool::HiSparseMetrics>()?;
     m.add_function(wrap_pyfunction!(pool::pool_error_codes, m)?)?;
     // Detached calls finish before the interpreter finalizes (gil.rs).
-    py.import("atexit")?
-        .call_method1("register", (wrap_pyfunction!(gil::drain_detached_calls, m)?,))?;
+    py.import("atexit")?.call_method1(
+        "register",
+        (wrap_pyfunction!(gil::drain_detached_calls, m)?,),
+    )?;
     Ok(())
 }

@@ -202,7 +202,12 @@ impl HiSparseMetrics {
     /// Counters stop at 2**64 - 1 (they never wrap). Raises ValueError for a
     /// negative count or one beyond 2**64 - 1 (nothing is added then).
     #[pyo3(signature = (*, hits = Int::of(0), misses = Int::of(0), host_to_device_bytes = Int::of(0)))]
-    fn record(&self, hits: Int<u64>, misses: Int<u64>, host_to_device_bytes: Int<u64>) -> PyResult<()> {
+    fn record(
+        &self,
+        hits: Int<u64>,
+        misses: Int<u64>,
+        host_to_device_bytes: Int<u64>,
+    ) -> PyResult<()> {
         let (hits, misses, bytes) = (
             hits.value("hits")?,
             misses.value("misses")?,
@@ -529,7 +534,9 @@ impl HostKVPool {
     /// The pool tensor's layer-major layout for a stage starting at global layer ``first_layer``.
     #[pyo3(signature = (first_layer = Int::of(0)))]
     fn layout(&self, py: Python<'_>, first_layer: Int<u64>) -> PyResult<PoolLayout> {
-        let first = first_layer.pool("first_layer").map_err(|e| pool_err(py, e))?;
+        let first = first_layer
+            .pool("first_layer")
+            .map_err(|e| pool_err(py, e))?;
         self.call(py, |p| p.layout(first)).map(PoolLayout)
     }
     /// ceil(num_tokens / block_size). Raises PoolError ``invalid_size`` for
@@ -848,10 +855,18 @@ impl ResidencyResolver {
         }
         let width = shape[1];
         let out = match (&rows, &states) {
-            (IntArray::I32(r), IntArray::I32(s)) => self.resolve_once(py, slice_of(r)?, width, slice_of(s)?),
-            (IntArray::I32(r), IntArray::I64(s)) => self.resolve_once(py, slice_of(r)?, width, slice_of(s)?),
-            (IntArray::I64(r), IntArray::I32(s)) => self.resolve_once(py, slice_of(r)?, width, slice_of(s)?),
-            (IntArray::I64(r), IntArray::I64(s)) => self.resolve_once(py, slice_of(r)?, width, slice_of(s)?),
+            (IntArray::I32(r), IntArray::I32(s)) => {
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
+            }
+            (IntArray::I32(r), IntArray::I64(s)) => {
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
+            }
+            (IntArray::I64(r), IntArray::I32(s)) => {
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
+            }
+            (IntArray::I64(r), IntArray::I64(s)) => {
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
+            }
         }?;
         let slots = PyArray1::from_vec(py, out.slots).reshape([out.rows, out.width])?;
         Ok(ResolveResult {
@@ -963,7 +978,9 @@ impl ResidencyResolver {
             None => {
                 py.check_signals()?;
                 detach(py, || work(false)).unwrap_or_else(|| {
-                    Err(Failure::Panic("resolve: the copy of the inputs is gone".to_owned()))
+                    Err(Failure::Panic(
+                        "resolve: the copy of the inputs is gone".to_owned(),
+                    ))
                 })
             }
         };

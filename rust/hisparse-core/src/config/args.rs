@@ -285,13 +285,19 @@ impl ServeArgs {
         };
         let mut kept = serde_json::Map::new();
         let mut errors = Vec::new();
+        let alone = |v: &Value, key: &str| {
+            ServeArgs::deserialize(&Value::Object(serde_json::Map::from_iter([(
+                key.to_owned(),
+                v.clone(),
+            )])))
+        };
         for (key, v) in map {
-            let alone = Value::Object(serde_json::Map::from_iter([(key.clone(), v.clone())]));
-            match ServeArgs::deserialize(&alone) {
+            match alone(v, key) {
                 Ok(_) => {
                     kept.insert(key.clone(), v.clone());
                 }
-                Err(e) if v.is_number() => errors.push(
+                // A known field (null is valid for every field) given a number it cannot hold.
+                Err(e) if v.is_number() && alone(&Value::Null, key).is_ok() => errors.push(
                     Diagnostic::error(
                         Code::InvalidValue,
                         FieldPath::root(key),

@@ -144,9 +144,21 @@ fn escape_label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// prometheus_client writes floats as Python's repr: `3.0`, `0.75`.
+/// prometheus_client writes floats as Python's repr: `3.0`, `0.75`,
+/// `1.8446744073709552e+19` (a saturated counter), `4.6e-10`.
 fn prom_float(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e16 {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        // Python: scientific below 1e-4 and from 1e16, exponent signed, two digits at least.
+        let text = format!("{v:e}");
+        let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+        let (sign, digits) = match exp.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', exp),
+        };
+        return format!("{mantissa}e{sign}{digits:0>2}");
+    }
+    if v.fract() == 0.0 {
         format!("{v:.1}")
     } else {
         format!("{v}")
@@ -187,6 +199,16 @@ mod tests {
             (s.hits, s.misses, s.host_to_device_bytes),
             (u64::MAX, u64::MAX, u64::MAX)
         );
+        // As Python's repr (prometheus_client) writes them.
+        assert_eq!(prom_float(u64::MAX as f64), "1.8446744073709552e+19");
+        assert_eq!(prom_float(1e-5), "1e-05");
+        assert_eq!(
+            prom_float(1.0 / (1u64 << 31) as f64),
+            "4.656612873077393e-10"
+        );
+        assert_eq!(prom_float(0.75), "0.75");
+        assert_eq!(prom_float(3.0), "3.0");
+        assert_eq!(prom_float(0.0), "0.0");
     }
 
     #[test]
