@@ -66,8 +66,8 @@ def check_tensors(op: str, **tensors: torch.Tensor | None) -> None:
             raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.device.type == "meta":
             raise ValueError(
-                f"{op}: {name} is on the meta device, which holds no data. "
-                f"Fix: materialize it on the device that runs the op (e.g. torch.empty_like({name}, device='cuda'))."
+                f"{op}: {name} is on the meta device, which holds no data. Fix: materialize it "
+                f"on the device that runs the op (e.g. torch.empty_like({name}, device='cuda'))."
             )
         if t.requires_grad:
             raise ValueError(

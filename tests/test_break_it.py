@@ -32,7 +32,14 @@ from hypothesis import strategies as st
 
 import hisparse_rs
 from conftest import MODELS
-from hisparse_rs import HiSparseMetrics, HostKVPool, HostPoolExhausted, PoolError, PoolLayout, ResidencyResolver
+from hisparse_rs import (
+    HiSparseMetrics,
+    HostKVPool,
+    HostPoolExhausted,
+    PoolError,
+    PoolLayout,
+    ResidencyResolver,
+)
 
 DSV32 = str(MODELS / "deepseek-v3.2")
 HS: dict[str, Any] = {
@@ -65,7 +72,9 @@ def resolver_state(r: ResidencyResolver, states: list[int]) -> Any:
     )
 
 
-def fails_unchanged(snapshot: Callable[[], Any], call: Callable[[], Any], error: type[BaseException]) -> BaseException:
+def fails_unchanged(
+    snapshot: Callable[[], Any], call: Callable[[], Any], error: type[BaseException]
+) -> BaseException:
     before = snapshot()
     with pytest.raises(error) as info:
         call()
@@ -106,7 +115,9 @@ def busy_pool() -> HostKVPool:
         (lambda p: p.can_admit(2**64), PoolError, "invalid_size"),
     ],
 )
-def test_every_failed_pool_call_changes_nothing(call: Callable[[HostKVPool], Any], error: type, code: str | None) -> None:
+def test_every_failed_pool_call_changes_nothing(
+    call: Callable[[HostKVPool], Any], error: type, code: str | None
+) -> None:
     p = busy_pool()
     e = fails_unchanged(lambda: pool_state(p), lambda: call(p), error)
     if code is not None:
@@ -267,13 +278,17 @@ def test_deep_and_circular_values_are_reported_not_raised() -> None:
 
 
 def test_values_json_cannot_carry_are_reported() -> None:
-    r = hisparse_rs.check(DSV32, kv_transfer_config={**HS, "kv_connector_extra_config": {"host_pool_gib": 10**400}})
+    r = hisparse_rs.check(
+        DSV32, kv_transfer_config={**HS, "kv_connector_extra_config": {"host_pool_gib": 10**400}}
+    )
     assert codes(r) == [("invalid_value", "kv_transfer_config.kv_connector_extra_config.host_pool_gib")]
     r = hisparse_rs.check(DSV32, kv_transfer_config=HS, tensor_parallel_size=10**30)
     assert codes(r) == [("invalid_value", "tensor_parallel_size")]
     r = hisparse_rs.check(DSV32, kv_transfer_config=HS, max_model_len=10**400)
     assert codes(r) == [("invalid_value", "max_model_len")]
-    nan = hisparse_rs.check(DSV32, kv_transfer_config={**HS, "kv_connector_extra_config": {"host_pool_gib": math.nan}})
+    nan = hisparse_rs.check(
+        DSV32, kv_transfer_config={**HS, "kv_connector_extra_config": {"host_pool_gib": math.nan}}
+    )
     assert [c for c, _ in codes(nan)] == ["invalid_value"]
 
 
@@ -305,8 +320,10 @@ json_values = st.recursive(
     | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=8)
     | st.sampled_from(["\udcff", "$POOL", "inf", "nan"]),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=6) | st.integers(-3, 3), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6) | st.integers(-3, 3), inner, max_size=4)
+    ),
     max_leaves=24,
 )
 
@@ -381,7 +398,11 @@ def test_model_files_that_are_not_regular_or_too_large_have_their_own_codes(tmp_
     big.parent.mkdir()
     with big.open("wb") as f:
         f.truncate(17 << 20)  # sparse: refused by its size, unread
-    for model, code in ((fifo.parent, "not_a_regular_file"), ("/dev/zero", "not_a_regular_file"), (big, "file_too_large")):
+    for model, code in (
+        (fifo.parent, "not_a_regular_file"),
+        ("/dev/zero", "not_a_regular_file"),
+        (big, "file_too_large"),
+    ):
         with pytest.raises(hisparse_rs.ModelLoadError) as info:
             hisparse_rs.check(model, kv_transfer_config=HS)
         assert info.value.code == code, (model, str(info.value))
@@ -398,7 +419,10 @@ def test_a_megabyte_unknown_flag_gets_no_suggestion_search() -> None:
 
 def test_huge_tensor_parallel_size_is_answered_from_the_heads() -> None:
     r = hisparse_rs.check(
-        DSV32, kv_transfer_config=HS, tensor_parallel_size=2305843009213693950, hf_overrides={"num_attention_heads": 384}
+        DSV32,
+        kv_transfer_config=HS,
+        tensor_parallel_size=2305843009213693950,
+        hf_overrides={"num_attention_heads": 384},
     )
     (e,) = [e for e in r.errors if e.code == "tensor_parallel_heads_mismatch"]
     assert e.fix[0]["value"] == 384

@@ -35,7 +35,9 @@ def run_child(code: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=TIMEOUT_S,
     )
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr[-2000:]}"
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr[-2000:]}"
+    )
     assert "Traceback" not in proc.stderr and "panicked" not in proc.stderr, proc.stderr[-2000:]
     return proc
 
@@ -152,7 +154,8 @@ r = hisparse_rs.ResidencyResolver(64, 32, 1 << 20, 656)
 s = r.new_state()
 rows, st = np.zeros((1, 32), np.int32), np.array([s], np.int32)
 M = {model!r}
-HS = {{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {{"host_pool_gib": 64}}}}
+HS = {{"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+      "kv_connector_extra_config": {{"host_pool_gib": 64}}}}
 def loop(f):
     def run():
         while True:
@@ -160,7 +163,8 @@ def loop(f):
             except hisparse_rs.PoolError: pass
     return run
 calls = [lambda: p.free("unknown"), lambda: p.free_blocks, lambda: r.free_state(99),
-         lambda: r.new_state(), lambda: r.resolve(rows, st), lambda: hisparse_rs.check(M, kv_transfer_config=HS)]
+         lambda: r.new_state(), lambda: r.resolve(rows, st),
+         lambda: hisparse_rs.check(M, kv_transfer_config=HS)]
 for f in calls:
     threading.Thread(target=loop(f), daemon=True).start()
 class SlowExit:

@@ -201,7 +201,10 @@ impl HiSparseMetrics {
     /// here, as vLLM 0.33 counts misses x the row bytes of every layer in the group.
     /// Counters stop at 2**64 - 1 (they never wrap). Raises ValueError for a
     /// negative count or one beyond 2**64 - 1 (nothing is added then).
-    #[pyo3(signature = (*, hits = Int::of(0), misses = Int::of(0), host_to_device_bytes = Int::of(0)))]
+    #[pyo3(
+        signature = (*, hits = Int::of(0), misses = Int::of(0), host_to_device_bytes = Int::of(0)),
+        text_signature = "($self, *, hits=0, misses=0, host_to_device_bytes=0)"
+    )]
     fn record(
         &self,
         hits: Int<u64>,
@@ -276,7 +279,10 @@ impl PoolLayout {
     /// oversized argument (named), ``layer_stride < rows_per_layer x
     /// row_bytes``, or byte counts beyond 2**64.
     #[new]
-    #[pyo3(signature = (rows_per_layer, row_bytes, num_layers, first_layer = Int::of(0), layer_stride = None))]
+    #[pyo3(
+        signature = (rows_per_layer, row_bytes, num_layers, first_layer = Int::of(0), layer_stride = None),
+        text_signature = "(rows_per_layer, row_bytes, num_layers, first_layer=0, layer_stride=None)"
+    )]
     fn new(
         py: Python<'_>,
         rows_per_layer: Int<u64>,
@@ -532,7 +538,7 @@ impl HostKVPool {
         HiSparseMetrics(self.read(py, |p| p.metrics().clone()))
     }
     /// The pool tensor's layer-major layout for a stage starting at global layer ``first_layer``.
-    #[pyo3(signature = (first_layer = Int::of(0)))]
+    #[pyo3(signature = (first_layer = Int::of(0)), text_signature = "($self, first_layer=0)")]
     fn layout(&self, py: Python<'_>, first_layer: Int<u64>) -> PyResult<PoolLayout> {
         let first = first_layer
             .pool("first_layer")
