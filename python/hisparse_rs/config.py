@@ -167,7 +167,7 @@ def check_args(args: Mapping[str, Any]) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`).
 
     The mapping is converted in Rust with bounds (README "Limits"): nesting
-    deeper than 64 levels or a circular reference is an ``input_too_deep``
+    deeper than 128 levels or a circular reference is an ``input_too_deep``
     error in the report, more than 16 MiB ``input_too_large``, text that is
     not UTF-8 or an int no field can hold ``invalid_value``; NaN and
     infinities are read as Python's ``float()`` reads "nan" and "inf".
@@ -191,7 +191,7 @@ def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Resol
 def apply_fix(args: Mapping[str, Any], fix: tuple[Mapping[str, Any], ...] | list[Any]) -> dict[str, Any]:
     """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form (see
     :func:`serve_args`); returns the new args. All or nothing: removing an
-    absent path changes nothing, and paths and the result nest at most 64
+    absent path changes nothing, and paths and the result nest at most 128
     levels. Raises ValueError if the fix does not apply (``args`` is unchanged)."""
     edited: dict[str, Any] = json.loads(_core.apply_fix_json(args, list(fix)))
     return edited

@@ -73,7 +73,7 @@ fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<(ServeArgs, Vec<Diagnostic>)>
 
 /// Resolve and validate serve args: a mapping in the `ServeArgs` form (vLLM
 /// EngineArgs field names) or its JSON text. The GIL is released while Rust
-/// works. Input problems (nesting deeper than 64 levels, a cycle, over 16 MiB,
+/// works. Input problems (nesting deeper than 128 levels, a cycle, over 16 MiB,
 /// text that is not UTF-8, a number no field holds) are reported as errors.
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
@@ -126,7 +126,7 @@ fn plan_json(
 /// Apply fix operations (a list of `{"op": "set"|"remove"|"move", ...}`, or
 /// its JSON text) to serve args (as `check_json` takes them); returns the
 /// edited serve args as JSON text. All or nothing; paths and the result
-/// nest at most 64 levels. Raises ValueError if the fix does not apply.
+/// nest at most 128 levels. Raises ValueError if the fix does not apply.
 #[pyfunction]
 fn apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<String> {
     let (args, problems) = parse_args(args)?;
