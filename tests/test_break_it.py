@@ -349,6 +349,15 @@ def test_plan_reports_input_problems_as_config_errors() -> None:
     assert [e.code for e in info.value.errors] == ["input_too_deep"]
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"context_length": 2**64}, {"target_requests": -1}, {"host_memory_gib": 10**400}, {"gpu_memory_gib": -(10**400)}],
+)
+def test_plan_options_out_of_range_are_value_errors(options: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match=next(iter(options))):
+        hisparse_rs.plan(DSV32, kv_transfer_config=HS, **options)
+
+
 def test_apply_fix_is_bounded_and_all_or_nothing() -> None:
     args = hisparse_rs.serve_args(DSV32, kv_transfer_config={"kv_role": "kv_both"})
     deep_path = ".".join(["k"] * 20_000)

@@ -86,17 +86,21 @@ _GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
 
 
 def _check_options(options: dict[str, Any]) -> None:
-    # JSON cannot carry NaN or a negative u64: say so here, as the CLI does.
+    # JSON cannot carry NaN or a u64 out of range: say so here, as the CLI does.
     for name, value in options.items():
         if name in _INT_OPTIONS:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {value!r}")
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0 tokens/requests, got {value}")
+            if not 0 <= value < 2**64:
+                raise ValueError(f"{name} must be in 0 ..= 2**64 - 1 tokens/requests, got {value}")
         elif name in _GIB_OPTIONS:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TypeError(f"{name} must be a number of GiB, got {value!r}")
-            if not math.isfinite(value) or value < 0:
+            try:
+                gib = float(value)  # an int beyond a float's range overflows here
+            except OverflowError:
+                gib = math.inf
+            if not math.isfinite(gib) or gib < 0:
                 raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
 
 
