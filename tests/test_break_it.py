@@ -351,7 +351,12 @@ def test_plan_reports_input_problems_as_config_errors() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"context_length": 2**64}, {"target_requests": -1}, {"host_memory_gib": 10**400}, {"gpu_memory_gib": -(10**400)}],
+    [
+        {"context_length": 2**64},
+        {"target_requests": -1},
+        {"host_memory_gib": 10**400},
+        {"gpu_memory_gib": -(10**400)},
+    ],
 )
 def test_plan_options_out_of_range_are_value_errors(options: dict[str, int]) -> None:
     with pytest.raises(ValueError, match=next(iter(options))):
