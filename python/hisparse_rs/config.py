@@ -42,17 +42,21 @@ _GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
 
 
 def _check_options(options: Mapping[str, Any]) -> None:
-    # JSON cannot carry NaN or a negative u64: say so here, as the CLI does.
+    # JSON cannot carry NaN or a u64 out of range: say so here, as the CLI does.
     for name, value in options.items():
         if name in _INT_OPTIONS:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {value!r}")
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0 tokens/requests, got {value}")
+            if not 0 <= value < 2**64:
+                raise ValueError(f"{name} must be in 0 ..= 2**64 - 1 tokens/requests, got {value}")
         elif name in _GIB_OPTIONS:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise TypeError(f"{name} must be a number of GiB, got {value!r}")
-            if not math.isfinite(value) or value < 0:
+            try:
+                gib = float(value)  # an int beyond a float's range overflows here
+            except OverflowError:
+                gib = math.inf
+            if not math.isfinite(gib) or gib < 0:
                 raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
         elif name == "gpu" and not isinstance(value, str):
             raise TypeError(f"gpu must be a GPU name such as 'h200', got {value!r}")
@@ -76,7 +80,9 @@ def _serve_args(
 ) -> dict[str, Any]:
     args: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if model is not None:
-        args["model"] = os.fspath(model)
+        # A bytes path decodes as the OS would name it; one that is not UTF-8
+        # is then reported (invalid_value at "model"), never a traceback.
+        args["model"] = os.fsdecode(model)
     if hf_config is not None:
         args["hf_config"] = hf_config
     env = (
@@ -89,17 +95,6 @@ def _serve_args(
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = str(env)
     return args
-
-
-def _finite(value: Any) -> Any:
-    """Non-finite floats as Python spells them ("nan", "inf"), since JSON has none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def check(
@@ -220,18 +215,24 @@ def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> di
 
 def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
-    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``."""
+    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``.
+
+    The mapping is converted in Rust with bounds (README "Limits"): nesting
+    deeper than 128 levels or a circular reference is an ``input_too_deep``
+    error in the report, more than 16 MiB ``input_too_large``, text that is
+    not UTF-8 or an int no field can hold ``invalid_value``; NaN and
+    infinities are read as Python's ``float()`` reads "nan" and "inf".
+
+    Raises:
+        TypeError / ValueError: a machine option of the wrong type or out of range.
+    """
     unknown = sorted(set(machine) - set(_MACHINE_OPTIONS))
     if unknown:
         raise TypeError(f"check_args() got unexpected keyword arguments: {', '.join(unknown)}")
     _check_options(machine)
-    try:
-        text = json.dumps(args, allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(args))
     if not machine:
-        return _core.check_json(text)
-    return _core.check_json(text, json.dumps(machine))
+        return _core.check_json(args)
+    return _core.check_json(args, json.dumps(machine))
 
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:
@@ -250,8 +251,8 @@ def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Resol
 
 def apply_fix(args: Mapping[str, Any], fix: tuple[Mapping[str, Any], ...] | list[Any]) -> dict[str, Any]:
     """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form (see
-    :func:`serve_args`); returns the new args. Raises ValueError if the fix does not apply."""
-    edited: dict[str, Any] = json.loads(
-        _core.apply_fix_json(json.dumps(args), json.dumps([dict(op) for op in fix]))
-    )
+    :func:`serve_args`); returns the new args. All or nothing: removing an
+    absent path changes nothing, and paths and the result nest at most 128
+    levels. Raises ValueError if the fix does not apply (``args`` is unchanged)."""
+    edited: dict[str, Any] = json.loads(_core.apply_fix_json(args, list(fix)))
     return edited

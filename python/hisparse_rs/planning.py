@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from hisparse_rs import _core
 from hisparse_rs._core import Plan
-from hisparse_rs.config import _check_options, _finite, serve_args
+from hisparse_rs.config import _check_options, serve_args
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = ["Limit", "plan", "plan_args", "plot_plan"]
@@ -95,11 +95,7 @@ def plan(
 def plan_args(args: dict[str, Any], **options: Any) -> Plan:
     """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
     _check_options(options)
-    try:
-        text = json.dumps(args, allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(args))  # vLLM's own message for a NaN flag value
-    report, result = _core.plan_json(text, json.dumps(options))
+    report, result = _core.plan_json(args, json.dumps(options))
     if not report.valid:
         raise ConfigError(report)
     if result is None:  # pragma: no cover - the core plans every valid configuration or raises

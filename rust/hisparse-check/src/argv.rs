@@ -8,6 +8,8 @@
 
 use crate::vllm_flags::{VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
 use hisparse_core::config::args::{flag_name, JSON_FIELDS};
+use hisparse_core::files::read_regular;
+use hisparse_core::limits::MAX_SERVE_CONFIG_BYTES;
 use serde_json::{Map, Value};
 
 /// Flags that have a `--no-` form (argparse `BooleanOptionalAction`).
@@ -359,10 +361,11 @@ fn load_config_file(file: &str) -> Result<(Vec<String>, Origins), String> {
             "--config {file}: the config file must be .yaml or .yml"
         ));
     }
-    let text =
-        std::fs::read_to_string(file).map_err(|e| format!("cannot read --config {file}: {e}"))?;
-    let doc: Value = serde_yaml_ng::from_str(&text)
-        .map_err(|e| format!("--config {file} is not valid YAML: {e}"))?;
+    let bytes = read_regular(std::path::Path::new(file), MAX_SERVE_CONFIG_BYTES)
+        .map_err(|e| format!("cannot read --config {file}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| format!("cannot read --config {file}: it is not UTF-8 text ({e})"))?;
+    let doc = crate::yaml::to_json(&text, file)?;
     let Value::Object(map) = doc else {
         return Err(format!(
             "--config {file} must be a YAML mapping of flag names to values"

@@ -8,6 +8,7 @@ mod argv;
 mod render;
 mod render_plan;
 mod vllm_flags;
+mod yaml;
 
 use argv::human_readable_int;
 
@@ -243,7 +244,10 @@ where
             return (EXIT_USAGE, None);
         }
         Err(Usage::Clap(e)) => {
-            let _ = e.print(); // --help, --version
+            // --help, --version
+            if let Err(io) = e.print().and_then(|()| std::io::stdout().flush()) {
+                return write_failed(&mut stderr, &io);
+            }
             return (EXIT_VALID, None);
         }
     };
@@ -278,7 +282,9 @@ where
         } else {
             render::human(&report)
         };
-        let _ = writeln!(stdout, "{text}");
+        if let Err(e) = print(&mut stdout, &text) {
+            return write_failed(&mut stderr, &e);
+        }
         return (
             if report.valid {
                 EXIT_VALID
@@ -295,11 +301,27 @@ where
     } else {
         render_plan::plan(&plan)
     };
-    let _ = writeln!(stdout, "{text}");
+    if let Err(e) = print(&mut stdout, &text) {
+        return write_failed(&mut stderr, &e);
+    }
     (
         if plan.valid { EXIT_VALID } else { EXIT_INVALID },
         Some(plan),
     )
+}
+
+/// Write the result and flush: a full disk or closed pipe is an error, not a silent exit 0.
+fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
+    writeln!(stdout, "{text}")?;
+    stdout.flush()
+}
+
+fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {
+    let _ = writeln!(
+        stderr,
+        "hisparse-check: error: cannot write the result to stdout: {e}"
+    );
+    (EXIT_USAGE, None)
 }
 
 fn plan_options(cli: &Cli) -> PlanOptions {

@@ -20,6 +20,9 @@ use std::path::PathBuf;
 const CONFIG_NAME: &str = "config.json";
 /// huggingface_hub `validate_repo_id`: ids are at most 96 characters.
 const MAX_REPO_ID_LEN: usize = 96;
+/// A ref file holds a 40-character commit hash (and maybe a newline); anything
+/// much longer is not a ref.
+const REF_FILE_MAX_BYTES: u64 = 256;
 
 /// The Hugging Face hub cache directory and which setting chose it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,12 +143,16 @@ pub fn locate(model: &str, revision: Option<&str>, cache: &HubCache) -> Result<P
         return Err(not_cached(looked));
     }
     let ref_file = repo.join("refs").join(rev);
-    let commit = match std::fs::read_to_string(&ref_file) {
-        Ok(hash) => {
+    // A ref holds one commit hash: a bounded read of a regular file (never a FIFO).
+    let read_ref = crate::files::read_regular(&ref_file, REF_FILE_MAX_BYTES)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    let commit = match read_ref {
+        Some(hash) => {
             looked.push(format!("{}: {hash}", ref_file.display()));
             hash
         }
-        Err(_) => {
+        None => {
             looked.push(format!(
                 "{}: none, so {rev} is taken as a commit hash",
                 ref_file.display()

@@ -20,6 +20,7 @@ use crate::config::schema::{
 };
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
+use crate::limits::MAX_DIVISOR_TRIALS;
 use crate::path::FieldPath;
 use crate::sizes::{self, min_pool_gib, pool_blocks, GIB};
 use serde_json::{json, Value};
@@ -716,11 +717,7 @@ impl Ctx<'_> {
         if tp_u <= 1 || heads % tp_u == 0 {
             return;
         }
-        // The largest size that divides the heads and does not exceed the given one.
-        let fixed = (1..=tp_u.min(heads))
-            .rev()
-            .find(|t| heads % t == 0)
-            .unwrap_or(1);
+        let fixed = largest_divisor_at_most(heads, tp_u);
         d.push(
             Diagnostic::error(
                 Code::TensorParallelHeadsMismatch,
@@ -1524,5 +1521,54 @@ mod index_group_tests {
         );
         assert_eq!(index_groups(None, 3), vec![0, 1, 2]);
         assert!(index_groups(None, u32::MAX).is_empty());
+    }
+}
+
+/// The largest divisor of `n` not above `cap` (1 if none larger), from the
+/// divisor pairs `(d, n / d)` with `d <= sqrt(n)`: work bounded by the head
+/// count's square root (and by [`MAX_DIVISOR_TRIALS`]), never by `cap`.
+fn largest_divisor_at_most(n: u64, cap: u64) -> u64 {
+    let mut best = 1;
+    let mut d = 1u64;
+    while d <= MAX_DIVISOR_TRIALS && d.saturating_mul(d) <= n {
+        if n % d == 0 {
+            for x in [d, n / d] {
+                if x <= cap && x > best {
+                    best = x;
+                }
+            }
+        }
+        d += 1;
+    }
+    best
+}
+
+#[cfg(test)]
+mod divisor_tests {
+    use super::largest_divisor_at_most;
+
+    #[test]
+    fn largest_divisor_is_found_from_the_small_side() {
+        assert_eq!(largest_divisor_at_most(128, 6), 4);
+        assert_eq!(largest_divisor_at_most(128, 128), 128);
+        assert_eq!(largest_divisor_at_most(96, 1_000_000_000), 96);
+        assert_eq!(largest_divisor_at_most(7, 3), 1);
+        assert_eq!(largest_divisor_at_most(1, 5), 1);
+        // A huge tensor_parallel_size costs nothing: the search is over the heads.
+        assert_eq!(
+            largest_divisor_at_most(2_305_843_009_213_693_951 * 2, u64::MAX - 1),
+            2_305_843_009_213_693_951 * 2
+        );
+        assert_eq!(largest_divisor_at_most(1_000_000_007, 200_000_001), 1); // a prime
+        for n in 1..200u64 {
+            for cap in 1..210u64 {
+                let brute = (1..=cap.min(n)).rev().find(|t| n % t == 0).unwrap_or(1);
+                assert_eq!(largest_divisor_at_most(n, cap), brute, "{n} {cap}");
+            }
+        }
+        // Beyond 2^32 heads the answer is still a divisor (the fix passes).
+        let n = (1u64 << 40) * 3;
+        let d = largest_divisor_at_most(n, 1 << 41);
+        assert!(n % d == 0 && d <= 1 << 41);
     }
 }
