@@ -32,6 +32,7 @@ from ._common import (
     INTERPRET,
     SCALE_FLOOR,
     check_launch_device,
+    check_tensors,
     require,
 )
 from ._fp8_ds_mla_triton import _dequantize_kernel, _quantize_kernel
@@ -150,6 +151,7 @@ def fp8_ds_mla_quantize_reference(kv: torch.Tensor, out: torch.Tensor | None = N
         ValueError: wrong dtype, shape, device or stride.
     """
     op = "fp8_ds_mla_quantize_reference"
+    check_tensors(op, kv=kv, out=out)
     _check_bf16_rows(op, kv)
     rows = _out_rows(op, kv, out)
     nope = kv[..., :D_NOPE].float()
@@ -179,6 +181,7 @@ def fp8_ds_mla_dequantize_reference(rows: torch.Tensor, out: torch.Tensor | None
         ValueError: wrong dtype, shape or stride.
     """
     op = "fp8_ds_mla_dequantize_reference"
+    check_tensors(op, rows=rows, out=out)
     _check_packed_rows(op, rows)
     out = _bf16_out(op, rows, out)
     codes, scales, rope = packed_views(rows)
@@ -216,6 +219,7 @@ def fp8_ds_mla_quantize(kv: torch.Tensor, out: torch.Tensor | None = None) -> to
         ValueError: wrong dtype, shape, device or stride.
     """
     op = "fp8_ds_mla_quantize"
+    check_tensors(op, kv=kv, out=out)
     _check_bf16_rows(op, kv)
     rows = _out_rows(op, kv, out)
     check_launch_device(op, kv, rows)
@@ -242,6 +246,7 @@ def fp8_ds_mla_dequantize(rows: torch.Tensor, out: torch.Tensor | None = None) -
         ValueError: wrong dtype, shape, device or stride.
     """
     op = "fp8_ds_mla_dequantize"
+    check_tensors(op, rows=rows, out=out)
     _check_packed_rows(op, rows)
     out = _bf16_out(op, rows, out)
     check_launch_device(op, rows, out)

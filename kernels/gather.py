@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ._common import check_launch_device, require
+from ._common import check_launch_device, check_tensors, require
 from ._gather_triton import _gather_plan_kernel, _gather_rows_kernel
 from ._launch import GpuArch, Launch
 
@@ -113,6 +113,7 @@ def gather_rows_reference(
         ValueError: wrong dtype or shape, or a dst slot out of range.
     """
     op = "gather_rows_reference"
+    check_tensors(op, host_pool=host_pool, hot=hot, src_rows=src_rows, dst_slots=dst_slots)
     _check(op, host_pool, hot, src_rows, dst_slots)
     _check_dst_in_range(op, dst_slots, hot.shape[0])
     src = src_rows.to(host_pool.device)
@@ -158,6 +159,7 @@ def gather_rows(
             (CPU ``dst_slots``) a slot out of range.
     """
     op = "gather_rows"
+    check_tensors(op, host_pool=host_pool, hot=hot, src_rows=src_rows, dst_slots=dst_slots)
     _check(op, host_pool, hot, src_rows, dst_slots)
     if dst_slots.device.type == "cpu":
         _check_dst_in_range(op, dst_slots, hot.shape[0])

@@ -40,6 +40,7 @@ from ._common import (
     INTERPRET,
     cdiv,
     check_launch_device,
+    check_tensors,
     require,
 )
 from ._launch import GpuArch, Launch, device_arch
@@ -150,6 +151,7 @@ def sparse_mla_decode_reference(
     Raises:
         ValueError: wrong dtype, shape or device.
     """
+    check_tensors(f"{_OP}_reference", q=q, kv=kv, indices=indices, attn_sink=attn_sink)
     blocks, fp8 = _check(f"{_OP}_reference", q, kv, indices, attn_sink)
     rows = blocks.reshape(-1, blocks.shape[-1])
     batch, s_q, h_q, _ = q.shape
@@ -267,6 +269,7 @@ def sparse_mla_decode(
     Raises:
         ValueError: wrong dtype, shape or device, or ``num_splits < 1``.
     """
+    check_tensors(_OP, q=q, kv=kv, indices=indices, attn_sink=attn_sink)
     blocks, fp8 = _check(_OP, q, kv, indices, attn_sink)
     check_launch_device(_OP, q, kv, indices, *(() if attn_sink is None else (attn_sink,)))
     require(

@@ -99,3 +99,12 @@ def test_readme_first_command_output_is_current() -> None:
         line = line.split("   (")[0].rstrip()
         if line and line.strip() != "...":
             assert line in actual, f"README shows {line!r}, the command no longer prints it"
+
+
+def test_the_checks_tables_list_every_code() -> None:
+    import hisparse_rs
+
+    section = README.split("### Checks", 1)[1].split("### Where we differ", 1)[0]
+    named = set(re.findall(r"`([a-z0-9_]+)`", section))
+    missing = [code for code in hisparse_rs.error_codes() if code not in named]
+    assert not missing, f"codes the README's Checks section does not list: {missing}"

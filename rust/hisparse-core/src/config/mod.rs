@@ -4,7 +4,11 @@
 
 pub mod args;
 pub mod connectors;
+pub(crate) mod fixes;
+pub mod hub;
+pub(crate) mod misplaced;
 pub mod model;
+pub mod model_file;
 pub mod report;
 pub mod resolve;
 pub mod schema;
