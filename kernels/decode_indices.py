@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from ._common import check_launch_device, require
+from ._common import check_launch_device, check_tensors, require
 from ._decode_indices_triton import _finish_indices_kernel, _map_positions_kernel
 from ._launch import GpuArch, Launch
 
@@ -70,6 +70,20 @@ def map_topk_positions(
         ValueError: wrong dtype, shape or device.
     """
     op = "map_topk_positions"
+    check_tensors(
+        op,
+        positions=positions,
+        block_tables=block_tables,
+        row_region=row_region,
+        row_tokens=row_tokens,
+        row_tail_start=row_tail_start,
+        host_rows=host_rows,
+        indices=indices,
+        counters=counters,
+    )
+    require(
+        positions.dim() == 2, op, "positions must be [rows, width]", positions, "positions.view(rows, width)"
+    )
     rows, width = positions.shape
     require(
         positions.dtype in (torch.int32, torch.int64) and positions.stride(1) == 1,
@@ -181,6 +195,8 @@ def finish_decode_indices(slots: torch.Tensor, indices: torch.Tensor, row_base: 
         ValueError: wrong dtype, shape or device.
     """
     op = "finish_decode_indices"
+    check_tensors(op, slots=slots, indices=indices, row_base=row_base)
+    require(slots.dim() == 2, op, "slots must be [rows, width]", slots, "pass ResidencyPlan.slots")
     rows, width = slots.shape
     for name, t, dtype, shape in (
         ("slots", slots, torch.int32, (rows, width)),

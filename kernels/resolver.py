@@ -68,7 +68,7 @@ import triton
 from hisparse_rs.exceptions import PoolError
 
 from . import _resolver_triton as _k
-from ._common import check_launch_device, describe
+from ._common import check_launch_device, check_tensors, describe, require
 from ._launch import GpuArch, Launch
 from ._resolver_triton import _resolve_residency_kernel
 
@@ -317,13 +317,14 @@ def status_error(status: torch.Tensor | list[int], device_buffer_size: int) -> E
 
 
 def _check_int_tensor(name: str, t: torch.Tensor, dtypes: tuple[torch.dtype, ...], dim: int) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{_OP}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.is_meta:
-        raise ValueError(f"{_OP}: {name} is on the meta device (no data); pass a tensor with storage")
-    if t.dtype not in dtypes or t.dim() != dim:
-        allowed = "/".join(str(d).removeprefix("torch.") for d in dtypes)
-        raise ValueError(f"{_OP}: {name} must be {allowed} with {dim} dimension(s), got {describe(t)}")
+    allowed = "/".join(str(d).removeprefix("torch.") for d in dtypes)
+    require(
+        t.dtype in dtypes and t.dim() == dim,
+        _OP,
+        f"{name} must be {allowed} with {dim} dimension(s)",
+        t,
+        f"pass {name} as documented (e.g. {name}.to(torch.{str(dtypes[-1]).removeprefix('torch.')}))",
+    )
 
 
 def resolve_residency(
@@ -357,9 +358,13 @@ def resolve_residency(
 
     Raises:
         PoolError ``topk_too_wide`` (width > the workspace's topk) or
-        ``shape_mismatch``; ValueError for dtypes, devices, a meta tensor or a
-        batch larger than the workspace. Device-found errors: ``status`` flags.
+        ``shape_mismatch``; ValueError for dtypes, devices, a meta tensor or one
+        that requires grad, or a batch larger than the workspace. Device-found
+        errors: ``status`` flags.
     """
+    check_tensors(
+        _OP, topk_rows=topk_rows, state_index=state_index, slot_rows=slot_rows, lru=lru, status=status
+    )
     _check_int_tensor("topk_rows", topk_rows, (torch.int32, torch.int64), 2)
     _check_int_tensor("state_index", state_index, (torch.int32, torch.int64), 1)
     _check_int_tensor("slot_rows", slot_rows, (torch.int32,), 2)

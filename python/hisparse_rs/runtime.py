@@ -44,7 +44,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -72,6 +72,7 @@ from hisparse_rs.kernels import (
     sparse_mla_decode,
     sparse_mla_decode_reference,
 )
+from hisparse_rs.kernels._common import check_tensors
 from hisparse_rs.kernels.resolver import FLAG_UNION_EXCEEDS
 from hisparse_rs.pool import allocate_pool_buffer, layer_views
 
@@ -107,14 +108,11 @@ def _int_arg(name: str, value: object, lo: int, hi: int = _I32) -> int:
 
 
 def _check_tensor(op: str, name: str, t: object) -> torch.Tensor:
-    """A tensor with data that needs no autograd, else a ValueError saying which."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.is_meta:
-        raise ValueError(f"{op}: {name} is on the meta device (it has no data); pass a tensor with storage")
-    if t.requires_grad:
-        raise ValueError(f"{op}: {name} requires grad; the runtime is inference only: pass {name}.detach()")
-    return t
+    """``t``, a tensor with data that needs no autograd (the kernels' ``check_tensors``),
+    else a ValueError saying which."""
+    tensor = cast(torch.Tensor, t)  # check_tensors refuses anything else
+    check_tensors(op, **{name: tensor})
+    return tensor
 
 
 class _StepCounts:
