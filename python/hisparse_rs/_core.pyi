@@ -138,7 +138,7 @@ class HiSparseSettings:
         """Shared memory per CUDA block vLLM 0.33's residency resolver needs (bytes)."""
     @property
     def triton_resolver_shared_memory_bytes(self) -> int | None:
-        """The same for hisparse_rs's Triton resolver; None until it reports one."""
+        """The same per program for hisparse_rs's Triton resolver (bytes; its compiled cubins' figure)."""
     @property
     def index_groups(self) -> list[int]:
         """Index group of each host-pool layer; layers sharing an indexer (IndexShare) share one."""
