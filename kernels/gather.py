@@ -217,7 +217,6 @@ def copy_rows_reference(
         ValueError: wrong dtype or shape.
     """
     op = "copy_rows_reference"
-    check_tensors(op, src=src, dst=dst, src_rows=src_rows, dst_rows=dst_rows)
     _check_copy(op, src, dst, src_rows, dst_rows)
     d = dst_rows.to(dst.device).long()
     s = src_rows.to(src.device).long()
@@ -244,7 +243,6 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_
         ValueError: wrong dtype, shape or device, or a pageable CPU side.
     """
     op = "copy_rows"
-    check_tensors(op, src=src, dst=dst, src_rows=src_rows, dst_rows=dst_rows)
     _check_copy(op, src, dst, src_rows, dst_rows)
     host = dst if dst.device.type == "cpu" else src
     device_side = src if host is dst else dst
@@ -258,6 +256,7 @@ def copy_rows(src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_
 def _check_copy(
     op: str, src: torch.Tensor, dst: torch.Tensor, src_rows: torch.Tensor, dst_rows: torch.Tensor
 ) -> None:
+    check_tensors(op, src=src, dst=dst, src_rows=src_rows, dst_rows=dst_rows)
     _check_row_buffers(op, ("src", src), ("dst", dst))
     for name, t in (("src_rows", src_rows), ("dst_rows", dst_rows)):
         require(
@@ -278,6 +277,15 @@ def _check_plan(
     counts: torch.Tensor,
     slot_base: torch.Tensor,
 ) -> None:
+    check_tensors(
+        op,
+        host_pool=host_pool,
+        hot=hot,
+        plan_rows=plan_rows,
+        plan_slots=plan_slots,
+        counts=counts,
+        slot_base=slot_base,
+    )
     _check(op, host_pool, hot, plan_rows.reshape(-1), plan_slots.reshape(-1))
     rows = plan_rows.shape[0] if plan_rows.dim() == 2 else -1
     require(
@@ -320,15 +328,6 @@ def gather_plan_reference(
         ValueError: wrong dtype or shape.
     """
     op = "gather_plan_reference"
-    check_tensors(
-        op,
-        host_pool=host_pool,
-        hot=hot,
-        plan_rows=plan_rows,
-        plan_slots=plan_slots,
-        counts=counts,
-        slot_base=slot_base,
-    )
     _check_plan(op, host_pool, hot, plan_rows, plan_slots, counts, slot_base)
     keep = torch.arange(plan_rows.shape[1], device=counts.device) < counts[:, None].long()
     dst = (plan_slots.long() + slot_base[:, None])[keep]
@@ -356,15 +355,6 @@ def gather_plan(
         ValueError: wrong dtype, shape or device, or a pageable CPU pool on CUDA.
     """
     op = "gather_plan"
-    check_tensors(
-        op,
-        host_pool=host_pool,
-        hot=hot,
-        plan_rows=plan_rows,
-        plan_slots=plan_slots,
-        counts=counts,
-        slot_base=slot_base,
-    )
     _check_plan(op, host_pool, hot, plan_rows, plan_slots, counts, slot_base)
     check_launch_device(op, hot, plan_rows, plan_slots, counts, slot_base, host_ok=host_pool)
     rows, width = plan_rows.shape
