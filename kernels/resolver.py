@@ -9,7 +9,7 @@ loaded once, misses take the oldest non-hit slots in union order, the plan
 entry goes to the batch row where the row first appears, and the new LRU order
 is untouched | loaded | hits. The same slots, plan order, counts, offsets,
 hits, misses, slot rows and LRU order as the Rust resolver after every call
-(``tests/test_resolver_triton.py`` holds it under ``TRITON_INTERPRET=1``).
+(``tests/test_kernels_resolver.py`` holds it under ``TRITON_INTERPRET=1``).
 
 **Device state** (per resolver state): ``slot_rows`` int32 ``[dbs]`` (host row
 per slot, -1 empty) and ``lru`` int16 ``[dbs]`` (slots, oldest first): 6 bytes
@@ -18,7 +18,8 @@ slot index is kept: each call hashes the union (at most ``max_rows_per_state
 x top-k`` rows) into a per-row workspace and scans the ``dbs`` slots against
 it, as vLLM 0.33's ``hisparse_resolve_residency`` does in shared memory. Here
 the table lives in global memory (L2), so the kernel's shared memory does not
-grow with device_buffer_size or top-k (Triton uses a few KB for its scans).
+grow with device_buffer_size or top-k (Triton's scan scratch: 9 KB above
+512 slots; ``aot.py``'s table).
 
 **Sync contract.** One launch per call for the whole batch (plus a cumsum for
 ``miss_offsets``); no host synchronization, nothing that a CUDA graph cannot
@@ -128,9 +129,10 @@ class ResolverTiling:
     @property
     def maxnreg(self) -> int:
         """Registers per thread ptxas may use: the whole register file for one
-        program (64 K / threads, at most 255). A leader program is alone on its
-        SM (at most one per request), so occupancy buys nothing; left to itself,
-        ptxas aims 16 warps at 64 registers and spills at dbs 32768 on sm_90."""
+        program (64 K / threads, at most 255). Only leader programs do work, one
+        per request (64 at batch 64, fewer than the SMs), so occupancy buys
+        nothing; left to itself, ptxas gives 16 warps 64 registers and spills at
+        dbs 32768 on sm_90."""
         return min(255, 65536 // (32 * self.num_warps))
 
     def constexprs(self) -> dict[str, int]:
