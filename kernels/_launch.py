@@ -56,11 +56,14 @@ def device_arch(device: torch.device) -> GpuArch:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch: ``kernel[grid](*args, **constexprs, num_warps=..., num_stages=...)``.
+    """One kernel launch: ``kernel[grid](*args, **constexprs, num_warps=..., num_stages=...,
+    maxnreg=...)``.
 
     ``args`` are the runtime arguments in the kernel's parameter order (tensors,
-    ints, floats); ``constexprs`` the ``tl.constexpr`` ones by name. Built by
-    the launchers; run with :meth:`run`, compiled ahead of time by ``aot.py``.
+    ints, floats); ``constexprs`` the ``tl.constexpr`` ones by name;
+    ``maxnreg`` the registers per thread ptxas may use (PTX ``.maxnreg``; None:
+    ptxas chooses, and with many warps it may aim for occupancy and spill).
+    Built by the launchers; run with :meth:`run`, compiled ahead of time by ``aot.py``.
     """
 
     kernel: Any  # a @triton.jit function (triton ships no types)
@@ -69,6 +72,7 @@ class Launch:
     constexprs: Mapping[str, Any]
     num_warps: int
     num_stages: int
+    maxnreg: int | None = None
 
     def run(self) -> Any:
         """Launch the kernel (tensors on CUDA, or on the CPU under the interpreter).
@@ -77,5 +81,9 @@ class Launch:
         ``metadata``) on CUDA; ``benches/gpu_kernels.py`` compares them with ``aot.py``.
         """
         return self.kernel[self.grid](
-            *self.args, **self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages
+            *self.args,
+            **self.constexprs,
+            num_warps=self.num_warps,
+            num_stages=self.num_stages,
+            maxnreg=self.maxnreg,
         )

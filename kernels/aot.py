@@ -44,8 +44,10 @@ import triton
 
 from ._common import INTERPRET, cdiv
 from ._launch import GpuArch, Launch
+from .decode_indices import decode_indices_aot_launches
 from .fp8_ds_mla import fp8_aot_launches
-from .gather import gather_aot_launches
+from .gather import copy_rows_aot_launches, gather_aot_launches, gather_plan_aot_launches
+from .resolver import resolver_aot_launches
 from .sparse_mla_decode import decode_aot_launches
 
 
@@ -112,8 +114,19 @@ def production_cases() -> list[Case]:
     compiled for a split count other than 1). Quantize / dequantize: the new rows
     of a step. Gather: a 2048-row miss plan of 656- and 1152-byte rows, int32
     (resolver) and int64 slots.
+
+    The device-resident decode step (``DecodeRuntime``, resolver "triton") at
+    batch 64 (max_num_seqs) and top-k 2048: the position map and index finish
+    at s_q 1 and 2 (block_size 64, block tables for 163840 tokens: DeepSeek-V3.2's
+    max_position_embeddings); the resolver at device_buffer_size 4096 with 1
+    query row per state, 10240 with 4 (MTP-3: vLLM's default dbs (3 + 2) x
+    2048) and 32768 (the int16 limit) with 15, over 64 x 61 states (one per
+    request and layer); the row-strided plan gather of a 64 x 2048 plan and
+    the KV write of 64 new rows (copy_rows), 656- and 1152-byte rows.
     """
-    rows = 64 * (4096 + 2 * 64)
+    seqs, topk, block_size, dbs = 64, 2048, 64, 4096  # max_num_seqs, index_topk, ...
+    rows = seqs * (dbs + 2 * block_size)
+    host_rows = 1 << 22
     cases = []
     for kv in ("fp8_ds_mla", "bfloat16"):
         for h_q in (128, 16, 8):
@@ -134,11 +147,32 @@ def production_cases() -> list[Case]:
     for row_bytes in (656, 1152):
         for slot in (torch.int32, torch.int64):
             launches = partial(
-                gather_aot_launches, row_bytes=row_bytes, rows=2048, num_host_rows=1 << 22, num_slots=rows,
+                gather_aot_launches, row_bytes=row_bytes, rows=2048, num_host_rows=host_rows, num_slots=rows,
                 slot_dtype=slot,
             )  # fmt: skip
             shape = f"2048 rows of {row_bytes} B, {str(slot).removeprefix('torch.')} slots"
             cases.append(Case("gather_rows", shape, launches))
+    for s_q in (1, 2):
+        launches = partial(
+            decode_indices_aot_launches, batch=seqs, s_q=s_q, topk=topk, block_size=block_size,
+            device_buffer_size=dbs, max_blocks=163840 // block_size,
+        )  # fmt: skip
+        cases.append(Case("map_topk_positions, finish_decode_indices", f"s_q {s_q}, batch {seqs}", launches))
+    for resolver_dbs, per_state in ((4096, 1), (10240, 4), (32768, 15)):
+        launches = partial(
+            resolver_aot_launches, device_buffer_size=resolver_dbs, topk=topk, batch=seqs,
+            rows_per_state=per_state, num_states=seqs * 61, num_host_rows=host_rows,
+        )  # fmt: skip
+        shape = f"dbs {resolver_dbs}, {per_state} row{'s' if per_state > 1 else ''} per state, batch {seqs}"
+        cases.append(Case("resolve_residency", shape, launches))
+    for row_bytes in (656, 1152):
+        launches = partial(
+            gather_plan_aot_launches, row_bytes=row_bytes, rows=seqs, width=topk, num_host_rows=host_rows,
+            num_slots=rows,
+        )  # fmt: skip
+        cases.append(Case("gather_plan", f"{seqs} x {topk} plan of {row_bytes} B rows", launches))
+        launches = partial(copy_rows_aot_launches, row_bytes=row_bytes, rows=seqs, num_dst_rows=rows)
+        cases.append(Case("copy_rows", f"{seqs} new rows of {row_bytes} B", launches))
     return cases
 
 
@@ -225,6 +259,7 @@ def _specialize(launch: Launch, backend: Any) -> tuple[dict[str, Any], dict[str,
         **launch.constexprs,
         "num_warps": launch.num_warps,
         "num_stages": launch.num_stages,
+        "maxnreg": launch.maxnreg,
         "debug": fn.debug or triton.knobs.runtime.debug,
     }
     bound, specialization, options = binder(*args, **kwargs)
@@ -284,7 +319,13 @@ class Compiler:
 
 
 def _constexpr_text(launch: Launch) -> str:
-    shown = {k: v for k, v in launch.constexprs.items() if k.startswith(("BLOCK", "FP8", "HAS_", "VEC"))}
+    shown = {
+        k: v
+        for k, v in launch.constexprs.items()
+        if k.startswith(("BLOCK", "FP8", "HAS_", "VEC", "TABLE_BITS"))
+    }
+    if launch.maxnreg is not None:
+        shown["maxnreg"] = launch.maxnreg
     return " ".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in shown.items())
 
 

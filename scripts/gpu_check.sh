@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # GPU readiness check (not part of CI): on a CUDA machine, run the kernel tests
 # with the kernels compiled for the GPU (no TRITON_INTERPRET), then the GPU
-# benchmark (benches/gpu_kernels.py). Results go to the directory given as $1
-# (default: gpu_results/): kernel_tests.txt, kernel_tests.xml (JUnit),
-# gpu_kernels.json, gpu_kernels.md. Exit status: the tests' (0 all passed),
-# 2 when there is no usable GPU.
+# benchmark (benches/gpu_kernels.py); then the decode runtime's device path
+# tests (tests/test_runtime_device.py, tests/test_runtime_lossless.py) and the
+# decode-step benchmark (benches/gpu_runtime.py: the Triton resolver against
+# the Rust one, a whole 61-layer step eagerly and as CUDA graphs). Results go
+# to the directory given as $1 (default: gpu_results/): kernel_tests.txt,
+# kernel_tests.xml (JUnit), gpu_kernels.json, gpu_kernels.md, runtime_tests.txt,
+# runtime_tests.xml, gpu_runtime.json, gpu_runtime.md. Exit status: the
+# tests' (0 all passed), 2 when there is no usable GPU.
 #
 # Needs a Python with torch (CUDA build), triton, pytest and hypothesis:
 # .venv after `bash scripts/test.sh` (or `pip install '.[test,kernels]'`), or
@@ -40,6 +44,19 @@ echo "== benchmark"
 "$py" benches/gpu_kernels.py --out "$out_dir"
 bench_rc=$?
 
-echo "gpu_check: tests exit $tests_rc, benchmark exit $bench_rc; results in $out_dir/"
-if [ "$tests_rc" -ne 0 ]; then exit "$tests_rc"; fi
-exit "$bench_rc"
+echo "== decode runtime (device path) tests on the GPU"
+HYPOTHESIS_PROFILE=ci "$py" -m pytest tests/test_runtime_device.py tests/test_runtime_lossless.py \
+  tests/test_bench_gpu_runtime.py -p no:cacheprovider -q --junitxml "$out_dir/runtime_tests.xml" 2>&1 \
+  | tee "$out_dir/runtime_tests.txt"
+runtime_rc=${PIPESTATUS[0]}
+
+echo "== decode-step benchmark"
+"$py" benches/gpu_runtime.py --out "$out_dir"
+runtime_bench_rc=$?
+
+echo "gpu_check: tests exit $tests_rc, benchmark exit $bench_rc, runtime tests exit $runtime_rc," \
+  "runtime benchmark exit $runtime_bench_rc; results in $out_dir/"
+for rc in "$tests_rc" "$runtime_rc" "$bench_rc" "$runtime_bench_rc"; do
+  if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+done
+exit 0

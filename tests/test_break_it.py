@@ -450,6 +450,8 @@ def _launchers() -> list[tuple[str, Callable[[torch.Tensor], Any]]]:
 
     t = torch.zeros(2, 4)
     i = torch.zeros(2, dtype=torch.int32)
+    ws = k.ResolverWorkspace(4, 2, 2, device="cpu")
+    maps = {"block_size": 1, "region_rows": 1, "device_buffer_size": 1}
     return [
         ("gather_rows", lambda x: k.gather_rows(x, t, i, i)),
         ("gather_rows_reference", lambda x: k.gather_rows_reference(t, x, i, i)),
@@ -459,6 +461,16 @@ def _launchers() -> list[tuple[str, Callable[[torch.Tensor], Any]]]:
         ("fp8_ds_mla_dequantize_reference", lambda x: k.fp8_ds_mla_dequantize_reference(x)),
         ("sparse_mla_decode", lambda x: k.sparse_mla_decode(x, t, i, 1.0)),
         ("sparse_mla_decode_reference", lambda x: k.sparse_mla_decode_reference(t, x, i, 1.0)),
+        ("copy_rows", lambda x: k.copy_rows(t, x, i, i)),
+        ("copy_rows_reference", lambda x: k.copy_rows_reference(x, t, i, i)),
+        ("gather_plan", lambda x: k.gather_plan(t, t, x, t, i, i)),
+        ("gather_plan_reference", lambda x: k.gather_plan_reference(t, t, t, t, x, i)),
+        (
+            "map_topk_positions",
+            lambda x: k.map_topk_positions(t, t, i, i, x, **maps, host_rows=t, indices=t, counters=i),
+        ),
+        ("finish_decode_indices", lambda x: k.finish_decode_indices(t, x, i)),
+        ("resolve_residency", lambda x: k.resolve_residency(t, i, x, t, num_host_rows=1, workspace=ws)),
     ]
 
 

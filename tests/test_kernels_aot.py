@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+import hisparse_rs
+from conftest import MODELS, ROOT
 from hisparse_rs.kernels import aot
 
 README = ROOT / "benches" / "README.md"
@@ -68,6 +70,31 @@ def test_the_check_fails_a_spill_and_an_oversized_tile(compiled: dict[str, Any])
     assert spills.local_bytes > 0 and any("spills" in p for p in spills.problems)
     assert shared.shared_bytes > aot.TARGETS["sm_90"].shared_per_block
     assert any("shared memory" in p for p in shared.problems)
+
+
+def test_the_config_check_reports_the_compiled_resolver_shared_memory(compiled: dict[str, Any]) -> None:
+    # hisparse-check prints our Triton resolver's shared memory beside vLLM's
+    # (sizes.rs triton_resolver_shared_memory_bytes): the compiled kernel's figure.
+    rows = [r for r in compiled["rows"] if r.kernel == "_resolve_residency_kernel"]
+    assert len(rows) == 3 * len(aot.TARGETS)
+    kv = {
+        "kv_connector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": 512},
+    }
+    for r in rows:
+        m = re.match(r"dbs (\d+), (\d+) rows? per state", r.shape)
+        assert m, r.shape
+        dbs, per_state = int(m[1]), int(m[2])
+        spec = {"speculative_config": {"method": "mtp", "num_speculative_tokens": per_state - 1}}
+        hs = hisparse_rs.resolve(
+            MODELS / "deepseek-v3.2",
+            kv_transfer_config=kv,
+            attention_config={"hisparse_config": {"device_buffer_size": dbs}},
+            **(spec if per_state > 1 else {}),
+        ).hisparse
+        assert hs is not None and hs.max_decode_query_len == per_state
+        assert hs.triton_resolver_shared_memory_bytes == r.shared_bytes, r
 
 
 def _committed_table(path: Path) -> str:

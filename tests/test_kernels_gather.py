@@ -141,3 +141,83 @@ def test_an_empty_pool_zero_fills(gather: object) -> None:
     empty = torch.zeros(0, 656, dtype=torch.uint8, device=DEVICE)
     gather(empty, hot, torch.tensor([3]), torch.tensor([2]))  # type: ignore[operator]
     assert int(hot[2].sum()) == 0 and int(hot[1].sum()) == 7 * 656
+
+
+# ---- copy_rows (KV write and mirror) and gather_plan (a row-strided miss plan) ----
+
+
+@settings(max_examples=60)
+@given(
+    row_bytes=st.sampled_from([656, 1152, 16, 7]),
+    src_rows=st.integers(1, 30),
+    dst_rows=st.integers(1, 20),
+    data=st.data(),
+)
+def test_copy_rows_matches_reference(
+    row_bytes: int, src_rows: int, dst_rows: int, data: st.DataObject
+) -> None:
+    n = data.draw(st.integers(0, dst_rows))
+    dst = [d if data.draw(st.booleans()) else -1 for d in data.draw(st.permutations(range(dst_rows)))[:n]]
+    src = data.draw(st.lists(st.integers(-2, src_rows + 2), min_size=n, max_size=n))
+    source = pool(src_rows, row_bytes, seed=src_rows)
+    got = pool(dst_rows, row_bytes, seed=dst_rows)
+    want = got.clone()
+    args = (
+        torch.tensor(src, dtype=torch.int64, device=DEVICE),
+        torch.tensor(dst, dtype=torch.int32, device=DEVICE),
+    )
+    K.copy_rows(source, got, *args)
+    K.copy_rows_reference(source, want, *args)
+    assert torch.equal(got, want)
+    for s, d in zip(src, dst, strict=True):  # -1 destinations are skipped
+        if d >= 0:
+            expect = (
+                source[s] if 0 <= s < src_rows else torch.zeros(row_bytes, dtype=torch.uint8, device=DEVICE)
+            )
+            assert torch.equal(got[d], expect)
+
+
+@settings(max_examples=60)
+@given(
+    row_bytes=st.sampled_from([656, 1152, 8]),
+    rows=st.integers(1, 4),
+    width=st.integers(1, 40),
+    data=st.data(),
+)
+def test_gather_plan_matches_reference(row_bytes: int, rows: int, width: int, data: st.DataObject) -> None:
+    # Each batch row r copies its first counts[r] plan entries into slot_base[r] + slot.
+    slots_per_row = width + 2
+    host = pool(64, row_bytes, seed=width)
+    hot_k = pool(rows * slots_per_row, row_bytes, seed=rows)
+    hot_r = hot_k.clone()
+    counts = [data.draw(st.integers(0, width)) for _ in range(rows)]
+    plan_rows = torch.tensor(
+        [data.draw(st.lists(st.integers(-1, 66), min_size=width, max_size=width)) for _ in range(rows)],
+        dtype=torch.int64,
+    )
+    plan_slots = torch.stack([torch.randperm(slots_per_row)[:width] for _ in range(rows)]).to(torch.int32)
+    base = torch.arange(rows, dtype=torch.int64) * slots_per_row
+    args = [t.to(DEVICE) for t in (plan_rows, plan_slots, torch.tensor(counts, dtype=torch.int32), base)]
+    K.gather_plan(host, hot_k, *args, programs_per_row=data.draw(st.integers(1, 3)))
+    K.gather_plan_reference(host, hot_r, *args)
+    assert torch.equal(hot_k, hot_r)
+    written = {int(base[r]) + int(plan_slots[r, j]) for r in range(rows) for j in range(counts[r])}
+    untouched = [i for i in range(rows * slots_per_row) if i not in written]
+    assert torch.equal(hot_k[untouched], pool(rows * slots_per_row, row_bytes, seed=rows)[untouched])
+
+
+def test_plan_and_copy_arguments_are_checked() -> None:
+    host, hot = pool(4, 656, seed=1), pool(4, 656, seed=2)
+    one = torch.zeros(1, 1, dtype=torch.int64, device=DEVICE)
+    counts = torch.ones(1, dtype=torch.int32, device=DEVICE)
+    base = torch.zeros(1, dtype=torch.int64, device=DEVICE)
+    for plan in (K.gather_plan, K.gather_plan_reference):
+        with pytest.raises(ValueError, match="counts must be int32"):
+            plan(host, hot, one, one.to(torch.int32), counts.long(), base)
+        with pytest.raises(ValueError, match="slot_base must be int64"):
+            plan(host, hot, one, one.to(torch.int32), counts, base.int())
+    for copy in (K.copy_rows, K.copy_rows_reference):
+        with pytest.raises(ValueError, match="same row_bytes"):
+            copy(host, pool(4, 1152, seed=3), one[0], one[0])
+        with pytest.raises(ValueError, match="dst_rows must be int32 or int64"):
+            copy(host, hot, one[0], one[0, :0])

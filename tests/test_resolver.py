@@ -256,3 +256,80 @@ def test_concurrent_callers_are_serialized() -> None:
     assert (m.misses, m.hits) == (8 * 32, 8 * 32 * 49)
     for i, s in enumerate(states):
         assert sorted(r.slot_rows(s)[r.slot_rows(s) >= 0].tolist()) == topks[i][0].tolist()
+
+
+def test_export_import_round_trip_continues_identically() -> None:
+    rng = np.random.default_rng(3)
+    a = ResidencyResolver(16, 8, 200, 656)
+    b = ResidencyResolver(16, 8, 200, 656)
+    sa = a.new_state()
+    b.new_state()
+    sb = b.new_state()  # a different id: states move between ids too
+    for _ in range(20):
+        a.resolve(rng.integers(-2, 60, size=(1, 8)), [sa])
+    rows, lru = a.export_state(sa)
+    assert rows.dtype == np.int32 and lru.dtype == np.int16
+    np.testing.assert_array_equal(rows, a.slot_rows(sa))
+    np.testing.assert_array_equal(lru, a.lru_order(sa))
+    b.import_state(sb, rows, lru.astype(np.int64))
+    for _ in range(20):
+        topk = rng.integers(-2, 60, size=(2, 8))
+        ra, rb = a.resolve(topk, [sa, sa]), b.resolve(topk, [sb, sb])
+        np.testing.assert_array_equal(ra.slots, rb.slots)
+        np.testing.assert_array_equal(ra.miss_host_rows, rb.miss_host_rows)
+        np.testing.assert_array_equal(ra.miss_slots, rb.miss_slots)
+        np.testing.assert_array_equal(a.lru_order(sa), b.lru_order(sb))
+    # Plain lists and int16 arrays are taken too.
+    b.import_state(sb, a.slot_rows(sa).tolist(), a.lru_order(sa))
+
+
+@pytest.mark.parametrize(
+    ("rows", "lru", "code"),
+    [
+        ([1, 2, 3], [0, 1, 2, 3], "shape_mismatch"),
+        ([[1, 2], [3, -1]], [0, 1, 2, 3], "shape_mismatch"),
+        ([1, 100, -1, -1], [0, 1, 2, 3], "invalid_resolver_state"),
+        ([1, -2, -1, -1], [0, 1, 2, 3], "invalid_resolver_state"),
+        ([7, 8, 7, -1], [0, 1, 2, 3], "invalid_resolver_state"),
+        ([1, 2, 3, 4], [0, 1, 1, 3], "invalid_resolver_state"),
+        ([1, 2, 3, 4], [0, 1, 2, 4], "invalid_resolver_state"),
+        ([1, 2, 3, 4], [0, 1, 2, -1], "invalid_resolver_state"),
+    ],
+)
+def test_a_bad_import_raises_and_changes_nothing(rows: list[int], lru: list[int], code: str) -> None:
+    r = ResidencyResolver(4, 2, 100, 656)
+    s = r.new_state()
+    r.resolve([[5, 6]], [s])
+    before = r.export_state(s)
+    with pytest.raises(PoolError) as e:
+        r.import_state(s, np.array(rows), np.array(lru))
+    assert e.value.code == code
+    assert code in hisparse_rs.pool_error_codes()
+    after = r.export_state(s)
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_array_equal(after[1], before[1])
+    with pytest.raises(PoolError) as unknown:
+        r.import_state(9, before[0], before[1])
+    assert unknown.value.code == "unknown_state"
+    with pytest.raises(TypeError):
+        r.import_state(s, np.zeros(4), before[1])
+
+
+def test_import_reads_each_array_once() -> None:
+    # A caller's buffer is read exactly once (converted, then validated and applied).
+    calls = []
+
+    class Counted:
+        def __init__(self, values: list[int]) -> None:
+            self.values = values
+
+        def __array__(self, dtype: object = None, copy: object = None) -> NDArray[np.int64]:
+            calls.append(1)
+            return np.array(self.values, dtype=np.int64)
+
+    r = ResidencyResolver(4, 2, 100, 656)
+    s = r.new_state()
+    r.import_state(s, Counted([-1, 3, -1, 4]), Counted([3, 2, 1, 0]))
+    assert len(calls) == 2
+    assert r.slot_rows(s).tolist() == [-1, 3, -1, 4] and r.lru_order(s).tolist() == [3, 2, 1, 0]
+    assert r.resolve([[4, 3]], [s]).slots.tolist() == [[3, 1]]

@@ -46,7 +46,7 @@ def test_from_a_resolved_deepseek_v32_configuration() -> None:
     cfg = hisparse_rs.resolve(
         DSV32,
         kv_cache_dtype="fp8_ds_mla",
-        max_model_len=4096,
+        max_model_len=8192,
         kv_transfer_config=connector(0.5),
     )
     rt = hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1352338, max_num_seqs=1)

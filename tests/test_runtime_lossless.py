@@ -26,6 +26,7 @@ from hisparse_rs.kernels import (
     fp8_ds_mla_quantize_reference,
     sparse_mla_decode_reference,
 )
+from kernel_cases import DEVICE
 
 D_QK, D_V = 576, 512
 
@@ -83,7 +84,12 @@ def run_lockstep(
     prompt_lens: tuple[int, ...] = (40, 75, 9),
     s_q: int = 1,
     seed: int = 0,
+    resolver: str = "rust",
+    switch_at: tuple[int, ...] = (),
 ) -> dict[str, int]:
+    # Kernels and the Triton path run where the kernels do (the GPU, or the CPU
+    # under the interpreter); the Rust path with the references on the CPU.
+    device = DEVICE if (use_triton or resolver == "triton" or switch_at) else torch.device("cpu")
     model = TinyDSA(num_layers=num_layers, hidden=48, heads=8, index_dim=16, seed=seed)
     scale = D_QK**-0.5
     rt = hisparse_rs.DecodeRuntime(
@@ -98,6 +104,8 @@ def run_lockstep(
         index_groups=index_groups,
         eager_host_mirror=eager_host_mirror,
         use_triton=use_triton,
+        resolver=resolver,
+        device=device,
     )
     groups = list(range(num_layers)) if index_groups is None else index_groups
     g = torch.Generator().manual_seed(seed + 1)
@@ -124,12 +132,14 @@ def run_lockstep(
             rows[rid].append(encode(kv))
             keys[rid].append(ik)
             x = torch.tanh(x + torch.randn(n, model.hidden, generator=g) * 0.1)
-        rt.add_request(rid, prefill)
+        rt.add_request(rid, [t.to(device) for t in prefill])
 
     for n in prompt_lens:
         admit(n)
     totals = {"hits": 0, "misses": 0, "tail": 0, "steps_with_misses": 0}
     for step in range(steps):
+        if step in switch_at:  # every request's hot-buffer state moves to the other path
+            rt.set_resolver("rust" if rt.resolver_path == "triton" else "triton")
         # Requests come and go between steps.
         if step == steps // 3:
             rt.finish_request(rt.request_ids[0])
@@ -167,12 +177,16 @@ def run_lockstep(
                 )
             topk_b = leader_topk[group]  # [batch, s_q, topk]
             q4 = q.reshape(batch, s_q, model.heads, D_QK)
-            res = rt.forward_layer(layer, q4, kv.reshape(batch, s_q, D_QK), topk_b)
+            res = rt.forward_layer(
+                layer, q4.to(device), kv.reshape(batch, s_q, D_QK).to(device), topk_b.to(device)
+            )
             # Resident: every request's whole cache side by side, indices offset into it.
             resident = torch.cat([rows[rid][layer] for rid in ids])
             offsets = torch.tensor([0] + [rows[rid][layer].shape[0] for rid in ids[:-1]]).cumsum(0)
             idx = torch.where(topk_b >= 0, topk_b + offsets[:, None, None].to(torch.int32), -1)
-            want_out, want_lse = sparse_mla_decode_reference(q4, resident, idx, scale)
+            want_out, want_lse = sparse_mla_decode_reference(
+                q4.to(device), resident.to(device), idx.to(device), scale
+            )
             if use_triton:
                 torch.testing.assert_close(res.out.float(), want_out.float(), atol=1e-3, rtol=2.01 / 128)
                 torch.testing.assert_close(res.lse, want_lse, atol=1e-6, rtol=8.01 / 65536)
@@ -183,59 +197,94 @@ def run_lockstep(
             totals["misses"] += res.misses
             totals["tail"] += res.tail
             step_misses += res.misses
-            x = torch.tanh(x + want_out.float().reshape(batch * s_q, -1) @ model.wo[layer])
+            x = torch.tanh(x + want_out.float().cpu().reshape(batch * s_q, -1) @ model.wo[layer])
         rt.end_step()
         totals["steps_with_misses"] += step_misses > 0
     return totals
 
 
+# Both resolver paths: the Rust resolver on the host, and the device-resident
+# Triton path (resolver, position map, gather, KV write under the interpreter),
+# fewer steps there (the interpreter is slow). Each is held bit for bit to
+# sparse attention over a resident cache.
+RESOLVERS = ["rust", "triton"]
+
+
+def steps_for(resolver: str, rust_steps: int) -> int:
+    return rust_steps if resolver == "rust" else max(4, rust_steps // 3)
+
+
+@pytest.mark.parametrize("resolver", RESOLVERS)
 @pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8_ds_mla"])
-def test_offload_is_lossless_with_reference_kernels(kv_cache_dtype: str) -> None:
-    steps = 60
-    t = run_lockstep(kv_cache_dtype=kv_cache_dtype, use_triton=False, steps=steps)
+def test_offload_is_lossless_with_reference_kernels(kv_cache_dtype: str, resolver: str) -> None:
+    steps = steps_for(resolver, 60)
+    t = run_lockstep(kv_cache_dtype=kv_cache_dtype, use_triton=False, steps=steps, resolver=resolver)
     # The hot buffer (32 rows) is far smaller than the contexts (up to 135
     # tokens): rows are swapped in on (almost) every step.
     assert t["steps_with_misses"] >= steps - 2
     assert t["misses"] > 10 * steps
 
 
+@pytest.mark.parametrize("resolver", RESOLVERS)
 @pytest.mark.parametrize("kv_cache_dtype", ["bfloat16", "fp8_ds_mla"])
-def test_offload_is_lossless_with_triton_kernels(kv_cache_dtype: str) -> None:
-    t = run_lockstep(kv_cache_dtype=kv_cache_dtype, use_triton=True, steps=6, num_layers=2)
+def test_offload_is_lossless_with_triton_kernels(kv_cache_dtype: str, resolver: str) -> None:
+    t = run_lockstep(kv_cache_dtype=kv_cache_dtype, use_triton=True, steps=6, num_layers=2, resolver=resolver)
     assert t["misses"] > 0
 
 
-def test_lossless_with_deferred_mirror_and_shared_indexer() -> None:
+@pytest.mark.parametrize("resolver", RESOLVERS)
+def test_lossless_with_deferred_mirror_and_shared_indexer(resolver: str) -> None:
     # GLM-5.2-style IndexShare: layers 0-1 and 2-3 share a top-k and a hot-buffer state.
     t = run_lockstep(
         kv_cache_dtype="fp8_ds_mla",
         use_triton=False,
-        steps=40,
+        steps=steps_for(resolver, 40),
         eager_host_mirror=False,
         index_groups=[0, 0, 1, 1],
         num_layers=4,
+        resolver=resolver,
     )
     assert t["misses"] > 0
 
 
-def test_lossless_with_mtp_query_rows() -> None:
+@pytest.mark.parametrize("resolver", RESOLVERS)
+def test_lossless_with_mtp_query_rows(resolver: str) -> None:
     # MTP: two query rows per request resolved as one union (dbs = (2 + 1) x top-k).
-    t = run_lockstep(kv_cache_dtype="fp8_ds_mla", use_triton=False, steps=30, s_q=2, device_buffer_size=48)
+    t = run_lockstep(
+        kv_cache_dtype="fp8_ds_mla",
+        use_triton=False,
+        steps=steps_for(resolver, 30),
+        s_q=2,
+        device_buffer_size=48,
+        resolver=resolver,
+    )
     assert t["misses"] > 0
 
 
+@pytest.mark.parametrize("resolver", RESOLVERS)
 @pytest.mark.parametrize("eager_host_mirror", [True, False])
-def test_lossless_when_a_step_outgrows_the_tail_pages(eager_host_mirror: bool) -> None:
+def test_lossless_when_a_step_outgrows_the_tail_pages(eager_host_mirror: bool, resolver: str) -> None:
     # 5 new tokens per step with 2-token pages: the step's oldest rows are out of
     # the two tail pages at once and must come from the host pool this very step.
     t = run_lockstep(
         kv_cache_dtype="bfloat16",
         use_triton=False,
-        steps=12,
+        steps=steps_for(resolver, 12),
         s_q=5,
         block_size=2,
         topk=8,
         device_buffer_size=48,
         eager_host_mirror=eager_host_mirror,
+        resolver=resolver,
     )
     assert t["misses"] > 0
+
+
+def test_requests_move_between_the_paths_and_continue_identically() -> None:
+    # Rust for 4 steps, then every state moves to the device, then back at step 8:
+    # the same hits, misses and tail entries as the Rust path alone (and lossless throughout).
+    kw: dict[str, object] = {"kv_cache_dtype": "fp8_ds_mla", "use_triton": False, "steps": 12, "s_q": 2}
+    kw["device_buffer_size"] = 48
+    alone = run_lockstep(**kw)  # type: ignore[arg-type]
+    moved = run_lockstep(switch_at=(4, 8), **kw)  # type: ignore[arg-type]
+    assert moved == alone and alone["misses"] > 0

@@ -138,7 +138,7 @@ class HiSparseSettings:
         """Shared memory per CUDA block vLLM 0.33's residency resolver needs (bytes)."""
     @property
     def triton_resolver_shared_memory_bytes(self) -> int | None:
-        """The same for hisparse_rs's Triton resolver; None until it reports one."""
+        """The same per program for hisparse_rs's Triton resolver (bytes; its compiled cubins' figure)."""
     @property
     def index_groups(self) -> list[int]:
         """Index group of each host-pool layer; layers sharing an indexer (IndexShare) share one."""
@@ -666,6 +666,20 @@ class ResidencyResolver:
         """Host row in each slot, -1 empty."""
     def lru_order(self, state: int) -> NDArray[np.int16]:
         """Slots, oldest first."""
+    def export_state(self, state: int) -> tuple[NDArray[np.int32], NDArray[np.int16]]:
+        """``(slot_rows int32 [dbs], lru_order int16 [dbs])``, read as one consistent pair.
+
+        Raises PoolError ``unknown_state``.
+        """
+    def import_state(self, state: int, slot_rows: ArrayLike, lru_order: ArrayLike) -> None:
+        """Replace a state's contents (e.g. exported from the Triton resolver); the index is rebuilt.
+
+        ``slot_rows`` int16/int32/int64 [device_buffer_size] (-1 empty, each host row
+        at most once, rows in [0, num_host_rows)); ``lru_order`` a permutation of
+        ``0..device_buffer_size``, oldest first. Each is read once. Raises PoolError
+        ``unknown_state``, ``shape_mismatch`` or ``invalid_resolver_state`` (nothing
+        changes); TypeError for a non-integer dtype.
+        """
     def resolve(self, topk_rows: ArrayLike, state_index: ArrayLike) -> ResolveResult:
         """Resolve ``topk_rows`` int32/int64 [rows, width] for ``state_index`` [rows] (-1 = padded row).
 

@@ -163,13 +163,21 @@ pub fn largest_resolver_buffer(max_union_rows: u64, max_rows: u64, available: u6
 
 /// Shared memory per program that hisparse_rs's own Triton residency resolver
 /// (`hisparse_rs.kernels.resolve_residency`, issue 9) needs for the same
-/// buffer, to print beside vLLM's figure. None until that kernel lands: the
-/// figure comes from its compiled cubin and is filled in here at merge.
+/// buffer, to print beside vLLM's figure.
+///
+/// Its union table lives in global memory, so the need does not grow with the
+/// union (`_max_union_rows`) or the buffer: it is Triton's scan and reduction
+/// scratch, which follows the launch's warps (`resolver_tiling` in
+/// `kernels/resolver.py`: `next_power_of_two(min(dbs, 1024)) / 64`, 1 to 16):
+/// none with one warp, else 1024 + 512 B per warp (9216 B from dbs 513 up).
+/// Read from the cubins compiled for sm_90 and sm_100 (the same on both);
+/// `tests/test_kernels_aot.py` holds this figure equal to the compiled one.
 pub fn triton_resolver_shared_memory_bytes(
-    _device_buffer_size: u64,
+    device_buffer_size: u64,
     _max_union_rows: u64,
 ) -> Option<u64> {
-    None
+    let warps = (device_buffer_size.clamp(1, 1024).next_power_of_two() / 64).clamp(1, 16);
+    Some(if warps == 1 { 0 } else { 1024 + 512 * warps })
 }
 
 /// How HiSparse lays out one DP replica's shared GPU pool (vLLM 0.33
@@ -328,6 +336,29 @@ mod tests {
         assert_eq!(largest_resolver_buffer(8192, 32_768, 65_536), None);
         assert_eq!(largest_resolver_buffer(2048, 32_768, 232_448), Some(32_768));
         assert_eq!(largest_resolver_buffer(30_720, 32_768, 232_448), None);
+    }
+
+    #[test]
+    fn triton_resolver_shared_memory() {
+        // The compiled cubins' figures (benches/README.md's AOT table): by warps.
+        for (dbs, want) in [
+            (1, 0),
+            (64, 0),
+            (65, 2048),
+            (128, 2048),
+            (256, 3072),
+            (512, 5120),
+            (513, 9216),
+            (4096, 9216),
+            (32_768, 9216),
+            (u64::MAX, 9216),
+        ] {
+            assert_eq!(
+                triton_resolver_shared_memory_bytes(dbs, 30_720),
+                Some(want),
+                "dbs {dbs}"
+            );
+        }
     }
 
     #[test]

@@ -138,6 +138,45 @@ fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<IntArray<'py>
     )))
 }
 
+/// A 1-D int16 / int32 / int64 array-like copied into a `Vec<i64>`: the
+/// caller's buffer is read exactly once, before any lock is taken.
+fn int_vec(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    let py = obj.py();
+    let arr = py
+        .import("numpy")?
+        .call_method1("ascontiguousarray", (obj,))?;
+    let untyped = arr.cast::<PyUntypedArray>()?;
+    if untyped.ndim() != 1 {
+        return Err(pool_err(
+            py,
+            PoolError::ShapeMismatch {
+                what: format!("{what} must be 1-D, got shape {:?}", untyped.shape()),
+            },
+        ));
+    }
+    fn copy<T: numpy::Element + IndexInt>(a: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+        let a = a.cast::<PyArrayDyn<T>>()?;
+        let a = a
+            .try_readonly()
+            .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+        Ok(slice_of(&a)?.iter().map(|v| v.to_i64()).collect())
+    }
+    let dt = untyped.dtype();
+    if dt.is_equiv_to(&dtype::<i16>(py)) {
+        return copy::<i16>(&arr, what);
+    }
+    if dt.is_equiv_to(&dtype::<i32>(py)) {
+        return copy::<i32>(&arr, what);
+    }
+    if dt.is_equiv_to(&dtype::<i64>(py)) {
+        return copy::<i64>(&arr, what);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{what} must be an int16, int32 or int64 array, got dtype {dt}; convert with \
+         numpy.asarray(x, dtype=numpy.int64) (torch: tensor.cpu())"
+    )))
+}
+
 fn slice_of<'a, T: numpy::Element>(a: &'a PyReadonlyArrayDyn<'_, T>) -> PyResult<&'a [T]> {
     a.as_slice()
         .map_err(|e| PyValueError::new_err(format!("array is not contiguous: {e}")))
@@ -676,6 +715,9 @@ impl ResolveResult {
     }
 }
 
+/// ``(slot_rows int32 [dbs], lru_order int16 [dbs])`` of one resolver state.
+type ExportedState<'py> = (Bound<'py, PyArray1<i32>>, Bound<'py, PyArray1<i16>>);
+
 /// Hot-buffer residency for (request, index group) states (HISPARSE.md §6).
 /// Thread-safe: calls are serialized; ``resolve`` releases the GIL and runs
 /// independent states in parallel.
@@ -831,6 +873,44 @@ impl ResidencyResolver {
                 .map(|o| o.iter().map(|&s| s as i16).collect::<Vec<_>>())
         })?;
         Ok(PyArray1::from_vec(py, v))
+    }
+
+    /// ``(slot_rows int32 [dbs], lru_order int16 [dbs])`` of a state, read
+    /// under one lock (a consistent pair): what :meth:`import_state` and the
+    /// Triton resolver's device tensors take. Raises PoolError ``unknown_state``.
+    fn export_state<'py>(&self, py: Python<'py>, state: Int<i64>) -> PyResult<ExportedState<'py>> {
+        let state = state.saturated();
+        let (rows, lru) = self.call(py, |r| {
+            let rows = r.slot_rows(state)?.to_vec();
+            let lru = r
+                .lru_order(state)?
+                .iter()
+                .map(|&s| s as i16)
+                .collect::<Vec<_>>();
+            Ok((rows, lru))
+        })?;
+        Ok((PyArray1::from_vec(py, rows), PyArray1::from_vec(py, lru)))
+    }
+
+    /// Replace a state's contents (e.g. one exported from the Triton
+    /// resolver's device tensors); the row -> slot index is rebuilt, and the
+    /// request continues exactly as it would have there. ``slot_rows``:
+    /// int16/int32/int64 [device_buffer_size], -1 empty; ``lru_order``: the
+    /// slots oldest first, a permutation of ``0..device_buffer_size``. Both
+    /// are copied once. Raises PoolError ``unknown_state``, ``shape_mismatch``
+    /// or ``invalid_resolver_state`` (a row outside -1 or [0, num_host_rows),
+    /// a row in two slots, an LRU that is not a permutation); nothing changes then.
+    fn import_state(
+        &self,
+        py: Python<'_>,
+        state: Int<i64>,
+        slot_rows: &Bound<'_, PyAny>,
+        lru_order: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let state = state.saturated();
+        let rows = int_vec(slot_rows, "slot_rows")?;
+        let lru = int_vec(lru_order, "lru_order")?;
+        self.call(py, |r| r.import_state(state, &rows, &lru))
     }
 
     /// Resolve a batch. ``topk_rows``: int32/int64 [rows, width] host rows (-1

@@ -381,7 +381,7 @@ impl HiSparseSettings {
     fn residency_shared_memory_bytes(&self) -> Option<u64> {
         value(&self.0.residency_shared_memory_bytes)
     }
-    /// The same for hisparse_rs's Triton resolver; None until it reports one.
+    /// The same per program for hisparse_rs's Triton resolver (bytes; its compiled cubins' figure).
     #[getter]
     fn triton_resolver_shared_memory_bytes(&self) -> Option<u64> {
         self.0.triton_resolver_shared_memory_bytes

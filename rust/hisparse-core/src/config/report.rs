@@ -86,8 +86,8 @@ pub struct ResolvedHiSparse {
     /// this hot buffer and query length (`runtime.py` `_check_residency_shared_memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub residency_shared_memory_bytes: Option<Resolved<u64>>,
-    /// The same figure for hisparse_rs's Triton resolver; omitted until that
-    /// kernel reports it (see `sizes::triton_resolver_shared_memory_bytes`).
+    /// The same figure per program for hisparse_rs's Triton resolver, from its
+    /// compiled cubins (`sizes::triton_resolver_shared_memory_bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub triton_resolver_shared_memory_bytes: Option<u64>,
 }

@@ -106,6 +106,15 @@ pub enum PoolError {
         device_buffer_size: u64,
     },
 
+    /// A hot-buffer state handed to `import_state` that no resolve could have
+    /// produced (HISPARSE.md §6 state: unique rows, an LRU permutation).
+    #[error(
+        "resolver state {state}: {what}; pass a state exported by ResidencyResolver.export_state \
+         or the Triton resolver (slot_rows int32 [dbs], -1 empty, each host row at most once; \
+         lru_order int16 [dbs], a permutation of 0..dbs)"
+    )]
+    InvalidResolverState { state: i64, what: String },
+
     /// A resolved configuration without the numbers a pool needs.
     #[error(
         "the resolved configuration has no {field} (unknown kv_cache_dtype row size or HiSparse \
@@ -131,6 +140,7 @@ impl PoolError {
         "unknown_state",
         "union_exceeds_device_buffer",
         "settings_incomplete",
+        "invalid_resolver_state",
     ];
 
     /// The stable snake_case code, e.g. `"host_pool_exhausted"`.
@@ -150,6 +160,7 @@ impl PoolError {
             PoolError::UnknownState { .. } => "unknown_state",
             PoolError::UnionExceedsDeviceBuffer { .. } => "union_exceeds_device_buffer",
             PoolError::SettingsIncomplete { .. } => "settings_incomplete",
+            PoolError::InvalidResolverState { .. } => "invalid_resolver_state",
         }
     }
 

@@ -33,6 +33,12 @@
 //! batch with at least [`PARALLEL_MIN_STATES`] states is resolved in parallel
 //! with rayon. A call validates everything first, then mutates: an error
 //! leaves every state as it was.
+//!
+//! The Triton resolver (`kernels/resolver.py`) is this function on the GPU,
+//! bit for bit; its device state is `slot_rows` + the LRU order alone (6 B
+//! per slot). [`ResidencyResolver::import_state`] takes such a state (and
+//! rebuilds the index), `slot_rows` / `lru_order` export one, so a request
+//! moves between the two and continues identically.
 
 use super::error::PoolError;
 use super::metrics::HiSparseMetrics;
@@ -63,6 +69,11 @@ impl IndexInt for i32 {
 impl IndexInt for i64 {
     fn to_i64(self) -> i64 {
         self
+    }
+}
+impl IndexInt for i16 {
+    fn to_i64(self) -> i64 {
+        i64::from(self)
     }
 }
 
@@ -321,6 +332,85 @@ impl ResidencyResolver {
     /// The LRU order of the slots, oldest first, `[dbs]`. Error `unknown_state`.
     pub fn lru_order(&self, state: i64) -> Result<&[u16], PoolError> {
         Ok(&self.state_ref(state, 0)?.lru)
+    }
+
+    /// Replace a state's contents with `slot_rows` (`[dbs]`, -1 empty) and
+    /// `lru_order` (`[dbs]` slots, oldest first), e.g. a state exported from
+    /// the Triton resolver's device tensors, so that a request continues here
+    /// exactly as it would have there. The row -> slot index is rebuilt.
+    ///
+    /// Errors (nothing changes): `unknown_state`; `shape_mismatch` (a length
+    /// other than dbs); `invalid_resolver_state`: a row outside -1 or
+    /// `[0, num_host_rows)`, a host row in two slots, or an LRU order that is
+    /// not a permutation of `0..dbs`.
+    pub fn import_state<R: IndexInt, L: IndexInt>(
+        &mut self,
+        state: i64,
+        slot_rows: &[R],
+        lru_order: &[L],
+    ) -> Result<(), PoolError> {
+        self.state_ref(state, 0)?;
+        let dbs = self.dbs as usize;
+        if slot_rows.len() != dbs || lru_order.len() != dbs {
+            return Err(PoolError::ShapeMismatch {
+                what: format!(
+                    "slot_rows has {} entries and lru_order {}; both must have device_buffer_size = {dbs}",
+                    slot_rows.len(),
+                    lru_order.len()
+                ),
+            });
+        }
+        let bad = |what: String| PoolError::InvalidResolverState { state, what };
+        let limit = self.num_host_rows as i64;
+        let mut held: Vec<(i64, usize)> = Vec::with_capacity(dbs);
+        for (slot, v) in slot_rows.iter().enumerate() {
+            let v = v.to_i64();
+            if v == -1 {
+                continue;
+            }
+            if !(0..limit).contains(&v) {
+                return Err(bad(format!(
+                    "slot_rows[{slot}] = {v} is neither -1 (empty) nor a host row in [0, {limit})"
+                )));
+            }
+            held.push((v, slot));
+        }
+        held.sort_unstable();
+        if let Some(w) = held.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(bad(format!(
+                "host row {} is in slots {} and {} (a row is cached at most once)",
+                w[0].0, w[0].1, w[1].1
+            )));
+        }
+        let mut seen = vec![false; dbs];
+        for (i, s) in lru_order.iter().enumerate() {
+            let s = s.to_i64();
+            let ok = usize::try_from(s).ok().filter(|&s| s < dbs);
+            match ok {
+                Some(s) if !seen[s] => seen[s] = true,
+                Some(_) => {
+                    return Err(bad(format!(
+                        "lru_order[{i}] = {s} repeats a slot (lru_order must be a permutation of 0..{dbs})"
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "lru_order[{i}] = {s} is not a slot in [0, {dbs})"
+                    )))
+                }
+            }
+        }
+
+        // Mutate: nothing below can fail.
+        let st = self.state_mut(state)?;
+        st.reset();
+        for (i, s) in lru_order.iter().enumerate() {
+            st.lru[i] = s.to_i64() as u16; // < dbs <= 32768
+        }
+        for &(v, slot) in &held {
+            st.load(slot as u16, v as i32); // < num_host_rows <= 2^31
+        }
+        Ok(())
     }
 
     fn state_ref(&self, state: i64, row: u64) -> Result<&HotBufferState, PoolError> {
@@ -877,6 +967,86 @@ mod tests {
                 assert_index_exact(&r, 0);
             }
         }
+    }
+
+    #[test]
+    fn an_imported_state_continues_identically() {
+        // Resolver a runs a trace; halfway, its state moves to resolver b
+        // (fresh, different state id); both continue and must agree.
+        let mut a = ResidencyResolver::new(24, 16, 64, 656).unwrap();
+        let mut b = ResidencyResolver::new(24, 16, 64, 656).unwrap();
+        let sa = a.new_state() as i64;
+        b.new_state();
+        let sb = b.new_state() as i64;
+        let mut x = 99u64;
+        let step = |r: &mut ResidencyResolver, s: i64, x: &mut u64| {
+            let rows: Vec<i32> = (0..16)
+                .map(|_| {
+                    *x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((*x >> 33) % 66) as i32 - 1
+                })
+                .collect();
+            r.resolve(&rows, 16, &[s]).unwrap()
+        };
+        for _ in 0..50 {
+            step(&mut a, sa, &mut x);
+        }
+        let rows = a.slot_rows(sa).unwrap().to_vec();
+        let lru: Vec<i16> = a.lru_order(sa).unwrap().iter().map(|&v| v as i16).collect();
+        b.import_state(sb, &rows, &lru).unwrap();
+        assert_index_exact(&b, sb as usize);
+        for _ in 0..50 {
+            let (mut xa, mut xb) = (x, x);
+            let oa = step(&mut a, sa, &mut xa);
+            let ob = step(&mut b, sb, &mut xb);
+            x = xa;
+            assert_eq!(oa, ob);
+            assert_eq!(a.slot_rows(sa).unwrap(), b.slot_rows(sb).unwrap());
+            assert_eq!(a.lru_order(sa).unwrap(), b.lru_order(sb).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_bad_import_changes_nothing() {
+        let mut r = ResidencyResolver::new(4, 2, 100, 656).unwrap();
+        let s = r.new_state() as i64;
+        r.resolve(&[5, 6], 2, &[s]).unwrap();
+        let before = (
+            r.slot_rows(0).unwrap().to_vec(),
+            r.lru_order(0).unwrap().to_vec(),
+        );
+        let cases: [(&[i64], &[i64], &str); 7] = [
+            (&[1, 2, 3], &[0, 1, 2, 3], "shape_mismatch"),
+            (&[1, 2, 3, -1], &[0, 1, 2], "shape_mismatch"),
+            (&[1, 100, -1, -1], &[0, 1, 2, 3], "invalid_resolver_state"),
+            (&[1, -2, -1, -1], &[0, 1, 2, 3], "invalid_resolver_state"),
+            (&[7, 8, 7, -1], &[0, 1, 2, 3], "invalid_resolver_state"),
+            (&[1, 2, 3, 4], &[0, 1, 1, 3], "invalid_resolver_state"),
+            (&[1, 2, 3, 4], &[0, 1, 2, 4], "invalid_resolver_state"),
+        ];
+        for (rows, lru, code) in cases {
+            assert_eq!(r.import_state(s, rows, lru).unwrap_err().code(), code);
+            assert_eq!(
+                (
+                    r.slot_rows(0).unwrap().to_vec(),
+                    r.lru_order(0).unwrap().to_vec()
+                ),
+                before
+            );
+        }
+        let e = r
+            .import_state(3, &[-1i64; 4], &[0i64, 1, 2, 3])
+            .unwrap_err();
+        assert_eq!(e.code(), "unknown_state");
+        // Empty slots may sit anywhere in the LRU order; the index is rebuilt.
+        r.import_state(s, &[-1i32, 9, -1, 4], &[3i16, 0, 2, 1])
+            .unwrap();
+        assert_index_exact(&r, 0);
+        let out = r.resolve(&[4, 7], 2, &[s]).unwrap();
+        assert_eq!(out.slots, vec![3, 0]);
+        assert_eq!(r.lru_order(0).unwrap(), &[2, 1, 0, 3]);
     }
 
     #[test]

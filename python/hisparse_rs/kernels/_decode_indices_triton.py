@@ -1,0 +1,1 @@
+../../../kernels/_decode_indices_triton.py

@@ -1,0 +1,1 @@
+../../../kernels/_resolver_triton.py

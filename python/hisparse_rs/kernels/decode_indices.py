@@ -1,0 +1,1 @@
+../../../kernels/decode_indices.py
