@@ -331,3 +331,15 @@ def test_plot_from_the_console_script(tmp_path: Path) -> None:
     # --plot implies --plan; without GPU figures there is nothing to draw.
     bare = run("--config", "examples/dsv32-decode-pd.yaml", "--host-memory-gib", "2048", "--plot", str(out))
     assert bare.returncode == 2 and "--gpu-memory-gib" in bare.stderr
+
+
+def test_context_parallel_and_node_flags_are_checked() -> None:
+    # -pcp and -n are vLLM's short forms; DCP 2 with a NixlConnector must be 1 or max(TP, PCP).
+    nixl = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+    out = as_json(DSV32, "-tp", "4", "-pcp", "2", "-dcp", "2", "-n", "2", "--kv-transfer-config", nixl)
+    assert {(e["code"], e["path"]) for e in out["errors"]} == {
+        ("decode_context_parallel_invalid", "decode_context_parallel_size")
+    }
+    [err] = out["errors"]
+    assert "max(tensor_parallel_size, prefill_context_parallel_size) = 4" in err["message"]
+    assert as_json(DSV32, "-tp", "4", "-dcp", "4", "-n", "2", "--kv-transfer-config", nixl)["valid"]

@@ -64,6 +64,8 @@ codes! {
     PipelineParallelUnsupported => "pipeline_parallel_unsupported",
     DecodeContextParallelUnsupported => "decode_context_parallel_unsupported",
     TensorParallelHeadsMismatch => "tensor_parallel_heads_mismatch",
+    DecodeContextParallelInvalid => "decode_context_parallel_invalid",
+    UnknownQuantizationMethod => "unknown_quantization_method",
     ModelNotDsa => "model_not_dsa",
     DeepseekV4Unsupported => "deepseek_v4_unsupported",
     IndexTopkTooLarge => "index_topk_too_large",

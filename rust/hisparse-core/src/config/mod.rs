@@ -1,9 +1,11 @@
 //! Serve-configuration resolution: parse (`args`, `schema`), walk the connector
 //! tree (`connectors`), read the model (`model`), resolve and validate
-//! (`resolve`), and report (`report`).
+//! (`resolve`), and report (`report`); `deviations` lists where the verdict
+//! knowingly differs from vLLM 0.33.0's.
 
 pub mod args;
 pub mod connectors;
+pub mod deviations;
 pub mod model;
 pub mod report;
 pub mod resolve;

@@ -26,6 +26,10 @@ pub struct ModelInfo {
     pub model_type: Option<String>,
     /// The indexer's top-k (DSA models only); `Err(raw)` when present but not a positive int.
     pub index_topk: Option<Sourced<Result<u32, Value>>>,
+    /// `index_topk` is only under `text_config`: vLLM 0.33 reads it from the
+    /// top-level HF config object alone, which for composite models
+    /// (transformers 5.20 `Glm5NextConfig`) does not expose it.
+    pub index_topk_nested: bool,
     /// Layers holding sparse-MLA KV: `layer_types` entries equal to
     /// `deepseek_sparse_attention` when the model mixes layer kinds, else `num_hidden_layers`.
     pub sparse_mla_layers: Option<Sourced<u32>>,
@@ -60,6 +64,9 @@ pub struct ModelDims {
     pub hidden_size: Option<u64>,
     pub num_hidden_layers: Option<u64>,
     pub num_attention_heads: Option<u64>,
+    /// KV heads (`num_key_value_heads`; GQA/MQA models): decode context
+    /// parallelism splits them.
+    pub num_key_value_heads: Option<u64>,
     pub q_lora_rank: Option<u64>,
     pub qk_nope_head_dim: Option<u64>,
     pub v_head_dim: Option<u64>,
@@ -199,6 +206,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         hidden_size: uint("hidden_size"),
         num_hidden_layers: uint("num_hidden_layers"),
         num_attention_heads: uint("num_attention_heads"),
+        num_key_value_heads: uint("num_key_value_heads"),
         q_lora_rank: uint("q_lora_rank"),
         qk_nope_head_dim: uint("qk_nope_head_dim"),
         v_head_dim: uint("v_head_dim"),
@@ -225,6 +233,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
             .get("model_type")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        index_topk_nested: index_topk.is_some() && top.get("index_topk").is_none_or(Value::is_null),
         index_topk,
         sparse_mla_layers,
         max_position_embeddings,
