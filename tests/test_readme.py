@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import hisparse_rs
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -90,3 +91,9 @@ def test_readme_first_command_output_is_current() -> None:
         line = line.split("   (")[0].rstrip()
         if line and line.strip() != "...":
             assert line in actual, f"README shows {line!r}, the command no longer prints it"
+
+
+def test_readme_lists_every_deviation_from_vllm() -> None:
+    section = README.split("### Where we differ from vLLM 0.33.0, and say so\n", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| (.*) \|$", section, re.M)
+    assert rows == hisparse_rs.vllm_deviations()
