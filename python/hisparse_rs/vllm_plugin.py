@@ -326,8 +326,7 @@ def render(report: Any, args: Mapping[str, Any]) -> str:
     n = len(report.errors)
     lines = [
         f"hisparse_rs {hisparse_rs.__version__}: {n} HiSparse error{'s' if n != 1 else ''} in this vLLM "
-        f"configuration (rules of vLLM {hisparse_rs.VLLM_VERSION}; vLLM reports them one at a time, "
-        "several only after the model has loaded):",
+        f"configuration, found before vLLM builds its config (rules of vLLM {hisparse_rs.VLLM_VERSION}):",
         "",
     ]
     for d in report.errors:

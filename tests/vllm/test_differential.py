@@ -208,8 +208,12 @@ def serve_args(draw: st.DrawFn) -> dict[str, Json]:
             value = draw(strategy)
             if value is not None:
                 args[key] = value
-    # The harness is one node of 8 GPUs: vLLM refuses more ranks per replica on
-    # one node by counting the machine's GPUs, which no configuration check can.
+    return within_the_nodes(args)
+
+
+def within_the_nodes(args: dict[str, Json]) -> dict[str, Json]:
+    """The harness is nodes of 8 GPUs: vLLM refuses more ranks per replica on one
+    node by counting the machine's GPUs, which no configuration check can."""
     ranks = 1
     for key in ("tensor_parallel_size", "pipeline_parallel_size", "prefill_context_parallel_size"):
         ranks *= args.get(key, 1)
@@ -280,7 +284,7 @@ def deployment(draw: st.DrawFn) -> dict[str, Json]:
         astray = draw(serve_args())
         key = draw(st.sampled_from(sorted(set(astray) - {"model"}) or ["model"]))
         args[key] = astray[key]
-    return args
+    return within_the_nodes(args)
 
 
 # --- The comparison ---
@@ -336,6 +340,10 @@ HS = {
 }
 
 
+HS_SMALL = {**HS, "kv_connector_extra_config": {"host_pool_gib": 2}}
+NIXL_BOTH = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+
 def tree(*children: Json) -> Json:
     return {
         "kv_connector": "MultiConnector",
@@ -373,5 +381,11 @@ def tree(*children: Json) -> Json:
 # MTP without num_speculative_tokens (vLLM does not take the checkpoint's depth).
 @example({"model": DSV32, "kv_transfer_config": HS, "speculative_config": {"method": "mtp"}})
 @example({"model": DSV32, "speculative_config": {"method": "mtp"}})
+# The deviations themselves: a HiSparseConnector two MultiConnector levels deep
+# (vLLM does not see it, and fails when it creates the connectors), and
+# --max-model-len auto with a pool smaller than the model's context (vLLM
+# shortens the context).
+@example({"model": DSV32, "kv_transfer_config": tree(NIXL_BOTH, tree(HS))})
+@example({"model": DSV32, "kv_transfer_config": HS_SMALL, "max_model_len": -1})
 def test_hisparse_rs_agrees_with_vllm_or_names_the_deviation(args: dict[str, Json]) -> None:
     compare(args)

@@ -30,7 +30,9 @@ own functions where one exists:
    is what the model code would register);
 6. connector creation's config step (``KVConnectorFactory.get_connector_class``
    and, for every MultiConnector, nested ones too,
-   ``MultiConnector._get_connector_classes_and_configs``).
+   ``MultiConnector._get_connector_classes_and_configs``), and
+   ``HiSparseConnector.__init__``'s refusal without a host pool (*modelled*:
+   there is none exactly when HiSparse is off).
 
 What is not run: weight loading, the 95 % host-RAM check (machine dependent;
 ``hisparse-check --plan`` checks it), anything that needs a device.
@@ -275,6 +277,9 @@ def _connector_classes(vllm_config: Any) -> None:
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
     cls = KVConnectorFactory.get_connector_class(kv)
+    if kv.kv_connector == "HiSparseConnector" and vllm_config.attention_config.hisparse_config is None:
+        # HiSparseConnector.__init__: without HiSparse, the KV cache config has no host pool.
+        raise ValueError("HiSparseConnector requires a HiSparse host pool")
     if kv.kv_connector == "MultiConnector":
         for _, child_config in cls._get_connector_classes_and_configs(vllm_config):
             _connector_classes(child_config)

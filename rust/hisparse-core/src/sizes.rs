@@ -289,6 +289,33 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_within_one_node_shares_its_pool() {
+        let p = |tp, dp, nnodes| Parallel {
+            tp,
+            pp: 1,
+            dcp: 1,
+            pcp: 1,
+            dp,
+            nnodes,
+        };
+        // vLLM 0.33 infers data_parallel_size_local = world / nnodes / (TP x PP x PCP).
+        assert_eq!(p(2, 2, 2).nnodes_within_dp(), 1);
+        assert_eq!(p(2, 1, 2).nnodes_within_dp(), 2);
+        assert_eq!(p(8, 4, 2).nnodes_within_dp(), 1);
+        assert!(shared_host_pool("cuda", p(2, 2, 2), None));
+        assert!(!shared_host_pool("cuda", p(2, 1, 2), Some("mp")));
+        assert!(!shared_host_pool("cuda", p(2, 1, 1), Some("uni")));
+        assert!(!shared_host_pool(
+            "cuda",
+            Parallel {
+                pcp: 2,
+                ..p(2, 1, 1)
+            },
+            None
+        ));
+    }
+
+    #[test]
     fn min_pool_gib_is_the_smallest_passing_size() {
         // DeepSeek-V3.2 fp8_ds_mla at 163840 tokens: 2562 blocks of 2,561,024 B.
         let gib = min_pool_gib(2562, 2_561_024);

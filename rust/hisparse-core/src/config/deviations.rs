@@ -1,4 +1,6 @@
-//! Where hisparse_rs knowingly gives a different verdict than vLLM 0.33.0.
+//! Where hisparse_rs knowingly differs from vLLM 0.33.0: a different verdict,
+//! or the same verdict reached where vLLM fails in another way (a crash, a
+//! failure after the model has loaded).
 //!
 //! The one list of them: README.md's "Where we differ from vLLM 0.33.0"
 //! section is checked against it (`tests/test_readme.py`), and the
@@ -8,7 +10,8 @@
 
 use crate::diagnostic::Code;
 
-/// One knowing difference from vLLM 0.33.0's verdict.
+/// One knowing difference from vLLM 0.33.0: in its verdict, or in how (and
+/// when) it fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deviation {
     /// The diagnostic our report carries when it applies.
@@ -21,7 +24,7 @@ pub struct Deviation {
 pub const VLLM_DEVIATIONS: &[Deviation] = &[
     Deviation {
         code: Code::HiSparseConnectorTooDeep,
-        vllm: "looks for a HiSparseConnector one MultiConnector level deep only: deeper, it starts without HiSparse (or fails for want of host_pool_gib with an explicit hisparse_config)",
+        vllm: "looks for a HiSparseConnector one MultiConnector level deep only: deeper, it does not see it, and fails only after the model has loaded (no host pool for the connector, or no host_pool_gib for an explicit hisparse_config)",
     },
     Deviation {
         code: Code::Vllm033Crash,

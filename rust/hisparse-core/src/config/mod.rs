@@ -1,6 +1,7 @@
 //! Serve-configuration resolution: parse (`args`, `schema`), walk the connector
 //! tree (`connectors`), read the model (`model`), resolve and validate
-//! (`resolve`), and report (`report`); `deviations` lists where the verdict
+//! (`resolve`, `validate` for HiSparse, `startup` for vLLM's other start-up
+//! rules), and report (`report`); `deviations` lists where the verdict
 //! knowingly differs from vLLM 0.33.0's.
 
 pub mod args;
@@ -10,4 +11,5 @@ pub mod model;
 pub mod report;
 pub mod resolve;
 pub mod schema;
+pub mod startup;
 pub mod validate;

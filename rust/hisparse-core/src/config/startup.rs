@@ -1,0 +1,384 @@
+//! vLLM 0.33.0's start-up rules outside HiSparse that decide whether a
+//! configuration starts at all: the parallel layout (decode context
+//! parallelism, nodes, executor, tensor parallelism over the heads), the
+//! checkpoint's quantization, speculative decoding. They run with or without
+//! HiSparse (`hisparse` only makes their fixes agree with HiSparse's own).
+//! Each found by the differential test against vLLM's config code
+//! (tests/vllm/test_differential.py); each cites the vLLM source it follows.
+
+use crate::config::args::ServeArgs;
+use crate::config::connectors;
+use crate::config::model::ModelInfo;
+use crate::config::resolve::Scalars;
+use crate::config::schema::{quoted, QUANTIZATION_METHODS};
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use crate::sizes::Parallel;
+use serde_json::{json, Value};
+
+/// Every start-up rule; `num_speculative_tokens` as `resolve` parsed it
+/// (`Some(None)`: speculative decoding without a count).
+pub(crate) fn check(
+    args: &ServeArgs,
+    scalars: &Scalars,
+    model: Option<&ModelInfo>,
+    num_speculative_tokens: Option<Option<u64>>,
+    hisparse: bool,
+    d: &mut Vec<Diagnostic>,
+) {
+    check_context_parallel(
+        &scalars.parallel,
+        args.kv_transfer_config.as_ref(),
+        model,
+        hisparse,
+        d,
+    );
+    if let Some(info) = model {
+        check_quantization(info, d);
+        check_heads_split(info, scalars.parallel.tp, d);
+        check_mtp_layers(args, info, d);
+    }
+    check_launch(args, scalars, hisparse, d);
+    if num_speculative_tokens == Some(None) {
+        speculative_tokens_missing(args, model, d);
+    }
+}
+
+/// Why vLLM 0.33 refuses a decode-context-parallel size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DcpRule {
+    /// DCP reuses the TP ranks: TP % DCP == 0 (vllm/config/parallel.py:597).
+    DividesTp,
+    /// With PCP: DCP off, over the PCP axis, or over TP x PCP (parallel.py:601).
+    PcpAxis,
+    /// A NixlConnector side is fully replicated or fully DCP-sharded
+    /// (vllm/config/vllm.py:1581, an AssertionError).
+    NixlTransferSize,
+    /// ... and DCP-sharded only for MLA models (vllm.py:1587).
+    NixlMlaOnly,
+    /// GQA/MQA: the TP ranks must outnumber the KV heads (vllm/config/model.py:1579).
+    KvHeads(u64),
+}
+
+/// The rule `dcp` breaks, if any. `kv_heads`: the KV heads of a model without
+/// MLA (None for an MLA model or no model).
+fn dcp_broken(p: &Parallel, dcp: i64, nixl: bool, kv_heads: Option<u64>) -> Option<DcpRule> {
+    if p.pcp == 1 && p.tp % dcp != 0 {
+        return Some(DcpRule::DividesTp);
+    }
+    if p.pcp > 1 && ![1, p.pcp, p.tp.saturating_mul(p.pcp)].contains(&dcp) {
+        return Some(DcpRule::PcpAxis);
+    }
+    if dcp == 1 {
+        return None;
+    }
+    if nixl && dcp != p.tp.max(p.pcp) {
+        return Some(DcpRule::NixlTransferSize);
+    }
+    if nixl && kv_heads.is_some() {
+        return Some(DcpRule::NixlMlaOnly);
+    }
+    match kv_heads {
+        Some(h) if !u64::try_from(p.tp).is_ok_and(|tp| tp > h) => Some(DcpRule::KvHeads(h)),
+        _ => None,
+    }
+}
+
+/// vLLM 0.33 refuses these decode-context-parallel sizes while building its
+/// config. The fix is the largest size below the given one that vLLM takes
+/// (1 with HiSparse, which needs 1).
+fn check_context_parallel(
+    p: &Parallel,
+    kv_transfer_config: Option<&Value>,
+    model: Option<&ModelInfo>,
+    hisparse: bool,
+    d: &mut Vec<Diagnostic>,
+) {
+    let nixl =
+        kv_transfer_config.is_some_and(|kv| connectors::vllm_has_connector(kv, "NixlConnector"));
+    let kv_heads = model
+        .filter(|m| m.kv_lora_rank.is_none())
+        .and_then(|m| m.dims.num_key_value_heads.or(m.dims.num_attention_heads));
+    let Some(rule) = dcp_broken(p, p.dcp, nixl, kv_heads) else {
+        return;
+    };
+    let fixed = if hisparse {
+        1
+    } else {
+        // The sizes vLLM could take: 1, the PCP / TP x PCP / NIXL sizes, and
+        // TP's small divisors and cofactors (a bounded set, whatever the sizes).
+        let small = (1..=64).filter(|k| p.tp % k == 0);
+        [1, p.pcp, p.tp.saturating_mul(p.pcp), p.tp.max(p.pcp)]
+            .into_iter()
+            .chain(small.clone())
+            .chain(small.map(|k| p.tp / k))
+            .filter(|&c| c >= 1 && c < p.dcp && dcp_broken(p, c, nixl, kv_heads).is_none())
+            .max()
+            .unwrap_or(1)
+    };
+    let (tp, pcp, dcp, v) = (p.tp, p.pcp, p.dcp, crate::VLLM_VERSION);
+    let (why, allowed) = match rule {
+        DcpRule::DividesTp => (
+            format!("decode context parallelism reuses the TP ranks, so tensor_parallel_size {tp} must be divisible by decode_context_parallel_size {dcp} (vLLM {v} ParallelConfig)"),
+            format!("a divisor of tensor_parallel_size {tp}"),
+        ),
+        DcpRule::PcpAxis => (
+            format!("with prefill context parallelism, decode_context_parallel_size must be 1, prefill_context_parallel_size ({pcp}) or tensor x prefill context parallel size ({}), not {dcp} (vLLM {v} ParallelConfig)", tp.saturating_mul(pcp)),
+            format!("1, {pcp} or {}", tp.saturating_mul(pcp)),
+        ),
+        DcpRule::NixlTransferSize => (
+            format!("with a NixlConnector, vLLM {v} needs decode_context_parallel_size 1 or the NIXL transfer size max(tensor_parallel_size, prefill_context_parallel_size) = {}, and fails an assertion on {dcp}", tp.max(pcp)),
+            format!("1 or {}", tp.max(pcp)),
+        ),
+        DcpRule::NixlMlaOnly => (
+            format!("with a NixlConnector, vLLM {v} supports decode_context_parallel_size > 1 only for MLA models, and fails an assertion on {dcp}"),
+            "1".to_owned(),
+        ),
+        DcpRule::KvHeads(h) => (
+            format!("decode context parallelism on a model without MLA (GQA/MQA) needs tensor_parallel_size ({tp}) above its {h} KV heads (vLLM {v} ModelConfig.verify_with_parallel_config)"),
+            "1 for this tensor_parallel_size".to_owned(),
+        ),
+    };
+    let path = FieldPath::root("decode_context_parallel_size");
+    d.push(
+        Diagnostic::error(Code::DecodeContextParallelInvalid, path.clone(), why)
+            .given(&json!(dcp))
+            .allowed(allowed)
+            .fix(vec![FixOp::Set {
+                path,
+                value: json!(fixed),
+            }]),
+    );
+}
+
+/// vLLM 0.33 refuses a checkpoint quantization method it does not know while
+/// building `ModelConfig` (`_verify_quantization`, vllm/config/model.py:1466).
+/// A config without `quant_method` is left alone: vLLM derives one for
+/// ModelOpt and compressed-tensors checkpoints.
+fn check_quantization(model: &ModelInfo, d: &mut Vec<Diagnostic>) {
+    let Some(method) = model
+        .quantization_config
+        .as_ref()
+        .and_then(|q| q.get("quant_method"))
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
+    if QUANTIZATION_METHODS.contains(&method) {
+        return;
+    }
+    d.push(
+        Diagnostic::error(
+            Code::UnknownQuantizationMethod,
+            FieldPath::root("model"),
+            format!(
+                "{}'s quantization_config.quant_method is \"{method}\", which vLLM {} does not know: it refuses the model while building its config",
+                model.name(),
+                crate::VLLM_VERSION
+            ),
+        )
+        .given(&json!(method))
+        .allowed(format!("one of {}", quoted(QUANTIZATION_METHODS)))
+        .hint("serve a checkpoint in a quantization format vLLM loads"),
+    );
+}
+
+/// vLLM 0.33 `SpeculativeConfig` refuses a configuration without
+/// `num_speculative_tokens` (vllm/config/speculative.py:1946): for MTP it does
+/// not fall back to the checkpoint's `num_nextn_predict_layers`, and a
+/// separate draft model's `n_predict` cannot be read here. The fix takes the
+/// checkpoint's MTP depth for MTP, else 1.
+fn speculative_tokens_missing(
+    args: &ServeArgs,
+    model: Option<&ModelInfo>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let spec = args.speculative_config.as_ref();
+    let method = spec.and_then(|s| s.get("method")).and_then(Value::as_str);
+    let mtp = matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp"));
+    let depth = model
+        .and_then(|m| m.num_nextn_predict_layers)
+        .filter(|n| mtp && *n > 0)
+        .unwrap_or(1);
+    let path = FieldPath::root("speculative_config").key("num_speculative_tokens");
+    d.push(
+        Diagnostic::error(
+            Code::SpeculativeTokensMissing,
+            path.clone(),
+            format!("speculative_config has no num_speculative_tokens: vLLM {} requires it (it does not take the checkpoint's MTP depth)", crate::VLLM_VERSION),
+        )
+        .allowed("an integer > 0")
+        .fix(vec![FixOp::Set {
+            path,
+            value: json!(depth),
+        }]),
+    );
+}
+
+/// vLLM 0.33 `ModelConfig.verify_with_parallel_config` refuses a tensor
+/// parallel size that does not divide the attention heads, at start-up.
+fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
+    let Some(heads) = model.dims.num_attention_heads.filter(|h| *h > 0) else {
+        return;
+    };
+    let Ok(tp_u) = u64::try_from(tp) else { return };
+    if tp_u <= 1 || heads % tp_u == 0 {
+        return;
+    }
+    // The largest size that divides the heads and does not exceed the given one.
+    // Bounded by what real models have; beyond it, 1 always divides.
+    let fixed = (1..=tp_u.min(heads).min(1 << 16))
+        .rev()
+        .find(|t| heads % t == 0)
+        .unwrap_or(1);
+    d.push(
+        Diagnostic::error(
+            Code::TensorParallelHeadsMismatch,
+            FieldPath::root("tensor_parallel_size"),
+            format!("{} has {heads} attention heads, which tensor_parallel_size {tp} does not divide (vLLM 0.33 ModelConfig.verify_with_parallel_config)", model.name()),
+        )
+        .given(&json!(tp))
+        .allowed(format!("a divisor of {heads}"))
+        .hint(format!("use tensor_parallel_size {fixed}, or scale out with data parallelism"))
+        .fix(vec![FixOp::Set {
+            path: FieldPath::root("tensor_parallel_size"),
+            value: json!(fixed),
+        }]),
+    );
+}
+
+/// Launch rules vLLM 0.33 `EngineArgs.create_engine_config` applies to the
+/// parallel layout (vllm/engine/arg_utils.py): `--nnodes` must divide the world
+/// size (DP x PP x TP x PCP); pipeline parallelism needs the mp, ray or
+/// external_launcher executor; Model Runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`)
+/// does not run prefill context parallelism (vllm/config/vllm.py
+/// `_get_v1_model_runner_unsupported_features`).
+fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagnostic>) {
+    let p = &s.parallel;
+    let world = [p.dp, p.pp, p.tp, p.pcp]
+        .iter()
+        .fold(1i64, |w, n| w.saturating_mul(*n));
+    if p.nnodes > 1 && world % p.nnodes != 0 {
+        let fixed = (1..=p.nnodes.min(1 << 16))
+            .rev()
+            .find(|n| world % n == 0)
+            .unwrap_or(1);
+        let path = FieldPath::root("nnodes");
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                path.clone(),
+                format!("nnodes {} does not divide the world size {world} (data x pipeline x tensor x prefill context parallel sizes); vLLM {} refuses it", p.nnodes, crate::VLLM_VERSION),
+            )
+            .given(&json!(p.nnodes))
+            .allowed(format!("a divisor of {world}"))
+            .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+        );
+    }
+    let backend = args.distributed_executor_backend.as_deref();
+    if p.pp > 1 && !matches!(backend, None | Some("mp" | "ray" | "external_launcher")) {
+        let path = FieldPath::root("distributed_executor_backend");
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                path.clone(),
+                format!("pipeline parallelism needs the mp, ray or external_launcher executor; vLLM {} does not run it on {}", crate::VLLM_VERSION, backend.unwrap_or_default()),
+            )
+            .given(&json!(backend))
+            .allowed("\"mp\", \"ray\" or \"external_launcher\"")
+            .fix(vec![FixOp::Set { path, value: json!("mp") }]),
+        );
+    }
+    // With HiSparse, which needs Model Runner V2, validate reports V1 whatever else is on.
+    if s.v2_runner == Some(false) && !hisparse && p.pcp > 1 {
+        let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
+        d.push(
+            Diagnostic::error(
+                Code::ModelRunnerV2Disabled,
+                path.clone(),
+                "VLLM_USE_V2_MODEL_RUNNER=0 selects Model Runner V1, which does not run prefill context parallelism",
+            )
+            .given(&json!(args.vllm_use_v2_model_runner))
+            .allowed("unset, or a non-zero integer")
+            .hint("unset VLLM_USE_V2_MODEL_RUNNER (remove VLLM_USE_V2_MODEL_RUNNER=0)")
+            .fix(vec![FixOp::Remove { path }]),
+        );
+    }
+}
+
+/// MTP speculation drafts with the checkpoint's own MTP layers; vLLM 0.33
+/// refuses it for a model without them (`NotImplementedError: Unsupported
+/// speculative method: 'mtp'`, vllm/config/speculative.py).
+fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>) {
+    let spec = args.speculative_config.as_ref();
+    let method = spec.and_then(|s| s.get("method")).and_then(Value::as_str);
+    let mtp = matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp"));
+    let separate_draft = spec
+        .and_then(|s| s.get("model"))
+        .is_some_and(|m| !m.is_null());
+    if !mtp || separate_draft || model.num_nextn_predict_layers.is_some_and(|n| n > 0) {
+        return;
+    }
+    let path = FieldPath::root("speculative_config").key("method");
+    d.push(
+        Diagnostic::error(
+            Code::InvalidValue,
+            path,
+            format!("{} has no MTP layers (num_nextn_predict_layers), so vLLM {} cannot speculate with method {}", model.name(), crate::VLLM_VERSION, method.unwrap_or_default()),
+        )
+        .given(&json!(method))
+        .allowed("MTP on a checkpoint with MTP layers (DeepSeek-V3/V3.2, GLM-5), or another speculative method")
+        .fix(vec![FixOp::Remove {
+            path: FieldPath::root("speculative_config"),
+        }]),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dcp_broken, DcpRule};
+    use crate::sizes::Parallel;
+
+    fn layout(tp: i64, pcp: i64) -> Parallel {
+        Parallel {
+            tp,
+            pp: 1,
+            dcp: 1,
+            pcp,
+            dp: 1,
+            nnodes: 1,
+        }
+    }
+
+    #[test]
+    fn decode_context_parallel_rules_follow_vllm() {
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 3, false, None),
+            Some(DcpRule::DividesTp)
+        );
+        assert_eq!(dcp_broken(&layout(4, 1), 2, false, None), None);
+        // With PCP: 1, PCP or TP x PCP.
+        assert_eq!(
+            dcp_broken(&layout(4, 2), 4, false, None),
+            Some(DcpRule::PcpAxis)
+        );
+        assert_eq!(dcp_broken(&layout(4, 2), 8, false, None), None);
+        // NIXL: 1 or max(TP, PCP), MLA only.
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 2, true, None),
+            Some(DcpRule::NixlTransferSize)
+        );
+        assert_eq!(dcp_broken(&layout(4, 1), 4, true, None), None);
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 4, true, Some(8)),
+            Some(DcpRule::NixlMlaOnly)
+        );
+        // GQA: more TP ranks than KV heads.
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 2, false, Some(8)),
+            Some(DcpRule::KvHeads(8))
+        );
+        assert_eq!(dcp_broken(&layout(16, 1), 2, false, Some(8)), None);
+        assert_eq!(dcp_broken(&layout(4, 1), 1, true, Some(8)), None);
+    }
+}
