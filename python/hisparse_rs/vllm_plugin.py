@@ -98,13 +98,17 @@ def _logger() -> logging.Logger:
     return logger
 
 
+_unknown_modes: set[str] = set()
+
+
 def _mode() -> str:
     value = os.environ.get(ENV, "1").strip().lower()
     if value in ("0", "off", "false", "no"):
         return "off"
     if value == "warn":
         return "warn"
-    if value not in ("1", "on", "true", "yes", "error", ""):
+    if value not in ("1", "on", "true", "yes", "error", "") and value not in _unknown_modes:
+        _unknown_modes.add(value)  # said once per process
         _logger().warning("%s=%r is not 0, 1 or warn; checking as with 1", ENV, value)
     return "error"
 
@@ -204,7 +208,7 @@ def _check_after_model_config(engine_args: Any, args: dict[str, Any], mode: str)
 
     def checked() -> Any:
         model_config = create_model_config()
-        engine_args.create_model_config = create_model_config  # this start-up only
+        vars(engine_args).pop("create_model_config", None)  # this start-up only
         try:
             hf_config = model_config.hf_config.to_dict()
         except Exception as e:
