@@ -10,7 +10,8 @@ Prints the Markdown table kept in benches/README.md. Each figure comes with a
 baseline measured in the same run, so the ratio carries across machines:
 - the CLI against spawning ``/bin/true`` (the process-start floor);
 - ``resolve()`` against ``json.loads`` of the same model's config.json;
-- ``plan()`` against ``resolve()`` of the same configuration (the check it starts with).
+- ``plan()`` against ``resolve()`` of the same configuration (the check it starts with);
+- the CLI's peak memory on a config.json near the 16 MiB bound against the file's size.
 Peak memory is GNU time's maximum resident set size of the process.
 """
 
@@ -23,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +79,15 @@ def peak_rss_mib(cmd: list[str]) -> float:
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
+def big_config(path: Path) -> float:
+    """DeepSeek-V3.2's config.json padded to just under the 16 MiB bound with a
+    key the resolver never reads (a full JSON tree of it would take ~35x); MiB."""
+    cfg = json.loads((DSV32 / "config.json").read_text())
+    cfg["id2label"] = {str(i): f"LABEL_{i}" for i in range(600_000)}
+    path.write_text(json.dumps(cfg))
+    return path.stat().st_size / 2**20
+
+
 def per_call_us(fn: Callable[[], object], n: int) -> float:
     """Median over 5 batches of the mean time per call, in microseconds."""
     batches = []
@@ -106,6 +117,10 @@ def main() -> None:
     plan_ms = median_wall_ms([*example_argv(str(binary)), *plan_flags], opts.runs)
     true_mib = peak_rss_mib(["/bin/true"])
     bin_mib = max(peak_rss_mib(example_argv(str(binary))) for _ in range(5))
+    big_dir = Path(tempfile.mkdtemp())
+    big_mib = big_config(big_dir / "config.json")
+    big_rss = peak_rss_mib([str(binary), str(big_dir), "--kv-transfer-config", json.dumps(pd_config(128))])
+    shutil.rmtree(big_dir)
 
     config_text = (DSV32 / "config.json").read_text()
     json_us = per_call_us(lambda: json.loads(config_text), opts.calls)
@@ -140,6 +155,8 @@ def main() -> None:
          f"{bin_ms:.2f} ms", f"`/bin/true` {true_ms:.2f} ms", bin_ms / true_ms, "< 5 ms"),
         ("`hisparse-check` (Rust binary), peak RSS", f"{bin_mib:.1f} MiB",
          f"`/bin/true` {true_mib:.1f} MiB", bin_mib / true_mib, "< 10 MB"),
+        (f"`hisparse-check` (Rust binary), peak RSS on a {big_mib:.0f} MiB config.json of unread keys",
+         f"{big_rss:.1f} MiB", f"the file {big_mib:.1f} MiB", big_rss / big_mib, "< 3x"),
         ("`hisparse-check` (pip console script: Python start-up + the same Rust)",
          f"{script_ms:.1f} ms", f"`/bin/true` {true_ms:.2f} ms", script_ms / true_ms, "none"),
         ("`resolve()` from Python, a new configuration each call", f"{new_us:.1f} us",

@@ -5,13 +5,24 @@ GPU), or directly::
 
     python benches/gpu_kernels.py --out gpu_results
 
-- **Sparse MLA decode** at batch 64, 128 heads, top-k 2048 (DeepSeek-V3.2
-  decode), s_q 1 and 2, fp8_ds_mla and bf16 rows, each request's top-k in its
-  own 4096-row hot buffer: time per call, TFLOP/s and GB/s from
-  ``hisparse_rs.kernels.perf`` (570 MFLOP and 1.62 MB per query token at 128
-  heads, HISPARSE.md §7). FlashMLA's sparse decode runs on the same fp8 inputs
-  in the same process when ``flash_mla`` imports; the ratio is ours / theirs
-  (issue target: >= 0.70). Otherwise the result says why not.
+- **Sparse MLA decode** at batch 64, top-k 2048, 128 heads (DeepSeek-V3.2
+  decode) at s_q 1 and 2 and 16 / 8 heads per rank (GLM-5 at TP4 / TP8) at
+  s_q 1, fp8_ds_mla and bf16 rows, each request's top-k in its own 4096-row hot
+  buffer: time per call, TFLOP/s and GB/s from ``hisparse_rs.kernels.perf``
+  (570 MFLOP and 1.62 MB per query token at 128 heads, HISPARSE.md §7; the
+  bytes count each row once, although every head tile reads it, the first time
+  from HBM). Each shape records the launcher's tiling (heads per program, rows
+  per step, warps, stages), its head tiles and top-k splits. FlashMLA's sparse
+  decode runs on the same fp8 inputs in the same process when ``flash_mla``
+  imports; the ratio is ours / theirs (issue target: >= 0.70 at 128 heads).
+  Otherwise the result says why not.
+- **AOT cross-check**: each decode launch of the shapes above as the GPU's
+  driver loaded it (registers, spills, shared memory from Triton's handle)
+  against ``hisparse_rs.kernels.aot`` compiling the same launch without the
+  driver: they must agree, or the AOT table in benches/README.md is not what runs.
+- **Decode splits sweep**: the 128-head fp8_ds_mla call at batch 64 and 4 with
+  1..16 top-k splits against the launcher's default, to tune
+  ``default_num_splits`` on the device.
 - **Gather** of 1K..64K planned rows (656 B) from a pinned host pool into a hot
   buffer, GB/s against a pinned -> device ``copy_`` of the same bytes measured
   in the same run (issue target: >= 0.80).
@@ -31,7 +42,15 @@ from typing import Any
 import torch
 
 from hisparse_rs import kernels as K
+from hisparse_rs.kernels import aot
+from hisparse_rs.kernels._launch import device_arch
 from hisparse_rs.kernels.perf import decode_bytes, decode_flops, gather_bytes
+from hisparse_rs.kernels.sparse_mla_decode import (
+    _rows_view,
+    decode_launches,
+    decode_tiling,
+    default_num_splits,
+)
 
 H_Q, TOPK, DBS = 128, 2048, 4096
 SCALE = 0.1352338  # DeepSeek-V3.2 (HISPARSE.md §7)
@@ -68,9 +87,11 @@ def cuda_ms(fn: Callable[[], object], warmup: int = 5, iters: int = 30) -> float
     return float(start.elapsed_time(end)) / iters
 
 
-def decode_inputs(batch: int, s_q: int, fp8: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def decode_inputs(
+    batch: int, s_q: int, h_q: int, fp8: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator(device="cuda").manual_seed(0)
-    q = torch.randn(batch, s_q, H_Q, 576, device="cuda", generator=g).clamp(-1, 1).to(torch.bfloat16)
+    q = torch.randn(batch, s_q, h_q, 576, device="cuda", generator=g).clamp(-1, 1).to(torch.bfloat16)
     rows = (torch.randn(batch * DBS, 576, device="cuda", generator=g) / 10).to(torch.bfloat16)
     if fp8:
         rows = K.fp8_ds_mla_quantize(rows)
@@ -108,23 +129,45 @@ def flashmla_runner(
         return None, f"flash_mla imported but the call failed: {type(err).__name__}: {err}"
 
 
+DECODE_SHAPES = [(128, 1), (128, 2), (16, 1), (8, 1)]
+"""(h_q, s_q) of the decode benchmark, each with fp8_ds_mla and bf16 rows at batch 64."""
+SPLITS_SWEEP = [1, 2, 4, 8, 16]
+
+
+def decode_launch_info(batch: int, s_q: int, h_q: int) -> dict[str, Any]:
+    """The tiling, head tiles and default top-k splits the launcher picks on this GPU."""
+    arch = device_arch(torch.device("cuda"))
+    tiling = decode_tiling(h_q, arch)
+    head_tiles = -(-h_q // tiling.block_h)
+    return {
+        "capability": arch.capability,
+        "block_h": tiling.block_h,
+        "block_n": tiling.block_n,
+        "num_warps": tiling.num_warps,
+        "num_stages": tiling.num_stages,
+        "head_tiles": head_tiles,
+        "splits": default_num_splits(batch * s_q, head_tiles, TOPK, torch.device("cuda")),
+    }
+
+
 def bench_decode() -> list[dict[str, Any]]:
     results = []
-    for s_q in (1, 2):
+    for h_q, s_q in DECODE_SHAPES:
         for fp8 in (True, False):
             batch = 64
-            q, rows, indices = decode_inputs(batch, s_q, fp8)
+            q, rows, indices = decode_inputs(batch, s_q, h_q, fp8)
             ms = cuda_ms(partial(K.sparse_mla_decode, q, rows, indices, SCALE))
             row_bytes = K.FP8_ROW_BYTES if fp8 else K.BF16_ROW_BYTES
             entry: dict[str, Any] = {
                 "batch": batch,
                 "s_q": s_q,
-                "h_q": H_Q,
+                "h_q": h_q,
                 "topk": TOPK,
                 "rows": "fp8_ds_mla" if fp8 else "bf16",
                 "ms": ms,
-                "tflops": per_second(decode_flops(batch, s_q, H_Q, TOPK), ms) / 1e12,
-                "gbps": per_second(decode_bytes(batch, s_q, H_Q, TOPK, row_bytes), ms) / 1e9,
+                "tflops": per_second(decode_flops(batch, s_q, h_q, TOPK), ms) / 1e12,
+                "gbps": per_second(decode_bytes(batch, s_q, h_q, TOPK, row_bytes), ms) / 1e9,
+                "launch": decode_launch_info(batch, s_q, h_q),
             }
             if fp8:
                 run, note = flashmla_runner(q, rows, indices)
@@ -140,6 +183,56 @@ def bench_decode() -> list[dict[str, Any]]:
                         "lse": float((lse - their_lse.float()).abs().max()),
                     }
             results.append(entry)
+    return results
+
+
+def bench_decode_splits() -> list[dict[str, Any]]:
+    """128-head fp8_ds_mla decode at batch 64 and 4 for each split count in SPLITS_SWEEP."""
+    results = []
+    for batch in (64, 4):
+        q, rows, indices = decode_inputs(batch, 1, H_Q, True)
+        default = decode_launch_info(batch, 1, H_Q)["splits"]
+        for splits in sorted({*SPLITS_SWEEP, default}):
+            ms = cuda_ms(partial(K.sparse_mla_decode, q, rows, indices, SCALE, num_splits=splits))
+            results.append({"batch": batch, "splits": splits, "default": splits == default, "ms": ms})
+    return results
+
+
+def aot_crosscheck() -> list[dict[str, Any]]:
+    """Registers, spills and shared memory of each decode launch: the driver's view of the
+    kernel that ran against ``aot.py``'s compile of the same launch (``same`` when equal)."""
+    arch = device_arch(torch.device("cuda"))
+    target = next((t for t in aot.TARGETS.values() if t.capability == arch.capability), None)
+    if target is None:
+        return [{"note": f"no AOT target for sm_{arch.capability}; aot.TARGETS has {sorted(aot.TARGETS)}"}]
+    compiler = aot.Compiler()
+    results: list[dict[str, Any]] = []
+    for h_q, s_q in DECODE_SHAPES:
+        for fp8 in (True, False):
+            q, rows, indices = decode_inputs(64, s_q, h_q, fp8)
+            blocks, _ = _rows_view("aot_crosscheck", rows)
+            out = torch.empty(64, s_q, h_q, K.D_V, dtype=torch.bfloat16, device="cuda")
+            lse = torch.empty(64, h_q, s_q, dtype=torch.float32, device="cuda")
+            for launch in decode_launches(q, blocks, fp8, indices, SCALE, None, out, lse, arch):
+                what = f"{launch.kernel.__name__}, {'fp8_ds_mla' if fp8 else 'bf16'}, h_q {h_q}, s_q {s_q}"
+                try:
+                    ran = launch.run()
+                    ours = compiler.compile(launch, target)
+                except Exception as err:  # a failure is a result to report, not a crash
+                    results.append({"note": f"{what}: {type(err).__name__}: {err}"})
+                    continue
+                driver = (int(ran.n_regs), int(ran.n_spills), int(ran.metadata.shared))
+                results.append(
+                    {
+                        "kernel": launch.kernel.__name__,
+                        "rows": "fp8_ds_mla" if fp8 else "bf16",
+                        "h_q": h_q,
+                        "s_q": s_q,
+                        "driver": {"registers": driver[0], "spills": driver[1], "dynamic_shared": driver[2]},
+                        "aot": {"registers": ours.registers, "local_bytes": ours.local_bytes},
+                        "same": driver[0] == ours.registers and (driver[1] == 0) == (ours.local_bytes == 0),
+                    }
+                )
     return results
 
 
@@ -186,6 +279,45 @@ def render_markdown(results: dict[str, Any]) -> str:
         )
     lines += [
         "",
+        "| decode launch | heads | s_q | sm | heads / program | rows / step | warps, stages "
+        "| head tiles | splits |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for d in results["decode"]:
+        if "launch" in d:
+            t = d["launch"]
+            cells = [d["rows"], d["h_q"], d["s_q"], t["capability"], t["block_h"], t["block_n"]]
+            cells += [f"{t['num_warps']}, {t['num_stages']}", t["head_tiles"], t["splits"]]
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    if results.get("decode_splits"):
+        lines += ["", "| decode splits sweep (fp8_ds_mla, 128 heads, s_q 1) | batch | splits | time |"]
+        lines += ["|---|---|---|---|"]
+        for d in results["decode_splits"]:
+            mark = " (default)" if d["default"] else ""
+            lines.append(f"| | {d['batch']} | {d['splits']}{mark} | {d['ms'] * 1e3:.1f} us |")
+    if results.get("aot_crosscheck"):
+        lines += [
+            "",
+            "| AOT cross-check | rows | heads | s_q | driver: registers, spills | aot.py: registers, local B "
+            "| agree |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for c in results["aot_crosscheck"]:
+            if "note" in c:
+                lines.append(f"| {c['note']} | | | | | | |")
+                continue
+            drv, ours = c["driver"], c["aot"]
+            cells = [
+                f"`{c['kernel']}`",
+                c["rows"],
+                c["h_q"],
+                c["s_q"],
+                f"{drv['registers']}, {drv['spills']}",
+            ]
+            cells += [f"{ours['registers']}, {ours['local_bytes']}", c["same"]]
+            lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+    lines += [
+        "",
         "| gather rows | row bytes | time | GB/s | pinned->device copy GB/s | ratio | byte exact |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -211,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         "device": torch.cuda.get_device_name(),
         "versions": f"torch {torch.__version__}, triton {triton.__version__}, CUDA {torch.version.cuda}",
         "decode": bench_decode(),
+        "decode_splits": bench_decode_splits(),
+        "aot_crosscheck": aot_crosscheck(),
         "gather": bench_gather(),
     }
     args.out.mkdir(parents=True, exist_ok=True)

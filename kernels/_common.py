@@ -50,6 +50,32 @@ INTERPRET = _interpreting()
 import, exactly when ``@triton.jit`` reads it): then they run on CPU tensors."""
 
 
+def check_tensors(op: str, **tensors: torch.Tensor | None) -> None:
+    """Refuse tensors no kernel (or reference) can take, before anything reads them.
+
+    Every launcher and reference calls this first, so a meta tensor (no data:
+    torch would raise NotImplementedError deep inside) or one that requires
+    grad (the ops are inference-only and write in place: torch would raise
+    RuntimeError) is a ValueError naming the argument and the fix. ``None``
+    (an optional argument not given) is skipped.
+    """
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type == "meta":
+            raise ValueError(
+                f"{op}: {name} is on the meta device, which holds no data. Fix: materialize it "
+                f"on the device that runs the op (e.g. torch.empty_like({name}, device='cuda'))."
+            )
+        if t.requires_grad:
+            raise ValueError(
+                f"{op}: {name} requires grad; the HiSparse kernels are inference-only (no autograd). "
+                f"Fix: pass {name}.detach()."
+            )
+
+
 def check_launch_device(op: str, *tensors: torch.Tensor, host_ok: torch.Tensor | None = None) -> None:
     """Refuse a Triton launch that cannot work, with the fix.
 

@@ -2,7 +2,9 @@
 
 ``e4m3_to_f32`` decodes float8_e4m3fn codes with integer operations: exact,
 the same on every GPU generation (Triton's native ``float8e4nv`` type needs
-sm_89 or newer) and under the interpreter.
+sm_89 or newer) and under the interpreter. ``e4m3_decode`` takes the hardware
+conversion when compiled (the decode kernel, which dequantizes every row it
+reads) and ``e4m3_to_f32`` under the interpreter.
 
 Under ``TRITON_INTERPRET=1`` (the CPU path the tests use) two casts are wrong:
 ``tl.dot`` on bfloat16 operands returns garbage, and float32 -> bfloat16
@@ -52,3 +54,15 @@ def e4m3_to_f32(code):
     normal = ((mag << 20) + (120 << 23)).to(tl.float32, bitcast=True)
     value = tl.where(mag < 8, mag.to(tl.float32) * 0.001953125, normal)
     return tl.where((c & 0x80) != 0, -value, value)
+
+
+@triton.jit
+def e4m3_decode(code, INTERPRETER: tl.constexpr):
+    # float8_e4m3fn code (uint8) -> float32: the hardware conversion when compiled
+    # (sm_89 and newer: two codes per cvt instead of a dozen integer operations per
+    # code), the exact integer stand-in under the interpreter. They differ only on
+    # the NaN code, which quantize never writes (hardware: NaN, as torch reads it).
+    if INTERPRETER:
+        return e4m3_to_f32(code)
+    else:
+        return code.to(tl.float8e4nv, bitcast=True).to(tl.float32)

@@ -32,9 +32,11 @@ from ._common import (
     INTERPRET,
     SCALE_FLOOR,
     check_launch_device,
+    check_tensors,
     require,
 )
 from ._fp8_ds_mla_triton import _dequantize_kernel, _quantize_kernel
+from ._launch import GpuArch, Launch
 
 __all__ = [
     "fp8_ds_mla_dequantize",
@@ -149,6 +151,7 @@ def fp8_ds_mla_quantize_reference(kv: torch.Tensor, out: torch.Tensor | None = N
         ValueError: wrong dtype, shape, device or stride.
     """
     op = "fp8_ds_mla_quantize_reference"
+    check_tensors(op, kv=kv, out=out)
     _check_bf16_rows(op, kv)
     rows = _out_rows(op, kv, out)
     nope = kv[..., :D_NOPE].float()
@@ -178,6 +181,7 @@ def fp8_ds_mla_dequantize_reference(rows: torch.Tensor, out: torch.Tensor | None
         ValueError: wrong dtype, shape or stride.
     """
     op = "fp8_ds_mla_dequantize_reference"
+    check_tensors(op, rows=rows, out=out)
     _check_packed_rows(op, rows)
     out = _bf16_out(op, rows, out)
     codes, scales, rope = packed_views(rows)
@@ -215,6 +219,7 @@ def fp8_ds_mla_quantize(kv: torch.Tensor, out: torch.Tensor | None = None) -> to
         ValueError: wrong dtype, shape, device or stride.
     """
     op = "fp8_ds_mla_quantize"
+    check_tensors(op, kv=kv, out=out)
     _check_bf16_rows(op, kv)
     rows = _out_rows(op, kv, out)
     check_launch_device(op, kv, rows)
@@ -227,27 +232,8 @@ def fp8_ds_mla_quantize(kv: torch.Tensor, out: torch.Tensor | None = None) -> to
         f"strides {list(kv.stride())}",
         "kv.contiguous()",
     )
-    n = src.shape[0]
-    if n == 0:
-        return rows
-    scales = dst.view(torch.float32)[:, FP8_SCALE_OFFSET // 4 :]
-    rope = dst.view(torch.bfloat16)[:, FP8_ROPE_OFFSET // 2 :]
-    _quantize_kernel[(n,)](
-        src,
-        dst,
-        scales,
-        rope,
-        src.stride(0),
-        dst.stride(0),
-        dst.stride(0) // 4,
-        dst.stride(0) // 2,
-        E4M3_MAX=E4M3_MAX,
-        SCALE_FLOOR=SCALE_FLOOR,
-        TILE=FP8_TILE,
-        NUM_TILES=FP8_NUM_TILES,
-        D_NOPE=D_NOPE,
-        D_ROPE=D_ROPE,
-    )
+    if src.shape[0] > 0:
+        quantize_launch(src, dst).run()
     return rows
 
 
@@ -260,27 +246,86 @@ def fp8_ds_mla_dequantize(rows: torch.Tensor, out: torch.Tensor | None = None) -
         ValueError: wrong dtype, shape, device or stride.
     """
     op = "fp8_ds_mla_dequantize"
+    check_tensors(op, rows=rows, out=out)
     _check_packed_rows(op, rows)
     out = _bf16_out(op, rows, out)
     check_launch_device(op, rows, out)
     src = _flat2d(op, "rows", rows, FP8_ROW_BYTES)
     dst = _flat2d(op, "out", out, D_QK)
-    n = src.shape[0]
-    if n == 0:
-        return out
-    _dequantize_kernel[(n,)](
-        src,
-        src.view(torch.float32)[:, FP8_SCALE_OFFSET // 4 :],
-        src.view(torch.bfloat16)[:, FP8_ROPE_OFFSET // 2 :],
-        dst,
-        src.stride(0),
-        src.stride(0) // 4,
-        src.stride(0) // 2,
-        dst.stride(0),
-        TILE=FP8_TILE,
-        NUM_TILES=FP8_NUM_TILES,
-        D_NOPE=D_NOPE,
-        D_ROPE=D_ROPE,
-        INTERPRETER=INTERPRET,
-    )
+    if src.shape[0] > 0:
+        dequantize_launch(src, dst).run()
     return out
+
+
+def _scale_and_rope_words(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # 2-D uint8 rows [n, 656] as the kernels read their scales and RoPE values:
+    # float32 and bfloat16 views starting at each part of row 0.
+    return rows.view(torch.float32)[:, FP8_SCALE_OFFSET // 4 :], rows.view(torch.bfloat16)[
+        :, FP8_ROPE_OFFSET // 2 :
+    ]
+
+
+def quantize_launch(src: torch.Tensor, dst: torch.Tensor) -> Launch:
+    """The launch :func:`fp8_ds_mla_quantize` makes: bf16 rows ``src [n, 576]`` (contiguous
+    rows) into uint8 rows ``dst [n, 656]``, one program of 4 warps per row. Also
+    built on meta tensors by the ahead-of-time compile check (``aot.py``)."""
+    return Launch(
+        _quantize_kernel,
+        (src.shape[0],),
+        (
+            src,
+            dst,
+            *_scale_and_rope_words(dst),
+            src.stride(0),
+            dst.stride(0),
+            dst.stride(0) // 4,
+            dst.stride(0) // 2,
+        ),
+        {
+            "E4M3_MAX": E4M3_MAX,
+            "SCALE_FLOOR": SCALE_FLOOR,
+            "TILE": FP8_TILE,
+            "NUM_TILES": FP8_NUM_TILES,
+            "D_NOPE": D_NOPE,
+            "D_ROPE": D_ROPE,
+        },
+        num_warps=4,
+        num_stages=3,
+    )
+
+
+def dequantize_launch(src: torch.Tensor, dst: torch.Tensor) -> Launch:
+    """The launch :func:`fp8_ds_mla_dequantize` makes: uint8 rows ``src [n, 656]`` into
+    bf16 rows ``dst [n, 576]``, one program of 4 warps per row."""
+    return Launch(
+        _dequantize_kernel,
+        (src.shape[0],),
+        (
+            src,
+            *_scale_and_rope_words(src),
+            dst,
+            src.stride(0),
+            src.stride(0) // 4,
+            src.stride(0) // 2,
+            dst.stride(0),
+        ),
+        {
+            "TILE": FP8_TILE,
+            "NUM_TILES": FP8_NUM_TILES,
+            "D_NOPE": D_NOPE,
+            "D_ROPE": D_ROPE,
+            "INTERPRETER": INTERPRET,
+        },
+        num_warps=4,
+        num_stages=3,
+    )
+
+
+def fp8_aot_launches(arch: GpuArch, *, rows: int) -> list[Launch]:
+    """Quantize then dequantize of ``rows`` contiguous rows, as the launchers make
+    them, on meta tensors (no memory) for the ahead-of-time compile check (the
+    same launches on every ``arch``)."""
+    meta = torch.device("meta")
+    bf16 = torch.empty((rows, D_QK), dtype=torch.bfloat16, device=meta)
+    packed = torch.empty((rows, FP8_ROW_BYTES), dtype=torch.uint8, device=meta)
+    return [quantize_launch(bf16, packed), dequantize_launch(packed, bf16)]

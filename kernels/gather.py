@@ -30,8 +30,9 @@ from __future__ import annotations
 import torch
 import triton
 
-from ._common import check_launch_device, require
+from ._common import check_launch_device, check_tensors, require
 from ._gather_triton import _gather_rows_kernel
+from ._launch import GpuArch, Launch
 
 __all__ = ["gather_rows", "gather_rows_reference"]
 
@@ -100,6 +101,7 @@ def gather_rows_reference(
         ValueError: wrong dtype or shape, or a dst slot out of range.
     """
     op = "gather_rows_reference"
+    check_tensors(op, host_pool=host_pool, hot=hot, src_rows=src_rows, dst_slots=dst_slots)
     _check(op, host_pool, hot, src_rows, dst_slots)
     _check_dst_in_range(op, dst_slots, hot.shape[0])
     src = src_rows.to(host_pool.device)
@@ -138,6 +140,7 @@ def gather_rows(
             (CPU ``dst_slots``) a slot out of range.
     """
     op = "gather_rows"
+    check_tensors(op, host_pool=host_pool, hot=hot, src_rows=src_rows, dst_slots=dst_slots)
     _check(op, host_pool, hot, src_rows, dst_slots)
     if dst_slots.device.type == "cpu":
         _check_dst_in_range(op, dst_slots, hot.shape[0])
@@ -145,24 +148,61 @@ def gather_rows(
     src_rows = src_rows.to(hot.device, non_blocking=True).contiguous()
     dst_slots = dst_slots.to(hot.device, non_blocking=True).contiguous()
     check_launch_device(op, hot, src_rows, dst_slots, host_ok=host_pool)
-    n = src_rows.shape[0]
-    if n == 0:
+    if src_rows.shape[0] == 0:
         return
+    gather_launch(host_pool, hot, src_rows, dst_slots).run()
+
+
+def gather_launch(
+    host_pool: torch.Tensor, hot: torch.Tensor, src_rows: torch.Tensor, dst_slots: torch.Tensor
+) -> Launch:
+    """The kernel launch :func:`gather_rows` makes for these (already checked) tensors.
+
+    One program per planned row, one warp each; the word width (8 bytes for
+    656- and 1152-byte rows) and 16-byte vectors follow the row width, strides
+    and base addresses. Also called with meta tensors by the ahead-of-time
+    compile check (``aot.py``), so it compiles what runs.
+    """
     w = _word_bytes(host_pool, hot)
     word = _WORD_DTYPES[w]
     row_words = host_pool.shape[1] // w
     aligned16 = all(t.stride(0) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (host_pool, hot))
-    _gather_rows_kernel[(n,)](
-        host_pool.view(word),
-        hot.view(word),
-        src_rows,
-        dst_slots,
-        host_pool.shape[0],
-        hot.shape[0],
-        host_pool.stride(0) // w,
-        hot.stride(0) // w,
-        ROW_WORDS=row_words,
-        BLOCK=triton.next_power_of_2(row_words),
-        VEC=16 // w if aligned16 else 1,
+    return Launch(
+        _gather_rows_kernel,
+        (src_rows.shape[0],),
+        (
+            host_pool.view(word),
+            hot.view(word),
+            src_rows,
+            dst_slots,
+            host_pool.shape[0],
+            hot.shape[0],
+            host_pool.stride(0) // w,
+            hot.stride(0) // w,
+        ),
+        {
+            "ROW_WORDS": row_words,
+            "BLOCK": triton.next_power_of_2(row_words),
+            "VEC": 16 // w if aligned16 else 1,
+        },
         num_warps=1,
+        num_stages=3,
     )
+
+
+def gather_aot_launches(
+    arch: GpuArch, *, row_bytes: int, rows: int, num_host_rows: int, num_slots: int, slot_dtype: torch.dtype
+) -> list[Launch]:
+    """What :func:`gather_rows` launches for a miss plan of ``rows`` rows of ``row_bytes``
+    from a pool of ``num_host_rows`` into ``num_slots`` hot rows, built on meta
+    tensors (no memory) for the ahead-of-time compile check (the same launch on
+    every ``arch``)."""
+    meta = torch.device("meta")
+    return [
+        gather_launch(
+            torch.empty((num_host_rows, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((num_slots, row_bytes), dtype=torch.uint8, device=meta),
+            torch.empty((rows,), dtype=torch.int64, device=meta),
+            torch.empty((rows,), dtype=slot_dtype, device=meta),
+        )
+    ]

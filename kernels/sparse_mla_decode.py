@@ -24,6 +24,7 @@ its ``tests/ref.py``):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -32,7 +33,6 @@ from ._common import (
     D_QK,
     D_ROPE,
     D_V,
-    FP8_NUM_TILES,
     FP8_ROPE_OFFSET,
     FP8_ROW_BYTES,
     FP8_SCALE_OFFSET,
@@ -40,8 +40,10 @@ from ._common import (
     INTERPRET,
     cdiv,
     check_launch_device,
+    check_tensors,
     require,
 )
+from ._launch import GpuArch, Launch, device_arch
 from ._sparse_mla_decode_triton import _decode_merge_kernel, _decode_split_kernel
 from .fp8_ds_mla import fp8_ds_mla_dequantize_reference
 
@@ -149,6 +151,7 @@ def sparse_mla_decode_reference(
     Raises:
         ValueError: wrong dtype, shape or device.
     """
+    check_tensors(f"{_OP}_reference", q=q, kv=kv, indices=indices, attn_sink=attn_sink)
     blocks, fp8 = _check(f"{_OP}_reference", q, kv, indices, attn_sink)
     rows = blocks.reshape(-1, blocks.shape[-1])
     batch, s_q, h_q, _ = q.shape
@@ -195,28 +198,47 @@ def _attend_reference(
     return out.to(torch.bfloat16), lse
 
 
-def _block_h(h_q: int) -> int:
-    # tl.dot needs at least 16 rows: 8 heads per rank (GLM-5 at TP8) run in a
-    # half-empty tile of 16; more heads take 32 per tile to bound registers
-    # (acc is BLOCK_H x 512 float32).
-    return 16 if h_q <= 16 else 32
+@dataclass(frozen=True)
+class DecodeTiling:
+    """Tile shapes and warps of the split kernel (``_sparse_mla_decode_triton``'s docstring
+    says why): ``block_h`` heads per program, ``block_n`` top-k rows per step."""
+
+    block_h: int
+    block_n: int
+    num_warps: int
+    num_stages: int
 
 
-BLOCK_N = 32
-"""Top-k rows per inner step."""
+BLOCK_N = 64
+"""Top-k rows per inner step (FlashMLA's sparse decode uses 64-row blocks too)."""
+MERGE_BLOCK_H = 16
+"""Heads per program of the merge kernel ([16, 512] float32 per program, 4 warps)."""
+
+
+def decode_tiling(h_q: int, arch: GpuArch) -> DecodeTiling:
+    """The split kernel's tiling for ``h_q`` heads on ``arch``.
+
+    16 heads per program on Hopper (sm_90), whose MMAs accumulate in registers:
+    the most that compiles without spilling (``aot.py`` checks every production
+    shape). 32 on Blackwell (sm_100), whose MMAs accumulate in tensor memory.
+    8 heads per rank (GLM-5 at TP8) run in a tile of 16 either way (an MMA's N
+    is at least 16 in Triton).
+    """
+    block_h = 32 if arch.capability >= 100 and h_q > 16 else 16
+    return DecodeTiling(block_h=block_h, block_n=BLOCK_N, num_warps=8, num_stages=2)
 
 
 def default_num_splits(tokens: int, head_tiles: int, topk: int, device: torch.device) -> int:
     """Top-k splits so that about two programs per streaming multiprocessor run.
 
-    ``tokens = batch x s_q``; at most one split per ``BLOCK_N`` rows.
-    Under the interpreter a 4-"SM" device is assumed (it only changes speed).
+    ``tokens = batch x s_q``; at most one split per 64-row step. Under the
+    interpreter a 4-"SM" device is assumed (it only changes speed).
     """
-    sms = 4
-    if not INTERPRET and device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        sms = int(props.multi_processor_count)
-    want = cdiv(2 * sms, max(1, tokens * head_tiles))
+    return _num_splits(tokens, head_tiles, topk, device_arch(device))
+
+
+def _num_splits(tokens: int, head_tiles: int, topk: int, arch: GpuArch) -> int:
+    want = cdiv(2 * arch.num_sms, max(1, tokens * head_tiles))
     return max(1, min(want, cdiv(max(topk, 1), BLOCK_N)))
 
 
@@ -234,11 +256,12 @@ def sparse_mla_decode(
     Same contract as :func:`sparse_mla_decode_reference` (module docstring);
     FlashMLA's tolerances hold between the two (out abs 1e-3 / rel 2.01/128,
     lse abs 1e-6 / rel 8.01/65536). fp8_ds_mla rows are dequantized in the
-    kernel. Tensors on CUDA (or CPU under ``TRITON_INTERPRET=1``).
+    kernel. Tensors on CUDA (or CPU under ``TRITON_INTERPRET=1``). Tiling:
+    :func:`decode_tiling`.
 
     Args:
         num_splits: top-k splits per query (default: :func:`default_num_splits`);
-            more splits than ``ceil(topk / 32)`` leave some empty, which is allowed.
+            more splits than ``ceil(topk / 64)`` leave some empty, which is allowed.
 
     Returns:
         ``(out bfloat16 [batch, s_q, h_q, 512], lse float32 [batch, h_q, s_q])``.
@@ -246,26 +269,57 @@ def sparse_mla_decode(
     Raises:
         ValueError: wrong dtype, shape or device, or ``num_splits < 1``.
     """
+    check_tensors(_OP, q=q, kv=kv, indices=indices, attn_sink=attn_sink)
     blocks, fp8 = _check(_OP, q, kv, indices, attn_sink)
     check_launch_device(_OP, q, kv, indices, *(() if attn_sink is None else (attn_sink,)))
+    require(
+        num_splits is None or num_splits >= 1,
+        _OP,
+        "num_splits must be >= 1",
+        str(num_splits),
+        "leave it None for the default",
+    )
+    batch, s_q, h_q, _ = q.shape
+    out = torch.empty((batch, s_q, h_q, D_V), dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty((batch, h_q, s_q), dtype=torch.float32, device=q.device)
+    if batch * s_q == 0 or h_q == 0:
+        return out, lse
+    for launch in decode_launches(
+        q, blocks, fp8, indices, softmax_scale, attn_sink, out, lse, device_arch(q.device), num_splits
+    ):
+        launch.run()
+    return out, lse
+
+
+def decode_launches(
+    q: torch.Tensor,
+    blocks: torch.Tensor,
+    fp8: bool,
+    indices: torch.Tensor,
+    softmax_scale: float,
+    attn_sink: torch.Tensor | None,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    arch: GpuArch,
+    num_splits: int | None = None,
+) -> list[Launch]:
+    """The split and merge launches :func:`sparse_mla_decode` makes (arguments checked,
+    at least one query token and head; ``blocks`` is ``kv`` as ``[num_blocks,
+    block_size, d]``). Allocates the float32 partials ``[tokens, splits, h_q, 512]``
+    and ``[tokens, splits, h_q]``. Called with meta tensors by :func:`decode_aot_launches`."""
     batch, s_q, h_q, _ = q.shape
     topk = indices.shape[-1]
     tokens = batch * s_q
-    out = torch.empty((batch, s_q, h_q, D_V), dtype=torch.bfloat16, device=q.device)
-    lse = torch.empty((batch, h_q, s_q), dtype=torch.float32, device=q.device)
-    if tokens == 0 or h_q == 0:
-        return out, lse
     q3 = q.reshape(tokens, h_q, D_QK)
     if q3.stride(-1) != 1:
         q3 = q3.contiguous()
     idx = indices.reshape(tokens, topk)
     if topk > 0 and idx.stride(-1) != 1:
         idx = idx.contiguous()
-    block_h = _block_h(h_q)
-    head_tiles = cdiv(h_q, block_h)
-    splits = default_num_splits(tokens, head_tiles, topk, q.device) if num_splits is None else num_splits
-    require(splits >= 1, _OP, "num_splits must be >= 1", str(splits), "leave it None for the default")
-    split_len = cdiv(cdiv(max(topk, 1), splits), BLOCK_N) * BLOCK_N
+    tiling = decode_tiling(h_q, arch)
+    head_tiles = cdiv(h_q, tiling.block_h)
+    splits = _num_splits(tokens, head_tiles, topk, arch) if num_splits is None else num_splits
+    split_len = cdiv(cdiv(max(topk, 1), splits), tiling.block_n) * tiling.block_n
 
     if fp8:
         nope = blocks
@@ -277,67 +331,107 @@ def sparse_mla_decode(
 
     o_part = torch.empty((tokens, splits, h_q, D_V), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((tokens, splits, h_q), dtype=torch.float32, device=q.device)
-    _decode_split_kernel[(tokens, head_tiles, splits)](
-        q3,
-        nope,
-        rope,
-        scales,
-        idx,
-        o_part,
-        lse_part,
-        num_blocks * block_size,
-        topk,
-        h_q,
-        split_len,
-        softmax_scale * math.log2(math.e),
-        block_size,
-        q3.stride(0),
-        q3.stride(1),
-        nope.stride(0),
-        nope.stride(1),
-        rope.stride(0),
-        rope.stride(1),
-        scales.stride(0),
-        scales.stride(1),
-        idx.stride(0) if topk > 0 else 0,
-        o_part.stride(0),
-        o_part.stride(1),
-        o_part.stride(2),
-        lse_part.stride(0),
-        lse_part.stride(1),
-        FP8=fp8,
-        BLOCK_H=block_h,
-        BLOCK_N=BLOCK_N,
-        D_NOPE=D_NOPE,
-        D_ROPE=D_ROPE,
-        TILE=FP8_TILE,
-        NUM_TILES=FP8_NUM_TILES,
-        INTERPRETER=INTERPRET,
-        num_warps=4 if block_h == 16 else 8,
+    # The head tile varies fastest: the programs that read the same (token, split)
+    # rows run side by side, so all but the first find them in L2.
+    split = Launch(
+        _decode_split_kernel,
+        (head_tiles * splits * tokens,),
+        (
+            q3,
+            nope,
+            rope,
+            scales,
+            idx,
+            o_part,
+            lse_part,
+            num_blocks * block_size,
+            topk,
+            h_q,
+            head_tiles,
+            splits,
+            split_len,
+            softmax_scale * math.log2(math.e),
+            block_size,
+            q3.stride(0),
+            q3.stride(1),
+            nope.stride(0),
+            nope.stride(1),
+            rope.stride(0),
+            rope.stride(1),
+            scales.stride(0),
+            scales.stride(1),
+            idx.stride(0) if topk > 0 else 0,
+            o_part.stride(0),
+            o_part.stride(1),
+            o_part.stride(2),
+            lse_part.stride(0),
+            lse_part.stride(1),
+        ),
+        {
+            "FP8": fp8,
+            "BLOCK_H": tiling.block_h,
+            "BLOCK_N": tiling.block_n,
+            "D_NOPE": D_NOPE,
+            "D_ROPE": D_ROPE,
+            "TILE": FP8_TILE,
+            "INTERPRETER": INTERPRET,
+        },
+        num_warps=tiling.num_warps,
+        num_stages=tiling.num_stages,
     )
     out3 = out.view(tokens, h_q, D_V)
-    _decode_merge_kernel[(tokens, head_tiles)](
-        o_part,
-        lse_part,
-        lse_part if attn_sink is None else attn_sink,
-        out3,
-        lse,
-        splits,
-        h_q,
-        s_q,
-        o_part.stride(0),
-        o_part.stride(1),
-        o_part.stride(2),
-        lse_part.stride(0),
-        lse_part.stride(1),
-        out3.stride(0),
-        out3.stride(1),
-        lse.stride(0),
-        lse.stride(1),
-        HAS_SINK=attn_sink is not None,
-        BLOCK_H=block_h,
-        D_V=D_V,
-        INTERPRETER=INTERPRET,
+    merge = Launch(
+        _decode_merge_kernel,
+        (tokens, cdiv(h_q, MERGE_BLOCK_H)),
+        (
+            o_part,
+            lse_part,
+            lse_part if attn_sink is None else attn_sink,
+            out3,
+            lse,
+            splits,
+            h_q,
+            s_q,
+            o_part.stride(0),
+            o_part.stride(1),
+            o_part.stride(2),
+            lse_part.stride(0),
+            lse_part.stride(1),
+            out3.stride(0),
+            out3.stride(1),
+            lse.stride(0),
+            lse.stride(1),
+        ),
+        {"HAS_SINK": attn_sink is not None, "BLOCK_H": MERGE_BLOCK_H, "D_V": D_V, "INTERPRETER": INTERPRET},
         num_warps=4,
+        num_stages=3,
     )
-    return out, lse
+    return [split, merge]
+
+
+def decode_aot_launches(
+    arch: GpuArch,
+    *,
+    batch: int,
+    s_q: int,
+    h_q: int,
+    topk: int,
+    kv_cache_dtype: str,
+    num_rows: int,
+    attn_sink: bool = False,
+) -> list[Launch]:
+    """What :func:`sparse_mla_decode` launches on ``arch`` for this shape (flat hot-buffer
+    rows, ``kv_cache_dtype`` "fp8_ds_mla" or "bfloat16"), built on meta tensors
+    (no memory) for the ahead-of-time compile check."""
+    meta = torch.device("meta")
+    fp8 = kv_cache_dtype == "fp8_ds_mla"
+    q = torch.empty((batch, s_q, h_q, D_QK), dtype=torch.bfloat16, device=meta)
+    kv = torch.empty(
+        (num_rows, FP8_ROW_BYTES if fp8 else D_QK), dtype=torch.uint8 if fp8 else torch.bfloat16, device=meta
+    )
+    indices = torch.empty((batch, s_q, topk), dtype=torch.int32, device=meta)
+    sink = torch.empty((h_q,), dtype=torch.float32, device=meta) if attn_sink else None
+    blocks, _ = _rows_view(_OP, kv)
+    out = torch.empty((batch, s_q, h_q, D_V), dtype=torch.bfloat16, device=meta)
+    lse = torch.empty((batch, h_q, s_q), dtype=torch.float32, device=meta)
+    return decode_launches(q, blocks, fp8, indices, 0.1352338, sink, out, lse, arch)

@@ -305,6 +305,8 @@ class Tree:
     leaves: list[tuple[Path, str]] = field(default_factory=list)
     # MultiConnectors with connectors: []: vLLM turns the hybrid KV cache manager off
     without_hma: list[Path] = field(default_factory=list)
+    # (path, object) of every connector object walked, in walk order
+    nodes: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
 
 
 # Registered connectors without SupportsHMA (vLLM 0.33 supports_hma_config).
@@ -509,15 +511,20 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
     The walk is pre-order in document order (so "the first HiSparseConnector" is
     well defined) and iterative, so hostile nesting cannot exhaust the stack:
 
-    - a top-level JSON list: ``connectors_list_at_top_level``, nothing else walked;
+    - a top-level JSON list: ``connectors_list_at_top_level``; its items are
+      walked where they are, as the children of the MultiConnector its fix wraps
+      them in (depth 1);
     - a node that is not an object: ``invalid_type`` at the top,
       ``connector_not_object`` for a child (vLLM 0.33 raises AttributeError);
     - children of a MultiConnector live in ``kv_connector_extra_config.connectors``
-      (or, when only the misplaced ``connectors`` key exists, are walked there,
-      and their errors carry that path); missing: ``empty_multi_connector`` and a
-      ``vllm_0_33_crash`` warning; empty (``[]``): warning ``empty_multi_connector``
-      (vLLM starts, without the hybrid KV cache manager); a single object:
-      ``invalid_type`` (wrap it in a list); anything else: ``connectors_not_list``;
+      (or, when only the misplaced ``connectors`` key exists, or that list is
+      empty beside a misplaced one, are walked there, and their errors carry that
+      path); no ``kv_connector_extra_config.connectors`` (what vLLM reads):
+      ``empty_multi_connector`` and a ``vllm_0_33_crash`` warning; empty (``[]``):
+      warning ``empty_multi_connector`` (vLLM starts, without the hybrid KV cache
+      manager); a single object: ``invalid_type`` (wrap it in a list), and when it
+      names a connector it is walked where it is, as that list's one child;
+      anything else: ``connectors_not_list``;
     - a non-Multi connector with a non-empty ``kv_connector_extra_config.connectors``
       list: warning ``connectors_key_ignored`` (vLLM ignores them);
     - children deeper than ``MAX_DEPTH``: ``max_depth_exceeded`` once, at the first
@@ -527,14 +534,15 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
     """
     top: Path = ("kv_transfer_config",)
     tree = Tree()
+    # (value, path, depth, any ancestor is kv_producer)
+    stack: list[tuple[Any, Path, int, bool]]
     if isinstance(root, list):
         out.error("connectors_list_at_top_level", top)
-        return tree
-    if isinstance(root, dict) and isinstance(root.get("kv_connector"), str):
-        tree.top_connector = root["kv_connector"]
-
-    # (value, path, depth, any ancestor is kv_producer)
-    stack: list[tuple[Any, Path, int, bool]] = [(root, top, 0, False)]
+        stack = [(root[i], (*top, i), 1, False) for i in reversed(range(len(root)))]
+    else:
+        if isinstance(root, dict) and isinstance(root.get("kv_connector"), str):
+            tree.top_connector = root["kv_connector"]
+        stack = [(root, top, 0, False)]
     depth_reported = False
     while stack:
         node, path, depth, under_producer = stack.pop()
@@ -543,6 +551,7 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
             if depth == 1:  # vLLM's has_connector calls .get on it: AttributeError
                 out.warning("vllm_0_33_crash", path)
             continue
+        tree.nodes.append((path, node))
         role = check_connector_fields(node, path, depth, out)
         raw_connector = node.get("kv_connector")
         connector = raw_connector if isinstance(raw_connector, str) else None
@@ -559,7 +568,9 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
 
         extra = node.get("kv_connector_extra_config")
         extra_path = (*path, "kv_connector_extra_config")
-        if isinstance(extra, dict) and "connectors" in extra:
+        if isinstance(extra, dict) and extra.get("connectors") == [] and "connectors" in node:
+            children, children_path = node["connectors"], (*path, "connectors")
+        elif isinstance(extra, dict) and "connectors" in extra:
             children, children_path = extra["connectors"], (*extra_path, "connectors")
         elif "connectors" in node:
             children, children_path = node["connectors"], (*path, "connectors")
@@ -570,18 +581,20 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
             if connector is not None and isinstance(children, list) and children and "connectors" not in node:
                 out.warning("connectors_key_ignored", children_path)
             continue
-        if children == []:
-            # vLLM starts with it, turning the hybrid KV cache manager off
-            # (MultiConnector.all_children_support_hma is False for no children).
-            out.warning("empty_multi_connector", children_path)
-            tree.without_hma.append(path)
-            continue
-        if children is MISSING:  # vLLM asserts a connectors list when it creates them
-            out.error("empty_multi_connector", children_path)
-            out.warning("vllm_0_33_crash", children_path)
+        if children == [] or children is MISSING:
+            if isinstance(extra, dict) and "connectors" in extra:
+                # vLLM starts with it, turning the hybrid KV cache manager off
+                # (MultiConnector.all_children_support_hma is False for no children).
+                out.warning("empty_multi_connector", children_path)
+                tree.without_hma.append(path)
+            else:  # vLLM asserts a connectors list when it creates them
+                out.error("empty_multi_connector", children_path)
+                out.warning("vllm_0_33_crash", children_path)
             continue
         if isinstance(children, dict):
             out.error("invalid_type", children_path)
+            if isinstance(children.get("kv_connector"), str) and depth < MAX_DEPTH:
+                stack.append((children, children_path, depth + 1, is_producer))
             continue
         if not isinstance(children, list):
             out.error("connectors_not_list", children_path)
@@ -599,6 +612,101 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
     for extra_site in tree.sites[1:]:
         out.error("multiple_hisparse_connectors", extra_site.path)
     return tree
+
+
+# --- Rule 1b: HiSparse settings in a wrong but recognisable place ---
+
+HOST_POOL = "host_pool_gib"
+
+
+def _jaro_winkler(a: str, b: str) -> float:
+    """Jaro-Winkler similarity (prefix scale 0.1, up to 4 characters), case-insensitive."""
+    a, b = a.lower(), b.lower()
+    if not a and not b:
+        return 1.0
+    window = max(max(len(a), len(b)) // 2 - 1, 0)
+    used = [False] * len(b)
+    matches_a = []
+    for i, ca in enumerate(a):
+        for j in range(max(0, i - window), min(len(b), i + window + 1)):
+            if not used[j] and b[j] == ca:
+                used[j] = True
+                matches_a.append(ca)
+                break
+    m = len(matches_a)
+    if m == 0:
+        return 0.0
+    matches_b = [cb for j, cb in enumerate(b) if used[j]]
+    transpositions = sum(x != y for x, y in zip(matches_a, matches_b, strict=True)) / 2
+    jaro = (m / len(a) + m / len(b) + (m - transpositions) / m) / 3
+    prefix = 0
+    for x, y in zip(a[:4], b[:4], strict=False):
+        if x != y:
+            break
+        prefix += 1
+    return jaro + prefix * 0.1 * (1 - jaro)
+
+
+def is_host_pool_key(key: str, typos: bool) -> bool:
+    """``host_pool_gib``, or (``typos``) a key close enough to be its misspelling:
+    Jaro-Winkler or Levenshtein similarity >= 0.8."""
+    if key == HOST_POOL:
+        return True
+    return typos and max(_jaro_winkler(key, HOST_POOL), _similarity(key, HOST_POOL)) >= 0.8
+
+
+@dataclass(frozen=True)
+class Misplaced:
+    field: str  # host_pool_gib, device_buffer_size or eager_host_mirror
+    path: Path  # where the user wrote it
+    rejected: bool  # vLLM rejects the key there (else it ignores it)
+
+
+def find_misplaced(tree: Tree, attention: Any) -> list[Misplaced]:
+    """HiSparse settings where vLLM does not read them, in document order:
+
+    - on every connector object walked: a ``host_pool_gib`` key (on the
+      HiSparseConnector also a misspelling of it), and on the HiSparseConnector a
+      ``device_buffer_size`` / ``eager_host_mirror`` key (vLLM rejects all);
+    - in every connector's ``kv_connector_extra_config``: ``host_pool_gib``
+      except on the HiSparseConnector, where only a misspelling is misplaced,
+      and the two hisparse_config fields there (vLLM ignores them);
+    - at the top of ``attention_config``: the two fields and a ``host_pool_gib``
+      (or misspelling); in ``hisparse_config``: a ``host_pool_gib`` (or misspelling).
+    """
+    site = tree.sites[0].path if tree.sites else None
+    found: list[Misplaced] = []
+    for path, obj in tree.nodes:
+        is_site = path == site
+        for key in obj:
+            if key in KV_TRANSFER_FIELDS or key == "connectors":
+                continue
+            if is_host_pool_key(key, is_site):
+                found.append(Misplaced(HOST_POOL, (*path, key), True))
+            elif is_site and key in HISPARSE_FIELDS:
+                found.append(Misplaced(key, (*path, key), True))
+        extra = obj.get("kv_connector_extra_config")
+        if not isinstance(extra, dict):
+            continue
+        for key in extra:
+            if is_site and key == HOST_POOL:
+                continue
+            if is_host_pool_key(key, is_site):
+                found.append(Misplaced(HOST_POOL, (*path, "kv_connector_extra_config", key), False))
+            elif is_site and key in HISPARSE_FIELDS:
+                found.append(Misplaced(key, (*path, "kv_connector_extra_config", key), False))
+    if isinstance(attention, dict):
+        for key in attention:
+            if key in HISPARSE_FIELDS:
+                found.append(Misplaced(key, ("attention_config", key), True))
+            elif key != "hisparse_config" and is_host_pool_key(key, True):
+                found.append(Misplaced(HOST_POOL, ("attention_config", key), True))
+        hs = attention.get("hisparse_config")
+        if isinstance(hs, dict):
+            found.extend(
+                Misplaced(HOST_POOL, (*HS_PATH, key), True) for key in hs if is_host_pool_key(key, True)
+            )
+    return found
 
 
 # --- Rule 2: explicit hisparse_config (vllm/config/attention.py HiSparseConfig) ---
@@ -719,14 +827,29 @@ def resolve_device_buffer(explicit: Explicit | None, mdql: int, topk: int, out: 
     return value
 
 
+def report_misplaced_setting(misplaced: list[Misplaced], name: str, given: Any, out: Findings) -> None:
+    """A hisparse_config field written elsewhere (and not in hisparse_config):
+    ``hisparse_setting_misplaced`` where vLLM rejects the key, warning
+    ``hisparse_setting_ignored`` where it ignores it (the first one only)."""
+    first = next((m for m in misplaced if m.field == name), None)
+    if given is None and first is not None:
+        if first.rejected:
+            out.error("hisparse_setting_misplaced", first.path)
+        else:
+            out.warning("hisparse_setting_ignored", first.path)
+
+
 def host_pool_path(site: Site) -> Path:
     return (*site.path, "kv_connector_extra_config", "host_pool_gib")
 
 
-def resolve_host_pool(site: Site, min_blocks: int, block_bytes: int, out: Findings) -> float | None:
+def resolve_host_pool(
+    site: Site, misplaced: list[Misplaced], min_blocks: int, block_bytes: int, out: Findings
+) -> float | None:
     """The first HiSparseConnector's ``kv_connector_extra_config.host_pool_gib``.
 
-    Missing: ``host_pool_gib_missing`` (unless an unknown key of the connector
+    Missing: ``host_pool_gib_misplaced`` at the first ``host_pool_gib`` written
+    elsewhere, else ``host_pool_gib_missing`` (unless an unknown key of the connector
     holds it: its ``unknown_key`` error already says where it belongs); not a
     number: ``invalid_type``; not finite: ``invalid_value``; a boolean: warning ``bool_as_number`` (vLLM's
     ``float()`` reads it as 0 / 1); <= 0: ``host_pool_gib_not_positive``; fewer
@@ -734,7 +857,12 @@ def resolve_host_pool(site: Site, min_blocks: int, block_bytes: int, out: Findin
     ``int(gib * 2**30)`` bytes: ``host_pool_too_small``."""
     path = host_pool_path(site)
     if site.host_pool_gib is MISSING:
-        if not site.host_pool_misplaced:
+        elsewhere = next((m for m in misplaced if m.field == HOST_POOL), None)
+        if site.host_pool_misplaced:
+            pass
+        elif elsewhere is not None:
+            out.error("host_pool_gib_misplaced", elsewhere.path)
+        else:
             out.error("host_pool_gib_missing", path)
         return None
     gib = py_float(site.host_pool_gib)
@@ -795,6 +923,7 @@ class Model:
 def resolve_hisparse(
     tree: Tree,
     explicit: Explicit | None,
+    misplaced: list[Misplaced],
     spec: Any,
     spec_method: Any,
     model: Model,
@@ -828,7 +957,11 @@ def resolve_hisparse(
 
     mdql = max_decode_query_len(spec, spec_method, model.nextn_layers, out)
     dbs = resolve_device_buffer(explicit, mdql, model.index_topk, out)
+    report_misplaced_setting(
+        misplaced, "device_buffer_size", explicit.device_buffer_size if explicit else None, out
+    )
     mirror = explicit.eager_host_mirror if explicit else None
+    report_misplaced_setting(misplaced, "eager_host_mirror", mirror, out)
 
     if site is None:
         out.error("hisparse_without_connector", HS_PATH)
@@ -838,7 +971,7 @@ def resolve_hisparse(
     is_mtp = isinstance(spec_method, str) and (spec_method == "mtp" or spec_method.endswith("_mtp"))
     layers = model.sparse_mla_layers + (model.nextn_layers if spec is not NO_SPEC and is_mtp else 0)
     block_bytes = BLOCK_SIZE * model.row_bytes(kv_cache_dtype) * layers
-    gib = resolve_host_pool(site, min_blocks, block_bytes, out)
+    gib = resolve_host_pool(site, misplaced, min_blocks, block_bytes, out)
     if gib is None:
         return None
     return Settings(
@@ -897,9 +1030,11 @@ def reference_check(args: dict[str, Any]) -> Expected:
     enabled = explicit is not None or bool(tree.sites)
     settings = None
     if enabled:
+        misplaced = find_misplaced(tree, args.get("attention_config", MISSING))
         settings = resolve_hisparse(
             tree,
             explicit,
+            misplaced,
             spec,
             spec_method,
             Model.from_hf_config(args["hf_config"]),
@@ -907,6 +1042,19 @@ def reference_check(args: dict[str, Any]) -> Expected:
             args.get("kv_cache_dtype"),
             out,
         )
+        # One error per value: an unknown key whose value a misplaced-setting
+        # error (or the connector hisparse_without_connector adds) takes is that error's.
+        taken = {format_path(m.path) for m in misplaced if m.rejected}
+        claimed = {
+            path
+            for code, path in out.errors
+            if code in ("host_pool_gib_misplaced", "hisparse_setting_misplaced")
+        }
+        if ("hisparse_without_connector", format_path(HS_PATH)) in out.errors:
+            first = next((m for m in misplaced if m.field == HOST_POOL), None)
+            if first is not None:
+                claimed.add(format_path(first.path))
+        out.errors = [e for e in out.errors if not (e[0] == "unknown_key" and e[1] in claimed & taken)]
     valid = not out.errors
     return Expected(
         valid=valid,

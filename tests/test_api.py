@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -173,3 +174,44 @@ def test_tensor_parallel_size_must_divide_the_heads(tp: int, fixed: int) -> None
     fixed_args = hisparse_rs.apply_fix(args, err.fix)
     assert fixed_args["tensor_parallel_size"] == fixed
     assert "tensor_parallel_heads_mismatch" not in {e.code for e in hisparse_rs.check_args(fixed_args).errors}
+
+
+def test_machines_from_python() -> None:
+    spec = {"method": "mtp", "num_speculative_tokens": 14}
+    kv = {
+        "kv_connector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": 512},
+    }
+    assert hisparse_rs.check(DSV32, kv_transfer_config=kv, speculative_config=spec).valid
+    report = hisparse_rs.check(DSV32, kv_transfer_config=kv, speculative_config=spec, gpu="h100")
+    assert [e.code for e in report.errors] == ["residency_shared_memory_exceeded"]
+    assert report.gpu is not None and report.gpu["name"] == "h100"
+    with pytest.raises(hisparse_rs.ConfigError):
+        hisparse_rs.resolve(DSV32, kv_transfer_config=kv, speculative_config=spec, gpu="h100")
+    ok = hisparse_rs.resolve(DSV32, kv_transfer_config=kv, gpu="b200")
+    assert ok.hisparse is not None and ok.hisparse.residency_shared_memory_bytes == 26148
+    assert ok.hisparse.provenance["residency_shared_memory_bytes"].source == "derived"
+    # The node's RAM, given: 8 DP replicas of 512 GiB do not fit in 1 TiB.
+    over = hisparse_rs.check(DSV32, kv_transfer_config=kv, data_parallel_size=8, host_memory_gib=1024)
+    assert [e.code for e in over.errors] == ["host_memory_exceeded"]
+    with pytest.raises(ValueError, match="not a GPU"):
+        hisparse_rs.check(DSV32, gpu="tpu-v5")
+    with pytest.raises(TypeError):
+        hisparse_rs.check(DSV32, gpu=200)  # type: ignore[arg-type]
+
+
+def test_model_ids_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    commit = "b" * 40
+    folder = tmp_path / "models--deepseek-ai--DeepSeek-V3.2"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(commit)
+    (folder / "snapshots" / commit).mkdir(parents=True)
+    (folder / "snapshots" / commit / "config.json").write_bytes((DSV32 / "config.json").read_bytes())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    report = hisparse_rs.check("deepseek-ai/DeepSeek-V3.2", kv_transfer_config=PD)
+    assert report.valid and report.model is not None and commit in report.model.source
+    with pytest.raises(
+        hisparse_rs.ModelLoadError, match=r"huggingface-cli download zai-org/GLM-5 config\.json"
+    ):
+        hisparse_rs.check("zai-org/GLM-5")

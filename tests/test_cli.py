@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import hisparse_rs
 from conftest import MODELS, ROOT
 
 EXE = shutil.which("hisparse-check") or str(Path(sys.executable).parent / "hisparse-check")
@@ -239,7 +240,7 @@ def test_a_real_launch_command_checks_as_it_is() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # --gpu-memory-utilization is read (the planner uses it), so it is not listed.
     assert (
-        "not checked (vllm serve flags outside HiSparse): --port 8000 --trust-remote-code "
+        "ignored (vllm serve flags hisparse-check does not read): --port 8000 --trust-remote-code "
         "--served-model-name dsv32\n"
     ) in proc.stdout
 
@@ -313,12 +314,12 @@ def test_plan_exit_codes() -> None:
         "error[host_memory_exceeded] kv_transfer_config.kv_connector_extra_config.connectors[1]"
         in proc.stdout
     )
-    # Nothing to plan without HiSparse, and options out of range: usage errors (2).
-    no_hisparse = run(DSV32, "--plan", "--host-memory-gib", "64")
-    assert no_hisparse.returncode == 2 and "nothing to plan" in no_hisparse.stderr
+    # A model that cannot use HiSparse has nothing to plan, and options out of range: usage errors (2).
+    not_dsa = run(str(MODELS / "llama-3.1-8b"), "--plan", "--host-memory-gib", "64")
+    assert not_dsa.returncode == 2 and "model_not_dsa" in not_dsa.stderr
     too_long = run(*PLAN_ARGS, "--context-length", "1M")
     assert too_long.returncode == 2 and "longer than max_model_len" in too_long.stderr
-    assert "Traceback" not in no_hisparse.stderr + too_long.stderr
+    assert "Traceback" not in not_dsa.stderr + too_long.stderr
 
 
 def test_plot_from_the_console_script(tmp_path: Path) -> None:
@@ -343,3 +344,195 @@ def test_context_parallel_and_node_flags_are_checked() -> None:
     [err] = out["errors"]
     assert "max(tensor_parallel_size, prefill_context_parallel_size) = 4" in err["message"]
     assert as_json(DSV32, "-tp", "4", "-dcp", "4", "-n", "2", "--kv-transfer-config", nixl)["valid"]
+
+
+# ---------------------------------------------------------------------------
+# First contact (issue 10 items 7-11) and --gpu (issue 9 item 5).
+
+HS_NO_POOL = {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}
+
+
+def test_clap_errors_carry_the_tool_prefix() -> None:
+    proc = run(DSV32, "-tp", "abc")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("hisparse-check: error: invalid value 'abc'"), proc.stderr
+
+
+def test_a_yaml_key_typo_names_the_file_and_line(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "serve.yaml"
+    yaml_file.write_text(f"model: {DSV32}\n# P/D decode\nkv-transfer-confg: {json.dumps(PD)}\n")
+    proc = run("--config", str(yaml_file))
+    assert proc.returncode == 2
+    assert f"--kv-transfer-confg in {yaml_file} line 3" in proc.stderr, proc.stderr
+    assert "did you mean --kv-transfer-config?" in proc.stderr
+
+
+def fake_hub(root: Path, repo: str, revision: str = "main") -> str:
+    """A Hugging Face cache with the DeepSeek-V3.2 config.json at one commit."""
+    commit = "a" * 40
+    folder = root / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / revision).write_text(commit)  # huggingface_hub writes no newline
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
+    return commit
+
+
+def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path) -> None:
+    repo = "deepseek-ai/DeepSeek-V3.2"
+    commit = fake_hub(tmp_path / "hub", repo)
+    for env in ({"HF_HUB_CACHE": str(tmp_path / "hub")}, {"HF_HOME": str(tmp_path)}):
+        proc = run(repo, "--kv-transfer-config", json.dumps(PD), "--json", env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        source = json.loads(proc.stdout)["model"]["source"]
+        assert source.endswith(f"models--deepseek-ai--DeepSeek-V3.2/snapshots/{commit}/config.json")
+    # A revision is a ref or a commit; one that is not cached says where it looked.
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    assert run(repo, "--revision", commit, "--kv-transfer-config", json.dumps(PD), env=env).returncode == 0
+    missing = run(repo, "--revision", "v2", env=env)
+    assert missing.returncode == 2
+    assert "refs/v2: none" in missing.stderr and "--revision v2" in missing.stderr
+    absent = run("zai-org/GLM-5", env=env)
+    assert absent.returncode == 2
+    assert "models--zai-org--GLM-5: no such directory (cache from HF_HUB_CACHE)" in absent.stderr
+    assert "huggingface-cli download zai-org/GLM-5 config.json" in absent.stderr
+    assert "Traceback" not in missing.stderr + absent.stderr
+
+
+def test_misplaced_host_pool_is_moved_not_replaced_by_the_minimum() -> None:
+    kv = {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_consumer",
+        "kv_connector_extra_config": {
+            "host_pool_gib": 256,
+            "connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}, HS_NO_POOL],
+        },
+    }
+    (err,) = as_json(DSV32, "--kv-transfer-config", json.dumps(kv))["errors"]
+    assert err["code"] == "host_pool_gib_misplaced"
+    top = "kv_transfer_config.kv_connector_extra_config"
+    assert err["fix"] == [
+        {
+            "op": "move",
+            "from": f"{top}.host_pool_gib",
+            "to": f"{top}.connectors[1].kv_connector_extra_config.host_pool_gib",
+        }
+    ]
+
+
+def test_the_suggested_pool_says_what_it_holds() -> None:
+    args = [
+        DSV32,
+        "--kv-transfer-config",
+        json.dumps(HS_NO_POOL),
+        "-tp",
+        "8",
+        "--kv-cache-dtype",
+        "fp8_ds_mla",
+    ]
+    (bare,) = as_json(*args)["errors"]
+    assert bare["fix"][0]["value"] == 6.12
+    assert "start-up minimum: it holds one 163840-token request" in bare["hint"] and "--plan" in bare["hint"]
+    # With the GPU known: the pool that lets the GPUs bind, and how many requests it holds.
+    (gpu,) = as_json(*args, "--gpu", "h200", "--host-memory-gib", "2048")["errors"]
+    assert gpu["fix"][0]["value"] > 100
+    assert "requests of 163840 tokens per DP replica, what the GPUs hold" in gpu["hint"]
+    fixed = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": gpu["fix"][0]["value"]}}
+    plan = json.loads(run(*args[:2], json.dumps(fixed), *args[3:], "--plan", "--gpu", "h200",
+                          "--host-memory-gib", "2048", "--json").stdout)  # fmt: skip
+    assert plan["at_context"]["hisparse_limit"] == "gpu"
+
+
+def test_the_plain_check_checks_the_given_host_ram() -> None:
+    args = ["--config", "examples/dsv32-decode-pd.yaml", "-dp", "8"]
+    assert run(*args).returncode == 0
+    proc = run(*args, "--host-memory-gib", "512", "--json")
+    assert proc.returncode == 1
+    (err,) = json.loads(proc.stdout)["errors"]
+    assert err["code"] == "host_memory_exceeded" and err["fix"]
+
+
+def test_gpu_shared_memory_check_and_its_fix() -> None:
+    spec = {"method": "mtp", "num_speculative_tokens": 14}
+    pool = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": 512}}
+    args = [DSV32, "--kv-transfer-config", json.dumps(pool), "--speculative-config", json.dumps(spec)]
+    assert run(*args).returncode == 0  # without the GPU, nothing to check
+    report = as_json(*args, "--gpu", "h100")
+    (err,) = report["errors"]
+    assert err["code"] == "residency_shared_memory_exceeded"
+    assert "needs 323620 B of shared memory per block" in err["message"]
+    assert "Lower device_buffer_size or num_speculative_tokens." in err["message"]
+    assert report["gpu"]["max_shared_memory_per_block"] == 232448
+    fixed = hisparse_rs.apply_fix(
+        hisparse_rs.serve_args(DSV32, kv_transfer_config=pool, speculative_config=spec), err["fix"]
+    )
+    after = hisparse_rs.check_args(fixed, gpu="h100")
+    assert after.valid, after.errors
+    assert after.hisparse is not None and (after.hisparse.residency_shared_memory_bytes or 0) <= 232448
+    # A GPU the table does not know is a usage error naming the ones it does.
+    unknown = run(*args, "--gpu", "h300")
+    assert unknown.returncode == 2 and "known:" in unknown.stderr and "h200" in unknown.stderr
+
+
+def test_plan_without_hisparse_shows_what_it_would_give() -> None:
+    proc = run(
+        DSV32,
+        "-tp",
+        "8",
+        "--kv-cache-dtype",
+        "fp8_ds_mla",
+        "--plan",
+        "--gpu",
+        "h200",
+        "--host-memory-gib",
+        "2048",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "HiSparse is NOT configured: this plans what it would give, ASSUMING" in proc.stdout
+    assert "To serve this: --kv-transfer-config '" in proc.stdout
+    assert "result: plan of the assumed HiSparse configuration fits" in proc.stdout
+
+
+def test_a_plan_serving_no_request_does_not_fit() -> None:
+    proc = run(*PLAN_ARGS, "--kv-cache-memory-bytes", "1G")
+    assert proc.returncode == 1
+    assert "error[plan_serves_no_requests] max_model_len" in proc.stdout and "the GPUs bind" in proc.stdout
+    assert "result: plan SERVES NO REQUESTS" in proc.stdout and "plan fits" not in proc.stdout
+
+
+def test_plan_on_this_machines_ram_warns_and_words_pools_plainly() -> None:
+    given = run(
+        "--config", "examples/dsv32-decode-pd.yaml", "--plan", "-dp", "8", "--host-memory-gib", "2048"
+    )
+    assert "GiB = 8 pools x 128.00 GiB; host RAM 2048.00 GiB (given with --host-memory-gib)" in given.stdout
+    assert given.returncode == 0
+    # Without --host-memory-gib: this machine's RAM, named, and pools that outgrow it only warn.
+    local = run("--config", "examples/dsv32-decode-pd.yaml", "--plan", "-dp", "100000", "--json")
+    plan = json.loads(local.stdout)
+    assert local.returncode == 0 and plan["valid"] and not plan["host"]["host_memory_given"]
+    assert [w["code"] for w in plan["warnings"]] == ["host_memory_not_given"]
+
+
+def test_sweep_tokens_and_columns() -> None:
+    proc = run(*PLAN_ARGS, "--gpu", "h200", "--max-model-len", "128k", "--max-num-seqs", "8")
+    assert proc.returncode == 0, proc.stderr
+    table = proc.stdout.split("sweep (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert table[-1].split()[0] == "128k"  # 128000 tokens, not "125K"
+    assert any("(max_num_seqs)" in row for row in table)
+    assert len({len(row) for row in table}) == 1, table  # every row as wide as the header
+
+
+def test_the_example_says_it_builds_on_first_run(tmp_path: Path) -> None:
+    # A copy of the repository's layout without a built binary, and a cargo that only reports.
+    (tmp_path / "examples").mkdir()
+    script = tmp_path / "examples" / "dsv32-decode-pd.sh"
+    script.write_text((ROOT / "examples" / "dsv32-decode-pd.sh").read_text())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cargo").write_text("#!/bin/sh\necho cargo-ran\n")
+    (bin_dir / "cargo").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and "cargo-ran" in proc.stdout
+    assert "building hisparse-check with cargo (first run only, about 100 s" in proc.stderr

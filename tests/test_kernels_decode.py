@@ -4,12 +4,15 @@ tolerances and corner cases (HISPARSE.md §7)."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hisparse_rs import kernels as K
+from hisparse_rs.kernels._launch import GpuArch
 from kernel_cases import (
     DEVICE,
     LSE_TOL,
@@ -225,3 +228,19 @@ def test_fp8_rows_off_a_4_byte_boundary_are_a_value_error() -> None:
     kv = torch.zeros(4, 657, dtype=torch.uint8, device=DEVICE)[:, :656]
     with pytest.raises(ValueError, match="4-byte"):
         K.sparse_mla_decode(q, kv, torch.zeros(1, 1, 2, dtype=torch.int32, device=DEVICE), 0.1)
+
+
+@pytest.mark.parametrize("capability", [90, 100])
+@pytest.mark.parametrize(("h_q", "fp8"), [(128, True), (64, False), (24, True)])
+def test_every_gpu_tiling_matches_the_reference(
+    monkeypatch: pytest.MonkeyPatch, capability: int, h_q: int, fp8: bool
+) -> None:
+    # The interpreter takes the sm_90 tiling; the sm_100 one (32-head tiles) runs here too.
+    decode_module = importlib.import_module("hisparse_rs.kernels.sparse_mla_decode")
+
+    arch = GpuArch(capability=capability, num_sms=4)
+    monkeypatch.setattr(decode_module, "device_arch", lambda device: arch)
+    want = 32 if capability >= 100 else 16
+    assert decode_module.decode_tiling(h_q, arch).block_h == want
+    case = make_decode_case(batch=1, s_q=2, h_q=h_q, topk=150, num_rows=400, fp8=fp8, sink=True, seed=h_q)
+    run_both(case)

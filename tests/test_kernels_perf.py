@@ -67,3 +67,21 @@ def test_gpu_bench_without_a_gpu_measures_nothing(tmp_path: Path) -> None:
         return
     assert bench.main(["--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_decode_launch_and_splits_tables() -> None:
+    bench = load_gpu_bench()
+    launch = {"capability": 90, "block_h": 16, "block_n": 64, "num_warps": 8, "num_stages": 2,
+              "head_tiles": 8, "splits": 1}  # fmt: skip
+    fake = {
+        "device": "Fake H200",
+        "versions": "torch x, triton y",
+        "decode": [{"rows": "fp8_ds_mla", "batch": 64, "s_q": 1, "h_q": 128, "topk": 2048, "ms": 0.2,
+                    "tflops": 182.5, "gbps": 519.0, "launch": launch}],
+        "decode_splits": [{"batch": 64, "splits": 1, "default": True, "ms": 0.2},
+                          {"batch": 64, "splits": 2, "default": False, "ms": 0.25}],
+        "gather": [],
+    }  # fmt: skip
+    md = bench.render_markdown(fake)
+    assert "| fp8_ds_mla | 128 | 1 | 90 | 16 | 64 | 8, 2 | 8 | 1 |" in md
+    assert "| | 64 | 1 (default) | 200.0 us |" in md and "| | 64 | 2 | 250.0 us |" in md

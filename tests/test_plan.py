@@ -109,8 +109,10 @@ def test_errors() -> None:
     with pytest.raises(hisparse_rs.ConfigError) as info:
         plan(block_size=16)
     assert [e.code for e in info.value.errors] == ["block_size_unsupported"]
-    with pytest.raises(ValueError, match="not configured"):
-        hisparse_rs.plan(DSV32, host_memory_gib=64)
+    with pytest.raises(ValueError, match=r"not configured, and it cannot be.*model_not_dsa"):
+        hisparse_rs.plan(MODELS / "llama-3.1-8b", host_memory_gib=64)
+    with pytest.raises(ValueError, match="not a GPU hisparse-check knows; did you mean h200"):
+        plan(gpu="h2000")
     with pytest.raises(ValueError, match="longer than max_model_len"):
         plan(context_length=1_000_000)
     with pytest.raises(TypeError):
@@ -256,3 +258,58 @@ def test_plot_needs_gpu_figures(tmp_path: Path) -> None:
 def test_bad_planner_options_are_named(option: str, value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match=option):
         plan(**{option: value})
+
+
+# ---------------------------------------------------------------------------
+# Issue 10 items 9 and 10, issue 9 item 5: what the plan says about the machines.
+
+
+def test_without_hisparse_the_plan_assumes_the_connector_it_would_take() -> None:
+    p = hisparse_rs.plan(
+        DSV32, kv_cache_dtype="fp8_ds_mla", tensor_parallel_size=8, gpu="h200", host_memory_gib=2048
+    )
+    assert p.valid and p.assumed is not None
+    assumed = p.assumed
+    assert assumed["kv_transfer_config"]["kv_connector"] == "HiSparseConnector"
+    # With the GPU known, the assumed pool is the one that lets the GPUs bind.
+    assert assumed["host_pool_gib"] == p.at_context.min_host_pool_gib
+    assert "lets the GPUs bind" in assumed["host_pool_rule"]
+    assert p.at_context.hisparse_limit == "gpu"
+    # Without it, the start-up minimum, and the plan says so.
+    bare = hisparse_rs.plan(DSV32, kv_cache_dtype="fp8_ds_mla", host_memory_gib=2048)
+    assert bare.assumed is not None and "start-up minimum" in bare.assumed["host_pool_rule"]
+    assert bare.assumed["host_pool_gib"] == bare.host.min_host_pool_gib
+
+
+def test_gpu_fills_the_memory_and_is_named() -> None:
+    by_name = plan(tensor_parallel_size=8, gpu="h200")
+    assert by_name.gpu.gpu_memory_gib == 141 and by_name.gpu.gpu_name == "h200"
+    given = plan(tensor_parallel_size=8, gpu="h200", gpu_memory_gib=140)
+    assert given.gpu.gpu_memory_gib == 140  # the given figure wins
+
+
+def test_a_plan_that_serves_no_request_is_invalid_with_a_fix_that_passes() -> None:
+    args = hisparse_rs.serve_args(
+        DSV32, kv_transfer_config=hisparse(128), kv_cache_dtype="fp8_ds_mla",
+        tensor_parallel_size=8, kv_cache_memory_bytes=GIB,
+    )  # fmt: skip
+    p = hisparse_rs.plan_args(args, host_memory_gib=2048)
+    assert p.at_context.hisparse_requests == 0 and not p.valid
+    (err,) = p.errors
+    assert err.code == "plan_serves_no_requests" and "the GPUs bind" in err.message
+    fixed = hisparse_rs.plan_args(hisparse_rs.apply_fix(args, err.fix), host_memory_gib=2048)
+    assert fixed.valid and (fixed.at_context.hisparse_requests or 0) >= 1
+
+
+def test_this_machines_ram_is_said_and_only_warned_about() -> None:
+    # No host_memory_gib: this machine's MemAvailable, and 100 TiB of pools only warn.
+    p = hisparse_rs.plan(
+        DSV32, kv_transfer_config=hisparse(100_000), kv_cache_dtype="fp8_ds_mla", tensor_parallel_size=8
+    )
+    assert not p.host.host_memory_given and "MemAvailable" in p.host.host_memory_source
+    assert p.valid and p.errors == ()
+    assert "host_memory_not_given" in [w.code for w in p.warnings]
+    # Given, the same pools are an error.
+    given = plan(host_pool_gib=100_000, tensor_parallel_size=8, host_memory_gib=2048)
+    assert given.host.host_memory_given and not given.valid
+    assert [e.code for e in given.errors] == ["host_memory_exceeded"]

@@ -97,3 +97,10 @@ def test_readme_lists_every_deviation_from_vllm() -> None:
     section = README.split("### Where we differ from vLLM 0.33.0, and say so\n", 1)[1].split("\n### ", 1)[0]
     rows = re.findall(r"^\| `([a-z0-9_]+)` \| (.*) \|$", section, re.M)
     assert rows == hisparse_rs.vllm_deviations()
+
+
+def test_the_checks_tables_list_every_code() -> None:
+    section = README.split("### Checks", 1)[1].split("### Where we differ", 1)[0]
+    named = set(re.findall(r"`([a-z0-9_]+)`", section))
+    missing = [code for code in hisparse_rs.error_codes() if code not in named]
+    assert not missing, f"codes the README's Checks section does not list: {missing}"

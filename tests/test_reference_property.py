@@ -526,7 +526,30 @@ def test_each_fix_removes_its_error(flags: tuple[Json, Json, Json]) -> None:
     ("kv", "errors"),
     [
         (P2, []),
-        ([P2], [("connectors_list_at_top_level", "kv_transfer_config")]),
+        # A top-level list's items are checked as the MultiConnector's children its fix
+        # wraps them in: P2's HiSparseConnector then sits two levels deep.
+        (
+            [P2],
+            [
+                ("connectors_list_at_top_level", "kv_transfer_config"),
+                (
+                    "hisparse_connector_too_deep",
+                    "kv_transfer_config[0].kv_connector_extra_config.connectors[1]",
+                ),
+            ],
+        ),
+        # A host_pool_gib on the MultiConnector is misplaced, not missing.
+        (
+            {
+                "kv_connector": MULTI,
+                "kv_role": "kv_both",
+                "kv_connector_extra_config": {
+                    "host_pool_gib": 256,
+                    "connectors": [{"kv_connector": HISPARSE, "kv_role": "kv_both"}],
+                },
+            },
+            [("host_pool_gib_misplaced", "kv_transfer_config.kv_connector_extra_config.host_pool_gib")],
+        ),
         (
             {
                 "kv_connector": MULTI,

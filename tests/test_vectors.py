@@ -96,3 +96,15 @@ def test_each_fix_removes_its_error(case: dict[str, Any]) -> None:
         if d.fix:
             fixed = hisparse_rs.check_args(hisparse_rs.apply_fix(args, d.fix))
             assert (d.code, d.path) not in pairs(fixed.errors)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "after_fixes" in c], ids=lambda c: c["name"])
+def test_every_fix_at_once_resolves_cleanly(case: dict[str, Any]) -> None:
+    """The fixes of one report work together: all of them applied at once, in
+    report order, give what fixing one error at a time gives."""
+    args = args_of(case)
+    for error in hisparse_rs.check_args(args).errors:
+        args = hisparse_rs.apply_fix(args, error.fix)
+    report = hisparse_rs.check_args(args)
+    assert report.valid, [(d.code, d.path) for d in report.errors]
+    check(report, case["after_fixes"], exhaustive=False)

@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension ``hisparse_rs._core`` (checked by mypy.stubtest)."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, final
 
 import numpy as np
@@ -42,7 +42,14 @@ __version__: Final[str]
 VLLM_VERSION: Final[str]
 
 class ModelLoadError(OSError):
-    """The model's config.json could not be found or read."""
+    """The model's config.json could not be found or read.
+
+    ``code``: ``model_not_found``, ``model_not_cached``, ``not_a_regular_file`` (a FIFO, device or
+    directory), ``file_too_large`` (over 16 MiB), ``read_failed``,
+    ``model_json_invalid`` or ``model_not_object``.
+    """
+
+    code: str
 
 @final
 class Provenance:
@@ -128,6 +135,12 @@ class HiSparseSettings:
     @property
     def min_host_blocks(self) -> int: ...
     @property
+    def residency_shared_memory_bytes(self) -> int | None:
+        """Shared memory per CUDA block vLLM 0.33's residency resolver needs (bytes)."""
+    @property
+    def triton_resolver_shared_memory_bytes(self) -> int | None:
+        """The same for hisparse_rs's Triton resolver; None until it reports one."""
+    @property
     def index_groups(self) -> list[int]:
         """Index group of each host-pool layer; layers sharing an indexer (IndexShare) share one."""
     @property
@@ -160,6 +173,9 @@ class Report:
     def errors(self) -> tuple[Diagnostic, ...]: ...
     @property
     def warnings(self) -> tuple[Diagnostic, ...]: ...
+    @property
+    def gpu(self) -> dict[str, Any] | None:
+        """The GPU named with ``gpu=`` (its figures and their sources), or None."""
     @property
     def schema_version(self) -> int: ...
     @property
@@ -247,6 +263,8 @@ class HostPlan:
     @property
     def usable_host_memory_bytes(self) -> int | None: ...
     @property
+    def host_memory_given(self) -> bool: ...
+    @property
     def draft_model(self) -> str | None: ...
 
 @final
@@ -284,6 +302,8 @@ class GpuPlan:
     def baseline_blocks(self) -> int | None: ...
     @property
     def hisparse_blocks(self) -> int | None: ...
+    @property
+    def gpu_name(self) -> str | None: ...
 
 _Limit = Literal["gpu", "host", "max_num_seqs", "baseline"]
 
@@ -361,18 +381,28 @@ class Plan:
     def errors(self) -> tuple[Diagnostic, ...]: ...
     @property
     def warnings(self) -> tuple[Diagnostic, ...]: ...
+    @property
+    def assumed(self) -> dict[str, Any] | None:
+        """For a configuration without HiSparse: the HiSparse settings this plan assumed."""
     def to_json(self) -> str:
         """The plan as indented JSON text."""
 
-def check_json(args_json: str) -> Report:
-    """Resolve serve args (JSON, ServeArgs form) and return the report.
+def check_json(args: Mapping[str, Any] | str, options_json: str | None = None) -> Report:
+    """Resolve serve args (a mapping in the ServeArgs form, or its JSON text) and return the report;
+    with options (JSON: gpu, gpu_memory_gib, host_memory_gib, weights_gib) the
+    checks that need the machines run too.
 
-    Raises ModelLoadError if the model config cannot be read, TypeError on
-    ill-typed arguments.
+    Input problems (too deep, circular, too large, not UTF-8, a number no
+    field holds) are errors in the report. Raises ModelLoadError if the model
+    config cannot be read, TypeError on ill-typed arguments, ValueError for an
+    unknown GPU or an option out of range.
     """
 
-def apply_fix_json(args_json: str, fix_json: str) -> str:
-    """Apply a JSON list of fix operations to serve args; return the new args as JSON."""
+def apply_fix_json(args: Mapping[str, Any] | str, fix: Sequence[Mapping[str, Any]] | str) -> str:
+    """Apply fix operations to serve args (all or nothing); return the new args as JSON text.
+
+    Raises ValueError if the fix does not apply.
+    """
 
 def run_cli(argv: list[str]) -> int:
     """Run hisparse-check with argv (no program name); return its exit status."""
@@ -380,8 +410,8 @@ def run_cli(argv: list[str]) -> int:
 def run_cli_plan(argv: list[str]) -> tuple[int, Plan | None]:
     """Like run_cli, also returning the plan that --plan made."""
 
-def plan_json(args_json: str, options_json: str) -> tuple[Report, Plan | None]:
-    """Plan capacity for serve args (JSON, ServeArgs form) with planner options (JSON).
+def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:
+    """Plan capacity for serve args (as check_json takes them) with planner options (JSON).
 
     Returns the check report and the plan (None unless valid with HiSparse on).
     Raises ModelLoadError, ValueError (an option out of range), TypeError.
@@ -416,7 +446,11 @@ class HiSparseMetrics:
         ``hisparse_host_to_device_bytes``, ``hisparse_host_cache_usage_perc``,
         ``host_blocks_used``, ``host_blocks_total``."""
     def record(self, *, hits: int = 0, misses: int = 0, host_to_device_bytes: int = 0) -> None:
-        """Add to the counters (rows a caller copied itself, e.g. an index group's other layers)."""
+        """Add to the counters (rows a caller copied itself, e.g. an index group's other layers).
+
+        Counters stop at 2**64 - 1. Raises ValueError (naming the argument, adding
+        nothing) for a negative count or one beyond 2**64 - 1.
+        """
     def prometheus_text(self, labels: Mapping[str, str] | None = None) -> str:
         """Prometheus text format as vLLM's /metrics shows it (``vllm:hisparse_cache_hits_total`` ...).
 

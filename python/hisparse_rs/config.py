@@ -35,6 +35,32 @@ __all__ = [
 JsonArg = Mapping[str, Any] | str | None
 _ENV = object()
 
+# Facts about the machines (not vllm serve flags), shared by check() and plan().
+_MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib")
+_INT_OPTIONS = ("context_length", "target_requests")
+_GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    # JSON cannot carry NaN or a u64 out of range: say so here, as the CLI does.
+    for name, value in options.items():
+        if name in _INT_OPTIONS:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {value!r}")
+            if not 0 <= value < 2**64:
+                raise ValueError(f"{name} must be in 0 ..= 2**64 - 1 tokens/requests, got {value}")
+        elif name in _GIB_OPTIONS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} must be a number of GiB, got {value!r}")
+            try:
+                gib = float(value)  # an int beyond a float's range overflows here
+            except OverflowError:
+                gib = math.inf
+            if not math.isfinite(gib) or gib < 0:
+                raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
+        elif name == "gpu" and not isinstance(value, str):
+            raise TypeError(f"gpu must be a GPU name such as 'h200', got {value!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedConfig:
@@ -54,7 +80,9 @@ def _serve_args(
 ) -> dict[str, Any]:
     args: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if model is not None:
-        args["model"] = os.fspath(model)
+        # A bytes path decodes as the OS would name it; one that is not UTF-8
+        # is then reported (invalid_value at "model"), never a traceback.
+        args["model"] = os.fsdecode(model)
     if hf_config is not None:
         args["hf_config"] = hf_config
     env = (
@@ -69,20 +97,10 @@ def _serve_args(
     return args
 
 
-def _finite(value: Any) -> Any:
-    """Non-finite floats as Python spells them ("nan", "inf"), since JSON has none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
-
-
 def check(
     model: str | os.PathLike[str] | None = None,
     *,
+    revision: str | None = None,
     hf_config: Mapping[str, Any] | None = None,
     hf_overrides: JsonArg = None,
     kv_transfer_config: JsonArg = None,
@@ -107,11 +125,18 @@ def check(
     disable_hybrid_kv_cache_manager: bool | None = None,
     platform: str | None = None,
     vllm_use_v2_model_runner: Any = _ENV,
+    gpu: str | None = None,
+    gpu_memory_gib: float | None = None,
+    host_memory_gib: float | None = None,
+    weights_gib: float | None = None,
 ) -> Report:
     """Check a vLLM serve configuration for HiSparse and return the report; never raises on a bad config.
 
     Args:
-        model: a local ``config.json`` or a directory containing one.
+        model: a local ``config.json``, a directory containing one, or a Hugging
+            Face model id read from the local cache (``HF_HUB_CACHE``,
+            ``HF_HOME/hub``, ``~/.cache/huggingface/hub``; never downloaded).
+        revision: the branch, tag or commit of a model id (default ``main``).
         hf_config: the model's config as a mapping, instead of ``model``.
         hf_overrides: deep-merged over the model config (``--hf-overrides``).
         kv_transfer_config, attention_config, speculative_config, compilation_config:
@@ -126,13 +151,22 @@ def check(
         platform: ``"cuda"`` (default), ``"rocm"`` or ``"cpu"``.
         vllm_use_v2_model_runner: the ``VLLM_USE_V2_MODEL_RUNNER`` environment
             variable; read from ``os.environ`` unless given (None: unset).
+        gpu, gpu_memory_gib, host_memory_gib, weights_gib: the machines (not
+            ``vllm serve`` flags), as for :func:`plan`. ``gpu`` (``"h200"``,
+            ``"b200"``, ...) adds vLLM 0.33's residency-resolver shared-memory
+            check (``residency_shared_memory_exceeded``); ``host_memory_gib`` (the
+            node's RAM) the pinned-pool check (``host_memory_exceeded``); a known
+            GPU memory makes host_pool_gib fixes offer the pool that lets the
+            GPUs bind instead of the start-up minimum.
 
     Raises:
         ModelLoadError: the model's config.json cannot be found or read.
         TypeError: an argument has the wrong type.
+        ValueError: an unknown ``gpu`` or a machine option out of range.
     """
     args = _serve_args(
         model,
+        revision=revision,
         hf_config=hf_config,
         vllm_use_v2_model_runner=vllm_use_v2_model_runner,
         hf_overrides=hf_overrides,
@@ -158,10 +192,16 @@ def check(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         platform=platform,
     )
-    return check_args(args)
+    machine = {
+        "gpu": gpu,
+        "gpu_memory_gib": gpu_memory_gib,
+        "host_memory_gib": host_memory_gib,
+        "weights_gib": weights_gib,
+    }
+    return check_args(args, **{k: v for k, v in machine.items() if v is not None})
 
 
-_CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {"model"}
+_CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {"model", *_MACHINE_OPTIONS}
 
 
 def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -178,17 +218,31 @@ def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> di
     return _serve_args(model, **kwargs)
 
 
-def check_args(args: Mapping[str, Any]) -> Report:
-    """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
-    try:
-        text = json.dumps(args, allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(args))
-    return _core.check_json(text)
+def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
+    """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
+    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``.
+
+    The mapping is converted in Rust with bounds (README "Limits"): nesting
+    deeper than 128 levels or a circular reference is an ``input_too_deep``
+    error in the report, more than 16 MiB ``input_too_large``, text that is
+    not UTF-8 or an int no field can hold ``invalid_value``; NaN and
+    infinities are read as Python's ``float()`` reads "nan" and "inf".
+
+    Raises:
+        TypeError / ValueError: a machine option of the wrong type or out of range.
+    """
+    unknown = sorted(set(machine) - set(_MACHINE_OPTIONS))
+    if unknown:
+        raise TypeError(f"check_args() got unexpected keyword arguments: {', '.join(unknown)}")
+    _check_options(machine)
+    if not machine:
+        return _core.check_json(args)
+    return _core.check_json(args, json.dumps(machine))
 
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:
-    """Resolve a serve configuration like :func:`check`, but raise if it is invalid.
+    """Resolve a serve configuration like :func:`check` (same arguments, ``gpu=``
+    included), but raise if it is invalid.
 
     Returns a :class:`ResolvedConfig`; its ``hisparse`` is None when HiSparse is
     not configured. Raises :class:`ConfigError` (a ValueError) carrying every
@@ -202,8 +256,8 @@ def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Resol
 
 def apply_fix(args: Mapping[str, Any], fix: tuple[Mapping[str, Any], ...] | list[Any]) -> dict[str, Any]:
     """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form (see
-    :func:`serve_args`); returns the new args. Raises ValueError if the fix does not apply."""
-    edited: dict[str, Any] = json.loads(
-        _core.apply_fix_json(json.dumps(args), json.dumps([dict(op) for op in fix]))
-    )
+    :func:`serve_args`); returns the new args. All or nothing: removing an
+    absent path changes nothing, and paths and the result nest at most 128
+    levels. Raises ValueError if the fix does not apply (``args`` is unchanged)."""
+    edited: dict[str, Any] = json.loads(_core.apply_fix_json(args, list(fix)))
     return edited

@@ -6,6 +6,9 @@
 residency resolver; ``HostPoolExhausted`` (``needed``, ``free`` host blocks) is
 the PoolError of an allocation that does not fit. The Rust extension raises
 these two classes, so they are defined here, in Python, with typed attributes.
+It builds them without running ``__init__`` (``BaseException.__new__`` and
+attribute sets, so no Python code runs inside a Rust call): an ``__init__``
+must set nothing beyond ``args`` and the attributes documented here.
 """
 
 from __future__ import annotations

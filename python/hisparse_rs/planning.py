@@ -10,14 +10,13 @@ HiSparse concurrency calculator) with vLLM 0.33.0's HiSparse layout.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 from hisparse_rs import _core
 from hisparse_rs._core import Plan
-from hisparse_rs.config import _finite, serve_args
+from hisparse_rs.config import _check_options, serve_args
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = ["Limit", "plan", "plan_args", "plot_plan"]
@@ -38,6 +37,7 @@ def plan(
     host_memory_gib: float | None = None,
     gpu_memory_gib: float | None = None,
     weights_gib: float | None = None,
+    gpu: str | None = None,
     **serve: Any,
 ) -> Plan:
     """Plan capacity for a serve configuration: concurrent requests of
@@ -59,14 +59,24 @@ def plan(
             ``kv_cache_memory_bytes`` is given.
         weights_gib: model weights per GPU in GiB (default: estimated from
             config.json, and ``plan.gpu.weights_estimated`` says so).
+        gpu: the GPU by name (``"h100"``, ``"h200"``, ``"b200"``, ``"a100"``,
+            ``"a100-40gb"``, ``"l40s"``, ``"mi300x"``): its memory fills
+            ``gpu_memory_gib`` when not given, and the check runs vLLM's
+            resolver shared-memory check for it.
 
     Returns:
         A :class:`Plan`; ``plan.valid`` is False when the pools do not fit in
-        host RAM (``plan.errors`` has a ``host_memory_exceeded`` with a fix).
+        the given host RAM (``plan.errors`` has a ``host_memory_exceeded`` with a
+        fix; without ``host_memory_gib`` this machine's RAM is used and only
+        warned about) or when a replica serves no request at ``context_length``
+        (``plan_serves_no_requests``). Without HiSparse in the configuration,
+        the plan is of the HiSparseConnector it would take, and
+        ``plan.assumed`` says which.
 
     Raises:
         ConfigError: the configuration is invalid (what ``vllm serve`` refuses).
-        ValueError: HiSparse is not configured, or an option is out of range.
+        ValueError: an option is out of range, the GPU is unknown, or HiSparse
+            is not configured and cannot be (the model is not DSA).
         ModelLoadError: the model's config.json cannot be read.
         TypeError: an argument has the wrong type.
     """
@@ -77,41 +87,19 @@ def plan(
         "host_memory_gib": host_memory_gib,
         "gpu_memory_gib": gpu_memory_gib,
         "weights_gib": weights_gib,
+        "gpu": gpu,
     }
     return plan_args(args, **{k: v for k, v in options.items() if v is not None})
-
-
-_INT_OPTIONS = ("context_length", "target_requests")
-_GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
-
-
-def _check_options(options: dict[str, Any]) -> None:
-    # JSON cannot carry NaN or a negative u64: say so here, as the CLI does.
-    for name, value in options.items():
-        if name in _INT_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0 tokens/requests, got {value}")
-        elif name in _GIB_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number of GiB, got {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
 
 
 def plan_args(args: dict[str, Any], **options: Any) -> Plan:
     """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
     _check_options(options)
-    try:
-        text = json.dumps(args, allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(args))  # vLLM's own message for a NaN flag value
-    report, result = _core.plan_json(text, json.dumps(options))
+    report, result = _core.plan_json(args, json.dumps(options))
     if not report.valid:
         raise ConfigError(report)
-    if result is None:
-        raise ValueError("HiSparse is not configured, so there is nothing to plan (add a HiSparseConnector)")
+    if result is None:  # pragma: no cover - the core plans every valid configuration or raises
+        raise ValueError("nothing to plan")
     return result
 
 

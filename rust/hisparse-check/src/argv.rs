@@ -8,6 +8,8 @@
 
 use crate::vllm_flags::{VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
 use hisparse_core::config::args::{flag_name, JSON_FIELDS};
+use hisparse_core::files::read_regular;
+use hisparse_core::limits::MAX_SERVE_CONFIG_BYTES;
 use serde_json::{Map, Value};
 
 /// Flags that have a `--no-` form (argparse `BooleanOptionalAction`).
@@ -40,6 +42,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
 pub fn set_aside_unknown(
     args: Vec<String>,
     known: &[String],
+    origins: &Origins,
 ) -> Result<(Vec<String>, Vec<String>), String> {
     let is_value = |t: &str| !t.starts_with('-') || t.parse::<f64>().is_ok();
     let mut kept = Vec::with_capacity(args.len());
@@ -72,20 +75,34 @@ pub fn set_aside_unknown(
             let opposite = name
                 .strip_prefix("enable-")
                 .map(|rest| format!("disable-{rest}"));
-            let hint = match hisparse_core::config::schema::closest(&name, &candidates) {
-                // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
-                _ if opposite
-                    .as_ref()
-                    .is_some_and(|o| candidates.contains(&o.as_str())) =>
-                {
-                    format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
-                }
-                Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
-                Some(best) => format!("; did you mean --{best}?"),
-                None => String::new(),
+            // A HiSparse setting written as a flag: say where it goes, with the value given.
+            let value = it
+                .peek()
+                .filter(|v| is_value(v))
+                .map_or("VALUE", String::as_str)
+                .to_owned();
+            let hint = match hisparse_setting_flag(&name, &value) {
+                Some(hint) => hint,
+                None => match hisparse_core::config::schema::closest(&name, &candidates) {
+                    // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
+                    _ if opposite
+                        .as_ref()
+                        .is_some_and(|o| candidates.contains(&o.as_str())) =>
+                    {
+                        format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
+                    }
+                    Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
+                    Some(best) => format!("; did you mean --{best}?"),
+                    None => String::new(),
+                },
             };
+            let from = origins
+                .iter()
+                .find(|(flag, _)| *flag == name)
+                .map(|(_, at)| format!(" in {at}"))
+                .unwrap_or_default();
             return Err(format!(
-                "unrecognized flag {dashes}{name} (vllm serve {} rejects it too){hint}",
+                "unrecognized flag {dashes}{name}{from} (vllm serve {} rejects it too){hint}",
                 hisparse_core::VLLM_VERSION
             ));
         }
@@ -101,6 +118,21 @@ pub fn set_aside_unknown(
         }
     }
     Ok((kept, ignored))
+}
+
+/// Where a HiSparse setting goes when it was written as a flag of its own
+/// (`--host-pool-gib 64`), which no closest flag name would say.
+fn hisparse_setting_flag(name: &str, value: &str) -> Option<String> {
+    let field = name.replace('-', "_");
+    match field.as_str() {
+        "host_pool_gib" => Some(format!(
+            "; host_pool_gib is a setting of the HiSparseConnector: put it in its kv_connector_extra_config, e.g. --kv-transfer-config '{{\"kv_connector\": \"HiSparseConnector\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": {value}}}}}'"
+        )),
+        "device_buffer_size" | "eager_host_mirror" => Some(format!(
+            "; {field} is a HiSparseConfig setting: --attention-config.hisparse_config.{field} {value}"
+        )),
+        _ => None,
+    }
 }
 
 /// JSON flags given more than once: `(field, count)`. argparse keeps the last.
@@ -122,9 +154,14 @@ pub fn replaced_json_flags(args: &[String]) -> Vec<(String, usize)> {
         .collect()
 }
 
-/// Expand `--config`, normalize flag names and fold dotted flags.
-pub fn preprocess(args: &[String]) -> Result<Vec<String>, String> {
-    let args = pull_config_file(args)?;
+/// Where flags read from a `--config` file came from: (flag name without
+/// dashes, "FILE line N"), for messages.
+pub type Origins = Vec<(String, String)>;
+
+/// Expand `--config`, normalize flag names and fold dotted flags; also
+/// returns where the flags from a `--config` file are in it.
+pub fn preprocess(args: &[String]) -> Result<(Vec<String>, Origins), String> {
+    let (args, origins) = pull_config_file(args)?;
     let mut out: Vec<String> = Vec::with_capacity(args.len());
     let mut dicts: Vec<(String, Value)> = Vec::new();
     let mut i = 0;
@@ -185,7 +222,7 @@ pub fn preprocess(args: &[String]) -> Result<Vec<String>, String> {
         out.push(flag);
         out.push(value.to_string());
     }
-    Ok(out)
+    Ok((out, origins))
 }
 
 /// `--max_model_len=4` -> `--max-model-len=4`: dashes in the name up to the first '.'.
@@ -287,7 +324,7 @@ fn python_int(t: &str) -> Option<i64> {
     t.replace('_', "").parse().ok()
 }
 
-fn pull_config_file(args: &[String]) -> Result<Vec<String>, String> {
+fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {
     if args.iter().any(|a| a.starts_with("--config=")) {
         // vLLM looks for the word "--config" only, so vllm serve would ignore this file.
         return Err(
@@ -301,7 +338,7 @@ fn pull_config_file(args: &[String]) -> Result<Vec<String>, String> {
         .map(|(i, _)| i)
         .collect();
     let Some(&index) = positions.first() else {
-        return Ok(args.to_vec());
+        return Ok((args.to_vec(), Vec::new()));
     };
     if positions.len() > 1 {
         return Err("more than one --config file given".to_owned());
@@ -311,30 +348,40 @@ fn pull_config_file(args: &[String]) -> Result<Vec<String>, String> {
         .cloned()
         .ok_or("--config expects a YAML file path")?;
     let consumed = 2;
-    let config_args = load_config_file(&file)?;
+    let (config_args, origins) = load_config_file(&file)?;
     let mut out = config_args;
     out.extend_from_slice(&args[..index]);
     out.extend_from_slice(&args[index + consumed..]);
-    Ok(out)
+    Ok((out, origins))
 }
 
-/// vLLM `load_config_file`: a YAML mapping of flag names to values, flattened to argv.
-fn load_config_file(file: &str) -> Result<Vec<String>, String> {
+/// vLLM `load_config_file`: a YAML mapping of flag names to values, flattened
+/// to argv, and where each key is in the file.
+fn load_config_file(file: &str) -> Result<(Vec<String>, Origins), String> {
     if !(file.ends_with(".yaml") || file.ends_with(".yml")) {
         return Err(format!(
             "--config {file}: the config file must be .yaml or .yml"
         ));
     }
-    let text =
-        std::fs::read_to_string(file).map_err(|e| format!("cannot read --config {file}: {e}"))?;
-    let doc: Value = serde_yaml_ng::from_str(&text)
-        .map_err(|e| format!("--config {file} is not valid YAML: {e}"))?;
+    let bytes = read_regular(std::path::Path::new(file), MAX_SERVE_CONFIG_BYTES)
+        .map_err(|e| format!("cannot read --config {file}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| format!("cannot read --config {file}: it is not UTF-8 text ({e})"))?;
+    let doc = crate::yaml::to_json(&text, file)?;
     let Value::Object(map) = doc else {
         return Err(format!(
             "--config {file} must be a YAML mapping of flag names to values"
         ));
     };
     let mut out = Vec::new();
+    let origins = map
+        .keys()
+        .map(|key| {
+            let at = key_line(&text, key)
+                .map_or_else(|| file.to_owned(), |n| format!("{file} line {n}"));
+            (key.replace('_', "-"), at)
+        })
+        .collect();
     for (key, value) in map {
         // vLLM reads the file with PyYAML (YAML 1.1): bare yes/no/on/off are booleans.
         let value = match value.as_str().and_then(yaml11_bool) {
@@ -364,7 +411,20 @@ fn load_config_file(file: &str) -> Result<Vec<String>, String> {
             }
         }
     }
-    Ok(out)
+    Ok((out, origins))
+}
+
+/// The 1-based line of top-level `key:` in YAML `text` (plain or quoted),
+/// found by text since the parsed mapping keeps no positions.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| {
+            let rest = ["\"", "'", ""]
+                .iter()
+                .find_map(|q| line.strip_prefix(q)?.strip_prefix(key)?.strip_prefix(q));
+            rest.is_some_and(|r| r.trim_start().starts_with(':'))
+        })
+        .map(|i| i + 1)
 }
 
 /// PyYAML's YAML 1.1 boolean words (yes/no/on/off in three casings; true/false too).
@@ -396,7 +456,7 @@ mod tests {
 
     #[test]
     fn dotted_flags_fold_into_json() {
-        let out = preprocess(&s(&[
+        let (out, _) = preprocess(&s(&[
             "--kv-transfer-config.kv_connector",
             "HiSparseConnector",
             "--kv_transfer_config.kv_role=kv_both",
@@ -433,6 +493,7 @@ mod tests {
                 "-1",
             ]),
             &known,
+            &Vec::new(),
         )
         .unwrap();
         assert_eq!(kept, s(&["m", "--block-size", "64"]));
@@ -456,11 +517,28 @@ mod tests {
     #[test]
     fn flags_vllm_does_not_have_are_errors_with_a_suggestion() {
         let known = vec!["kv-transfer-config".to_owned()];
-        let err = set_aside_unknown(s(&["--kv-transfer-confg", "{}"]), &known).unwrap_err();
+        let err =
+            set_aside_unknown(s(&["--kv-transfer-confg", "{}"]), &known, &Vec::new()).unwrap_err();
         assert!(err.contains("did you mean --kv-transfer-config?"), "{err}");
-        assert!(set_aside_unknown(s(&["--prot", "8000"]), &known)
-            .unwrap_err()
-            .contains("--port"));
+        assert!(
+            set_aside_unknown(s(&["--prot", "8000"]), &known, &Vec::new())
+                .unwrap_err()
+                .contains("--port")
+        );
+        let err =
+            set_aside_unknown(s(&["--host_pool_gib", "64"]), &known, &Vec::new()).unwrap_err();
+        assert!(err.contains("\"host_pool_gib\": 64"), "{err}");
+        // A flag from a --config file says where it is.
+        let origins = vec![(
+            "kv-transfer-confg".to_owned(),
+            "serve.yaml line 3".to_owned(),
+        )];
+        let err =
+            set_aside_unknown(s(&["--kv-transfer-confg", "{}"]), &known, &origins).unwrap_err();
+        assert!(
+            err.contains("--kv-transfer-confg in serve.yaml line 3"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -490,6 +568,15 @@ mod tests {
         assert_eq!(human_readable_int(".5k"), None);
         assert_eq!(human_readable_int("5.k"), None);
         assert_eq!(human_readable_int("1__0"), None);
+    }
+
+    #[test]
+    fn yaml_keys_are_found_by_line() {
+        let text = "model: m\n# x\n\"kv_transfer_confg\": {}\nblock-size : 64\n";
+        assert_eq!(key_line(text, "model"), Some(1));
+        assert_eq!(key_line(text, "kv_transfer_confg"), Some(3));
+        assert_eq!(key_line(text, "block-size"), Some(4));
+        assert_eq!(key_line(text, "block"), None);
     }
 
     #[test]

@@ -8,13 +8,15 @@ mod argv;
 mod render;
 mod render_plan;
 mod vllm_flags;
+mod yaml;
 
 use argv::human_readable_int;
 
 use clap::{ArgAction, CommandFactory, Parser};
+use hisparse_core::check::check;
 use hisparse_core::config::args::flag_name;
 use hisparse_core::plan::{plan, Plan, PlanOptions};
-use hisparse_core::{resolve, Code, Diagnostic, FieldPath, ServeArgs};
+use hisparse_core::{Code, Diagnostic, FieldPath, ServeArgs};
 use serde_json::Value;
 use std::io::Write;
 
@@ -22,23 +24,27 @@ pub const EXIT_VALID: i32 = 0;
 pub const EXIT_INVALID: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
+/// Help heading of the planner's and the machine's flags (they are not `vllm serve` flags).
+const PLANNER_FLAGS: &str = "Machines and capacity planning (not vllm serve flags)";
+
 /// Check a vLLM serve configuration for HiSparse before `vllm serve` loads for minutes.
 ///
 /// Takes `vllm serve`'s flags (JSON, dotted `--kv-transfer-config.kv_role kv_both`
 /// and `--config file.yaml` forms), resolves the HiSparse settings with the
 /// provenance of each, and reports every error at once.
-/// Help heading of the planner's own flags (they are not `vllm serve` flags).
-const PLANNER_FLAGS: &str = "Capacity planning (not vllm serve flags)";
-
 #[derive(Parser, Debug)]
 #[command(name = "hisparse-check", version, args_override_self = true, after_help = AFTER_HELP)]
 struct Cli {
-    /// Model: a local config.json, or a directory containing one (like `vllm serve MODEL`).
+    /// Model: a local config.json, a directory containing one, or a Hugging Face
+    /// model id in the local cache (like `vllm serve MODEL`; nothing is downloaded).
     #[arg(value_name = "MODEL")]
     model_positional: Option<String>,
-    /// Model: a local config.json, or a directory containing one.
+    /// Model: a local config.json, a directory containing one, or a cached model id.
     #[arg(long)]
     model: Option<String>,
+    /// Branch, tag or commit of a model id in the Hugging Face cache (default main).
+    #[arg(long, value_name = "REVISION")]
+    revision: Option<String>,
     /// KVTransferConfig JSON (kv_connector, kv_role, kv_connector_extra_config, ...).
     #[arg(long, value_name = "JSON")]
     kv_transfer_config: Option<String>,
@@ -116,9 +122,9 @@ struct Cli {
     enable_expert_parallel: bool,
     #[arg(long, action = ArgAction::SetTrue, hide = true)]
     no_enable_expert_parallel: bool,
-    /// Target platform.
-    #[arg(long, value_parser = ["cuda", "rocm", "cpu"], default_value = "cuda")]
-    platform: String,
+    /// Target platform (default cuda).
+    #[arg(long, value_parser = ["cuda", "rocm", "cpu"])]
+    platform: Option<String>,
     /// Print the report (or the plan) as JSON (stable schema, see README).
     #[arg(long)]
     json: bool,
@@ -136,7 +142,8 @@ struct Cli {
         help_heading = PLANNER_FLAGS
     )]
     target_requests: Option<u64>,
-    /// The serving node's host RAM in GiB (default: this machine's MemAvailable).
+    /// The serving node's host RAM in GiB: the check refuses pools that pin more
+    /// than 95 % of it (--plan without it: this machine's MemAvailable, a warning).
     #[arg(
         long,
         value_name = "GIB",
@@ -144,7 +151,12 @@ struct Cli {
         help_heading = PLANNER_FLAGS
     )]
     host_memory_gib: Option<f64>,
-    /// Memory of one GPU in GiB (e.g. 140 for an H200), for the KV room.
+    /// The GPU (h100, h200, b200, a100, a100-40gb, l40s, mi300x): its memory for
+    /// the KV room and its shared memory per block for vLLM's resolver check.
+    #[arg(long, value_name = "NAME", help_heading = PLANNER_FLAGS)]
+    gpu: Option<String>,
+    /// Memory of one GPU in GiB (e.g. 140 for an H200), for the KV room and the
+    /// host pool that lets the GPUs bind (overrides --gpu's figure).
     #[arg(
         long,
         value_name = "GIB",
@@ -172,12 +184,13 @@ struct Cli {
 
 const AFTER_HELP: &str = "\
 Also reads: --config FILE.yaml (vLLM serve-config file; command-line flags win),
-dotted flags such as --kv-transfer-config.kv_role kv_both, and the
-VLLM_USE_V2_MODEL_RUNNER environment variable. Other vllm serve flags (--port,
---trust-remote-code, ...) are accepted and listed as not checked.
+dotted flags such as --kv-transfer-config.kv_role kv_both, the
+VLLM_USE_V2_MODEL_RUNNER environment variable, and HF_HUB_CACHE / HF_HOME for
+model ids. Other vllm serve flags (--port, --trust-remote-code, ...) are
+accepted and listed as ignored.
 
 --plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
-  bash examples/dsv32-decode-pd.sh --plan --gpu-memory-gib 140 --context-length 128K
+  bash examples/dsv32-decode-pd.sh --plan --gpu h200 --context-length 128K
 
 Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error.";
 
@@ -229,14 +242,19 @@ where
             let _ = writeln!(stderr, "hisparse-check: error: {msg}");
             return (EXIT_USAGE, None);
         }
+        Err(Usage::Clap(e)) if e.use_stderr() => {
+            // clap's own "error: ..." under the tool's name, as every other usage error.
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            let _ = write!(stderr, "hisparse-check: error: {text}");
+            return (EXIT_USAGE, None);
+        }
         Err(Usage::Clap(e)) => {
-            let code = if e.use_stderr() {
-                EXIT_USAGE
-            } else {
-                EXIT_VALID
-            };
-            let _ = e.print();
-            return (code, None);
+            // --help, --version
+            if let Err(io) = e.print().and_then(|()| std::io::stdout().flush()) {
+                return write_failed(&mut stderr, &io);
+            }
+            return (EXIT_VALID, None);
         }
     };
     if parsed.cli.plot.is_some() {
@@ -257,7 +275,7 @@ where
             Err(e) => return usage(&mut stderr, &e),
         }
     } else {
-        match resolve(&serve) {
+        match check(&serve, &options) {
             Ok(report) => (report, None),
             Err(e) => return usage(&mut stderr, &e),
         }
@@ -265,15 +283,14 @@ where
     report.warnings.extend(parsed.warnings.iter().cloned());
     report.ignored_flags = parsed.ignored.clone();
     let Some(mut plan) = plan else {
-        if planning && report.valid {
-            return usage(&mut stderr, &"--plan: HiSparse is not configured, so there is nothing to plan (add a HiSparseConnector to --kv-transfer-config)");
-        }
         let text = if json_output {
             report.to_json()
         } else {
             render::human(&report)
         };
-        let _ = writeln!(stdout, "{text}");
+        if let Err(e) = print(&mut stdout, &text) {
+            return write_failed(&mut stderr, &e);
+        }
         return (
             if report.valid {
                 EXIT_VALID
@@ -290,11 +307,27 @@ where
     } else {
         render_plan::plan(&plan)
     };
-    let _ = writeln!(stdout, "{text}");
+    if let Err(e) = print(&mut stdout, &text) {
+        return write_failed(&mut stderr, &e);
+    }
     (
         if plan.valid { EXIT_VALID } else { EXIT_INVALID },
         Some(plan),
     )
+}
+
+/// Write the result and flush: a full disk or closed pipe is an error, not a silent exit 0.
+fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
+    writeln!(stdout, "{text}")?;
+    stdout.flush()
+}
+
+fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {
+    let _ = writeln!(
+        stderr,
+        "hisparse-check: error: cannot write the result to stdout: {e}"
+    );
+    (EXIT_USAGE, None)
 }
 
 fn plan_options(cli: &Cli) -> PlanOptions {
@@ -304,6 +337,7 @@ fn plan_options(cli: &Cli) -> PlanOptions {
         host_memory_gib: cli.host_memory_gib,
         gpu_memory_gib: cli.gpu_memory_gib,
         weights_gib: cli.weights_gib,
+        gpu: cli.gpu.clone(),
     }
 }
 
@@ -324,7 +358,7 @@ struct Parsed {
 /// HiSparse's concern (`--port`, `--trust-remote-code`): set aside and listed,
 /// so a real launch command can be checked as it is.
 fn parse(args: &[String]) -> Result<Parsed, Usage> {
-    let processed = argv::preprocess(args).map_err(Usage::Message)?;
+    let (processed, origins) = argv::preprocess(args).map_err(Usage::Message)?;
     let command = Cli::command();
     let known: Vec<String> = command
         .get_arguments()
@@ -332,7 +366,8 @@ fn parse(args: &[String]) -> Result<Parsed, Usage> {
         .map(str::to_owned)
         .chain(["help".to_owned(), "version".to_owned()])
         .collect();
-    let (kept, ignored) = argv::set_aside_unknown(processed, &known).map_err(Usage::Message)?;
+    let (kept, ignored) =
+        argv::set_aside_unknown(processed, &known, &origins).map_err(Usage::Message)?;
     let warnings = argv::replaced_json_flags(&kept)
         .into_iter()
         .map(|(field, count)| {
@@ -375,6 +410,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         hf_overrides: cli.hf_overrides.map(Value::String),
         // As in `vllm serve MODEL --model X`, the positional model wins.
         model: cli.model_positional.or(cli.model),
+        revision: cli.revision,
         hf_config: None,
         tensor_parallel_size: cli.tensor_parallel_size,
         pipeline_parallel_size: cli.pipeline_parallel_size,
@@ -402,7 +438,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
             cli.no_disable_hybrid_kv_cache_manager,
         ),
         vllm_use_v2_model_runner: env("VLLM_USE_V2_MODEL_RUNNER"),
-        platform: Some(cli.platform),
+        platform: cli.platform,
     }
 }
 

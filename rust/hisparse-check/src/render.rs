@@ -78,9 +78,28 @@ pub fn human(report: &Report) -> String {
             rows.push(row("min_host_blocks", &h.min_host_blocks, |v| {
                 v.to_string()
             }));
+            if let Some(r) = &h.residency_shared_memory_bytes {
+                rows.push(row("resolver_shared_memory", r, |v| {
+                    format!("{v} B per block (vLLM's residency resolver)")
+                }));
+            }
             for (name, value, prov) in rows {
                 let _ = writeln!(out, "  {name:<21} {value}");
                 let _ = writeln!(out, "  {:<21}   {}", "", provenance(prov));
+            }
+            if let Some(ours) = h.triton_resolver_shared_memory_bytes {
+                let _ = writeln!(
+                    out,
+                    "  {:<21}   hisparse_rs Triton resolver: {ours} B per program",
+                    ""
+                );
+            }
+            if let Some(g) = &report.gpu {
+                let _ = writeln!(
+                    out,
+                    "  {:<21}   {} allows {} B per block ({})",
+                    "", g.name, g.max_shared_memory_per_block, g.shared_memory_source
+                );
             }
         }
         (None, true) => {
@@ -96,13 +115,7 @@ pub fn human(report: &Report) -> String {
             );
         }
     }
-    if !report.ignored_flags.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nnot checked (vllm serve flags outside HiSparse): {}",
-            report.ignored_flags.join(" ")
-        );
-    }
+    ignored(&mut out, &report.ignored_flags);
     section(&mut out, "warning", &report.warnings);
     section(&mut out, "error", &report.errors);
     let verdict = if report.valid { "valid" } else { "INVALID" };
@@ -131,6 +144,18 @@ fn provenance(p: &Provenance) -> String {
         Provenance::Inferred { connector } => format!("inferred: {connector}"),
         Provenance::Default { rule } => format!("default: {rule}"),
         Provenance::Derived { from, rule } => format!("derived: {rule} [from {}]", from.join(", ")),
+    }
+}
+
+/// The vllm serve flags hisparse-check accepts but does not read (one term
+/// for the check and the plan).
+pub(crate) fn ignored(out: &mut String, flags: &[String]) {
+    if !flags.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nignored (vllm serve flags hisparse-check does not read): {}",
+            flags.join(" ")
+        );
     }
 }
 

@@ -2,11 +2,10 @@
 //! on, the host pools per node, the GPU room, the answer at the planned
 //! context, then the sweep table; warnings and errors last.
 
-use crate::render::{model_heading, plural, section};
-use hisparse_core::plan::{Limit, Plan, PlanPoint, PoolMode};
+use crate::render::{ignored, model_heading, plural, section};
+use hisparse_core::plan::{gib_text as gib, Limit, Plan, PlanPoint, PoolMode};
+use hisparse_core::Code;
 use std::fmt::Write;
-
-const GIB: f64 = (1u64 << 30) as f64;
 
 /// 1234567 -> "1,234,567".
 fn n(x: u64) -> String {
@@ -21,19 +20,12 @@ fn n(x: u64) -> String {
     out
 }
 
-/// Bytes in GiB, or MiB below 1 GiB.
-fn gib(bytes: u64) -> String {
-    let g = bytes as f64 / GIB;
-    if g < 1.0 {
-        format!("{:.1} MiB", g * 1024.0)
-    } else {
-        format!("{g:.2} GiB")
-    }
-}
-
-/// 131072 -> "128K", 1000000 -> "1000000".
+/// Token counts as `--max-model-len` writes them: 128000 -> "128k" (k = 1000),
+/// 131072 -> "128K" (K = 1024); decimal first, so 128k never prints as 125K.
 fn tokens(t: u64) -> String {
-    if t >= 1024 && t % 1024 == 0 {
+    if t >= 1000 && t % 1000 == 0 {
+        format!("{}k", t / 1000)
+    } else if t >= 1024 && t % 1024 == 0 {
         format!("{}K", t / 1024)
     } else {
         t.to_string()
@@ -57,6 +49,13 @@ pub fn plan(p: &Plan) -> String {
         "hisparse-check --plan: {model}; rules of vLLM {}",
         p.vllm_version
     );
+    if let Some(a) = &p.assumed {
+        let _ = writeln!(
+            out,
+            "HiSparse is NOT configured: this plans what it would give, ASSUMING {}: host_pool_gib {} ({}).\nTo serve this: --kv-transfer-config '{}'",
+            a.rule, a.host_pool_gib, a.host_pool_rule, a.kv_transfer_config
+        );
+    }
     let _ = writeln!(
         out,
         "Figures are per DP replica (TP {} GPUs; {} replica{}); GPU figures are per GPU: MLA latent KV and indexer keys are replicated on every TP rank.",
@@ -130,32 +129,50 @@ pub fn plan(p: &Plan) -> String {
     );
     let ram = match (h.host_memory_bytes, h.usable_host_memory_bytes) {
         (Some(total), Some(usable)) => {
-            let verdict = if h.pinned_bytes_per_node <= usable {
-                "fits"
-            } else {
-                "DOES NOT FIT"
+            let verdict = match (h.pinned_bytes_per_node <= usable, h.host_memory_given) {
+                (true, _) => "fits",
+                (false, true) => "DOES NOT FIT",
+                (false, false) => {
+                    "does not fit on this machine (not an error: give the node's RAM)"
+                }
             };
             format!(
-                " of {} usable (95 % of {}, {}): {verdict}",
-                gib(usable),
+                "; host RAM {} ({}), 95 % usable = {}: {verdict}",
                 gib(total),
-                h.host_memory_source
+                h.host_memory_source,
+                gib(usable)
             )
         }
-        _ => " (host RAM unknown: pass --host-memory-gib)".to_owned(),
+        _ => "; host RAM unknown: pass --host-memory-gib".to_owned(),
     };
     let _ = writeln!(
         out,
-        "  pinned per node   {} in {} pool{}{ram}",
+        "  pinned per node   {} = {} pool{} x {}{ram}",
         gib(h.pinned_bytes_per_node),
         h.pools_per_node,
-        plural(h.pools_per_node as usize)
+        plural(h.pools_per_node as usize),
+        gib(h.pool_bytes)
     );
     if let Some(note) = &h.draft_model {
         let _ = writeln!(out, "  draft model       {note}");
     }
 
     let _ = writeln!(out, "\nGPU (each GPU of a replica)");
+    if let Some(spec) = &g.spec {
+        let _ = writeln!(
+            out,
+            "  GPU               {} ({}): {} GiB, {} B of shared memory per block",
+            spec.name,
+            spec.description,
+            spec.memory_gib,
+            n(spec.max_shared_memory_per_block)
+        );
+        let _ = writeln!(
+            out,
+            "                    sources: {}; {}",
+            spec.memory_source, spec.shared_memory_source
+        );
+    }
     match (g.kv_bytes_per_gpu, &g.weights_bytes_per_gpu) {
         (Some(kv), Some(w)) => {
             let _ = writeln!(
@@ -208,16 +225,19 @@ pub fn plan(p: &Plan) -> String {
         "\nat {} tokens{which}, per DP replica",
         n(p.context_length)
     );
+    let (base, with) = (
+        requests(a.baseline_requests, a.baseline_limit),
+        requests(a.hisparse_requests, a.hisparse_limit),
+    );
+    let w = base.len().max(with.len()).max(18);
     let _ = writeln!(
         out,
-        "  without HiSparse  {:<18} GPU {} per request",
-        requests(a.baseline_requests, a.baseline_limit),
+        "  without HiSparse  {base:<w$} GPU {} per request",
         gib(a.baseline_gpu_bytes_per_request)
     );
     let _ = writeln!(
         out,
-        "  with HiSparse     {:<18} GPU {} per request ({} blocks: {} indexer + {} hot + {} tail); host {} per request",
-        requests(a.hisparse_requests, a.hisparse_limit),
+        "  with HiSparse     {with:<w$} GPU {} per request ({} blocks: {} indexer + {} hot + {} tail); host {} per request",
         gib(a.hisparse_gpu_bytes_per_request),
         n(a.hisparse_gpu_blocks_per_request),
         n(a.host_blocks_per_request),
@@ -249,34 +269,23 @@ pub fn plan(p: &Plan) -> String {
 
     let _ = writeln!(
         out,
-        "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds)"
+        "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds; k = 1000 tokens, K = 1024)"
     );
-    let _ = writeln!(
-        out,
-        "  {:>8}  {:>16}  {:>18}  {:>13}  {:>13}  {:>14}",
-        "context",
-        "without HiSparse",
-        "with HiSparse",
-        "GPU/request",
-        "host/request",
-        "host_pool_gib"
-    );
-    for x in &p.sweep {
-        let _ = writeln!(out, "  {}", sweep_row(x));
-    }
-    if !p.ignored_flags.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nnot read (vllm serve flags outside HiSparse): {}",
-            p.ignored_flags.join(" ")
-        );
-    }
+    sweep_table(&mut out, &p.sweep);
+    ignored(&mut out, &p.ignored_flags);
     section(&mut out, "warning", &p.warnings);
     section(&mut out, "error", &p.errors);
-    let verdict = if p.valid {
-        "plan fits"
-    } else {
-        "plan DOES NOT FIT"
+    let verdict = match (p.valid, &p.assumed) {
+        (true, None) => "plan fits",
+        (true, Some(_)) => "plan of the assumed HiSparse configuration fits",
+        (false, _)
+            if p.errors
+                .iter()
+                .any(|e| e.code == Code::PlanServesNoRequests) =>
+        {
+            "plan SERVES NO REQUESTS"
+        }
+        (false, _) => "plan DOES NOT FIT",
     };
     let _ = write!(
         out,
@@ -289,17 +298,46 @@ pub fn plan(p: &Plan) -> String {
     out
 }
 
-fn sweep_row(x: &PlanPoint) -> String {
-    format!(
-        "{:>8}  {:>16}  {:>18}  {:>13}  {:>13}  {:>14}",
-        tokens(x.context_length),
-        requests(x.baseline_requests, x.baseline_limit),
-        requests(x.hisparse_requests, x.hisparse_limit),
-        gib(x.hisparse_gpu_bytes_per_request),
-        gib(x.host_kv_bytes_per_request),
-        x.min_host_pool_gib
-            .map_or_else(|| "?".to_owned(), |g| format!("{g}"))
-    )
+/// The sweep, right-aligned, each column as wide as its widest cell (a
+/// "1024 (max_num_seqs)" cell widens its column instead of shifting the row).
+fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
+    let header = [
+        "context",
+        "without HiSparse",
+        "with HiSparse",
+        "GPU/request",
+        "host/request",
+        "host_pool_gib",
+    ]
+    .map(str::to_owned);
+    let rows: Vec<[String; 6]> = sweep
+        .iter()
+        .map(|x| {
+            [
+                tokens(x.context_length),
+                requests(x.baseline_requests, x.baseline_limit),
+                requests(x.hisparse_requests, x.hisparse_limit),
+                gib(x.hisparse_gpu_bytes_per_request),
+                gib(x.host_kv_bytes_per_request),
+                x.min_host_pool_gib
+                    .map_or_else(|| "?".to_owned(), |g| format!("{g}")),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:>w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  "));
+    }
 }
 
 #[cfg(test)]
@@ -312,6 +350,9 @@ mod tests {
         assert_eq!(n(1234567), "1,234,567");
         assert_eq!(n(u64::MAX), "18,446,744,073,709,551,615");
         assert_eq!(tokens(131072), "128K");
-        assert_eq!(tokens(1_000_000), "1000000");
+        assert_eq!(tokens(128_000), "128k");
+        assert_eq!(tokens(8192), "8K");
+        assert_eq!(tokens(1_000_000), "1000k");
+        assert_eq!(tokens(163_841), "163841");
     }
 }

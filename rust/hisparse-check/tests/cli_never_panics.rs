@@ -690,3 +690,183 @@ fn plot_needs_the_python_entry_point() {
         o.stderr
     );
 }
+
+// ---------------------------------------------------------------------------
+// Hostile files, huge numbers and an unwritable stdout (issue 10). Each probe
+// runs under the same 5 s watchdog: a FIFO that blocked the open, /dev/zero
+// read to exhaustion or a divisor search counting down from -tp would hang.
+
+/// A fresh directory under the system temp directory.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("hisparse-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(status.success());
+}
+
+/// An error exit (2) within the watchdog whose message contains `needle`.
+fn assert_refused(args: &[&str], needle: &str) {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    if let Some(problem) = check(&args, None) {
+        panic!("{problem}");
+    }
+    let o = run(&args, None);
+    assert_eq!(o.code, Some(2), "{}\n{}", shown(&args), o.stderr);
+    assert!(o.stderr.contains(needle), "{}: {}", shown(&args), o.stderr);
+}
+
+#[test]
+fn config_files_that_are_not_regular_files_are_refused() {
+    let model = repo("tests/data/models/deepseek-v3.2");
+    let dir = scratch("fifo");
+    let fifo = dir.join("serve.yaml");
+    mkfifo(&fifo);
+    let fifo = fifo.to_str().unwrap();
+    assert_refused(&[&model, "--config", fifo], "FIFO");
+    let zero = dir.join("zero.yaml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    assert_refused(
+        &[&model, "--config", zero.to_str().unwrap()],
+        "character device",
+    );
+    // A model config.json that is a FIFO or a device: refused as such, not "not found".
+    let model_dir = dir.join("model");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    mkfifo(&model_dir.join("config.json"));
+    assert_refused(
+        &[
+            model_dir.to_str().unwrap(),
+            "--kv-transfer-config",
+            HISPARSE,
+        ],
+        "FIFO",
+    );
+    assert_refused(
+        &["/dev/zero", "--kv-transfer-config", HISPARSE],
+        "character device",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn files_over_their_bound_are_refused_unread() {
+    let dir = scratch("huge");
+    // Sparse files: the size is checked before a byte is read.
+    let yaml = dir.join("serve.yaml");
+    std::fs::File::create(&yaml)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    let model = repo("tests/data/models/deepseek-v3.2");
+    assert_refused(
+        &[&model, "--config", yaml.to_str().unwrap()],
+        "bytes read at most",
+    );
+    let config = dir.join("config.json");
+    std::fs::File::create(&config)
+        .unwrap()
+        .set_len(200 << 20)
+        .unwrap();
+    assert_refused(
+        &[config.to_str().unwrap(), "--kv-transfer-config", HISPARSE],
+        "bytes read at most",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn yaml_tags_outside_safe_load_are_refused_and_inf_is_not_null() {
+    let model = repo("tests/data/models/deepseek-v3.2");
+    let dir = scratch("yaml");
+    let yaml = dir.join("serve.yaml");
+    std::fs::write(
+        &yaml,
+        "kv-transfer-config: !!python/object/apply:os.system [id]\n",
+    )
+    .unwrap();
+    assert_refused(
+        &[&model, "--config", yaml.to_str().unwrap()],
+        "!!python/object/apply:os.system",
+    );
+    std::fs::write(
+        &yaml,
+        "kv-transfer-config:\n  kv_connector: HiSparseConnector\n  kv_role: kv_both\n  kv_connector_extra_config:\n    host_pool_gib: .inf\n",
+    )
+    .unwrap();
+    let args: Vec<String> = [model.as_str(), "--config", yaml.to_str().unwrap(), "--json"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let o = run(&args, None);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    let report: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let errors = report["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e["code"] == "invalid_value"
+            && e["path"] == "kv_transfer_config.kv_connector_extra_config.host_pool_gib"
+            && e["given"] == "inf"),
+        "{}",
+        o.stdout
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn huge_inputs_cost_what_their_output_needs() {
+    let model = repo("tests/data/models/deepseek-v3.2");
+    // The heads/TP fix searches divisors of the heads, not every size below -tp.
+    let args = [
+        model.as_str(),
+        "--kv-transfer-config",
+        HISPARSE,
+        "-tp",
+        "2305843009213693950",
+        "--hf-overrides",
+        r#"{"num_attention_heads": 2305843009213693951}"#,
+        "--json",
+    ];
+    assert_ok(&args);
+    let o = run(
+        &args.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+        None,
+    );
+    assert!(
+        o.stdout.contains("tensor_parallel_heads_mismatch"),
+        "{}",
+        o.stdout
+    );
+    // A 120 KB unknown flag (argv caps one argument at 128 KiB; run_cli from
+    // Python takes longer ones): no "did you mean" search over it.
+    let long = format!("--{}", "x".repeat(120_000));
+    assert_refused(&[&model, &long], "unrecognized flag");
+}
+
+#[test]
+fn an_unwritable_stdout_is_an_error_exit() {
+    let model = repo("tests/data/models/deepseek-v3.2");
+    for extra in [
+        &[][..],
+        &["--json"][..],
+        &["--plan", "--host-memory-gib", "2048"][..],
+        &["--help"][..],
+    ] {
+        let out = Command::new(BIN)
+            .args([model.as_str(), "--kv-transfer-config", HISPARSE])
+            .args(extra)
+            .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("cannot write the result to stdout"),
+            "{extra:?}: {err}"
+        );
+    }
+}

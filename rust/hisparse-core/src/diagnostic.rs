@@ -3,6 +3,7 @@
 //! machine-applicable fix (a list of [`FixOp`]s on the JSON form of
 //! [`crate::ServeArgs`]) that makes the diagnostic go away when applied.
 
+use crate::limits::MAX_JSON_DEPTH;
 use crate::path::{FieldPath, Seg};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -42,6 +43,8 @@ codes! {
     InvalidType => "invalid_type",
     InvalidValue => "invalid_value",
     UnknownKey => "unknown_key",
+    InputTooDeep => "input_too_deep",
+    InputTooLarge => "input_too_large",
     // The KV connector tree.
     ConnectorsListAtTopLevel => "connectors_list_at_top_level",
     ConnectorNotObject => "connector_not_object",
@@ -58,6 +61,8 @@ codes! {
     // HiSparse requirements (vLLM 0.33 VllmConfig.__post_init__, hisparse layout/runtime).
     HiSparseWithoutConnector => "hisparse_without_connector",
     HostPoolGibMissing => "host_pool_gib_missing",
+    HostPoolGibMisplaced => "host_pool_gib_misplaced",
+    HiSparseSettingMisplaced => "hisparse_setting_misplaced",
     HostPoolGibNotPositive => "host_pool_gib_not_positive",
     HostPoolTooSmall => "host_pool_too_small",
     PlatformUnsupported => "platform_unsupported",
@@ -75,6 +80,7 @@ codes! {
     SchedulerReserveFullIslDisabled => "scheduler_reserve_full_isl_disabled",
     DeviceBufferTooSmall => "device_buffer_too_small",
     DeviceBufferTooLarge => "device_buffer_too_large",
+    ResidencySharedMemoryExceeded => "residency_shared_memory_exceeded",
     BlockSizeUnsupported => "block_size_unsupported",
     KvCacheDtypeUnsupported => "kv_cache_dtype_unsupported",
     MaxModelLenTooLarge => "max_model_len_too_large",
@@ -83,6 +89,7 @@ codes! {
     ModelConfigMissing => "model_config_missing",
     // The capacity planner (hisparse-check --plan).
     HostMemoryExceeded => "host_memory_exceeded",
+    PlanServesNoRequests => "plan_serves_no_requests",
     // Warnings: legal but surprising.
     KvProducerRole => "kv_producer_role",
     HiSparseRoleNotKvBoth => "hisparse_role_not_kv_both",
@@ -96,6 +103,8 @@ codes! {
     HostPoolImplausible => "host_pool_implausible",
     HostPoolLimitsContext => "host_pool_limits_context",
     FlagReplaced => "flag_replaced",
+    HiSparseSettingIgnored => "hisparse_setting_ignored",
+    HostMemoryNotGiven => "host_memory_not_given",
     HostMemoryUnknown => "host_memory_unknown",
     WeightsUnknown => "weights_unknown",
     NoGpuKvRoom => "no_gpu_kv_room",
@@ -107,9 +116,10 @@ codes! {
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum FixOp {
     /// Put `value` at `path`, creating missing parent objects (a parent that is
-    /// not an object is replaced by one).
+    /// not an object is replaced by one); a list index at or past the end
+    /// appends, so an append still lands after other fixes removed items.
     Set { path: FieldPath, value: Value },
-    /// Delete the key or list element at `path` (absent: no-op).
+    /// Delete the key or list element at `path` (absent: no-op, nothing is created).
     Remove { path: FieldPath },
     /// Move the value at `from` to `to`; when both are objects, keys already
     /// at `to` win and the rest are carried over; two lists are concatenated
@@ -247,10 +257,54 @@ fn serve_flag(path: &FieldPath, value: &Value) -> Option<String> {
 }
 
 /// Apply fix operations to a JSON document (the JSON form of `ServeArgs`).
+///
+/// All or nothing: on an error `doc` is unchanged. Errors: a path longer
+/// than [`MAX_JSON_DEPTH`] segments, an index into a non-list or past its
+/// end, or a result nested deeper than [`MAX_JSON_DEPTH`] (README "Limits").
+/// The edits are iterative, so no path or document can overflow the stack.
 pub fn apply_fix(doc: &mut Value, ops: &[FixOp]) -> Result<(), String> {
     for op in ops {
+        let paths: &[&FieldPath] = match op {
+            FixOp::Set { path, .. } | FixOp::Remove { path } => &[path],
+            FixOp::Move { from, to } => &[from, to],
+        };
+        if let Some(long) = paths.iter().find(|p| p.0.len() > MAX_JSON_DEPTH) {
+            return Err(format!(
+                "fix path has {} segments, more than the {MAX_JSON_DEPTH} allowed (README \"Limits\")",
+                long.0.len()
+            ));
+        }
+    }
+    let mut edited = doc.clone();
+    apply_ops(&mut edited, ops)?;
+    if depth(&edited) > MAX_JSON_DEPTH {
+        return Err(format!(
+            "the fix would nest the serve args deeper than {MAX_JSON_DEPTH} levels (README \"Limits\")"
+        ));
+    }
+    *doc = edited;
+    Ok(())
+}
+
+/// Nesting depth of a value (a scalar is 0), without recursion.
+pub fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|x| (x, d + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+fn apply_ops(doc: &mut Value, ops: &[FixOp]) -> Result<(), String> {
+    for op in ops {
         match op {
-            FixOp::Set { path, value } => *slot_mut(doc, &path.0, true)? = value.clone(),
+            FixOp::Set { path, value } => *slot_mut(doc, &path.0)? = value.clone(),
             FixOp::Remove { path } => {
                 take(doc, &path.0);
             }
@@ -258,7 +312,7 @@ pub fn apply_fix(doc: &mut Value, ops: &[FixOp]) -> Result<(), String> {
                 let Some(moved) = take(doc, &from.0) else {
                     continue;
                 };
-                let target = slot_mut(doc, &to.0, true)?;
+                let target = slot_mut(doc, &to.0)?;
                 match (target, moved) {
                     (Value::Object(existing), Value::Object(incoming)) => {
                         for (k, v) in incoming {
@@ -274,14 +328,15 @@ pub fn apply_fix(doc: &mut Value, ops: &[FixOp]) -> Result<(), String> {
     Ok(())
 }
 
-fn slot_mut<'a>(doc: &'a mut Value, segs: &[Seg], create: bool) -> Result<&'a mut Value, String> {
+/// The value at `segs`, created if missing (for set and move targets).
+fn slot_mut<'a>(doc: &'a mut Value, segs: &[Seg]) -> Result<&'a mut Value, String> {
     let mut cur = doc;
     for seg in segs {
         cur = match seg {
             Seg::Key(k) => {
                 // Setting below a null or a non-object (e.g. "kv_connector_extra_config": "x")
                 // replaces it with an object: the fix is the user's intent for that spot.
-                if create && !cur.is_object() {
+                if !cur.is_object() {
                     *cur = Value::Object(Map::new());
                 }
                 let obj = cur
@@ -290,23 +345,45 @@ fn slot_mut<'a>(doc: &'a mut Value, segs: &[Seg], create: bool) -> Result<&'a mu
                 obj.entry(k.clone()).or_insert(Value::Null)
             }
             Seg::Index(i) => {
+                // A list created by this edit (a move into `x[0]`) starts empty.
+                if cur.is_null() {
+                    *cur = Value::Array(Vec::new());
+                }
                 let list = cur
                     .as_array_mut()
                     .ok_or_else(|| format!("cannot index [{i}] into a non-list"))?;
-                if *i == list.len() && create {
+                // At or past the end appends, so an append still lands after
+                // other fixes of the same report removed items.
+                if *i >= list.len() {
                     list.push(Value::Null);
+                    let last = list.len() - 1;
+                    &mut list[last]
+                } else {
+                    &mut list[*i]
                 }
-                list.get_mut(*i)
-                    .ok_or_else(|| format!("index [{i}] is out of range"))?
             }
         };
     }
     Ok(cur)
 }
 
+/// The value at `segs` if it exists; never creates anything.
+fn existing_mut<'a>(doc: &'a mut Value, segs: &[Seg]) -> Option<&'a mut Value> {
+    let mut cur = doc;
+    for seg in segs {
+        cur = match (seg, cur) {
+            (Seg::Key(k), Value::Object(obj)) => obj.get_mut(k)?,
+            (Seg::Index(i), Value::Array(list)) => list.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Remove and return the value at `segs`; an absent path changes nothing.
 fn take(doc: &mut Value, segs: &[Seg]) -> Option<Value> {
     let (last, parent) = segs.split_last()?;
-    let parent = slot_mut(doc, parent, false).ok()?;
+    let parent = existing_mut(doc, parent)?;
     match (last, parent) {
         (Seg::Key(k), Value::Object(obj)) => obj.shift_remove(k),
         (Seg::Index(i), Value::Array(list)) if *i < list.len() => Some(list.remove(*i)),
@@ -339,6 +416,96 @@ mod tests {
             doc,
             json!({"k": {"kv_connector_extra_config": {"a": 1, "host_pool_gib": 8}}})
         );
+    }
+
+    #[test]
+    fn remove_of_an_absent_path_changes_nothing() {
+        let original = json!({"kv_transfer_config": {"kv_role": "kv_both"}, "a": [1]});
+        for path in [
+            "x.y.z",
+            "kv_transfer_config.nope.deeper",
+            "a[5]",
+            "a[0].k",
+            "kv_transfer_config.kv_role.x",
+        ] {
+            let mut doc = original.clone();
+            apply_fix(
+                &mut doc,
+                &[FixOp::Remove {
+                    path: FieldPath::parse(path).unwrap(),
+                }],
+            )
+            .unwrap();
+            assert_eq!(doc, original, "{path}");
+            let mut doc = original.clone();
+            let mv = FixOp::Move {
+                from: FieldPath::parse(path).unwrap(),
+                to: FieldPath::root("b"),
+            };
+            apply_fix(&mut doc, &[mv]).unwrap();
+            assert_eq!(doc, original, "move from {path}");
+        }
+    }
+
+    #[test]
+    fn a_failing_fix_leaves_the_document_unchanged() {
+        let original = json!({"a": [1, 2], "s": "x"});
+        let set = |p: &str| FixOp::Set {
+            path: FieldPath::parse(p).unwrap(),
+            value: json!(1),
+        };
+        for bad in ["s[0]", "a[0][1]"] {
+            let mut doc = original.clone();
+            // The first op would apply; the second fails: neither is kept.
+            let e = apply_fix(&mut doc, &[set("new"), set(bad)]).unwrap_err();
+            assert!(e.contains("index") || e.contains("non-list"), "{e}");
+            assert_eq!(doc, original, "{bad}");
+        }
+        // Past the end of a list is not a failure: it appends (see FixOp::Set).
+        let mut doc = original.clone();
+        apply_fix(&mut doc, &[set("a[5]")]).unwrap();
+        assert_eq!(doc, json!({"a": [1, 2, 1], "s": "x"}));
+    }
+
+    #[test]
+    fn deep_paths_are_refused_without_recursion() {
+        let mut doc = json!({});
+        let deep = FieldPath((0..20_000).map(|i| Seg::Key(format!("k{i}"))).collect());
+        let e = apply_fix(
+            &mut doc,
+            &[FixOp::Set {
+                path: deep,
+                value: json!(1),
+            }],
+        )
+        .unwrap_err();
+        assert!(e.contains("20000 segments"), "{e}");
+        // At the bound the path applies; a value that makes it deeper does not.
+        let at_bound = FieldPath(
+            (0..MAX_JSON_DEPTH)
+                .map(|i| Seg::Key(format!("k{i}")))
+                .collect(),
+        );
+        apply_fix(
+            &mut doc,
+            &[FixOp::Set {
+                path: at_bound.clone(),
+                value: json!(1),
+            }],
+        )
+        .unwrap();
+        assert_eq!(depth(&doc), MAX_JSON_DEPTH);
+        let before = doc.clone();
+        let e = apply_fix(
+            &mut doc,
+            &[FixOp::Set {
+                path: at_bound,
+                value: json!([1]),
+            }],
+        )
+        .unwrap_err();
+        assert!(e.contains("deeper than"), "{e}");
+        assert_eq!(doc, before);
     }
 
     #[test]

@@ -2,15 +2,21 @@
 //!
 //! Data flows one way: [`ServeArgs`] (what the user typed, in vLLM's dialect)
 //! -> [`resolve`] (connector tree walk, inference, provenance, validation)
-//! -> [`Report`] (resolved HiSparse settings, or every error at once)
+//! -> [`Report`] (resolved HiSparse settings, or every error at once, with
+//! fixes that pass alone and together; [`check::check`] adds what needs the
+//! machines: the GPU of [`gpu`], the node's RAM, the planner's pool)
 //! -> [`HostKVPool`] (host block tables) and [`ResidencyResolver`] (hot-buffer
 //! slots and the miss plan each decode step; module [`pool`]).
 //!
 //! Every rule cites its source: vLLM 0.33.0 (`vllm/config/*.py`,
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
 
+pub mod check;
 pub mod config;
 pub mod diagnostic;
+pub mod gpu;
+pub mod files;
+pub mod limits;
 pub mod path;
 pub mod plan;
 pub mod pool;

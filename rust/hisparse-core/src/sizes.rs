@@ -171,6 +171,56 @@ pub fn min_pool_gib(blocks: u64, host_block_bytes: u64) -> f64 {
     gib
 }
 
+/// Shared memory per CUDA block that vLLM 0.33's residency resolver
+/// (`hisparse_resolve_residency`) needs, bytes: the union hash's keys and
+/// values (plus an empty slot), three words per 32-slot chunk, seven counters,
+/// and the int16 compacted LRU:
+/// `4 x (2 x (max_union_rows + 1) + 3 x ceil(dbs / 32) + 7) + 2 x dbs`
+/// (`vllm/v1/hisparse/runtime.py:168-193`, `_check_residency_shared_memory`),
+/// with max_union_rows = max_decode_query_len x the top-k width.
+pub fn vllm_resolver_shared_memory_bytes(device_buffer_size: u64, max_union_rows: u64) -> u64 {
+    let words = max_union_rows
+        .saturating_add(1)
+        .saturating_mul(2)
+        .saturating_add(blocks_for(device_buffer_size, 32).saturating_mul(3))
+        .saturating_add(7);
+    words
+        .saturating_mul(4)
+        .saturating_add(device_buffer_size.saturating_mul(2))
+}
+
+/// The largest hot buffer (at most `max_rows`) whose vLLM resolver fits in
+/// `available` bytes of shared memory with `max_union_rows` union rows; None
+/// when not even `max_union_rows` rows fit. Binary search: the need grows with
+/// the buffer.
+pub fn largest_resolver_buffer(max_union_rows: u64, max_rows: u64, available: u64) -> Option<u64> {
+    let fits = |dbs: u64| vllm_resolver_shared_memory_bytes(dbs, max_union_rows) <= available;
+    if max_union_rows > max_rows || !fits(max_union_rows) {
+        return None;
+    }
+    let (mut lo, mut hi) = (max_union_rows, max_rows);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
+}
+
+/// Shared memory per program that hisparse_rs's own Triton residency resolver
+/// (`hisparse_rs.kernels.resolve_residency`, issue 9) needs for the same
+/// buffer, to print beside vLLM's figure. None until that kernel lands: the
+/// figure comes from its compiled cubin and is filled in here at merge.
+pub fn triton_resolver_shared_memory_bytes(
+    _device_buffer_size: u64,
+    _max_union_rows: u64,
+) -> Option<u64> {
+    None
+}
+
 /// How HiSparse lays out one DP replica's shared GPU pool (vLLM 0.33
 /// `_lay_out_hisparse_groups` and `_get_kv_cache_bytes_per_block`).
 ///
@@ -329,6 +379,31 @@ mod tests {
         let gib = min_pool_gib(u64::MAX / 2, u64::MAX / 3);
         assert!(gib.is_finite() && gib > 0.0);
         assert_eq!(pool_blocks(f64::MAX, 1), u64::MAX);
+    }
+
+    #[test]
+    fn vllm_resolver_shared_memory() {
+        // DeepSeek-V3.2 without MTP: 2048 union rows, 4096 slots (128 chunks):
+        // 4 x (2 x 2049 + 3 x 128 + 7) + 2 x 4096.
+        assert_eq!(vllm_resolver_shared_memory_bytes(4096, 2048), 26_148);
+        // MTP 14 (15 x 2048 union rows) at 30720 slots exceeds an H100's 227 KB.
+        assert_eq!(
+            vllm_resolver_shared_memory_bytes(30_720, 30_720),
+            4 * (2 * 30_721 + 3 * 960 + 7) + 61_440
+        );
+        assert!(vllm_resolver_shared_memory_bytes(30_720, 30_720) > 232_448);
+        assert_eq!(
+            vllm_resolver_shared_memory_bytes(u64::MAX, u64::MAX),
+            u64::MAX
+        );
+        // The largest buffer that fits, and one row more does not.
+        let d = largest_resolver_buffer(8192, 32_768, 101_376).unwrap();
+        assert!(d > 8192 && d < 32_768);
+        assert!(vllm_resolver_shared_memory_bytes(d, 8192) <= 101_376);
+        assert!(vllm_resolver_shared_memory_bytes(d + 1, 8192) > 101_376);
+        assert_eq!(largest_resolver_buffer(8192, 32_768, 65_536), None);
+        assert_eq!(largest_resolver_buffer(2048, 32_768, 232_448), Some(32_768));
+        assert_eq!(largest_resolver_buffer(30_720, 32_768, 232_448), None);
     }
 
     #[test]

@@ -347,7 +347,14 @@ fn invalid_configurations_have_no_plan() {
         &opts(),
     )
     .unwrap();
-    assert!(report.valid && !report.hisparse_enabled && p.is_none());
+    // Without HiSparse: the plan of the HiSparseConnector it would take, said so.
+    let p = p.expect("an assumed plan");
+    assert!(report.valid && !report.hisparse_enabled);
+    let assumed = p.assumed.expect("labelled as assumed");
+    assert_eq!(
+        assumed.kv_transfer_config["kv_connector"],
+        "HiSparseConnector"
+    );
     // Options out of range are usage errors.
     for bad in [
         PlanOptions {

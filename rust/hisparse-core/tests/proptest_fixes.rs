@@ -276,3 +276,63 @@ proptest! {
         })?;
     }
 }
+
+/// `args` with every error's fix of `report` applied, in report order.
+fn apply_every_fix(args: &ServeArgs, report: &Report) -> Result<ServeArgs, TestCaseError> {
+    let mut doc = args.normalized().0.into_owned().to_json();
+    for d in &report.errors {
+        apply_fix(&mut doc, &d.fix).map_err(|e| {
+            TestCaseError::fail(format!(
+                "applying every fix at once: the fix for {} at {} failed: {e}",
+                d.code.as_str(),
+                d.path
+            ))
+        })?;
+    }
+    ServeArgs::from_json(doc.clone()).map_err(|e| {
+        TestCaseError::fail(format!("every fix at once leaves no ServeArgs: {e}\n{doc}"))
+    })
+}
+
+/// The errors of a report that have a fix, for messages.
+fn trail(report: &Report) -> String {
+    report
+        .errors
+        .iter()
+        .map(|e| {
+            format!(
+                "{}@{}: {}",
+                e.code.as_str(),
+                e.path,
+                serde_json::to_string(&e.fix).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    /// The fixes of one report work together: applying every error's fix at
+    /// once (in report order) leaves no error that has a fix. What may remain
+    /// are errors no edit of the configuration fixes (connectors: null, an
+    /// index_topk that is not a number...), which the message names.
+    #[test]
+    fn every_fix_at_once_passes(args in mistaken_args()) {
+        let report = report_of(&args)?;
+        if report.errors.iter().all(|e| e.fix.is_empty()) {
+            return Ok(());
+        }
+        let fixed = apply_every_fix(&args, &report)?;
+        let after = report_of(&fixed)?;
+        let fixable: Vec<&Diagnostic> = after.errors.iter().filter(|e| !e.fix.is_empty()).collect();
+        prop_assert!(
+            fixable.is_empty(),
+            "after every fix at once, errors with a fix remain:\n  {}\nfixes applied:\n  {}\nleft without a fix: {:?}",
+            trail(&after),
+            trail(&report),
+            after.errors.iter().filter(|e| e.fix.is_empty()).map(|e| e.code.as_str()).collect::<Vec<_>>()
+        );
+    }
+}

@@ -212,3 +212,34 @@ fn applying_fixes_resolves_cleanly() {
         );
     }
 }
+
+/// The fixes of one report work together: every error's fix applied at once,
+/// in report order, reaches a valid configuration with the expected settings
+/// (the same ones fixing one error at a time reaches).
+#[test]
+fn every_fix_at_once_resolves_cleanly() {
+    for case in cases() {
+        let name = case["name"].as_str().unwrap();
+        let Some(after) = case.get("after_fixes").and_then(Value::as_object) else {
+            continue;
+        };
+        let args = args_of(&case);
+        let report = run(&args);
+        let mut doc = args.normalized().0.into_owned().to_json();
+        for d in &report.errors {
+            apply_fix(&mut doc, &d.fix).unwrap_or_else(|e| {
+                panic!(
+                    "{name}: the fix for {} does not apply after the others: {e}",
+                    d.code.as_str()
+                )
+            });
+        }
+        let fixed = run(&ServeArgs::from_json(doc).unwrap());
+        assert!(
+            fixed.valid,
+            "{name}: every fix at once leaves {:?}",
+            pairs(&fixed.errors)
+        );
+        check(&format!("{name} (every fix at once)"), &fixed, after, false);
+    }
+}

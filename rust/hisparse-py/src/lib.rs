@@ -4,29 +4,36 @@
 //! The host pool, its layout, the residency resolver and the metrics are in
 //! `pool.rs` (numpy arrays in and out, GIL released while the resolver works).
 //!
-//! Serve args come in as JSON text (the `ServeArgs` form); results go out as
-//! frozen pyclasses over the core's report, converted field by field only
-//! when Python reads them. `Report.to_json()` is the `hisparse-check --json` schema.
+//! Serve args come in as Python objects (the `ServeArgs` form), converted
+//! with bounds by `pyjson.rs` (or as JSON text); results go out as frozen
+//! pyclasses over the core's report, converted field by field only when
+//! Python reads them. `Report.to_json()` is the `hisparse-check --json`
+//! schema. Locks and the GIL: `gil.rs`; numeric arguments: `args.rs`.
 
+mod args;
+mod gil;
 mod pool;
+mod pyjson;
 mod results;
 
+use hisparse_core::check::check;
 use hisparse_core::config::args::LoadError;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
 use hisparse_core::plan::{plan, PlanError, PlanOptions};
-use hisparse_core::{resolve, Code, ServeArgs};
+use hisparse_core::{resolve, Code, Diagnostic, ServeArgs};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 use results::{
-    Diagnostic, GpuPlan, HiSparseSettings, HostPlan, ModelSummary, Plan, PlanPoint, PlanSizes,
-    Provenance, Report,
+    Diagnostic as PyDiagnostic, GpuPlan, HiSparseSettings, HostPlan, ModelSummary, Plan, PlanPoint,
+    PlanSizes, Provenance, Report,
 };
 
 pyo3::create_exception!(
     _core,
     ModelLoadError,
     PyOSError,
-    "The model's config.json could not be found or read (an I/O problem, not a configuration error)."
+    "The model's config.json could not be found or read (an I/O problem, not a configuration error). `code` says why: model_not_found, model_not_cached, not_a_regular_file, file_too_large, read_failed, model_json_invalid, model_not_object."
 );
 
 /// Wraps core errors for the orphan rule; converts to a Python exception.
@@ -34,12 +41,30 @@ struct CoreError(LoadError);
 
 impl From<CoreError> for PyErr {
     fn from(e: CoreError) -> PyErr {
-        ModelLoadError::new_err(e.0.to_string())
+        let err = ModelLoadError::new_err(e.0.to_string());
+        Python::attach(|py| {
+            // Best effort: the message says it all if the attribute cannot be set.
+            let _ = err.value(py).setattr("code", e.0.code());
+        });
+        err
     }
 }
 
-fn parse_args(args_json: &str) -> PyResult<ServeArgs> {
-    serde_json::from_str(args_json).map_err(|e| match e.classify() {
+/// Serve args from a mapping (converted with bounds) or JSON text, and the
+/// problems to report instead of resolving (input that is too deep, too
+/// large, not UTF-8, or a number a field cannot hold).
+fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<(ServeArgs, Vec<Diagnostic>)> {
+    let value = if let Ok(text) = args.cast::<PyString>() {
+        serde_json::from_str(text.to_str()?)
+            .map_err(|e| PyValueError::new_err(format!("serve args are not valid JSON: {e}")))?
+    } else {
+        let (value, problems) = pyjson::to_json(args)?;
+        if !problems.is_empty() {
+            return Ok((ServeArgs::default(), problems));
+        }
+        value
+    };
+    ServeArgs::from_json_reporting(&value).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => {
             PyTypeError::new_err(format!("invalid serve arguments: {e}"))
         }
@@ -47,50 +72,117 @@ fn parse_args(args_json: &str) -> PyResult<ServeArgs> {
     })
 }
 
-/// Resolve and validate serve args given as JSON (the `ServeArgs` form: vLLM
-/// EngineArgs field names). The GIL is released while Rust works.
+/// Resolve and validate serve args: a mapping in the `ServeArgs` form (vLLM
+/// EngineArgs field names) or its JSON text. With `options_json` (`gpu`,
+/// `gpu_memory_gib`, `host_memory_gib`, `weights_gib`, `context_length`,
+/// `target_requests`) the checks that need the machines run too. The GIL is
+/// released while Rust works. Input problems (nesting deeper than 128 levels,
+/// a cycle, over 16 MiB, text that is not UTF-8, a number no field holds) are
+/// reported as errors.
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
-/// TypeError when an argument has the wrong type.
+/// ValueError for an option out of range or an unknown GPU, TypeError when an
+/// argument has the wrong type.
 #[pyfunction]
-fn check_json(py: Python<'_>, args_json: &str) -> PyResult<Report> {
-    let args = parse_args(args_json)?;
-    let report = py.detach(|| resolve(&args)).map_err(CoreError)?;
-    Ok(Report::from(report))
+#[pyo3(signature = (args, options_json = None))]
+fn check_json(
+    py: Python<'_>,
+    args: &Bound<'_, PyAny>,
+    options_json: Option<&str>,
+) -> PyResult<Report> {
+    let (args, problems) = parse_args(args)?;
+    let options = options_json.map(parse_options).transpose()?;
+    if !problems.is_empty() {
+        return Ok(Report::from(hisparse_core::Report::from_diagnostics(
+            problems,
+        )));
+    }
+    let Some(options) = options else {
+        let report = gil::detach(py, || gil::no_panic(|| resolve(&args)))
+            .map_err(gil::internal_error)?
+            .map_err(CoreError)?;
+        return Ok(Report::from(report));
+    };
+    match gil::detach(py, || gil::no_panic(|| check(&args, &options))).map_err(gil::internal_error)? {
+        Ok(report) => Ok(Report::from(report)),
+        Err(e) => Err(plan_error(e)),
+    }
 }
 
-/// Plan capacity for serve args given as JSON (the `ServeArgs` form) with
-/// planner options as JSON (`context_length`, `target_requests`,
-/// `host_memory_gib`, `gpu_memory_gib`, `weights_gib`). Returns the check
-/// report and the plan (None unless the configuration is valid with HiSparse on).
+fn parse_options(options_json: &str) -> PyResult<PlanOptions> {
+    serde_json::from_str(options_json)
+        .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))
+}
+
+fn plan_error(e: PlanError) -> PyErr {
+    match e {
+        PlanError::Load(e) => CoreError(e).into(),
+        PlanError::Option(msg) => PyValueError::new_err(msg),
+    }
+}
+
+/// Plan capacity for serve args (as `check_json` takes them) with planner
+/// options as JSON (`context_length`, `target_requests`, `host_memory_gib`,
+/// `gpu_memory_gib`, `weights_gib`, `gpu`). Returns the check report and the
+/// plan (None unless the configuration is valid; without HiSparse, the plan of
+/// the HiSparseConnector it would take: `Plan.assumed`).
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
 /// ValueError when an option is out of range, TypeError on ill-typed input.
 #[pyfunction]
 fn plan_json(
     py: Python<'_>,
-    args_json: &str,
+    args: &Bound<'_, PyAny>,
     options_json: &str,
 ) -> PyResult<(Report, Option<Plan>)> {
-    let args = parse_args(args_json)?;
-    let options: PlanOptions = serde_json::from_str(options_json)
-        .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))?;
-    match py.detach(|| plan(&args, &options)) {
+    let (args, problems) = parse_args(args)?;
+    let options = parse_options(options_json)?;
+    if !problems.is_empty() {
+        return Ok((
+            Report::from(hisparse_core::Report::from_diagnostics(problems)),
+            None,
+        ));
+    }
+    match gil::detach(py, || gil::no_panic(|| plan(&args, &options)))
+        .map_err(gil::internal_error)?
+    {
         Ok((report, p)) => Ok((Report::from(report), p.map(Plan::from))),
-        Err(PlanError::Load(e)) => Err(CoreError(e).into()),
-        Err(PlanError::Option(msg)) => Err(PyValueError::new_err(msg)),
+        Err(e) => Err(plan_error(e)),
     }
 }
 
-/// Apply fix operations (a JSON list of `{"op": "set"|"remove"|"move", ...}`)
-/// to serve args given as JSON; returns the edited serve args as JSON.
+/// Apply fix operations (a list of `{"op": "set"|"remove"|"move", ...}`, or
+/// its JSON text) to serve args (as `check_json` takes them); returns the
+/// edited serve args as JSON text. All or nothing; paths and the result
+/// nest at most 128 levels. Raises ValueError if the fix does not apply.
 #[pyfunction]
-fn apply_fix_json(args_json: &str, fix_json: &str) -> PyResult<String> {
-    let args = parse_args(args_json)?;
-    let ops: Vec<FixOp> = serde_json::from_str(fix_json)
+fn apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<String> {
+    let (args, problems) = parse_args(args)?;
+    if let Some(p) = problems.first() {
+        return Err(PyValueError::new_err(format!(
+            "the serve args cannot be edited: {}",
+            p.message
+        )));
+    }
+    let fix_value: serde_json::Value = if let Ok(text) = fix.cast::<PyString>() {
+        serde_json::from_str(text.to_str()?)
+            .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))?
+    } else {
+        let (value, problems) = pyjson::to_json(fix)?;
+        if let Some(p) = problems.first() {
+            return Err(PyValueError::new_err(format!(
+                "not a list of fix operations: {}",
+                p.message
+            )));
+        }
+        value
+    };
+    let ops: Vec<FixOp> = serde_json::from_value(fix_value)
         .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))?;
     let mut doc = args.normalized().0.into_owned().to_json();
-    apply_ops(&mut doc, &ops).map_err(PyValueError::new_err)?;
+    gil::no_panic(|| apply_ops(&mut doc, &ops))
+        .map_err(gil::internal_error)?
+        .map_err(PyValueError::new_err)?;
     let edited = ServeArgs::from_json(doc)
         .map_err(|e| PyValueError::new_err(format!("the fix leaves invalid serve args: {e}")))?;
     Ok(edited.to_json().to_string())
@@ -98,15 +190,21 @@ fn apply_fix_json(args_json: &str, fix_json: &str) -> PyResult<String> {
 
 /// Run `hisparse-check` with `argv` (without the program name); returns the exit code.
 #[pyfunction]
-fn run_cli(py: Python<'_>, argv: Vec<String>) -> i32 {
-    py.detach(|| hisparse_check::run(argv, |k| std::env::var(k).ok()))
+fn run_cli(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    gil::detach(py, || {
+        gil::no_panic(|| hisparse_check::run(argv, |k| std::env::var(k).ok()))
+    })
+    .map_err(gil::internal_error)
 }
 
 /// `run_cli`, also returning the plan that `--plan` made (for `--plot`).
 #[pyfunction]
-fn run_cli_plan(py: Python<'_>, argv: Vec<String>) -> (i32, Option<Plan>) {
-    let (code, p) = py.detach(|| hisparse_check::run_with_plan(argv, |k| std::env::var(k).ok()));
-    (code, p.map(Plan::from))
+fn run_cli_plan(py: Python<'_>, argv: Vec<String>) -> PyResult<(i32, Option<Plan>)> {
+    let (code, p) = gil::detach(py, || {
+        gil::no_panic(|| hisparse_check::run_with_plan(argv, |k| std::env::var(k).ok()))
+    })
+    .map_err(gil::internal_error)?;
+    Ok((code, p.map(Plan::from)))
 }
 
 /// Every stable diagnostic code.
@@ -126,11 +224,14 @@ fn vllm_deviations() -> Vec<(&'static str, &'static str)> {
 
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("VLLM_VERSION", hisparse_core::VLLM_VERSION)?;
-    m.add("ModelLoadError", m.py().get_type::<ModelLoadError>())?;
+    let load_error = py.get_type::<ModelLoadError>();
+    load_error.setattr("code", "model_load_error")?;
+    m.add("ModelLoadError", load_error)?;
     m.add_class::<Report>()?;
-    m.add_class::<Diagnostic>()?;
+    m.add_class::<PyDiagnostic>()?;
     m.add_class::<HiSparseSettings>()?;
     m.add_class::<Provenance>()?;
     m.add_class::<ModelSummary>()?;
@@ -153,5 +254,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pool::ResolveResult>()?;
     m.add_class::<pool::HiSparseMetrics>()?;
     m.add_function(wrap_pyfunction!(pool::pool_error_codes, m)?)?;
+    // Detached calls finish before the interpreter finalizes (gil.rs).
+    py.import("atexit")?.call_method1(
+        "register",
+        (wrap_pyfunction!(gil::drain_detached_calls, m)?,),
+    )?;
     Ok(())
 }

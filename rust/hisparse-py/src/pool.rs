@@ -7,7 +7,16 @@
 //! outputs are numpy arrays that own the Rust vectors (no copy). The GIL is
 //! released while the resolver works. Each class keeps its core value behind a
 //! mutex, so calls from several threads are serialized and each call is atomic.
+//!
+//! Locks and the GIL (`gil.rs`): every core call runs under the lock as a
+//! closure that cannot reach Python; its error is a Rust value, turned into a
+//! Python exception only after the lock is released. A caller's array is
+//! read once: `resolve` copies it (one memcpy) before taking the lock, so a
+//! thread writing the array meanwhile cannot make validation and update see
+//! different inputs. Integers out of range name their argument (`args.rs`).
 
+use crate::args::{Float, Int};
+use crate::gil::{detach, internal_error, lock, no_panic, with_lock};
 use crate::results::HiSparseSettings;
 use hisparse_core::path::is_identifier;
 use hisparse_core::pool::{
@@ -19,35 +28,64 @@ use numpy::{
     dtype, PyArray1, PyArray2, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn,
     PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBaseException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// Core error -> `hisparse_rs.exceptions.PoolError` / `HostPoolExhausted`
-/// (Python classes, so they carry typed attributes).
+/// (Python classes, so they carry typed attributes). Never called under a lock.
+///
+/// The instance is made the way their `__init__` would make it, but without
+/// running it: `BaseException.__new__(cls, message)` (which sets `args`) and
+/// plain attribute sets, all C. Python bytecode run inside a Rust frame can
+/// hand the GIL to another thread, and a daemon thread that waits for it
+/// back while the interpreter finalizes is ended by `pthread_exit`, whose
+/// unwinding through our frames aborts the process (see `gil.rs`).
 pub fn pool_err(py: Python<'_>, e: PoolError) -> PyErr {
+    static POOL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    static EXHAUSTED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let module = "hisparse_rs.exceptions";
     let raise = || -> PyResult<PyErr> {
-        let module = py.import("hisparse_rs.exceptions")?;
-        let value = match &e {
-            PoolError::HostPoolExhausted(x) => {
-                module
-                    .getattr("HostPoolExhausted")?
-                    .call1((x.needed, x.free, e.to_string()))?
-            }
-            _ => module
-                .getattr("PoolError")?
-                .call1((e.code(), e.to_string()))?,
+        let class = match &e {
+            PoolError::HostPoolExhausted(_) => EXHAUSTED.import(py, module, "HostPoolExhausted")?,
+            _ => POOL_ERROR.import(py, module, "PoolError")?,
         };
+        let value = py
+            .get_type::<PyBaseException>()
+            .getattr("__new__")?
+            .call1((class, e.to_string()))?;
+        value.setattr("code", e.code())?;
+        if let PoolError::HostPoolExhausted(x) = &e {
+            value.setattr("needed", x.needed)?;
+            value.setattr("free", x.free)?;
+        }
         Ok(PyErr::from_value(value))
     };
     raise().unwrap_or_else(|err| err)
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Core calls validate before they mutate, so a panic cannot leave a half-done change.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+/// A failed call: a core error, or a panic caught at the boundary.
+enum Failure {
+    Pool(PoolError),
+    Panic(String),
+}
+
+impl Failure {
+    fn into_py(self, py: Python<'_>) -> PyErr {
+        match self {
+            Failure::Pool(e) => pool_err(py, e),
+            Failure::Panic(msg) => internal_error(msg),
+        }
+    }
+}
+
+/// `f` with panics caught; the result stays a Rust value (no Python under a lock).
+fn guarded<T>(f: impl FnOnce() -> Result<T, PoolError>) -> Result<T, Failure> {
+    no_panic(f).map_err(Failure::Panic)?.map_err(Failure::Pool)
 }
 
 /// An int32 or int64 array, borrowed read-only.
@@ -161,9 +199,25 @@ impl HiSparseMetrics {
     /// Add to the counters: a caller that copies rows itself (e.g. the layers
     /// of an index group that replay the leader's miss plan) records its bytes
     /// here, as vLLM 0.33 counts misses x the row bytes of every layer in the group.
-    #[pyo3(signature = (*, hits = 0, misses = 0, host_to_device_bytes = 0))]
-    fn record(&self, hits: u64, misses: u64, host_to_device_bytes: u64) {
-        self.0.record_resolve(hits, misses, host_to_device_bytes);
+    /// Counters stop at 2**64 - 1 (they never wrap). Raises ValueError for a
+    /// negative count or one beyond 2**64 - 1 (nothing is added then).
+    #[pyo3(
+        signature = (*, hits = Int::of(0), misses = Int::of(0), host_to_device_bytes = Int::of(0)),
+        text_signature = "($self, *, hits=0, misses=0, host_to_device_bytes=0)"
+    )]
+    fn record(
+        &self,
+        hits: Int<u64>,
+        misses: Int<u64>,
+        host_to_device_bytes: Int<u64>,
+    ) -> PyResult<()> {
+        let (hits, misses, bytes) = (
+            hits.value("hits")?,
+            misses.value("misses")?,
+            host_to_device_bytes.value("host_to_device_bytes")?,
+        );
+        self.0.record_resolve(hits, misses, bytes);
+        Ok(())
     }
     /// Prometheus text exposition (0.0.4) as vLLM's ``/metrics`` shows it:
     /// ``vllm:hisparse_cache_hits_total`` ... with ``labels`` (e.g.
@@ -221,29 +275,41 @@ pub struct PoolLayout(CoreLayout);
 
 #[pymethods]
 impl PoolLayout {
-    /// Raises PoolError ``invalid_size`` for a zero size, ``layer_stride <
-    /// rows_per_layer x row_bytes``, or byte counts beyond 2**64.
+    /// Raises PoolError ``invalid_size`` for a zero size, a negative or
+    /// oversized argument (named), ``layer_stride < rows_per_layer x
+    /// row_bytes``, or byte counts beyond 2**64.
     #[new]
-    #[pyo3(signature = (rows_per_layer, row_bytes, num_layers, first_layer = 0, layer_stride = None))]
+    #[pyo3(
+        signature = (rows_per_layer, row_bytes, num_layers, first_layer = Int::of(0), layer_stride = None),
+        text_signature = "(rows_per_layer, row_bytes, num_layers, first_layer=0, layer_stride=None)"
+    )]
     fn new(
         py: Python<'_>,
-        rows_per_layer: u64,
-        row_bytes: u32,
-        num_layers: u32,
-        first_layer: u64,
-        layer_stride: Option<u64>,
+        rows_per_layer: Int<u64>,
+        row_bytes: Int<u32>,
+        num_layers: Int<u32>,
+        first_layer: Int<u64>,
+        layer_stride: Option<Int<u64>>,
     ) -> PyResult<Self> {
-        let layout = match layer_stride {
-            Some(stride) => CoreLayout::with_layer_stride(
-                rows_per_layer,
-                row_bytes,
-                num_layers,
-                first_layer,
-                stride,
-            ),
-            None => CoreLayout::new(rows_per_layer, row_bytes, num_layers, first_layer),
+        let build = || {
+            let (rows, row_bytes, layers, first) = (
+                rows_per_layer.pool("rows_per_layer")?,
+                row_bytes.pool("row_bytes")?,
+                num_layers.pool("num_layers")?,
+                first_layer.pool("first_layer")?,
+            );
+            match &layer_stride {
+                Some(stride) => CoreLayout::with_layer_stride(
+                    rows,
+                    row_bytes,
+                    layers,
+                    first,
+                    stride.pool("layer_stride")?,
+                ),
+                None => CoreLayout::new(rows, row_bytes, layers, first),
+            }
         };
-        layout.map(PoolLayout).map_err(|e| pool_err(py, e))
+        build().map(PoolLayout).map_err(|e| pool_err(py, e))
     }
     #[getter]
     fn first_layer(&self) -> u64 {
@@ -279,17 +345,24 @@ impl PoolLayout {
         self.0.total_bytes()
     }
     /// Global layer id -> index within the stage.
-    fn local_layer(&self, py: Python<'_>, layer: i64) -> PyResult<u32> {
-        self.0.local_layer(layer).map_err(|e| pool_err(py, e))
+    fn local_layer(&self, py: Python<'_>, layer: Int<i64>) -> PyResult<u32> {
+        self.0
+            .local_layer(layer.saturated())
+            .map_err(|e| pool_err(py, e))
     }
     /// ``(start, end)`` byte offsets of a global layer's rows in the pool tensor.
-    fn layer_region(&self, py: Python<'_>, layer: i64) -> PyResult<(u64, u64)> {
-        let r = self.0.layer_region(layer).map_err(|e| pool_err(py, e))?;
+    fn layer_region(&self, py: Python<'_>, layer: Int<i64>) -> PyResult<(u64, u64)> {
+        let r = self
+            .0
+            .layer_region(layer.saturated())
+            .map_err(|e| pool_err(py, e))?;
         Ok((r.start, r.end))
     }
     /// Byte offset of host row ``row`` of a global layer.
-    fn row_offset(&self, py: Python<'_>, layer: i64, row: u64) -> PyResult<u64> {
-        self.0.row_offset(layer, row).map_err(|e| pool_err(py, e))
+    fn row_offset(&self, py: Python<'_>, layer: Int<i64>, row: Int<u64>) -> PyResult<u64> {
+        row.pool("row")
+            .and_then(|row| self.0.row_offset(layer.saturated(), row))
+            .map_err(|e| pool_err(py, e))
     }
     fn __repr__(&self) -> String {
         let l = &self.0;
@@ -344,12 +417,19 @@ impl HostKVPool {
         Ok(HostKVPool(Mutex::new(pool)))
     }
 
-    fn call<T>(
+    /// A core call under the lock; its error becomes a Python exception
+    /// only once the lock is released.
+    fn call<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut CorePool) -> Result<T, PoolError>,
+        f: impl FnOnce(&mut CorePool) -> Result<T, PoolError> + Send,
     ) -> PyResult<T> {
-        f(&mut lock(&self.0)).map_err(|e| pool_err(py, e))
+        with_lock(py, &self.0, |p| guarded(|| f(p))).map_err(|e| e.into_py(py))
+    }
+
+    /// A read under the lock.
+    fn read<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&CorePool) -> T + Send) -> T {
+        with_lock(py, &self.0, |p| f(p))
     }
 }
 
@@ -367,17 +447,21 @@ impl HostKVPool {
     #[pyo3(signature = (num_blocks, block_size, row_bytes, num_layers, *, metrics = None))]
     fn new(
         py: Python<'_>,
-        num_blocks: u64,
-        block_size: u32,
-        row_bytes: u32,
-        num_layers: u32,
+        num_blocks: Int<u64>,
+        block_size: Int<u32>,
+        row_bytes: Int<u32>,
+        num_layers: Int<u32>,
         metrics: Option<PyRef<'_, HiSparseMetrics>>,
     ) -> PyResult<Self> {
-        Self::build(
-            py,
-            CorePool::new(num_blocks, block_size, row_bytes, num_layers),
-            metrics,
-        )
+        let pool = (|| {
+            CorePool::new(
+                num_blocks.pool("num_blocks")?,
+                block_size.pool("block_size")?,
+                row_bytes.pool("row_bytes")?,
+                num_layers.pool("num_layers")?,
+            )
+        })();
+        Self::build(py, pool, metrics)
     }
 
     /// Sized like vLLM 0.33: floor(host_pool_gib x 2**30 / (block_size x
@@ -386,17 +470,21 @@ impl HostKVPool {
     #[pyo3(signature = (host_pool_gib, block_size, row_bytes, num_layers, *, metrics = None))]
     fn from_host_pool_gib(
         py: Python<'_>,
-        host_pool_gib: f64,
-        block_size: u32,
-        row_bytes: u32,
-        num_layers: u32,
+        host_pool_gib: Float,
+        block_size: Int<u32>,
+        row_bytes: Int<u32>,
+        num_layers: Int<u32>,
         metrics: Option<PyRef<'_, HiSparseMetrics>>,
     ) -> PyResult<Self> {
-        Self::build(
-            py,
-            CorePool::from_host_pool_gib(host_pool_gib, block_size, row_bytes, num_layers),
-            metrics,
-        )
+        let pool = (|| {
+            CorePool::from_host_pool_gib(
+                host_pool_gib.pool("host_pool_gib")?,
+                block_size.pool("block_size")?,
+                row_bytes.pool("row_bytes")?,
+                num_layers.pool("num_layers")?,
+            )
+        })();
+        Self::build(py, pool, metrics)
     }
 
     /// The pool of a resolved configuration (``hisparse_rs.resolve(...)``, a
@@ -415,52 +503,59 @@ impl HostKVPool {
     }
 
     #[getter]
-    fn block_size(&self) -> u32 {
-        lock(&self.0).block_size()
+    fn block_size(&self, py: Python<'_>) -> u32 {
+        self.read(py, |p| p.block_size())
     }
     #[getter]
-    fn row_bytes(&self) -> u32 {
-        lock(&self.0).row_bytes()
+    fn row_bytes(&self, py: Python<'_>) -> u32 {
+        self.read(py, |p| p.row_bytes())
     }
     #[getter]
-    fn num_layers(&self) -> u32 {
-        lock(&self.0).num_layers()
+    fn num_layers(&self, py: Python<'_>) -> u32 {
+        self.read(py, |p| p.num_layers())
     }
     #[getter]
-    fn num_blocks(&self) -> u64 {
-        lock(&self.0).num_blocks()
+    fn num_blocks(&self, py: Python<'_>) -> u64 {
+        self.read(py, |p| p.num_blocks())
     }
     /// Host rows per layer (num_blocks x block_size); valid host row ids are below it.
     #[getter]
-    fn num_host_rows(&self) -> u64 {
-        lock(&self.0).num_host_rows()
+    fn num_host_rows(&self, py: Python<'_>) -> u64 {
+        self.read(py, |p| p.num_host_rows())
     }
     /// block_size x row_bytes x num_layers, bytes.
     #[getter]
-    fn host_block_bytes(&self) -> u64 {
-        lock(&self.0).host_block_bytes()
+    fn host_block_bytes(&self, py: Python<'_>) -> u64 {
+        self.read(py, |p| p.host_block_bytes())
     }
     #[getter]
-    fn free_blocks(&self) -> u64 {
-        lock(&self.0).free_blocks()
+    fn free_blocks(&self, py: Python<'_>) -> u64 {
+        self.read(py, |p| p.free_blocks())
     }
     /// The metrics this pool updates (share it with resolvers).
     #[getter]
-    fn metrics(&self) -> HiSparseMetrics {
-        HiSparseMetrics(lock(&self.0).metrics().clone())
+    fn metrics(&self, py: Python<'_>) -> HiSparseMetrics {
+        HiSparseMetrics(self.read(py, |p| p.metrics().clone()))
     }
     /// The pool tensor's layer-major layout for a stage starting at global layer ``first_layer``.
-    #[pyo3(signature = (first_layer = 0))]
-    fn layout(&self, py: Python<'_>, first_layer: u64) -> PyResult<PoolLayout> {
-        self.call(py, |p| p.layout(first_layer)).map(PoolLayout)
+    #[pyo3(signature = (first_layer = Int::of(0)), text_signature = "($self, first_layer=0)")]
+    fn layout(&self, py: Python<'_>, first_layer: Int<u64>) -> PyResult<PoolLayout> {
+        let first = first_layer
+            .pool("first_layer")
+            .map_err(|e| pool_err(py, e))?;
+        self.call(py, |p| p.layout(first)).map(PoolLayout)
     }
-    /// ceil(num_tokens / block_size).
-    fn blocks_for(&self, num_tokens: u64) -> u64 {
-        lock(&self.0).blocks_for(num_tokens)
+    /// ceil(num_tokens / block_size). Raises PoolError ``invalid_size`` for
+    /// a negative or oversized count.
+    fn blocks_for(&self, py: Python<'_>, num_tokens: Int<u64>) -> PyResult<u64> {
+        let n = num_tokens.pool("num_tokens").map_err(|e| pool_err(py, e))?;
+        Ok(self.read(py, |p| p.blocks_for(n)))
     }
-    /// Whether a new request of ``num_tokens`` tokens fits now.
-    fn can_admit(&self, num_tokens: u64) -> bool {
-        lock(&self.0).can_admit(num_tokens)
+    /// Whether a new request of ``num_tokens`` tokens fits now (PoolError
+    /// ``invalid_size`` for a negative or oversized count).
+    fn can_admit(&self, py: Python<'_>, num_tokens: Int<u64>) -> PyResult<bool> {
+        let n = num_tokens.pool("num_tokens").map_err(|e| pool_err(py, e))?;
+        Ok(self.read(py, |p| p.can_admit(n)))
     }
     /// Admit a request; returns its block table (int32). Raises
     /// HostPoolExhausted (nothing allocated) or PoolError ``duplicate_request``.
@@ -468,9 +563,10 @@ impl HostKVPool {
         &self,
         py: Python<'py>,
         request_id: &str,
-        num_tokens: u64,
+        num_tokens: Int<u64>,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-        let blocks = self.call(py, |p| p.admit(request_id, num_tokens).map(<[u32]>::to_vec))?;
+        let n = num_tokens.pool("num_tokens").map_err(|e| pool_err(py, e))?;
+        let blocks = self.call(py, |p| p.admit(request_id, n).map(<[u32]>::to_vec))?;
         Ok(blocks_array(py, &blocks))
     }
     /// Add generated tokens; returns the newly allocated block ids (int32,
@@ -480,9 +576,12 @@ impl HostKVPool {
         &self,
         py: Python<'py>,
         request_id: &str,
-        num_new_tokens: u64,
+        num_new_tokens: Int<u64>,
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
-        let blocks = self.call(py, |p| p.append(request_id, num_new_tokens))?;
+        let n = num_new_tokens
+            .pool("num_new_tokens")
+            .map_err(|e| pool_err(py, e))?;
+        let blocks = self.call(py, |p| p.append(request_id, n))?;
         Ok(blocks_array(py, &blocks))
     }
     /// Free a finished or aborted request; returns the blocks freed.
@@ -518,8 +617,8 @@ impl HostKVPool {
         let rows = self.call(py, |p| p.host_rows(request_id, &positions))?;
         Ok(PyArray1::from_vec(py, rows))
     }
-    fn stats(&self) -> PoolStats {
-        let s = lock(&self.0).stats();
+    fn stats(&self, py: Python<'_>) -> PoolStats {
+        let s = self.read(py, |p| p.stats());
         PoolStats {
             blocks_used: s.blocks_used,
             blocks_total: s.blocks_total,
@@ -528,21 +627,22 @@ impl HostKVPool {
         }
     }
     /// Admitted request ids, sorted.
-    fn request_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = lock(&self.0).request_ids().map(str::to_owned).collect();
+    fn request_ids(&self, py: Python<'_>) -> Vec<String> {
+        let mut ids: Vec<String> = self.read(py, |p| p.request_ids().map(str::to_owned).collect());
         ids.sort_unstable();
         ids
     }
-    fn __contains__(&self, request_id: &str) -> bool {
-        lock(&self.0).num_tokens(request_id).is_ok()
+    fn __contains__(&self, py: Python<'_>, request_id: &str) -> bool {
+        self.read(py, |p| p.num_tokens(request_id).is_ok())
     }
-    fn __repr__(&self) -> String {
-        let p = lock(&self.0);
-        let s = p.stats();
-        format!(
-            "HostKVPool(num_blocks={}, block_size={}, row_bytes={}, num_layers={}, blocks_used={}, num_requests={})",
-            p.num_blocks(), p.block_size(), p.row_bytes(), p.num_layers(), s.blocks_used, s.num_requests
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        self.read(py, |p| {
+            let s = p.stats();
+            format!(
+                "HostKVPool(num_blocks={}, block_size={}, row_bytes={}, num_layers={}, blocks_used={}, num_requests={})",
+                p.num_blocks(), p.block_size(), p.row_bytes(), p.num_layers(), s.blocks_used, s.num_requests
+            )
+        })
     }
 }
 
@@ -583,13 +683,18 @@ impl ResolveResult {
 pub struct ResidencyResolver(Mutex<CoreResolver>);
 
 impl ResidencyResolver {
+    /// A core call, detached, under the lock; errors become Python
+    /// exceptions after the lock is released and the GIL is back.
     fn call<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut CoreResolver) -> Result<T, PoolError> + Send,
     ) -> PyResult<T> {
-        py.detach(|| f(&mut lock(&self.0)))
-            .map_err(|e| pool_err(py, e))
+        detach(py, || guarded(|| f(&mut lock(&self.0)))).map_err(|e| e.into_py(py))
+    }
+
+    fn read<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&CoreResolver) -> T + Send) -> T {
+        with_lock(py, &self.0, |r| f(r))
     }
 }
 
@@ -604,14 +709,21 @@ impl ResidencyResolver {
     #[pyo3(signature = (device_buffer_size, topk, num_host_rows, row_bytes, *, metrics = None))]
     fn new(
         py: Python<'_>,
-        device_buffer_size: u32,
-        topk: u32,
-        num_host_rows: u64,
-        row_bytes: u32,
+        device_buffer_size: Int<u32>,
+        topk: Int<u32>,
+        num_host_rows: Int<u64>,
+        row_bytes: Int<u32>,
         metrics: Option<PyRef<'_, HiSparseMetrics>>,
     ) -> PyResult<Self> {
-        let mut r = CoreResolver::new(device_buffer_size, topk, num_host_rows, row_bytes)
-            .map_err(|e| pool_err(py, e))?;
+        let mut r = (|| {
+            CoreResolver::new(
+                device_buffer_size.pool("device_buffer_size")?,
+                topk.pool("topk")?,
+                num_host_rows.pool("num_host_rows")?,
+                row_bytes.pool("row_bytes")?,
+            )
+        })()
+        .map_err(|e| pool_err(py, e))?;
         if let Some(m) = metrics_arc(metrics) {
             r = r.with_metrics(m);
         }
@@ -642,66 +754,78 @@ impl ResidencyResolver {
         let rows = blocks.saturating_mul(u64::from(h.block_size.value));
         Self::new(
             py,
-            h.device_buffer_size.value,
-            h.topk_buffer_width.value,
-            rows,
-            row_bytes,
+            Int::of(h.device_buffer_size.value),
+            Int::of(h.topk_buffer_width.value),
+            Int::of(rows),
+            Int::of(row_bytes),
             metrics,
         )
     }
 
     #[getter]
-    fn device_buffer_size(&self) -> u32 {
-        lock(&self.0).device_buffer_size()
+    fn device_buffer_size(&self, py: Python<'_>) -> u32 {
+        self.read(py, |r| r.device_buffer_size())
     }
     #[getter]
-    fn topk(&self) -> u32 {
-        lock(&self.0).topk()
+    fn topk(&self, py: Python<'_>) -> u32 {
+        self.read(py, |r| r.topk())
     }
     #[getter]
-    fn num_host_rows(&self) -> u64 {
-        lock(&self.0).num_host_rows()
+    fn num_host_rows(&self, py: Python<'_>) -> u64 {
+        self.read(py, |r| r.num_host_rows())
     }
     #[getter]
-    fn row_bytes(&self) -> u32 {
-        lock(&self.0).row_bytes()
+    fn row_bytes(&self, py: Python<'_>) -> u32 {
+        self.read(py, |r| r.row_bytes())
     }
     /// Live states.
     #[getter]
-    fn num_states(&self) -> usize {
-        lock(&self.0).num_states()
+    fn num_states(&self, py: Python<'_>) -> usize {
+        self.read(py, |r| r.num_states())
     }
     /// Bytes one state keeps: device_buffer_size x 6 (int32 row + int16 LRU
     /// entry per slot) + 2 x the row -> slot index length (the power of two
     /// >= 4 x device_buffer_size): 14 B per slot when dbs is a power of two.
     #[getter]
-    fn state_bytes(&self) -> u64 {
-        lock(&self.0).state_bytes()
+    fn state_bytes(&self, py: Python<'_>) -> u64 {
+        self.read(py, |r| r.state_bytes())
     }
     /// The metrics this resolver updates.
     #[getter]
-    fn metrics(&self) -> HiSparseMetrics {
-        HiSparseMetrics(lock(&self.0).metrics().clone())
+    fn metrics(&self, py: Python<'_>) -> HiSparseMetrics {
+        HiSparseMetrics(self.read(py, |r| r.metrics().clone()))
     }
     /// A new empty state (one per request and index group); freed ids are reused lowest first.
-    fn new_state(&self, py: Python<'_>) -> u32 {
-        py.detach(|| lock(&self.0).new_state())
+    fn new_state(&self, py: Python<'_>) -> PyResult<u32> {
+        self.call(py, |r| Ok(r.new_state()))
     }
     /// Empty a state. Raises PoolError ``unknown_state``.
-    fn reset_state(&self, py: Python<'_>, state: i64) -> PyResult<()> {
+    fn reset_state(&self, py: Python<'_>, state: Int<i64>) -> PyResult<()> {
+        let state = state.saturated();
         self.call(py, |r| r.reset_state(state))
     }
     /// Release a state. Raises PoolError ``unknown_state``.
-    fn free_state(&self, py: Python<'_>, state: i64) -> PyResult<()> {
+    fn free_state(&self, py: Python<'_>, state: Int<i64>) -> PyResult<()> {
+        let state = state.saturated();
         self.call(py, |r| r.free_state(state))
     }
     /// Host row cached in each slot, int32 [device_buffer_size], -1 empty.
-    fn slot_rows<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
+    fn slot_rows<'py>(
+        &self,
+        py: Python<'py>,
+        state: Int<i64>,
+    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let state = state.saturated();
         let v = self.call(py, |r| r.slot_rows(state).map(<[i32]>::to_vec))?;
         Ok(PyArray1::from_vec(py, v))
     }
     /// Slots oldest first, int16 [device_buffer_size] (vLLM / SGLang's LRU layout).
-    fn lru_order<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyArray1<i16>>> {
+    fn lru_order<'py>(
+        &self,
+        py: Python<'py>,
+        state: Int<i64>,
+    ) -> PyResult<Bound<'py, PyArray1<i16>>> {
+        let state = state.saturated();
         let v = self.call(py, |r| {
             r.lru_order(state)
                 .map(|o| o.iter().map(|&s| s as i16).collect::<Vec<_>>())
@@ -738,20 +862,16 @@ impl ResidencyResolver {
         let width = shape[1];
         let out = match (&rows, &states) {
             (IntArray::I32(r), IntArray::I32(s)) => {
-                let (r, s) = (slice_of(r)?, slice_of(s)?);
-                self.call(py, |c| c.resolve(r, width, s))
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
             }
             (IntArray::I32(r), IntArray::I64(s)) => {
-                let (r, s) = (slice_of(r)?, slice_of(s)?);
-                self.call(py, |c| c.resolve(r, width, s))
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
             }
             (IntArray::I64(r), IntArray::I32(s)) => {
-                let (r, s) = (slice_of(r)?, slice_of(s)?);
-                self.call(py, |c| c.resolve(r, width, s))
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
             }
             (IntArray::I64(r), IntArray::I64(s)) => {
-                let (r, s) = (slice_of(r)?, slice_of(s)?);
-                self.call(py, |c| c.resolve(r, width, s))
+                self.resolve_once(py, slice_of(r)?, width, slice_of(s)?)
             }
         }?;
         let slots = PyArray1::from_vec(py, out.slots).reshape([out.rows, out.width])?;
@@ -766,15 +886,111 @@ impl ResidencyResolver {
         })
     }
 
-    fn __repr__(&self) -> String {
-        let r = lock(&self.0);
-        format!(
-            "ResidencyResolver(device_buffer_size={}, topk={}, num_host_rows={}, num_states={})",
-            r.device_buffer_size(),
-            r.topk(),
-            r.num_host_rows(),
-            r.num_states()
-        )
+    fn __repr__(&self, py: Python<'_>) -> String {
+        self.read(py, |r| {
+            format!(
+                "ResidencyResolver(device_buffer_size={}, topk={}, num_host_rows={}, num_states={})",
+                r.device_buffer_size(),
+                r.topk(),
+                r.num_host_rows(),
+                r.num_states()
+            )
+        })
+    }
+}
+
+/// Entries above which `resolve` checks for Ctrl-C between its copy and its work.
+const SIGNAL_CHECK_ENTRIES: usize = 1 << 20;
+/// Largest per-thread copy buffer kept between calls (16 MiB of int32).
+const KEEP_ENTRIES: usize = 1 << 22;
+
+/// Per-thread copies of the caller's arrays, reused across calls (no page
+/// faults for a fresh buffer each step).
+#[derive(Default)]
+struct Snapshot {
+    i32s: [Vec<i32>; 2],
+    i64s: [Vec<i64>; 2],
+}
+
+thread_local! {
+    static SNAPSHOT: RefCell<Snapshot> = RefCell::new(Snapshot::default());
+}
+
+trait Snap: IndexInt + Copy + numpy::Element {
+    fn buffers(s: &mut Snapshot) -> &mut [Vec<Self>; 2];
+}
+impl Snap for i32 {
+    fn buffers(s: &mut Snapshot) -> &mut [Vec<i32>; 2] {
+        &mut s.i32s
+    }
+}
+impl Snap for i64 {
+    fn buffers(s: &mut Snapshot) -> &mut [Vec<i64>; 2] {
+        &mut s.i64s
+    }
+}
+
+impl ResidencyResolver {
+    /// Copy the caller's arrays once, then resolve the copy under the lock:
+    /// validation and update read the same values whatever another thread
+    /// writes into the arrays meanwhile.
+    fn resolve_once<R: Snap, S: Snap>(
+        &self,
+        py: Python<'_>,
+        rows: &[R],
+        width: usize,
+        states: &[S],
+    ) -> PyResult<hisparse_core::ResolveOutput> {
+        if rows.len() > hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES {
+            return Err(pool_err(
+                py,
+                PoolError::BatchTooLarge {
+                    entries: rows.len() as u64,
+                    max: hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES as u64,
+                },
+            ));
+        }
+        let large = rows.len() >= SIGNAL_CHECK_ENTRIES;
+        let work = |copy: bool| {
+            SNAPSHOT.with(|snap| {
+                let mut snap = snap.borrow_mut();
+                if copy {
+                    let r = &mut R::buffers(&mut snap)[0];
+                    r.clear();
+                    r.extend_from_slice(rows);
+                    let s = &mut S::buffers(&mut snap)[1];
+                    s.clear();
+                    s.extend_from_slice(states);
+                    if large {
+                        return None; // copied; the caller checks for Ctrl-C, then resolves
+                    }
+                }
+                let snap = &mut *snap;
+                let r = std::mem::take(&mut R::buffers(snap)[0]);
+                let s = std::mem::take(&mut S::buffers(snap)[1]);
+                let out = guarded(|| lock(&self.0).resolve(&r, width, &s));
+                // Keep the buffers for the next step, unless a huge batch made them huge.
+                if r.capacity() <= KEEP_ENTRIES {
+                    R::buffers(snap)[0] = r;
+                }
+                if s.capacity() <= KEEP_ENTRIES {
+                    S::buffers(snap)[1] = s;
+                }
+                Some(out)
+            })
+        };
+        let out = match detach(py, || work(true)) {
+            Some(out) => out,
+            None => {
+                py.check_signals()?;
+                detach(py, || work(false)).unwrap_or_else(|| {
+                    Err(Failure::Panic(
+                        "resolve: the copy of the inputs is gone".to_owned(),
+                    ))
+                })
+            }
+        };
+        out.map_err(|e| e.into_py(py))
     }
 }
 

@@ -39,6 +39,14 @@ fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
+/// The JSON form of a core value as Python objects (None stays None).
+fn optional_dict<'py>(
+    py: Python<'py>,
+    value: Option<Value>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    value.map(|v| to_py(py, &v)).transpose()
+}
+
 /// Everything a check found; the `hisparse-check --json` report as an object.
 ///
 /// `hisparse` is set only when the configuration is valid and HiSparse is on.
@@ -90,6 +98,19 @@ impl Report {
     #[getter]
     fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         diagnostics(py, &self.0.warnings)
+    }
+    /// The GPU the check was for (`gpu=`), as a dict: name, description,
+    /// platform, arch, memory_gib, max_shared_memory_per_block (bytes) and the
+    /// source of each figure; None when no GPU was named.
+    #[getter]
+    fn gpu<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        optional_dict(
+            py,
+            self.0
+                .gpu
+                .as_ref()
+                .and_then(|g| serde_json::to_value(g).ok()),
+        )
     }
     /// Version of the JSON schema.
     #[getter]
@@ -354,6 +375,17 @@ impl HiSparseSettings {
     fn min_host_blocks(&self) -> u64 {
         self.0.min_host_blocks.value
     }
+    /// Bytes of shared memory per CUDA block vLLM's residency resolver needs
+    /// for this hot buffer and query length (vLLM 0.33 `_check_residency_shared_memory`).
+    #[getter]
+    fn residency_shared_memory_bytes(&self) -> Option<u64> {
+        value(&self.0.residency_shared_memory_bytes)
+    }
+    /// The same for hisparse_rs's Triton resolver; None until it reports one.
+    #[getter]
+    fn triton_resolver_shared_memory_bytes(&self) -> Option<u64> {
+        self.0.triton_resolver_shared_memory_bytes
+    }
     /// Index group of each host-pool layer (sparse-MLA, then MTP draft layers):
     /// layers that reuse an earlier layer's top-k (GLM-5.2 IndexShare) share a
     /// group. A new list each call; empty for implausibly many layers.
@@ -396,6 +428,12 @@ impl HiSparseSettings {
         )?;
         put("host_blocks", h.host_blocks.as_ref().map(|r| &r.provenance))?;
         put("min_host_blocks", Some(&h.min_host_blocks.provenance))?;
+        put(
+            "residency_shared_memory_bytes",
+            h.residency_shared_memory_bytes
+                .as_ref()
+                .map(|r| &r.provenance),
+        )?;
         Ok(dict)
     }
     fn __repr__(&self) -> String {
@@ -495,7 +533,9 @@ impl From<&CoreSizes> for PlanSizes {
 
 /// The host pools of one node: `mode` "shared" (one pool per DP replica) or
 /// "private" (one per rank); bytes unless named GiB; `host_memory_bytes` null
-/// when the node's RAM is unknown; `usable_host_memory_bytes` is 95 % of it.
+/// when the node's RAM is unknown; `usable_host_memory_bytes` is 95 % of it;
+/// `host_memory_given` False when it is this machine's (then a pool that does
+/// not fit is a warning, not an error).
 #[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
 #[derive(Clone, PartialEq)]
 pub struct HostPlan {
@@ -513,6 +553,7 @@ pub struct HostPlan {
     host_memory_bytes: Option<u64>,
     host_memory_source: String,
     usable_host_memory_bytes: Option<u64>,
+    host_memory_given: bool,
     draft_model: Option<String>,
 }
 
@@ -536,13 +577,15 @@ impl From<&CoreHost> for HostPlan {
             host_memory_bytes: h.host_memory_bytes,
             host_memory_source: h.host_memory_source.clone(),
             usable_host_memory_bytes: h.usable_host_memory_bytes,
+            host_memory_given: h.host_memory_given,
             draft_model: h.draft_model.clone(),
         }
     }
 }
 
 /// GPU memory of each GPU of a replica, bytes; `kv_bytes_per_gpu` null when
-/// neither kv_cache_memory_bytes nor gpu_memory_gib was given.
+/// neither kv_cache_memory_bytes nor gpu_memory_gib was given; `gpu_name` the
+/// GPU named with `gpu=` (whose memory fills gpu_memory_gib when not given).
 #[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
 #[derive(Clone, PartialEq)]
 pub struct GpuPlan {
@@ -559,6 +602,7 @@ pub struct GpuPlan {
     max_num_seqs_source: String,
     baseline_blocks: Option<u64>,
     hisparse_blocks: Option<u64>,
+    gpu_name: Option<String>,
 }
 
 impl From<&CoreGpu> for GpuPlan {
@@ -577,6 +621,7 @@ impl From<&CoreGpu> for GpuPlan {
             max_num_seqs_source: g.max_num_seqs_source.clone(),
             baseline_blocks: g.baseline_blocks,
             hisparse_blocks: g.hisparse_blocks,
+            gpu_name: g.spec.as_ref().map(|s| s.name.clone()),
         }
     }
 }
@@ -713,6 +758,19 @@ impl Plan {
     #[getter]
     fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         diagnostics(py, &self.0.warnings)
+    }
+    /// None, or, for a configuration without HiSparse, the HiSparse settings
+    /// this plan assumed: a dict with kv_transfer_config (the flag to serve
+    /// it), host_pool_gib, host_pool_rule and rule.
+    #[getter]
+    fn assumed<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        optional_dict(
+            py,
+            self.0
+                .assumed
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+        )
     }
     /// The plan as JSON text (the `hisparse-check --plan --json` schema).
     fn to_json(&self) -> String {

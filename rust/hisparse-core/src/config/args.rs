@@ -7,10 +7,8 @@ use crate::path::FieldPath;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::SystemTime;
+use std::sync::Arc;
 
 /// The serve configuration to check. `None` means "not given": vLLM's default applies.
 ///
@@ -20,9 +18,13 @@ use std::time::SystemTime;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeArgs {
-    /// `--model`: a local `config.json` or a model directory containing one.
+    /// `--model`: a local `config.json`, a model directory containing one, or
+    /// a Hugging Face model id read from the local cache (never downloaded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `--revision`: the branch, tag or commit of a model id (default `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
     /// The model's HF `config.json` already parsed (instead of `model`).
     #[serde(
         default,
@@ -155,11 +157,26 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 pub enum LoadError {
     #[error("model config not found: {path} (pass a local config.json or a directory containing one; hisparse-check does not download from a hub)")]
     ModelNotFound { path: String },
+    #[error("model {model} is not a local path and its config.json is not in the local Hugging Face cache (read as vLLM does offline; nothing is downloaded). Looked at:\n  {}\nTo fetch it: {fetch}", looked.join("\n  "))]
+    ModelNotCached {
+        model: String,
+        /// Every place looked at, with what was found there.
+        looked: Vec<String>,
+        /// The command that puts it in the cache.
+        fetch: String,
+    },
     #[error("cannot read {path}: {source}")]
     Io {
         path: String,
         #[source]
         source: std::io::Error,
+    },
+    /// Not a regular file (a FIFO, device, directory), too large, or unreadable.
+    #[error("cannot read {path}: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: crate::files::FileError,
     },
     #[error("{path} is not valid JSON: {source}")]
     ModelJson {
@@ -169,6 +186,24 @@ pub enum LoadError {
     },
     #[error("{path}: the model config must be a JSON object, got {kind}")]
     ModelNotObject { path: String, kind: &'static str },
+}
+
+impl LoadError {
+    /// Stable code: `model_not_found`, `model_not_cached`, `not_a_regular_file`, `file_too_large`,
+    /// `read_failed`, `model_json_invalid` or `model_not_object`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LoadError::ModelNotFound { .. } => "model_not_found",
+            LoadError::ModelNotCached { .. } => "model_not_cached",
+            LoadError::File { source, .. } => match source.code() {
+                "not_found" => "model_not_found",
+                code => code,
+            },
+            LoadError::Io { .. } => "read_failed",
+            LoadError::ModelJson { .. } => "model_json_invalid",
+            LoadError::ModelNotObject { .. } => "model_not_object",
+        }
+    }
 }
 
 /// The JSON-valued fields, in the order vLLM's `--help` lists them.
@@ -253,9 +288,54 @@ impl ServeArgs {
         serde_json::from_value(value)
     }
 
+    /// [`ServeArgs::from_json`], except that a number the field cannot hold
+    /// (`tensor_parallel_size` 10**30, 2.5) is an `invalid_value` error, and
+    /// the field is dropped, instead of failing the whole parse: it is a bad
+    /// value, which a report should show. Wrong kinds (a string for an int)
+    /// and unknown keys still fail.
+    pub fn from_json_reporting(
+        value: &Value,
+    ) -> Result<(Self, Vec<Diagnostic>), serde_json::Error> {
+        let first = match ServeArgs::deserialize(value) {
+            Ok(args) => return Ok((args, Vec::new())),
+            Err(e) => e,
+        };
+        let Value::Object(map) = value else {
+            return Err(first);
+        };
+        let mut kept = serde_json::Map::new();
+        let mut errors = Vec::new();
+        let alone = |v: &Value, key: &str| {
+            ServeArgs::deserialize(&Value::Object(serde_json::Map::from_iter([(
+                key.to_owned(),
+                v.clone(),
+            )])))
+        };
+        for (key, v) in map {
+            match alone(v, key) {
+                Ok(_) => {
+                    kept.insert(key.clone(), v.clone());
+                }
+                // A known field (null is valid for every field) given a number it cannot hold.
+                Err(e) if v.is_number() && alone(&Value::Null, key).is_ok() => errors.push(
+                    Diagnostic::error(
+                        Code::InvalidValue,
+                        FieldPath::root(key),
+                        format!("{key} {v} is not a value it can take: {e}"),
+                    )
+                    .given(v)
+                    .allowed("an integer in the signed 64-bit range (vLLM: a Python int)"),
+                ),
+                Err(_) => return Err(first),
+            }
+        }
+        Ok((ServeArgs::deserialize(&Value::Object(kept))?, errors))
+    }
+
     /// The model's HF config: `hf_config` if given, else `model`'s config.json.
-    /// Returns `Ok(None)` when neither is given. Files are parsed once per
-    /// (path, size, mtime) and shared, so repeated checks stay cheap.
+    /// Returns `Ok(None)` when neither is given. Files are read whole (at most
+    /// [`crate::limits::MAX_MODEL_CONFIG_BYTES`], regular files only) and parsed
+    /// once per content ([`super::model_file`]), so repeated checks stay cheap.
     pub fn load_hf_config(&self) -> Result<Option<(Arc<Value>, String)>, LoadError> {
         if let Some(cfg) = self.hf_config.as_ref().filter(|v| !v.is_null()) {
             return Ok(Some((Arc::new(cfg.clone()), "hf_config".to_owned())));
@@ -263,63 +343,27 @@ impl ServeArgs {
         let Some(model) = &self.model else {
             return Ok(None);
         };
-        let file = config_file(Path::new(model)).ok_or_else(|| LoadError::ModelNotFound {
-            path: model.clone(),
-        })?;
+        // A local path first, as vLLM; else a model id in the Hugging Face cache.
+        let file = match config_file(Path::new(model)) {
+            Some(file) => file,
+            None => crate::config::hub::locate(
+                model,
+                self.revision.as_deref(),
+                &crate::config::hub::HubCache::from_env(|k| std::env::var(k).ok()),
+            )?,
+        };
         let shown = file.display().to_string();
-        let stamp = std::fs::metadata(&file)
-            .ok()
-            .map(|m| (m.len(), m.modified().ok()));
-        if let Some(hit) = cache_get(&file, stamp) {
-            return Ok(Some((hit, shown)));
-        }
-        let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
-            path: shown.clone(),
-            source,
-        })?;
-        let value: Value = serde_json::from_str(&text).map_err(|source| LoadError::ModelJson {
-            path: shown.clone(),
-            source,
-        })?;
-        if !value.is_object() {
-            return Err(LoadError::ModelNotObject {
-                path: shown,
-                kind: crate::config::schema::kind(&value),
-            });
-        }
-        let value = Arc::new(value);
-        cache_put(file, stamp, Arc::clone(&value));
+        let value = super::model_file::load(&file, &shown)?;
         Ok(Some((value, shown)))
     }
 }
 
-type Stamp = Option<(u64, Option<SystemTime>)>;
-type ConfigCache = Mutex<HashMap<PathBuf, (Stamp, Arc<Value>)>>;
-
-fn cache() -> &'static ConfigCache {
-    static CACHE: OnceLock<ConfigCache> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
-}
-
-fn cache_get(file: &Path, stamp: Stamp) -> Option<Arc<Value>> {
-    let guard = cache().lock().ok()?;
-    let (seen, value) = guard.get(file)?;
-    (stamp.is_some() && *seen == stamp).then(|| Arc::clone(value))
-}
-
-fn cache_put(file: PathBuf, stamp: Stamp, value: Arc<Value>) {
-    if let Ok(mut guard) = cache().lock() {
-        if guard.len() >= 64 {
-            guard.clear();
-        }
-        guard.insert(file, (stamp, value));
-    }
-}
-
+/// The config.json a model path names. Anything that exists and is not a
+/// directory counts, so a FIFO or device is refused as such when read.
 fn config_file(path: &Path) -> Option<PathBuf> {
-    if path.is_file() {
+    if path.exists() && !path.is_dir() {
         return Some(path.to_owned());
     }
     let inner = path.join("config.json");
-    inner.is_file().then_some(inner)
+    inner.exists().then_some(inner)
 }

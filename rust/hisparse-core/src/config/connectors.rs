@@ -48,6 +48,8 @@ pub struct ConnectorTree {
     /// MultiConnectors with `connectors: []`: vLLM starts with them but turns
     /// the hybrid KV cache manager off.
     pub empty_multis: Vec<Leaf>,
+    /// Path of every connector object walked (MultiConnectors too), in document order.
+    pub nodes: Vec<FieldPath>,
 }
 
 /// A connector that is not a MultiConnector (what vLLM instantiates).
@@ -89,30 +91,49 @@ struct Node<'a> {
 pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
     let top = FieldPath::root("kv_transfer_config");
     let mut tree = ConnectorTree::default();
-    if let Value::Array(items) = root {
-        out.push(top_level_list(&top, root, items));
-        return tree;
-    }
-    if let Some(name) = root.get("kv_connector").and_then(Value::as_str) {
-        tree.top_connector = Some(name.to_owned());
-    }
-    let mut stack = vec![Node {
-        value: root,
-        path: top.clone(),
-        depth: 0,
-        parent_role: None,
-        under_producer: false,
-        removal: top,
-    }];
-    let mut depth_reported = false;
     // The top-level MultiConnector's children list (path, length): where a
     // too-deep HiSparseConnector should move to.
     let mut top_list: Option<(FieldPath, usize)> = None;
+    let mut stack = Vec::new();
+    if let Value::Array(items) = root {
+        // Its fix wraps the list in a MultiConnector: check the items as its
+        // children, where they are, so every error shows up in one pass.
+        out.push(top_level_list(&top, root, items));
+        top_list = Some((top.clone(), items.len()));
+        for (i, child) in items.iter().enumerate().rev() {
+            stack.push(Node {
+                value: child,
+                path: top.index(i),
+                depth: 1,
+                parent_role: None,
+                under_producer: false,
+                removal: if items.len() > 1 {
+                    top.index(i)
+                } else {
+                    top.clone()
+                },
+            });
+        }
+    } else {
+        if let Some(name) = root.get("kv_connector").and_then(Value::as_str) {
+            tree.top_connector = Some(name.to_owned());
+        }
+        stack.push(Node {
+            value: root,
+            path: top.clone(),
+            depth: 0,
+            parent_role: None,
+            under_producer: false,
+            removal: top,
+        });
+    }
+    let mut depth_reported = false;
     while let Some(node) = stack.pop() {
         let Value::Object(obj) = node.value else {
             not_object(&node, out);
             continue;
         };
+        tree.nodes.push(node.path.clone());
         let role = check_fields(obj, &node, out);
         let connector = obj.get("kv_connector").and_then(Value::as_str);
         // A misspelled HiSparseConnector (its unknown_connector error carries the
@@ -128,7 +149,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         let extra_path = node.path.key("kv_connector_extra_config");
 
         if node.depth == 0 && connector == Some(MULTI) {
-            top_list = Some(top_children(obj, &node.path));
+            top_list = top_children(obj, &node.path);
         }
         if let Some(name) = connector.filter(|c| *c != MULTI) {
             let custom_module = obj
@@ -160,6 +181,11 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             extra.and_then(|e| e.get("connectors")),
             obj.get("connectors"),
         ) {
+            // An empty list beside misplaced children: the misplaced_connectors
+            // fix moves them in, so they are the children.
+            (Some(Value::Array(c)), Some(m)) if c.is_empty() => {
+                (Some(m), node.path.key("connectors"))
+            }
             (Some(c), _) => (Some(c), extra_path.key("connectors")),
             // Misplaced `connectors` (reported by check_fields): walk them where they are.
             (None, Some(c)) => (Some(c), node.path.key("connectors")),
@@ -189,7 +215,9 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                 let removal = vec![FixOp::Remove {
                     path: node.removal.clone(),
                 }];
-                if children.is_some() {
+                // What vLLM reads is kv_connector_extra_config.connectors (a
+                // misplaced list beside it is reported by check_fields).
+                if extra.is_some_and(|e| e.contains_key("connectors")) {
                     // connectors: [] starts: a MultiConnector that moves nothing,
                     // and without the hybrid KV cache manager (vLLM 0.33
                     // MultiConnector.all_children_support_hma is False for no children).
@@ -226,17 +254,36 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                 }
                 continue;
             }
-            Some(obj @ Value::Object(_)) => {
-                out.push(
-                    type_error(&children_path, "a list of connector objects", obj)
-                        .hint(format!(
+            Some(obj @ Value::Object(one)) => {
+                let d = type_error(&children_path, "a list of connector objects", obj);
+                // A connector object is meant as the one child (checked where it
+                // is, since the fix moves it into a list); anything else is no child.
+                if one.get("kv_connector").is_some_and(Value::is_string) {
+                    out.push(
+                        d.hint(format!(
                             "wrap the single connector in a list: {children_path} = [{{...}}]"
                         ))
-                        .fix(vec![FixOp::Set {
-                            path: children_path.clone(),
-                            value: json!([obj]),
+                        .fix(vec![FixOp::Move {
+                            from: children_path.clone(),
+                            to: children_path.index(0),
                         }]),
-                );
+                    );
+                    if node.depth < MAX_DEPTH {
+                        stack.push(Node {
+                            value: obj,
+                            path: children_path.clone(),
+                            depth: node.depth + 1,
+                            parent_role: role.clone().or_else(|| node.parent_role.clone()),
+                            under_producer: is_producer,
+                            removal: node.removal.clone(),
+                        });
+                    }
+                } else {
+                    out.push(
+                        d.hint("it is not a connector object either: remove the MultiConnector, or list its connectors")
+                            .fix(vec![FixOp::Remove { path: node.removal.clone() }]),
+                    );
+                }
                 continue;
             }
             Some(other) => {
@@ -321,6 +368,26 @@ fn top_level_list(top: &FieldPath, root: &Value, items: &[Value]) -> Diagnostic 
         "kv_role": role,
         "kv_connector_extra_config": {"connectors": root},
     });
+    // The list moves (so other fixes of its items stay in it), then the
+    // MultiConnector's own fields; an empty list is no connector at all.
+    let fix = if items.is_empty() {
+        vec![FixOp::Remove { path: top.clone() }]
+    } else {
+        vec![
+            FixOp::Move {
+                from: top.clone(),
+                to: top.key("kv_connector_extra_config").key("connectors"),
+            },
+            FixOp::Set {
+                path: top.key("kv_connector"),
+                value: json!(MULTI),
+            },
+            FixOp::Set {
+                path: top.key("kv_role"),
+                value: json!(role),
+            },
+        ]
+    };
     Diagnostic::error(
         Code::ConnectorsListAtTopLevel,
         top.clone(),
@@ -329,7 +396,7 @@ fn top_level_list(top: &FieldPath, root: &Value, items: &[Value]) -> Diagnostic 
     .given(root)
     .allowed("an object such as {\"kv_connector\": \"MultiConnector\", \"kv_role\": ..., \"kv_connector_extra_config\": {\"connectors\": [...]}}")
     .hint(format!("wrap the list in a MultiConnector: --kv-transfer-config '{wrapped}'"))
-    .fix(vec![FixOp::Set { path: top.clone(), value: wrapped }])
+    .fix(fix)
 }
 
 fn not_object(node: &Node<'_>, out: &mut Vec<Diagnostic>) {
@@ -697,15 +764,26 @@ fn site(
         )
         .allowed("a HiSparseConnector at the top level or directly in the top-level MultiConnector's connectors");
         if let Some((list, len)) = top_list {
+            let mut ops = vec![FixOp::Move {
+                from: node.path.clone(),
+                to: list.index(*len),
+            }];
+            // An only child leaves its MultiConnector empty: remove what it
+            // left (below the top level, which receives the connector).
+            if node.removal != node.path {
+                let left = if node.removal.0.len() > list.0.len() {
+                    node.removal.clone()
+                } else {
+                    FieldPath(node.path.0[..=list.0.len()].to_vec())
+                };
+                ops.push(FixOp::Remove { path: left });
+            }
             d = d
                 .hint(format!(
                     "move it into the top-level MultiConnector: {}",
                     list.index(*len)
                 ))
-                .fix(vec![FixOp::Move {
-                    from: node.path.clone(),
-                    to: list.index(*len),
-                }]);
+                .fix(ops);
         }
         out.push(d);
     }
@@ -719,8 +797,9 @@ fn site(
     }
 }
 
-/// The path and length of a top-level MultiConnector's children list.
-fn top_children(obj: &Map<String, Value>, path: &FieldPath) -> (FieldPath, usize) {
+/// The path and length of a top-level MultiConnector's children list; None
+/// when it is there but not a list (nothing can move into it).
+fn top_children(obj: &Map<String, Value>, path: &FieldPath) -> Option<(FieldPath, usize)> {
     let in_extra = obj
         .get("kv_connector_extra_config")
         .and_then(|e| e.get("connectors"));
@@ -732,7 +811,11 @@ fn top_children(obj: &Map<String, Value>, path: &FieldPath) -> (FieldPath, usize
             path.key("kv_connector_extra_config").key("connectors"),
         ),
     };
-    (at, list.as_array().map_or(0, Vec::len))
+    match list {
+        Value::Null => Some((at, 0)),
+        Value::Array(items) => Some((at, items.len())),
+        _ => None,
+    }
 }
 
 /// Whether an unknown key of this connector holds an object with `host_pool_gib`

@@ -3,7 +3,111 @@
 //! number of sparse-MLA layers and the context limit. Keys are looked up at
 //! the top level first, then under `text_config` (composite models).
 
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::fmt;
+
+/// Every config.json key [`read`] looks up (top level and in `text_config`).
+/// [`parse_config`] builds only these, so a large config.json costs about
+/// its size in memory, not a full JSON tree (about 35x the text).
+pub const MODEL_KEYS: &[&str] = &[
+    "architectures",
+    "model_type",
+    "index_topk",
+    "layer_types",
+    "num_hidden_layers",
+    "max_position_embeddings",
+    "torch_dtype",
+    "dtype",
+    "num_nextn_predict_layers",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "index_kpool",
+    "index_head_dim",
+    "index_topk_pattern",
+    "index_topk_freq",
+    "index_skip_topk_offset",
+    "indexer_types",
+    "hidden_size",
+    "num_attention_heads",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "index_n_heads",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "n_routed_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "vocab_size",
+    "tie_word_embeddings",
+    "quantization_config",
+];
+
+/// Parse a config.json, keeping the [`MODEL_KEYS`] of the top-level object
+/// and of its `text_config`; everything else is skipped unbuilt. A document
+/// that is not an object parses to a value of the same kind (for the error).
+pub fn parse_config(bytes: &[u8]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = Kept { text_config: true }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
+/// A config object keeping [`MODEL_KEYS`] (and, at the top, `text_config`).
+struct Kept {
+    text_config: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Kept {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Kept {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if self.text_config && key == "text_config" {
+                out.insert(key, map.next_value_seed(Kept { text_config: false })?);
+            } else if MODEL_KEYS.contains(&key.as_str()) {
+                out.insert(key, map.next_value()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Value::Object(out))
+    }
+    // Not an object: only the kind matters (the caller reports it).
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Value::Array(Vec::new()))
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+}
 
 /// A value read from the model config, with where it came from
 /// (`config.json:text_config.index_topk` or `hf_overrides.index_topk`).
@@ -129,6 +233,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
     let top = merged.as_object().unwrap_or(&empty);
     let text = top.get("text_config").and_then(Value::as_object);
     let lookup = |key: &str| -> Option<(Value, String, bool)> {
+        debug_assert!(MODEL_KEYS.contains(&key), "add {key:?} to MODEL_KEYS");
         if let Some(v) = top.get(key).filter(|v| !v.is_null()) {
             let overridden = overrides.and_then(|o| o.get(key)).is_some();
             return Some((v.clone(), source(overridden, key), overridden));

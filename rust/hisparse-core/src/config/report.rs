@@ -4,6 +4,7 @@
 //! data behind `hisparse_rs.check()` / `resolve()` in Python.
 
 use crate::diagnostic::Diagnostic;
+use crate::gpu::GpuSpec;
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON schema; bumped only on incompatible changes.
@@ -81,6 +82,14 @@ pub struct ResolvedHiSparse {
     /// its group and its hot-buffer state. Empty for implausibly many layers.
     #[serde(default)]
     pub index_groups: Vec<u32>,
+    /// Shared memory per CUDA block vLLM 0.33's residency resolver needs for
+    /// this hot buffer and query length (`runtime.py` `_check_residency_shared_memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residency_shared_memory_bytes: Option<Resolved<u64>>,
+    /// The same figure for hisparse_rs's Triton resolver; omitted until that
+    /// kernel reports it (see `sizes::triton_resolver_shared_memory_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triton_resolver_shared_memory_bytes: Option<u64>,
 }
 
 /// The model the configuration was checked against.
@@ -107,6 +116,9 @@ pub struct Report {
     pub hisparse: Option<ResolvedHiSparse>,
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// The GPU the check was for (`--gpu`), with the sources of its figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuSpec>,
     /// vLLM flags on the command line that hisparse-check does not check
     /// (`--port 8000`), as given. Empty from Python.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -127,6 +139,7 @@ impl Report {
             hisparse: None,
             errors,
             warnings,
+            gpu: None,
             ignored_flags: Vec::new(),
         }
     }

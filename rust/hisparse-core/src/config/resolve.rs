@@ -15,8 +15,10 @@ use crate::config::schema::{
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
     SPECULATIVE_FIELDS,
 };
-use crate::config::{startup, validate};
+use crate::config::validate::{self, PoolAdvice};
+use crate::config::{fixes, misplaced, startup};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::gpu::GpuSpec;
 use crate::path::FieldPath;
 use crate::sizes::Parallel;
 use serde_json::{json, Value};
@@ -43,8 +45,9 @@ pub(crate) struct Scalars {
 
 /// Resolve and validate a serve configuration.
 ///
-/// Returns every error and warning at once; `Err` only when the model's
-/// config file cannot be read at all (an I/O problem, not a configuration one).
+/// Returns every error and warning at once, with fixes that pass alone and
+/// together (see `config::fixes`); `Err` only when the model's config file
+/// cannot be read at all (an I/O problem, not a configuration one).
 pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
     resolve_with_model(args).map(|(report, _)| report)
 }
@@ -52,10 +55,29 @@ pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
 /// [`resolve`], also returning the model facts it read (after `--hf-overrides`),
 /// for the capacity planner.
 pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    resolve_on(args, None)
+}
+
+/// [`resolve_with_model`] for a known GPU: adds vLLM's residency-resolver
+/// shared-memory check (and refuses a GPU that is not NVIDIA).
+pub fn resolve_on(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    fixes::resolve_advised(args, gpu, None)
+}
+
+/// One resolution: the report (errors settled, see `config::fixes`), the
+/// model facts and the start-up minimum host pool when the sizes are known.
+pub(crate) fn resolve_once(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    advice: Option<&PoolAdvice>,
+) -> Result<(Report, Option<ModelInfo>, Option<f64>), LoadError> {
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around them.
-        return Ok((Report::from_diagnostics(d), None));
+        return Ok((Report::from_diagnostics(d), None, None));
     }
     let args: &ServeArgs = &normalized;
     scan_shell_variables(args, &mut d);
@@ -108,7 +130,9 @@ pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>
         enabled,
         &mut d,
     );
+    let mut needed_gib = None;
     let hisparse = if enabled {
+        let misplaced = misplaced::find(args, &tree);
         let ctx = validate::Ctx {
             args,
             tree: &tree,
@@ -117,21 +141,26 @@ pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>
             num_speculative_tokens,
             cudagraph_mode: cudagraph_mode.as_deref(),
             scalars: &scalars,
+            gpu,
+            advice,
+            misplaced: &misplaced,
         };
-        ctx.validate(&mut d)
+        ctx.validate(&mut d, &mut needed_gib)
     } else {
         None
     };
 
     let mut report = Report::from_diagnostics(d);
+    fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
     report.model = model.as_ref().map(|(info, source)| ModelSummary {
         source: source.clone(),
         architecture: info.architecture.clone(),
         model_type: info.model_type.clone(),
     });
+    report.gpu = gpu.cloned();
     report.hisparse = if report.valid { hisparse } else { None };
-    Ok((report, model.map(|(info, _)| info)))
+    Ok((report, model.map(|(info, _)| info), needed_gib))
 }
 
 fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
@@ -142,6 +171,7 @@ fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     }
     for (name, value) in [
         ("model", &args.model),
+        ("revision", &args.revision),
         ("kv_cache_dtype", &args.kv_cache_dtype),
         ("platform", &args.platform),
     ] {

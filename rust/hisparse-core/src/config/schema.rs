@@ -3,6 +3,7 @@
 //! (unknown keys with a suggestion, types, unexpanded shell variables).
 
 use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::limits::{MAX_SUGGEST_CANDIDATES, MAX_SUGGEST_LEN};
 use crate::path::{FieldPath, Seg};
 use serde_json::{Map, Value};
 
@@ -280,9 +281,16 @@ pub fn quoted(names: &[&str]) -> String {
 
 /// The closest candidate to `given`, if one is close enough to be a typo.
 pub fn closest<'a>(given: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    // Bounded by the names, not the input: a name longer than any real one
+    // gets no suggestion, and only so many candidates are compared.
+    if given.len() > MAX_SUGGEST_LEN {
+        return None;
+    }
     let g = given.to_ascii_lowercase();
     candidates
         .iter()
+        .take(MAX_SUGGEST_CANDIDATES)
+        .filter(|c| c.len() <= MAX_SUGGEST_LEN)
         .map(|c| {
             let cl = c.to_ascii_lowercase();
             let score = strsim::jaro_winkler(&g, &cl).max(strsim::normalized_levenshtein(&g, &cl));

@@ -12,6 +12,7 @@ use crate::config::model::ModelInfo;
 use crate::config::resolve::Scalars;
 use crate::config::schema::{quoted, QUANTIZATION_METHODS};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::limits::MAX_DIVISOR_TRIALS;
 use crate::path::FieldPath;
 use crate::sizes::Parallel;
 use serde_json::{json, Value};
@@ -225,12 +226,7 @@ fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
     if tp_u <= 1 || heads % tp_u == 0 {
         return;
     }
-    // The largest size that divides the heads and does not exceed the given one.
-    // Bounded by what real models have; beyond it, 1 always divides.
-    let fixed = (1..=tp_u.min(heads).min(1 << 16))
-        .rev()
-        .find(|t| heads % t == 0)
-        .unwrap_or(1);
+    let fixed = largest_divisor_at_most(heads, tp_u);
     d.push(
         Diagnostic::error(
             Code::TensorParallelHeadsMismatch,
@@ -259,10 +255,8 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
         .iter()
         .fold(1i64, |w, n| w.saturating_mul(*n));
     if p.nnodes > 1 && world % p.nnodes != 0 {
-        let fixed = (1..=p.nnodes.min(1 << 16))
-            .rev()
-            .find(|n| world % n == 0)
-            .unwrap_or(1);
+        // world and nnodes are >= 1 here (at_least_one), so both convert.
+        let fixed = largest_divisor_at_most(world.unsigned_abs(), p.nnodes.unsigned_abs());
         let path = FieldPath::root("nnodes");
         d.push(
             Diagnostic::error(
@@ -332,6 +326,55 @@ fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>
             path: FieldPath::root("speculative_config"),
         }]),
     );
+}
+
+/// The largest divisor of `n` not above `cap` (1 if none larger), from the
+/// divisor pairs `(d, n / d)` with `d <= sqrt(n)`: work bounded by the head
+/// count's square root (and by [`MAX_DIVISOR_TRIALS`]), never by `cap`.
+fn largest_divisor_at_most(n: u64, cap: u64) -> u64 {
+    let mut best = 1;
+    let mut d = 1u64;
+    while d <= MAX_DIVISOR_TRIALS && d.saturating_mul(d) <= n {
+        if n % d == 0 {
+            for x in [d, n / d] {
+                if x <= cap && x > best {
+                    best = x;
+                }
+            }
+        }
+        d += 1;
+    }
+    best
+}
+
+#[cfg(test)]
+mod divisor_tests {
+    use super::largest_divisor_at_most;
+
+    #[test]
+    fn largest_divisor_is_found_from_the_small_side() {
+        assert_eq!(largest_divisor_at_most(128, 6), 4);
+        assert_eq!(largest_divisor_at_most(128, 128), 128);
+        assert_eq!(largest_divisor_at_most(96, 1_000_000_000), 96);
+        assert_eq!(largest_divisor_at_most(7, 3), 1);
+        assert_eq!(largest_divisor_at_most(1, 5), 1);
+        // A huge tensor_parallel_size costs nothing: the search is over the heads.
+        assert_eq!(
+            largest_divisor_at_most(2_305_843_009_213_693_951 * 2, u64::MAX - 1),
+            2_305_843_009_213_693_951 * 2
+        );
+        assert_eq!(largest_divisor_at_most(1_000_000_007, 200_000_001), 1); // a prime
+        for n in 1..200u64 {
+            for cap in 1..210u64 {
+                let brute = (1..=cap.min(n)).rev().find(|t| n % t == 0).unwrap_or(1);
+                assert_eq!(largest_divisor_at_most(n, cap), brute, "{n} {cap}");
+            }
+        }
+        // Beyond 2^32 heads the answer is still a divisor (the fix passes).
+        let n = (1u64 << 40) * 3;
+        let d = largest_divisor_at_most(n, 1 << 41);
+        assert!(n % d == 0 && d <= 1 << 41);
+    }
 }
 
 #[cfg(test)]

@@ -10,13 +10,16 @@ use crate::config::args::ServeArgs;
 use crate::config::connectors::{
     ConnectorTree, HiSparseSite, CONNECTORS_WITHOUT_HMA, HISPARSE, MULTI,
 };
+use crate::config::misplaced::{Misplaced, DEVICE_BUFFER_SIZE, EAGER_HOST_MIRROR, HOST_POOL_GIB};
 use crate::config::model::{ModelInfo, Sourced};
 use crate::config::report::{Provenance, Resolved, ResolvedHiSparse};
 use crate::config::resolve::{HiSparseInput, Scalars};
 use crate::config::schema::{
-    py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS, SPARSE_MLA_DTYPES,
+    lax_bool, lax_int, py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS,
+    SPARSE_MLA_DTYPES,
 };
 use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::gpu::GpuSpec;
 use crate::path::FieldPath;
 use crate::sizes::{self, min_pool_gib, pool_blocks, GIB};
 use serde_json::{json, Value};
@@ -29,6 +32,17 @@ pub const SPARSE_MLA_BLOCK_SIZE: u64 = 64;
 /// Larger than any single host's RAM: likely a unit mistake (e.g. a dotted flag's `64g` = 64e9).
 const IMPLAUSIBLE_POOL_GIB: f64 = 16384.0;
 const LATE: &str = "vLLM 0.33 reports this only after the model has loaded";
+/// When vLLM 0.33 runs `_check_residency_shared_memory` (runtime.py:168-193).
+const LATE_SMEM: &str = "vLLM 0.33 checks this late in start-up, when it builds each layer's HiSparse runtime (v1/hisparse/runtime.py:749, HiSparseRuntime.__init__)";
+
+/// The host_pool_gib fixes set, and what that pool holds (a sentence). The
+/// joint pass sets it to the start-up minimum after the report's other fixes;
+/// with a known GPU, the check sets it to the pool that lets the GPUs bind.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PoolAdvice {
+    pub(crate) gib: f64,
+    pub(crate) holds: String,
+}
 
 /// The model-dependent part of the resolved settings.
 struct Sizing {
@@ -48,6 +62,9 @@ struct Sizing {
     min_host_blocks: Resolved<u64>,
     host_block_bytes: Option<Resolved<u64>>,
     needed_gib: Option<f64>,
+    /// vLLM's resolver need (bytes per CUDA block) and ours, when known.
+    residency_shared_memory: Resolved<u64>,
+    triton_resolver_shared_memory: Option<u64>,
 }
 
 /// What validation needs from the inputs.
@@ -59,6 +76,12 @@ pub(crate) struct Ctx<'a> {
     pub(crate) num_speculative_tokens: Option<Option<u64>>,
     pub(crate) cudagraph_mode: Option<&'a str>,
     pub(crate) scalars: &'a Scalars,
+    /// The GPU, when known (`--gpu`): vLLM's resolver shared-memory check.
+    pub(crate) gpu: Option<&'a GpuSpec>,
+    /// The host pool fixes suggest, when the caller knows better than the start-up minimum.
+    pub(crate) advice: Option<&'a PoolAdvice>,
+    /// HiSparse settings written in a wrong place (see `misplaced`).
+    pub(crate) misplaced: &'a [Misplaced],
 }
 
 impl Ctx<'_> {
@@ -81,7 +104,13 @@ impl Ctx<'_> {
         ops
     }
 
-    pub(crate) fn validate(&self, d: &mut Vec<Diagnostic>) -> Option<ResolvedHiSparse> {
+    /// Validate HiSparse; returns the resolved settings (None when invalid) and
+    /// sets `needed_gib` to the start-up minimum pool when the model's sizes are known.
+    pub(crate) fn validate(
+        &self,
+        d: &mut Vec<Diagnostic>,
+        needed_gib: &mut Option<f64>,
+    ) -> Option<ResolvedHiSparse> {
         let site = self.tree.sites.first();
         let enabled = match (self.explicit, site) {
             (Some(hs), _) => Resolved::new(
@@ -127,12 +156,19 @@ impl Ctx<'_> {
         }
         // Model-dependent sizing; its errors never stop the connector checks below.
         let sizing = model.and_then(|m| self.size(m, d));
-        let needed_gib = sizing.as_ref().and_then(|s| s.needed_gib);
+        *needed_gib = sizing.as_ref().and_then(|s| s.needed_gib);
         let Some(site) = site else {
-            self.no_connector(needed_gib, d);
+            // A model that cannot use HiSparse gets no connector: its error's fix turns HiSparse off.
+            let rejected = d.iter().any(|e| {
+                matches!(
+                    e.code,
+                    Code::ModelNotDsa | Code::DeepseekV4Unsupported | Code::IndexTopkTooLarge
+                )
+            });
+            self.no_connector(sizing.as_ref(), rejected, d);
             return None;
         };
-        let host_pool_gib = self.resolve_host_pool(site, needed_gib, d);
+        let host_pool_gib = self.resolve_host_pool(site, sizing.as_ref(), d);
         let s = sizing?;
         let host_pool_gib = host_pool_gib?;
         let host_blocks = s.host_block_stride.as_ref().map(|stride| {
@@ -144,7 +180,7 @@ impl Ctx<'_> {
                 },
             )
         });
-        if let (Some(blocks), Some(stride), Some(gib)) =
+        if let (Some(blocks), Some(stride), Some(minimum)) =
             (&host_blocks, &s.host_block_stride, s.needed_gib)
         {
             if blocks.value < s.min_blocks {
@@ -153,9 +189,7 @@ impl Ctx<'_> {
                     "host_pool_gib {} holds {} host blocks of {} bytes, but one {}-token request needs {}",
                     host_pool_gib.value, blocks.value, stride.value, s.max_model_len.value, s.min_blocks
                 );
-                let sizing = format!(
-                    "{gib} GiB is the smallest pool that starts: it holds one max_model_len request; size it for your concurrency"
-                );
+                let (gib, holds) = self.pool_suggestion(Some(&s));
                 let diag = if self.scalars.max_model_len_auto {
                     Diagnostic::warning(
                         Code::HostPoolLimitsContext,
@@ -165,12 +199,21 @@ impl Ctx<'_> {
                         ),
                     )
                     .hint(format!(
-                        "for the full context, increase host_pool_gib to {gib} or more ({sizing})"
+                        "for the full context, set host_pool_gib to {gib} ({holds})"
                     ))
                 } else {
-                    Diagnostic::error(Code::HostPoolTooSmall, path.clone(), format!("{what} ({LATE})"))
-                        .allowed(format!("at least {gib} GiB (ceil(max_model_len / block_size) + 2 = {} blocks)", s.min_blocks))
-                        .hint(format!("increase host_pool_gib to {gib} or more, or lower max_model_len ({sizing})"))
+                    Diagnostic::error(
+                        Code::HostPoolTooSmall,
+                        path.clone(),
+                        format!("{what} ({LATE})"),
+                    )
+                    .allowed(format!(
+                        "at least {minimum} GiB (ceil(max_model_len / block_size) + 2 = {} blocks)",
+                        s.min_blocks
+                    ))
+                    .hint(format!(
+                        "set host_pool_gib to {gib} ({holds}), or lower max_model_len"
+                    ))
                 };
                 d.push(
                     diag.given(&json!(host_pool_gib.value))
@@ -206,7 +249,31 @@ impl Ctx<'_> {
             host_blocks,
             min_host_blocks: s.min_host_blocks,
             index_groups: s.index_groups,
+            residency_shared_memory_bytes: Some(s.residency_shared_memory),
+            triton_resolver_shared_memory_bytes: s.triton_resolver_shared_memory,
         })
+    }
+
+    /// The host_pool_gib a fix sets and what it holds: the caller's advice
+    /// when it is at least the start-up minimum, else the minimum.
+    fn pool_suggestion(&self, sizing: Option<&Sizing>) -> (f64, String) {
+        let needed = sizing.and_then(|s| s.needed_gib);
+        if let Some(a) = self.advice.filter(|a| needed.is_none_or(|n| a.gib >= n)) {
+            return (a.gib, a.holds.clone());
+        }
+        match (needed, sizing) {
+            (Some(gib), Some(s)) => (
+                gib,
+                format!(
+                    "{gib} GiB is the start-up minimum: it holds one {}-token request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan), or give the GPU (--gpu NAME or --gpu-memory-gib) to get the pool that lets the GPUs bind",
+                    s.max_model_len.value
+                ),
+            ),
+            _ => (
+                64.0,
+                "a placeholder: the model's sizes are unknown, so the start-up minimum is too".to_owned(),
+            ),
+        }
     }
 
     /// Everything that follows from the model: top-k, dtype, block size, query
@@ -283,6 +350,18 @@ impl Ctx<'_> {
             block_size.value,
             d,
         );
+        let union_rows = u64::from(max_decode_query_len.value)
+            .saturating_mul(u64::from(topk_buffer_width.value));
+        let dbs = u64::from(device_buffer_size.value);
+        let residency_shared_memory = Resolved::new(
+            sizes::vllm_resolver_shared_memory_bytes(dbs, union_rows),
+            Provenance::Derived {
+                from: vec!["device_buffer_size".into(), "max_decode_query_len".into(), "topk_buffer_width".into()],
+                rule: "vLLM 0.33 hisparse_resolve_residency, per CUDA block: 4 x (2 x (max_decode_query_len x top-k + 1) + 3 x ceil(device_buffer_size / 32) + 7) + 2 x device_buffer_size bytes (v1/hisparse/runtime.py _check_residency_shared_memory)".into(),
+            },
+        );
+        let triton_resolver_shared_memory =
+            sizes::triton_resolver_shared_memory_bytes(dbs, union_rows);
         let eager_host_mirror = match self
             .explicit
             .and_then(|hs| hs.eager_host_mirror.map(|b| (b, hs)))
@@ -293,12 +372,18 @@ impl Ctx<'_> {
                     path: hs.path.key("eager_host_mirror").to_string(),
                 },
             ),
-            None => Resolved::new(
-                true,
-                Provenance::Default {
-                    rule: "HiSparseConfig.eager_host_mirror default (vLLM 0.33)".into(),
-                },
-            ),
+            None => {
+                if let Some(m) = self.misplaced.iter().find(|m| m.field == EAGER_HOST_MIRROR) {
+                    let fixed = lax_bool(&m.value).is_none().then(Vec::new);
+                    d.push(self.misplaced_setting(m, fixed, "a boolean"));
+                }
+                Resolved::new(
+                    true,
+                    Provenance::Default {
+                        rule: "HiSparseConfig.eager_host_mirror default (vLLM 0.33)".into(),
+                    },
+                )
+            }
         };
         let auto = self.scalars.max_model_len_auto;
         let max_model_len = match (self.scalars.max_model_len, &model.max_position_embeddings) {
@@ -404,7 +489,76 @@ impl Ctx<'_> {
             host_block_bytes,
             host_block_stride,
             needed_gib,
+            residency_shared_memory,
+            triton_resolver_shared_memory,
         })
+    }
+
+    /// Where `field` of hisparse_config goes.
+    fn hisparse_config_path(&self, field: &str) -> FieldPath {
+        self.explicit
+            .map(|hs| hs.path.key(field))
+            .unwrap_or_else(|| {
+                FieldPath::root("attention_config")
+                    .key("hisparse_config")
+                    .key(field)
+            })
+    }
+
+    /// A hisparse_config setting written elsewhere: the fix moves the user's
+    /// value to hisparse_config, or, when `fixed` holds the edits that make it
+    /// valid there (`allowed` says what is), drops it and applies those.
+    fn misplaced_setting(
+        &self,
+        m: &Misplaced,
+        fixed: Option<Vec<FixOp>>,
+        allowed: &str,
+    ) -> Diagnostic {
+        let to = self.hisparse_config_path(m.field);
+        let message = format!(
+            "{} {} is at {}, and vLLM {} {}: it reads {} only from {to}{}",
+            m.key(),
+            m.value,
+            m.from,
+            crate::VLLM_VERSION,
+            m.fate(),
+            m.field,
+            if m.rejected {
+                ""
+            } else {
+                ", so it runs with the default"
+            }
+        );
+        let diag = if m.rejected {
+            Diagnostic::error(Code::HiSparseSettingMisplaced, m.from.clone(), message)
+        } else {
+            Diagnostic::warning(Code::HiSparseSettingIgnored, m.from.clone(), message)
+        }
+        .given(&m.value)
+        .allowed(format!("{allowed}, at {to}"));
+        match fixed {
+            None => diag
+                .hint(format!("move your {} to {to}", m.value))
+                .fix(vec![FixOp::Move {
+                    from: m.from.clone(),
+                    to,
+                }]),
+            Some(ops) => {
+                let hint = match ops.is_empty() {
+                    true => format!("{} is not {allowed}: remove it", m.value),
+                    false => format!(
+                        "{} is not {allowed} there: remove it and {}",
+                        m.value,
+                        crate::diagnostic::describe_fix(&ops)
+                    ),
+                };
+                let mut all = vec![FixOp::Remove {
+                    path: m.from.clone(),
+                }];
+                all.extend(ops);
+                diag.hint(hint).fix(all)
+            }
+        }
     }
 
     /// vLLM turns the hybrid KV cache manager off when any connector in the
@@ -529,6 +683,25 @@ impl Ctx<'_> {
                 diag = diag.hint(hint);
             }
             d.push(diag.fix(vec![fix]));
+        }
+        // The GPU named with --gpu is not a flag a fix can change.
+        if let Some(g) = self
+            .gpu
+            .filter(|g| g.platform != "cuda" && s.platform == "cuda")
+        {
+            d.push(
+                Diagnostic::error(
+                    Code::PlatformUnsupported,
+                    FieldPath::root("gpu"),
+                    format!(
+                        "HiSparse currently requires NVIDIA CUDA, and {} ({}) is a {} GPU",
+                        g.name, g.description, g.platform
+                    ),
+                )
+                .given(&json!(g.name))
+                .allowed("an NVIDIA GPU (--gpu h100, h200, b200, ...)")
+                .hint("serve HiSparse on NVIDIA GPUs, or without HiSparse on this one"),
+            );
         }
     }
 
@@ -776,53 +949,94 @@ impl Ctx<'_> {
         let q = qlen.value as u64;
         let min = q * k;
         let default = (q + 1) * k;
-        let path = self
-            .explicit
-            .map(|hs| hs.path.key("device_buffer_size"))
-            .unwrap_or_else(|| {
-                FieldPath::root("attention_config")
-                    .key("hisparse_config")
-                    .key("device_buffer_size")
-            });
+        let path = self.hisparse_config_path(DEVICE_BUFFER_SIZE);
         let explicit = self.explicit.and_then(|hs| hs.device_buffer_size);
         let value = explicit.unwrap_or(default);
-        // A value that satisfies both bounds, for fixes (None: no hot buffer fits).
-        let fitting =
-            (min <= MAX_DEVICE_BUFFER_SIZE).then(|| default.clamp(min, MAX_DEVICE_BUFFER_SIZE));
-        let allowed = match fitting {
-            Some(_) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
-            None => format!(
+        let smem = self.gpu.map(|g| (g, g.max_shared_memory_per_block));
+        // The largest buffer the bounds (and the GPU's shared memory) allow at this query length.
+        let limit = |union: u64| match smem {
+            Some((_, avail)) => {
+                sizes::largest_resolver_buffer(union, MAX_DEVICE_BUFFER_SIZE, avail)
+            }
+            None => (union <= MAX_DEVICE_BUFFER_SIZE).then_some(MAX_DEVICE_BUFFER_SIZE),
+        };
+        let hi = limit(min);
+        let allowed = match (hi, smem) {
+            (Some(hi), Some((g, avail))) if hi < MAX_DEVICE_BUFFER_SIZE => format!(
+                "{min} <= device_buffer_size <= {hi} (the most whose vLLM resolver fits the {avail} B of shared memory per block of {})",
+                g.name
+            ),
+            (Some(_), _) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
+            (None, Some((g, avail))) if min <= MAX_DEVICE_BUFFER_SIZE => format!(
+                "no size fits at max_decode_query_len {q}: vLLM's resolver for {q} x {k} rows needs more than the {avail} B of shared memory per block of {}",
+                g.name
+            ),
+            (None, _) => format!(
                 "no size fits: {q} x {k} rows exceed the {MAX_DEVICE_BUFFER_SIZE} int16 slots"
             ),
         };
-        let fix = |d: Diagnostic| match fitting {
-            Some(v) => d.allowed(allowed.clone()).fix(vec![FixOp::Set {
+        // One target for every fix below: the user's query length when a buffer
+        // fits it, else the widest query (1 + n speculative tokens) whose rows do,
+        // with the default buffer clamped into that query's bounds. So the fixes
+        // of this report agree with each other. (size() already refused a top-k
+        // wider than all slots.)
+        let target = (1..=q.min(MAX_DEVICE_BUFFER_SIZE / k.max(1)))
+            .rev()
+            .find_map(|q_fit| {
+                let lo = q_fit * k;
+                let hi = limit(lo)?;
+                // Below the int16 limit, stay on a block boundary when that still fits.
+                let hi = match block_size as u64 {
+                    bs if bs > 0 && hi < MAX_DEVICE_BUFFER_SIZE && hi / bs * bs >= lo => {
+                        hi / bs * bs
+                    }
+                    _ => hi,
+                };
+                Some((q_fit, ((q_fit + 1) * k).clamp(lo, hi)))
+            });
+        let target_ops = target.map(|(q_fit, v)| {
+            let spec = FieldPath::root("speculative_config");
+            let set = FixOp::Set {
                 path: path.clone(),
                 value: json!(v),
-            }]),
-            None => {
-                // Lower the speculation depth to the widest query whose top-k rows
-                // fit int16 slots (1 + n tokens), and give the buffer a size that fits.
-                // (size() already refused a top-k wider than all slots.)
-                let spec = FieldPath::root("speculative_config");
-                let q_max = (MAX_DEVICE_BUFFER_SIZE / k).max(1);
-                let fits = FixOp::Set {
-                    path: path.clone(),
-                    value: json!(((q_max + 1) * k).clamp(q_max * k, MAX_DEVICE_BUFFER_SIZE)),
-                };
-                let ops = match q_max - 1 {
-                    0 => vec![FixOp::Remove { path: spec }, fits],
-                    n => vec![
-                        FixOp::Set {
-                            path: spec.key("num_speculative_tokens"),
-                            value: json!(n),
-                        },
-                        fits,
-                    ],
-                };
-                d.allowed(allowed.clone()).fix(ops)
+            };
+            match q_fit {
+                _ if q_fit == q => vec![set],
+                1 => vec![FixOp::Remove { path: spec }, set],
+                n => vec![
+                    FixOp::Set {
+                        path: spec.key("num_speculative_tokens"),
+                        value: json!(n - 1),
+                    },
+                    set,
+                ],
+            }
+        });
+        let fix = |d: Diagnostic| {
+            let d = d.allowed(allowed.clone());
+            match &target_ops {
+                Some(ops) => d.fix(ops.clone()),
+                None => d.hint("serve without speculative decoding, or use a GPU with more shared memory per block"),
             }
         };
+        if explicit.is_none() {
+            if let Some(m) = self
+                .misplaced
+                .iter()
+                .find(|m| m.field == DEVICE_BUFFER_SIZE)
+            {
+                let fits = lax_int(&m.value)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .is_some_and(|n| n >= min && hi.is_some_and(|hi| n <= hi));
+                let fixed = match (fits, &target_ops) {
+                    (true, _) => None,
+                    (false, Some(ops)) => Some(ops.clone()),
+                    (false, None) => Some(Vec::new()),
+                };
+                d.push(self.misplaced_setting(m, fixed, &allowed));
+            }
+        }
+        let need = sizes::vllm_resolver_shared_memory_bytes(value, min);
         if value < min {
             d.push(fix(
                 Diagnostic::error(
@@ -846,6 +1060,19 @@ impl Ctx<'_> {
                 )
                 .given(&json!(value)),
             ));
+        } else if let Some((g, avail)) = smem.filter(|(_, avail)| need > *avail) {
+            // vLLM's own message (runtime.py:186-193), then where it comes from.
+            d.push(fix(
+                Diagnostic::error(
+                    Code::ResidencySharedMemoryExceeded,
+                    path.clone(),
+                    format!(
+                        "HiSparse residency resolution needs {need} B of shared memory per block for device_buffer_size={value} and {min} rows per request (decode query length x index_topk), but the device allows {avail} B ({}: {}). Lower device_buffer_size or num_speculative_tokens. ({LATE_SMEM})",
+                        g.name, g.shared_memory_source
+                    ),
+                )
+                .given(&json!(value)),
+            ));
         } else if explicit.is_some() && block_size > 0 && value % block_size as u64 != 0 {
             let up = value.div_ceil(block_size as u64) * block_size as u64;
             let mut w = Diagnostic::warning(
@@ -854,7 +1081,7 @@ impl Ctx<'_> {
                 format!("device_buffer_size {value} is not a multiple of the {block_size}-token block size, so {} padding rows per hot group are allocated and never used", up - value),
             )
             .given(&json!(value));
-            if up <= MAX_DEVICE_BUFFER_SIZE {
+            if hi.is_some_and(|hi| up <= hi) {
                 w = w.fix(vec![FixOp::Set {
                     path: path.clone(),
                     value: json!(up),
@@ -878,11 +1105,12 @@ impl Ctx<'_> {
     fn resolve_host_pool(
         &self,
         site: &HiSparseSite,
-        needed_gib: Option<f64>,
+        sizing: Option<&Sizing>,
         d: &mut Vec<Diagnostic>,
     ) -> Option<Resolved<f64>> {
         let path = site.host_pool_path();
-        let suggestion = needed_gib.unwrap_or(64.0);
+        let needed_gib = sizing.and_then(|s| s.needed_gib);
+        let (suggestion, holds) = self.pool_suggestion(sizing);
         let set = vec![FixOp::Set {
             path: path.clone(),
             value: json!(suggestion),
@@ -897,9 +1125,14 @@ impl Ctx<'_> {
             if site.host_pool_misplaced {
                 return None; // its unknown_key error moves the user's value into place
             }
+            if let Some(m) = self.misplaced.iter().find(|m| m.field == HOST_POOL_GIB) {
+                d.push(self.misplaced_host_pool(m, site, sizing, &allowed));
+                return None;
+            }
             d.push(
                 Diagnostic::error(Code::HostPoolGibMissing, path.clone(), format!("HiSparseConnector at {} requires host_pool_gib in its kv_connector_extra_config ({LATE})", site.path))
                     .allowed(allowed)
+                    .hint(format!("set {path} to {suggestion} ({holds})"))
                     .fix(set),
             );
             return None;
@@ -918,7 +1151,7 @@ impl Ctx<'_> {
                     )
                 }
                 None => (
-                    format!("set {path} to a number of GiB, at least {suggestion}"),
+                    format!("set {path} to a number of GiB: {suggestion} ({holds})"),
                     set,
                 ),
             };
@@ -939,6 +1172,7 @@ impl Ctx<'_> {
                 )
                 .given(raw)
                 .allowed(allowed)
+                .hint(format!("set {path} to {suggestion} ({holds})"))
                 .fix(set),
             );
             return None;
@@ -973,6 +1207,7 @@ impl Ctx<'_> {
                 )
                 .given(raw)
                 .allowed(allowed)
+                .hint(format!("set {path} to {suggestion} ({holds})"))
                 .fix(set),
             );
             return None;
@@ -985,61 +1220,222 @@ impl Ctx<'_> {
         ))
     }
 
-    /// `hisparse_config` is set but no HiSparseConnector exists anywhere: add one.
-    fn no_connector(&self, needed_gib: Option<f64>, d: &mut Vec<Diagnostic>) {
-        let Some(hs) = self.explicit else { return };
-        let child = json!({
-            "kv_connector": HISPARSE,
-            "kv_role": "kv_both",
-            "kv_connector_extra_config": {"host_pool_gib": needed_gib.unwrap_or(64.0)},
-        });
-        let top = FieldPath::root("kv_transfer_config");
-        let fix = match &self.args.kv_transfer_config {
-            None | Some(Value::Null) => Some(FixOp::Set {
-                path: top.clone(),
-                value: child.clone(),
-            }),
-            Some(Value::Object(obj)) => match obj.get("kv_connector").and_then(Value::as_str) {
-                Some(MULTI) => obj
-                    .get("kv_connector_extra_config")
-                    .and_then(|e| e.get("connectors"))
-                    .and_then(Value::as_array)
-                    .map(|list| FixOp::Set {
-                        path: top
-                            .key("kv_connector_extra_config")
-                            .key("connectors")
-                            .index(list.len()),
-                        value: child.clone(),
-                    }),
-                Some(_) => Some(FixOp::Set {
-                    path: top.clone(),
-                    value: json!({
-                        "kv_connector": MULTI,
-                        "kv_role": obj.get("kv_role").cloned().unwrap_or(json!("kv_both")),
-                        "kv_connector_extra_config": {"connectors": [obj, child]},
-                    }),
-                }),
-                None => Some(FixOp::Set {
-                    path: top.clone(),
-                    value: child.clone(),
-                }),
-            },
-            Some(_) => None,
+    /// The user's host_pool_gib as it would go into the connector: itself when
+    /// it starts there, else the value a fix should write instead and why.
+    fn usable_pool(&self, raw: &Value, sizing: Option<&Sizing>) -> Result<f64, (f64, String)> {
+        let (suggestion, holds) = self.pool_suggestion(sizing);
+        let needed = sizing.and_then(|s| s.needed_gib);
+        let Some(gib) = py_float(raw) else {
+            return Err(match raw.as_str().and_then(gib_with_unit) {
+                Some(meant) => (
+                    needed.map_or(meant, |n| meant.max(n)),
+                    format!("host_pool_gib is a plain number of GiB, not {raw}"),
+                ),
+                None => (
+                    suggestion,
+                    format!("{raw} is not a number of GiB; {suggestion} GiB {holds}"),
+                ),
+            });
         };
-        let mut diag = Diagnostic::error(
+        let blocks = sizing.and_then(|s| {
+            let stride = s.host_block_stride.as_ref()?.value;
+            Some((pool_blocks(gib, stride), s.min_blocks))
+        });
+        match blocks {
+            _ if !((gib * GIB).is_finite() && gib > 0.0) || raw.is_boolean() => Err((
+                suggestion,
+                format!("{raw} is not a positive number of GiB; {suggestion} GiB {holds}"),
+            )),
+            Some((have, need)) if have < need => Err((
+                suggestion,
+                format!("{gib} GiB holds {have} host blocks, fewer than the {need} start-up needs; {suggestion} GiB {holds}"),
+            )),
+            _ => Ok(gib),
+        }
+    }
+
+    /// host_pool_gib written where vLLM does not read it, and none where it
+    /// does: move the user's value into the HiSparseConnector.
+    fn misplaced_host_pool(
+        &self,
+        m: &Misplaced,
+        site: &HiSparseSite,
+        sizing: Option<&Sizing>,
+        allowed: &str,
+    ) -> Diagnostic {
+        let to = site.host_pool_path();
+        let spelled = if m.key() == HOST_POOL_GIB {
+            String::new()
+        } else {
+            format!(" ({} reads as a misspelling of host_pool_gib)", m.key())
+        };
+        let diag = Diagnostic::error(
+            Code::HostPoolGibMisplaced,
+            m.from.clone(),
+            format!(
+                "host_pool_gib {} is at {}{spelled}, and vLLM {} {}: it reads host_pool_gib only from the HiSparseConnector's kv_connector_extra_config ({to}), which has none, so start-up fails (HiSparseConnector requires host_pool_gib)",
+                m.value,
+                m.from,
+                crate::VLLM_VERSION,
+                m.fate()
+            ),
+        )
+        .given(&m.value)
+        .allowed(format!("{allowed}, at {to}"));
+        match self.usable_pool(&m.value, sizing) {
+            Ok(_) => diag
+                .hint(format!("move your {} to {to}", m.value))
+                .fix(vec![FixOp::Move {
+                    from: m.from.clone(),
+                    to,
+                }]),
+            Err((value, why)) => diag
+                .hint(format!("move it to {to} as {value}: {why}"))
+                .fix(vec![
+                    FixOp::Remove {
+                        path: m.from.clone(),
+                    },
+                    FixOp::Set {
+                        path: to,
+                        value: json!(value),
+                    },
+                ]),
+        }
+    }
+
+    /// `hisparse_config` is set but no HiSparseConnector exists anywhere: add
+    /// one, with the host_pool_gib the user wrote elsewhere when there is one.
+    fn no_connector(&self, sizing: Option<&Sizing>, rejected: bool, d: &mut Vec<Diagnostic>) {
+        let Some(hs) = self.explicit else { return };
+        if rejected {
+            d.push(self.without_connector(hs).hint(format!(
+                "this model cannot use HiSparse (see its error): remove {}",
+                hs.path
+            )));
+            return;
+        }
+        let misplaced = self.misplaced.iter().find(|m| m.field == HOST_POOL_GIB);
+        let pool = match misplaced.map(|m| self.usable_pool(&m.value, sizing)) {
+            Some(Ok(gib)) => gib,
+            Some(Err((gib, _))) => gib,
+            None => self.pool_suggestion(sizing).0,
+        };
+        let Some(add) = add_hisparse_connector(self.args.kv_transfer_config.as_ref(), pool) else {
+            let mut diag = self.without_connector(hs);
+            diag = diag.hint(format!(
+                "add a HiSparseConnector to kv_transfer_config, or remove {}",
+                hs.path
+            ));
+            d.push(diag);
+            return;
+        };
+        let mut ops: Vec<FixOp> = misplaced
+            .map(|m| FixOp::Remove {
+                path: m.from.clone(),
+            })
+            .into_iter()
+            .collect();
+        ops.extend(add);
+        d.push(self.without_connector(hs).fix(ops));
+    }
+
+    fn without_connector(&self, hs: &HiSparseInput) -> Diagnostic {
+        Diagnostic::error(
             Code::HiSparseWithoutConnector,
             hs.path.clone(),
             format!("hisparse_config is set but no HiSparseConnector is configured anywhere in kv_transfer_config, so there is no host pool ({LATE})"),
         )
-        .allowed("hisparse_config together with a HiSparseConnector in kv_transfer_config");
-        diag = match fix {
-            Some(op) => diag.fix(vec![op]),
-            None => diag.hint(format!(
-                "add {child} to kv_transfer_config, or remove {}",
-                hs.path
-            )),
-        };
-        d.push(diag);
+        .allowed("hisparse_config together with a HiSparseConnector in kv_transfer_config")
+    }
+}
+
+/// The edit that adds a HiSparseConnector (kv_both, `host_pool_gib`) to a
+/// `--kv-transfer-config` (None when that is not an object or null): the
+/// connector alone, appended to a MultiConnector, or a MultiConnector around
+/// the existing connector and it. None when the config is not an object.
+pub(crate) fn add_hisparse_connector(kv: Option<&Value>, host_pool_gib: f64) -> Option<Vec<FixOp>> {
+    let child = json!({
+        "kv_connector": HISPARSE,
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": host_pool_gib},
+    });
+    let top = FieldPath::root("kv_transfer_config");
+    match kv {
+        None | Some(Value::Null) => Some(vec![FixOp::Set {
+            path: top,
+            value: child,
+        }]),
+        Some(Value::Object(obj)) => match obj.get("kv_connector").and_then(Value::as_str) {
+            Some(MULTI) => {
+                let list = top.key("kv_connector_extra_config").key("connectors");
+                let in_extra = obj
+                    .get("kv_connector_extra_config")
+                    .and_then(|e| e.get("connectors"));
+                Some(vec![match (in_extra, obj.get("connectors")) {
+                    (Some(Value::Array(l)), _) if !l.is_empty() => FixOp::Set {
+                        path: list.index(l.len()),
+                        value: child,
+                    },
+                    // Misplaced children: join them (their fix moves them all in).
+                    (_, Some(Value::Array(l))) => FixOp::Set {
+                        path: top.key("connectors").index(l.len()),
+                        value: child,
+                    },
+                    // One connector object instead of a list: list it, and the new one.
+                    (Some(one @ Value::Object(_)), _)
+                        if one.get("kv_connector").is_some_and(Value::is_string) =>
+                    {
+                        return Some(vec![
+                            FixOp::Move {
+                                from: list.clone(),
+                                to: list.index(0),
+                            },
+                            FixOp::Set {
+                                path: list.index(1),
+                                value: child,
+                            },
+                        ]);
+                    }
+                    _ => FixOp::Set {
+                        path: list,
+                        value: json!([child]),
+                    },
+                }])
+            }
+            // The connector moves into a MultiConnector (so other fixes of it
+            // stay with it), beside the new one.
+            Some(_) => {
+                let list = top.key("kv_connector_extra_config").key("connectors");
+                Some(vec![
+                    FixOp::Move {
+                        from: top.clone(),
+                        to: list.index(0),
+                    },
+                    FixOp::Set {
+                        path: top.key("kv_connector"),
+                        value: json!(MULTI),
+                    },
+                    FixOp::Set {
+                        path: top.key("kv_role"),
+                        value: obj.get("kv_role").cloned().unwrap_or(json!("kv_both")),
+                    },
+                    FixOp::Set {
+                        path: list.index(1),
+                        value: child,
+                    },
+                ])
+            }
+            None => Some(vec![FixOp::Set {
+                path: top,
+                value: child,
+            }]),
+        },
+        // A list of connectors (whose fix wraps it in a MultiConnector): join it.
+        Some(Value::Array(items)) => Some(vec![FixOp::Set {
+            path: top.index(items.len()),
+            value: child,
+        }]),
+        Some(_) => None,
     }
 }
 

@@ -2,7 +2,7 @@
 //! replica serves with and without HiSparse, which limit binds, and how much
 //! host memory the pools pin per node.
 //!
-//! Data flow: [`ServeArgs`] -> [`resolve_with_model`] (a valid configuration
+//! Data flow: [`ServeArgs`] -> [`crate::check`] (resolution and the machine checks: a valid configuration
 //! with HiSparse on, and the model facts) -> [`plan`] -> [`Plan`]. Every size
 //! comes from [`crate::sizes`]; the formulas are HISPARSE.md §5's (vLLM's public
 //! HiSparse concurrency calculator), with the layout facts of vLLM 0.33.0's
@@ -18,11 +18,13 @@ mod weights;
 
 pub use weights::{estimate as estimate_weights, WeightEstimate};
 
+use crate::check::check_with_model;
 use crate::config::args::{LoadError, ServeArgs};
 use crate::config::model::ModelInfo;
 use crate::config::report::{ModelSummary, Provenance, Report, ResolvedHiSparse};
-use crate::config::resolve::resolve_with_model;
-use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::config::validate::add_hisparse_connector;
+use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
+use crate::gpu::GpuSpec;
 use crate::path::FieldPath;
 use crate::sizes::{self, GpuLayout, ACTIVE_TAIL_PAGES, GIB, OS_PAGE_BYTES};
 use serde::{Deserialize, Serialize};
@@ -60,6 +62,22 @@ pub struct PlanOptions {
     /// default: estimated from config.json.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_gib: Option<f64>,
+    /// The GPU by name (`h200`; see [`crate::gpu`]): its memory fills
+    /// `gpu_memory_gib` when that is not given, and the check runs vLLM's
+    /// resolver shared-memory check for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+}
+
+impl PlanOptions {
+    /// These options with `gpu_memory_gib` filled from the GPU when not given.
+    pub(crate) fn with_gpu(&self, gpu: Option<&GpuSpec>) -> PlanOptions {
+        let mut o = self.clone();
+        if o.gpu_memory_gib.is_none() {
+            o.gpu_memory_gib = gpu.map(|g| g.memory_gib);
+        }
+        o
+    }
 }
 
 /// Inputs the planner cannot work with (a usage error, not a configuration error).
@@ -167,6 +185,10 @@ pub struct HostPlan {
     pub host_memory_source: String,
     /// 95 % of host_memory_bytes.
     pub usable_host_memory_bytes: Option<u64>,
+    /// True when the node's RAM was given (`--host-memory-gib`); otherwise
+    /// this machine's is used and a pool that does not fit is only a warning.
+    #[serde(default)]
+    pub host_memory_given: bool,
     /// A note when a separate speculative draft model runs: it gets no HiSparse pool.
     pub draft_model: Option<String>,
 }
@@ -192,6 +214,9 @@ pub struct GpuPlan {
     /// GPU blocks per GPU without and with HiSparse.
     pub baseline_blocks: Option<u64>,
     pub hisparse_blocks: Option<u64>,
+    /// The GPU named with `--gpu`, whose memory is `gpu_memory_gib` unless that was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<GpuSpec>,
 }
 
 /// Capacity at one context length, per DP replica.
@@ -248,6 +273,22 @@ pub struct Plan {
     /// vllm serve flags on the command line that were not read (CLI only; omitted when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_flags: Vec<String>,
+    /// Set when the configuration has no HiSparse: the plan is for the
+    /// HiSparseConnector this describes, added to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumed: Option<AssumedHiSparse>,
+}
+
+/// The HiSparse settings a plan assumed for a configuration without HiSparse.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssumedHiSparse {
+    /// The `--kv-transfer-config` with the HiSparseConnector added.
+    pub kv_transfer_config: Value,
+    /// Its host_pool_gib, and why that size.
+    pub host_pool_gib: f64,
+    pub host_pool_rule: String,
+    /// Everything else is vLLM 0.33's default (hisparse_config inferred from the connector).
+    pub rule: String,
 }
 
 impl Plan {
@@ -258,18 +299,110 @@ impl Plan {
 }
 
 /// Plan a serve configuration. Returns the check report, and the plan when the
-/// configuration is valid with HiSparse on.
+/// configuration is valid: of its HiSparse settings, or, when it has none, of
+/// the HiSparseConnector it would take (`Plan::assumed` says which).
 pub fn plan(args: &ServeArgs, options: &PlanOptions) -> Result<(Report, Option<Plan>), PlanError> {
-    check_options(options)?;
-    let (report, model) = resolve_with_model(args)?;
-    let (Some(h), Some(model)) = (report.hisparse.clone(), model) else {
-        return Ok((report, None));
-    };
-    let plan = Planner::new(args, options, &report, &h, &model)?.run();
-    Ok((report, Some(plan)))
+    let (report, model, gpu) = check_with_model(args, options, false)?;
+    let options = options.with_gpu(gpu.as_ref());
+    match (report.hisparse.clone(), model) {
+        (Some(h), Some(model)) => {
+            let plan = plan_resolved(args, &options, &report, &h, &model, gpu.as_ref())?;
+            Ok((report, Some(plan)))
+        }
+        _ if report.valid && !report.hisparse_enabled => {
+            let plan = plan_assumed(args, &options, gpu.as_ref())?;
+            Ok((report, Some(plan)))
+        }
+        _ => Ok((report, None)),
+    }
 }
 
-fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
+/// The plan of a resolved HiSparse configuration (`options` with the GPU filled in).
+pub(crate) fn plan_resolved(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    report: &Report,
+    h: &ResolvedHiSparse,
+    model: &ModelInfo,
+    gpu: Option<&GpuSpec>,
+) -> Result<Plan, PlanError> {
+    let mut plan = Planner::new(args, options, report, h, model)?.run();
+    plan.gpu.spec = gpu.cloned();
+    Ok(plan)
+}
+
+/// What HiSparse would give a configuration without it: add a
+/// HiSparseConnector (kv_both, vLLM's defaults otherwise) whose pool is the
+/// start-up minimum, or the pool that lets the GPUs bind when the GPU is
+/// known (the check's fix for a pool too small), and plan that.
+fn plan_assumed(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    gpu: Option<&GpuSpec>,
+) -> Result<Plan, PlanError> {
+    let nothing =
+        |why: String| PlanError::Option(format!("--plan: HiSparse is not configured, and {why}"));
+    let mut doc = args.normalized().0.into_owned().to_json();
+    let kv = doc.get("kv_transfer_config");
+    // A pool of one byte: the check's fix then gives the size to plan with.
+    let add = add_hisparse_connector(kv, 1.0 / GIB).ok_or_else(|| {
+        nothing("kv_transfer_config is not an object a connector can join".to_owned())
+    })?;
+    apply_fix(&mut doc, &add).map_err(nothing)?;
+    let first = ServeArgs::from_json(doc).map_err(|e| nothing(e.to_string()))?;
+    let (r, _, _) = check_with_model(&first, options, false)?;
+    let too_small =
+        |d: &&Diagnostic| matches!(d.code, Code::HostPoolTooSmall | Code::HostPoolLimitsContext);
+    let others: Vec<String> = r
+        .errors
+        .iter()
+        .filter(|e| !too_small(e))
+        .map(|e| format!("{}: {}", e.code.as_str(), e.message))
+        .collect();
+    if !others.is_empty() {
+        return Err(nothing(format!(
+            "it cannot be: with a HiSparseConnector added, {}",
+            others.join("; ")
+        )));
+    }
+    let pool_fix = r
+        .errors
+        .iter()
+        .chain(&r.warnings)
+        .find(|d| too_small(d) && !d.fix.is_empty())
+        .ok_or_else(|| nothing("the host pool it needs cannot be sized".to_owned()))?;
+    let mut doc = first.to_json();
+    apply_fix(&mut doc, &pool_fix.fix).map_err(nothing)?;
+    let assumed = ServeArgs::from_json(doc).map_err(|e| nothing(e.to_string()))?;
+    let (report, model, _) = check_with_model(&assumed, options, false)?;
+    let (Some(h), Some(model)) = (report.hisparse.clone(), model) else {
+        return Err(nothing(
+            "the assumed HiSparseConnector does not resolve".to_owned(),
+        ));
+    };
+    let mut plan = plan_resolved(&assumed, options, &report, &h, &model, gpu)?;
+    let pool = h.host_pool_gib.value;
+    let host_pool_rule = match plan.at_context.target_requests {
+        Some(n) if pool > plan.host.min_host_pool_gib => format!(
+            "the pool that lets the GPUs bind: it holds {n} requests of {} tokens per DP replica",
+            plan.context_length
+        ),
+        _ => format!(
+            "the start-up minimum: it holds one {}-token request; give the GPU (--gpu NAME or --gpu-memory-gib) to size it for what the GPUs hold",
+            plan.max_model_len
+        ),
+    };
+    plan.assumed = Some(AssumedHiSparse {
+        kv_transfer_config: assumed.kv_transfer_config.clone().unwrap_or(Value::Null),
+        host_pool_gib: pool,
+        host_pool_rule,
+        rule: "a HiSparseConnector (kv_role kv_both) added to --kv-transfer-config; hisparse_config inferred from it with vLLM 0.33's defaults".to_owned(),
+    });
+    plan.warnings.retain(|w| !too_small(&w));
+    Ok(plan)
+}
+
+pub(crate) fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
     let positive = |name: &str, v: Option<f64>| match v {
         Some(x) if !(x.is_finite() && x > 0.0 && x * GIB < u64::MAX as f64) => Err(
             PlanError::Option(format!("{name} must be a positive number of GiB, got {x}")),
@@ -499,7 +632,28 @@ impl<'a> Planner<'a> {
         contexts.dedup();
         let sweep: Vec<PlanPoint> = contexts.iter().map(|c| self.point(*c)).collect();
         let at_context = self.point(self.context_length);
-        let errors: Vec<Diagnostic> = self.check_host_memory().into_iter().collect();
+        let mut errors = Vec::new();
+        let path = self
+            .host_pool_path
+            .clone()
+            .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
+        if let Some(e) = host_memory_error(&self.host, &path) {
+            if self.host.host_memory_given {
+                errors.push(e);
+            } else {
+                // This machine's RAM is not the serving node's: say so, do not fail on it.
+                self.warnings.push(
+                    Diagnostic::warning(
+                        Code::HostMemoryNotGiven,
+                        FieldPath::root("host_memory_gib"),
+                        format!("{}; that is this machine's RAM, not necessarily the serving node's, so the plan does not fail on it", e.message),
+                    )
+                    .given(&json!(self.host.host_pool_gib))
+                    .hint("pass the serving node's RAM with --host-memory-gib (Python: host_memory_gib=) to check the pools against it"),
+                );
+            }
+        }
+        errors.extend(self.serves_no_requests(&at_context));
         Plan {
             schema_version: PLAN_SCHEMA_VERSION,
             vllm_version: crate::VLLM_VERSION.to_owned(),
@@ -515,69 +669,135 @@ impl<'a> Planner<'a> {
             errors,
             warnings: self.warnings,
             ignored_flags: Vec::new(),
+            assumed: None,
         }
     }
 
-    /// The pinned pools must fit in 95 % of the node's host RAM; the fix lowers
-    /// host_pool_gib to the largest size that fits, if that size still starts.
-    fn check_host_memory(&self) -> Option<Diagnostic> {
-        let host = &self.host;
-        let usable = host.usable_host_memory_bytes?;
-        if host.pinned_bytes_per_node <= usable {
+    /// A replica that serves no request at the planned context is not a plan
+    /// that fits: the GPUs bind (the host pool always holds the one request
+    /// start-up requires). The fix lowers max_model_len to the longest
+    /// context one request fits in, when there is one.
+    fn serves_no_requests(&self, at: &PlanPoint) -> Option<Diagnostic> {
+        if at.hisparse_requests != Some(0) {
             return None;
         }
-        let path = self
-            .host_pool_path
-            .clone()
-            .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-        let gib = |b: u64| b as f64 / GIB;
-        let pools = match host.mode {
-            PoolMode::Shared => format!(
-                "{} pool{} (shared mode: one per DP replica)",
-                host.pools_per_node,
-                if host.pools_per_node == 1 { "" } else { "s" }
-            ),
-            PoolMode::Private => format!(
-                "{} pools (private mode: one per rank, {} ranks)",
-                host.pools_per_node, host.pools_per_node
-            ),
-        };
-        let largest = largest_fitting_pool_gib(usable, host.pools_per_node, host.host_block_stride);
-        let mut diag = Diagnostic::error(
-            Code::HostMemoryExceeded,
+        let (s, g) = (&self.sizes, &self.gpu);
+        let bs = u64::from(s.block_size);
+        let kv = g.kv_bytes_per_gpu.unwrap_or(0);
+        // Blocks one request takes besides its context: the hot buffers and tail pages.
+        let fixed = s.hot_groups.saturating_mul(
+            sizes::blocks_for(u64::from(s.device_buffer_size), bs)
+                .saturating_add(ACTIVE_TAIL_PAGES),
+        );
+        let longest = [
+            g.hisparse_blocks.map(|b| b.saturating_sub(fixed)),
+            g.baseline_blocks,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .map(|blocks| blocks.saturating_mul(bs).min(self.h.max_model_len.value))
+        .filter(|t| *t >= bs);
+        let path = FieldPath::root("max_model_len");
+        let mut d = Diagnostic::error(
+            Code::PlanServesNoRequests,
             path.clone(),
             format!(
-                "host_pool_gib {} pins {:.1} GiB on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {})",
-                host.host_pool_gib,
-                gib(host.pinned_bytes_per_node),
-                gib(usable),
-                gib(host.host_memory_bytes.unwrap_or(0)),
-                host.host_memory_source
+                "at {} tokens this DP replica serves no request: the GPUs bind (one request needs {} of GPU KV per GPU with HiSparse, {} without, and the KV room of each GPU is {:.2} GiB: {})",
+                at.context_length,
+                gib_text(at.hisparse_gpu_bytes_per_request),
+                gib_text(at.baseline_gpu_bytes_per_request),
+                kv as f64 / GIB,
+                g.kv_source
             ),
         )
-        .given(&json!(host.host_pool_gib));
-        match largest.filter(|g| *g >= host.min_host_pool_gib) {
-            Some(fits) => {
-                diag = diag
-                    .allowed(format!(
-                        "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
-                        host.min_host_pool_gib
-                    ))
-                    .fix(vec![FixOp::Set {
-                        path,
-                        value: json!(fits),
-                    }]);
+        .given(&json!(at.context_length));
+        let more = "or use more tensor-parallel ranks or GPUs with more memory (if the weights estimate is too high, give --weights-gib or --kv-cache-memory-bytes from vLLM's start-up log)";
+        match longest {
+            Some(t) => {
+                d = d
+                    .allowed(format!("a context of at most {t} tokens on these GPUs"))
+                    .hint(format!("lower max_model_len to {t}, the longest context one request fits in, {more}"))
+                    .fix(vec![FixOp::Set { path, value: json!(t) }]);
             }
             None => {
-                diag = diag
-                    .allowed(format!(
-                        "at least {} GiB per pool to start, which {pools} cannot pin",
-                        host.min_host_pool_gib
-                    ))
-                    .hint("lower max_model_len (a smaller start-up minimum), run fewer DP replicas per node, or use a node with more RAM");
+                d = d
+                    .allowed("at least one request's hot buffers in each GPU's KV room")
+                    .hint(format!(
+                        "the hot buffers alone do not fit: lower device_buffer_size, {more}"
+                    ));
             }
         }
-        Some(diag)
+        Some(d)
+    }
+}
+
+/// The pinned pools must fit in 95 % of the node's host RAM (vLLM 0.33
+/// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
+/// `path`) to the largest size that fits, if that size still starts. None
+/// when they fit or the RAM is unknown.
+pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
+    let usable = host.usable_host_memory_bytes?;
+    if host.pinned_bytes_per_node <= usable {
+        return None;
+    }
+    let gib = |b: u64| b as f64 / GIB;
+    let pools = match host.mode {
+        PoolMode::Shared => format!(
+            "{} pool{} (shared mode: one per DP replica)",
+            host.pools_per_node,
+            if host.pools_per_node == 1 { "" } else { "s" }
+        ),
+        PoolMode::Private => format!(
+            "{} pools (private mode: one per rank, {} ranks)",
+            host.pools_per_node, host.pools_per_node
+        ),
+    };
+    let largest = largest_fitting_pool_gib(usable, host.pools_per_node, host.host_block_stride);
+    let mut diag = Diagnostic::error(
+        Code::HostMemoryExceeded,
+        path.clone(),
+        format!(
+            "host_pool_gib {} pins {:.1} GiB on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {})",
+            host.host_pool_gib,
+            gib(host.pinned_bytes_per_node),
+            gib(usable),
+            gib(host.host_memory_bytes.unwrap_or(0)),
+            host.host_memory_source
+        ),
+    )
+    .given(&json!(host.host_pool_gib));
+    match largest.filter(|g| *g >= host.min_host_pool_gib) {
+        Some(fits) => {
+            diag = diag
+                .allowed(format!(
+                    "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
+                    host.min_host_pool_gib
+                ))
+                .fix(vec![FixOp::Set {
+                    path: path.clone(),
+                    value: json!(fits),
+                }]);
+        }
+        None => {
+            diag = diag
+                .allowed(format!(
+                    "at least {} GiB per pool to start, which {pools} cannot pin",
+                    host.min_host_pool_gib
+                ))
+                .hint("lower max_model_len (a smaller start-up minimum), run fewer DP replicas per node, or use a node with more RAM");
+        }
+    }
+    Some(diag)
+}
+
+/// Bytes as GiB, or MiB below 1 GiB, for messages and the plan's text.
+pub fn gib_text(bytes: u64) -> String {
+    let g = bytes as f64 / GIB;
+    if g < 1.0 {
+        format!("{:.1} MiB", g * 1024.0)
+    } else {
+        format!("{g:.2} GiB")
     }
 }
 
@@ -591,7 +811,7 @@ fn pool_bytes(host_pool_gib: f64, stride: u64) -> u64 {
 }
 
 /// The largest host_pool_gib (hundredths) whose pools fit in `usable` bytes.
-fn largest_fitting_pool_gib(usable: u64, pools: u64, stride: u64) -> Option<f64> {
+pub(crate) fn largest_fitting_pool_gib(usable: u64, pools: u64, stride: u64) -> Option<f64> {
     let per_pool = usable / pools.max(1);
     let mut gib = (per_pool as f64 / GIB * 100.0).floor() / 100.0;
     for _ in 0..8 {
@@ -606,7 +826,7 @@ fn largest_fitting_pool_gib(usable: u64, pools: u64, stride: u64) -> Option<f64>
     None
 }
 
-fn host_plan(
+pub(crate) fn host_plan(
     args: &ServeArgs,
     options: &PlanOptions,
     h: &ResolvedHiSparse,
@@ -661,7 +881,7 @@ fn host_plan(
         None => match host_memory_available() {
             Some(b) => (
                 Some(b),
-                "MemAvailable of this machine's /proc/meminfo, what vLLM checks".to_owned(),
+                "this machine's MemAvailable (/proc/meminfo), what vLLM checks on the node it runs on; --host-memory-gib gives the serving node's".to_owned(),
             ),
             None => {
                 warnings.push(
@@ -697,6 +917,7 @@ fn host_plan(
         host_memory_bytes,
         host_memory_source,
         usable_host_memory_bytes: host_memory_bytes.map(|b| (b as f64 * HOST_MEMORY_FRACTION) as u64),
+        host_memory_given: options.host_memory_gib.is_some(),
         draft_model: speculative_model.map(|m| {
             format!("speculative draft {m} keeps its KV on the GPU: HiSparse pools hold the target model's (and its MTP layers') KV only")
         }),
@@ -811,5 +1032,6 @@ fn gpu_plan(
         max_num_seqs_source,
         baseline_blocks: blocks(sizes.baseline_block_bytes),
         hisparse_blocks: blocks(sizes.hisparse_block_bytes),
+        spec: None,
     }
 }

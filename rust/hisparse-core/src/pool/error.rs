@@ -81,6 +81,13 @@ pub enum PoolError {
     #[error("shape mismatch: {what}")]
     ShapeMismatch { what: String },
 
+    /// A bound on one call's work (README "Limits"), so every call returns soon.
+    #[error(
+        "the batch has {entries} top-k entries (rows x width), more than the {max} one resolve \
+         call takes; split it into several calls"
+    )]
+    BatchTooLarge { entries: u64, max: u64 },
+
     #[error(
         "unknown resolver state {state} (batch row {row}): it was never created or is already \
          freed; use an index from new_state(), or -1 for a padded row"
@@ -120,6 +127,7 @@ impl PoolError {
         "invalid_size",
         "topk_too_wide",
         "shape_mismatch",
+        "batch_too_large",
         "unknown_state",
         "union_exceeds_device_buffer",
         "settings_incomplete",
@@ -138,6 +146,7 @@ impl PoolError {
             PoolError::InvalidSize { .. } => "invalid_size",
             PoolError::TopkTooWide { .. } => "topk_too_wide",
             PoolError::ShapeMismatch { .. } => "shape_mismatch",
+            PoolError::BatchTooLarge { .. } => "batch_too_large",
             PoolError::UnknownState { .. } => "unknown_state",
             PoolError::UnionExceedsDeviceBuffer { .. } => "union_exceeds_device_buffer",
             PoolError::SettingsIncomplete { .. } => "settings_incomplete",

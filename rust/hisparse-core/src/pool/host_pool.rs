@@ -10,8 +10,10 @@
 //! Rules:
 //! - allocation is all or nothing: a call that does not fit fails with
 //!   [`HostPoolExhausted`] and changes nothing;
-//! - blocks are handed out lowest free id first (a min-heap of free ids), so
-//!   the block tables are a pure function of the call sequence;
+//! - blocks are handed out lowest free id first (a min-heap of freed ids
+//!   below a high-water mark; every id above it is free), so the block
+//!   tables are a pure function of the call sequence, and the pool's own
+//!   memory grows with the blocks ever used, not with `num_blocks`;
 //! - host row of token position `p` = block_table[p / block_size] x block_size
 //!   + p % block_size, in 64-bit (HISPARSE.md §7).
 
@@ -56,7 +58,9 @@ pub struct HostKVPool {
     row_bytes: u32,
     num_layers: u32,
     num_blocks: u64,
-    free: BinaryHeap<Reverse<u32>>,
+    /// Free ids below `high_water` (ids at or above it were never handed out).
+    freed: BinaryHeap<Reverse<u32>>,
+    high_water: u64,
     requests: HashMap<String, Request>,
     metrics: Arc<HiSparseMetrics>,
 }
@@ -94,8 +98,8 @@ impl HostKVPool {
             row_bytes,
             num_layers,
             num_blocks,
-            // A sorted vector is already a valid min-heap of Reverse ids.
-            free: (0..num_blocks as u32).map(Reverse).collect(),
+            freed: BinaryHeap::new(),
+            high_water: 0,
             requests: HashMap::new(),
             metrics,
         })
@@ -191,7 +195,7 @@ impl HostKVPool {
         u64::from(self.block_size) * u64::from(self.row_bytes) * u64::from(self.num_layers)
     }
     pub fn free_blocks(&self) -> u64 {
-        self.free.len() as u64
+        self.freed.len() as u64 + (self.num_blocks - self.high_water)
     }
 
     /// The layer-major byte layout of this pool's tensor for a pipeline stage
@@ -262,7 +266,7 @@ impl HostKVPool {
             .remove(request_id)
             .ok_or_else(|| unknown(request_id))?;
         let n = req.blocks.len() as u64;
-        self.free.extend(req.blocks.into_iter().map(Reverse));
+        self.freed.extend(req.blocks.into_iter().map(Reverse));
         self.publish();
         Ok(n)
     }
@@ -329,19 +333,32 @@ impl HostKVPool {
         self.requests.keys().map(String::as_str)
     }
 
-    /// Pop `n` lowest free ids, or fail without popping any.
+    /// Take the `n` lowest free ids, or fail without taking any.
     fn take(&mut self, n: u64) -> Result<Vec<u32>, PoolError> {
         let free = self.free_blocks();
         if n > free {
             return Err(HostPoolExhausted { needed: n, free }.into());
         }
-        let mut out = Vec::with_capacity(n as usize);
+        // A block table is 4 bytes per block: an error, not an abort, if that
+        // much host memory cannot be had.
+        let mut out = Vec::new();
+        out.try_reserve_exact(n as usize).map_err(|_| {
+            PoolError::invalid(
+                "num_tokens",
+                format!("{n} host blocks"),
+                "a block table that fits in host memory (4 bytes per block)",
+            )
+        })?;
+        // Freed ids are all below the high-water mark: take them first.
         while out.len() < n as usize {
-            match self.free.pop() {
+            match self.freed.pop() {
                 Some(Reverse(b)) => out.push(b),
-                None => break, // unreachable: n <= free
+                None => break,
             }
         }
+        let fresh = n - out.len() as u64; // <= num_blocks - high_water (n <= free)
+        out.extend((self.high_water..self.high_water + fresh).map(|b| b as u32)); // < 2^31
+        self.high_water += fresh;
         Ok(out)
     }
 
@@ -424,6 +441,20 @@ mod tests {
                 .code(),
             "invalid_size"
         );
+    }
+
+    #[test]
+    fn a_huge_pool_costs_what_it_uses() {
+        // 2^31 - 1 blocks: no per-block work or memory until blocks are used.
+        let mut p = HostKVPool::new(i32::MAX as u64, 1, 1, 1).unwrap();
+        assert_eq!(p.free_blocks(), i32::MAX as u64);
+        assert_eq!(p.admit("a", 3).unwrap(), &[0, 1, 2]);
+        assert_eq!(p.admit("b", 2).unwrap(), &[3, 4]);
+        p.free("a").unwrap();
+        // Freed ids come back lowest first, then fresh ones.
+        assert_eq!(p.admit("c", 4).unwrap(), &[0, 1, 2, 5]);
+        assert_eq!(p.free_blocks(), i32::MAX as u64 - 6);
+        assert_eq!(p.stats().blocks_used, 6);
     }
 
     #[test]

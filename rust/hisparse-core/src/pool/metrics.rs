@@ -10,7 +10,9 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Shared counters and the host-usage gauge. Counters only grow.
+/// Shared counters and the host-usage gauge. Counters only grow, and stop
+/// at 2^64 - 1 instead of wrapping to 0 (Prometheus would read a wrap as a
+/// counter reset).
 #[derive(Debug, Default)]
 pub struct HiSparseMetrics {
     hits: AtomicU64,
@@ -65,12 +67,11 @@ impl HiSparseMetrics {
         Self::default()
     }
 
-    /// Add one resolve call's hits, misses and copied bytes.
+    /// Add one resolve call's hits, misses and copied bytes (saturating).
     pub fn record_resolve(&self, hits: u64, misses: u64, bytes: u64) {
-        self.hits.fetch_add(hits, Ordering::Relaxed);
-        self.misses.fetch_add(misses, Ordering::Relaxed);
-        self.host_to_device_bytes
-            .fetch_add(bytes, Ordering::Relaxed);
+        saturating_add(&self.hits, hits);
+        saturating_add(&self.misses, misses);
+        saturating_add(&self.host_to_device_bytes, bytes);
     }
 
     /// Set the host-usage gauge (the pool calls this after every change).
@@ -127,6 +128,15 @@ impl HiSparseMetrics {
     }
 }
 
+fn saturating_add(counter: &AtomicU64, n: u64) {
+    if n != 0 {
+        // The closure always returns Some, so this cannot fail.
+        let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_add(n))
+        });
+    }
+}
+
 /// Label values escape backslash, double quote and newline (exposition format).
 fn escape_label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -134,9 +144,21 @@ fn escape_label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// prometheus_client writes floats as Python's repr: `3.0`, `0.75`.
+/// prometheus_client writes floats as Python's repr: `3.0`, `0.75`,
+/// `1.8446744073709552e+19` (a saturated counter), `4.6e-10`.
 fn prom_float(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e16 {
+    let a = v.abs();
+    if v.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+        // Python: scientific below 1e-4 and from 1e16, exponent signed, two digits at least.
+        let text = format!("{v:e}");
+        let (mantissa, exp) = text.split_once('e').unwrap_or((&text, "0"));
+        let (sign, digits) = match exp.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', exp),
+        };
+        return format!("{mantissa}e{sign}{digits:0>2}");
+    }
+    if v.fract() == 0.0 {
         format!("{v:.1}")
     } else {
         format!("{v}")
@@ -165,6 +187,28 @@ mod tests {
         assert!(text.contains("vllm:hisparse_host_cache_usage_perc{model_name=\"a\\\"b\"} 0.75\n"));
         assert_eq!(text.lines().count(), 12);
         assert!(is_identifier("model_name") && !is_identifier("1x") && !is_identifier(""));
+    }
+
+    #[test]
+    fn counters_saturate_instead_of_wrapping() {
+        let m = HiSparseMetrics::new();
+        m.record_resolve(u64::MAX - 1, 1, u64::MAX);
+        m.record_resolve(5, u64::MAX, 1);
+        let s = m.snapshot();
+        assert_eq!(
+            (s.hits, s.misses, s.host_to_device_bytes),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
+        // As Python's repr (prometheus_client) writes them.
+        assert_eq!(prom_float(u64::MAX as f64), "1.8446744073709552e+19");
+        assert_eq!(prom_float(1e-5), "1e-05");
+        assert_eq!(
+            prom_float(1.0 / (1u64 << 31) as f64),
+            "4.656612873077393e-10"
+        );
+        assert_eq!(prom_float(0.75), "0.75");
+        assert_eq!(prom_float(3.0), "3.0");
+        assert_eq!(prom_float(0.0), "0.0");
     }
 
     #[test]

@@ -46,6 +46,10 @@ use std::sync::Arc;
 pub const MAX_DEVICE_BUFFER_SIZE: u32 = 32768;
 /// Batches touching at least this many states are resolved in parallel.
 pub const PARALLEL_MIN_STATES: usize = 8;
+/// Most top-k entries (rows x width) one resolve call takes: 8x a 4096-row
+/// batch of 4096-wide rows, and about a second of work, so a call returns
+/// (and Ctrl-C is seen) within about a second. Error `batch_too_large`.
+pub const MAX_RESOLVE_ENTRIES: usize = 1 << 26;
 
 /// Integer element types accepted for top-k rows and state indices.
 pub trait IndexInt: Copy + Send + Sync {
@@ -340,8 +344,8 @@ impl ResidencyResolver {
     /// share a state are resolved as one union (MTP). See the module docs.
     ///
     /// Errors (nothing changes): `topk_too_wide` (width > topk),
-    /// `shape_mismatch` (lengths disagree, or rows x width >= 2^31),
-    /// `unknown_state`, `union_exceeds_device_buffer`.
+    /// `shape_mismatch` (lengths disagree), `batch_too_large` (rows x width
+    /// > [`MAX_RESOLVE_ENTRIES`]), `unknown_state`, `union_exceeds_device_buffer`.
     pub fn resolve<R: IndexInt, S: IndexInt>(
         &mut self,
         topk_rows: &[R],
@@ -355,14 +359,19 @@ impl ResidencyResolver {
                 topk: u64::from(self.topk),
             });
         }
-        let entries = rows.checked_mul(width).filter(|&n| n < i32::MAX as usize);
-        if entries != Some(topk_rows.len()) {
+        if rows.checked_mul(width) != Some(topk_rows.len()) {
             return Err(PoolError::ShapeMismatch {
                 what: format!(
                     "topk_rows has {} entries, state_index has {rows} rows of width {width} \
-                     (rows x width must match and stay below 2^31)",
+                     (rows x width must match)",
                     topk_rows.len()
                 ),
+            });
+        }
+        if topk_rows.len() > MAX_RESOLVE_ENTRIES {
+            return Err(PoolError::BatchTooLarge {
+                entries: topk_rows.len() as u64,
+                max: MAX_RESOLVE_ENTRIES as u64,
             });
         }
 
@@ -457,7 +466,7 @@ impl ResidencyResolver {
         let mut acc = 0i32;
         miss_offsets.push(0);
         for &c in &miss_counts {
-            acc += c; // <= rows x width < 2^31
+            acc += c; // <= rows x width <= 2^26
             miss_offsets.push(acc);
         }
         let n = acc as usize;

@@ -1021,3 +1021,334 @@ pub fn drop_iteratively(v: Value) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Realistic mistakes: a clean deployment with one to four of the mistakes
+// users make (issue 10's field reports and the vectors), for properties that
+// need configurations a person would write rather than arbitrary trees.
+
+/// One mistake, applied to a clean `ServeArgs`.
+#[derive(Clone, Copy, Debug)]
+pub enum Mistake {
+    PoolMissing,
+    PoolOnMulti,
+    PoolInMultiExtra,
+    PoolInHisparseConfig,
+    PoolBesideConnector,
+    PoolMisspelled,
+    PoolOnNixl,
+    PoolTooSmall,
+    PoolZero,
+    PoolWithUnit,
+    PoolShellVariable,
+    RoleMissing,
+    RoleTypo,
+    RoleKeyTypo,
+    ExtraKeyTypo,
+    ConnectorTypo,
+    RemovedField,
+    TopLevelList,
+    NestedTwoDeep,
+    LmcacheChild,
+    TwoHiSparse,
+    ConnectorsBesideName,
+    HisparseConfigOnly,
+    BlockSize16,
+    PipelineParallel,
+    DecodeContextParallel,
+    Rocm,
+    NoReserveFullIsl,
+    HybridManagerOff,
+    V2RunnerOff,
+    ContextTooLong,
+    DtypeUnknown,
+    DtypeNotSparse,
+    HeadsNotDivided,
+    CudagraphFull,
+    CudagraphKeyTypo,
+    BufferTooSmall,
+    BufferTooLarge,
+    BufferOnConnector,
+    BufferInAttention,
+    DeepSpeculation,
+    NotDsaModel,
+}
+
+const MISTAKES: &[Mistake] = &[
+    Mistake::PoolMissing,
+    Mistake::PoolOnMulti,
+    Mistake::PoolInMultiExtra,
+    Mistake::PoolInHisparseConfig,
+    Mistake::PoolBesideConnector,
+    Mistake::PoolMisspelled,
+    Mistake::PoolOnNixl,
+    Mistake::PoolTooSmall,
+    Mistake::PoolZero,
+    Mistake::PoolWithUnit,
+    Mistake::PoolShellVariable,
+    Mistake::RoleMissing,
+    Mistake::RoleTypo,
+    Mistake::RoleKeyTypo,
+    Mistake::ExtraKeyTypo,
+    Mistake::ConnectorTypo,
+    Mistake::RemovedField,
+    Mistake::TopLevelList,
+    Mistake::NestedTwoDeep,
+    Mistake::LmcacheChild,
+    Mistake::TwoHiSparse,
+    Mistake::ConnectorsBesideName,
+    Mistake::HisparseConfigOnly,
+    Mistake::BlockSize16,
+    Mistake::PipelineParallel,
+    Mistake::DecodeContextParallel,
+    Mistake::Rocm,
+    Mistake::NoReserveFullIsl,
+    Mistake::HybridManagerOff,
+    Mistake::V2RunnerOff,
+    Mistake::ContextTooLong,
+    Mistake::DtypeUnknown,
+    Mistake::DtypeNotSparse,
+    Mistake::HeadsNotDivided,
+    Mistake::CudagraphFull,
+    Mistake::CudagraphKeyTypo,
+    Mistake::BufferTooSmall,
+    Mistake::BufferTooLarge,
+    Mistake::BufferOnConnector,
+    Mistake::BufferInAttention,
+    Mistake::DeepSpeculation,
+    Mistake::NotDsaModel,
+];
+
+/// The HiSparseConnector object of a P/D tree built by [`mistaken_args`].
+fn hisparse_of(kv: &mut Value) -> Option<&mut Map<String, Value>> {
+    if kv.get("kv_connector").and_then(Value::as_str) == Some("HiSparseConnector") {
+        return kv.as_object_mut();
+    }
+    let list = kv
+        .pointer_mut("/kv_connector_extra_config/connectors")?
+        .as_array_mut()?;
+    list.iter_mut()
+        .find(|c| c.get("kv_connector").and_then(Value::as_str) == Some("HiSparseConnector"))?
+        .as_object_mut()
+}
+
+fn apply_mistake(args: &mut ServeArgs, m: Mistake, pool: Value) {
+    let kv = args.kv_transfer_config.get_or_insert_with(|| json!({}));
+    let take_pool = |kv: &mut Value| -> Value {
+        hisparse_of(kv)
+            .and_then(|hs| hs.get_mut("kv_connector_extra_config"))
+            .and_then(Value::as_object_mut)
+            .and_then(|e| e.remove("host_pool_gib"))
+            .unwrap_or(pool.clone())
+    };
+    fn attention(args: &mut ServeArgs) -> &mut Map<String, Value> {
+        let a = args.attention_config.get_or_insert_with(|| json!({}));
+        if !a.is_object() {
+            *a = json!({});
+        }
+        a.as_object_mut().expect("an object")
+    }
+    match m {
+        Mistake::PoolMissing => {
+            take_pool(kv);
+        }
+        Mistake::PoolOnMulti | Mistake::PoolInMultiExtra => {
+            let p = take_pool(kv);
+            if kv.get("kv_connector").and_then(Value::as_str) == Some("MultiConnector") {
+                if matches!(m, Mistake::PoolOnMulti) {
+                    kv["host_pool_gib"] = p;
+                } else {
+                    kv["kv_connector_extra_config"]["host_pool_gib"] = p;
+                }
+            } else if let Some(hs) = hisparse_of(kv) {
+                hs.insert("host_pool_gib".into(), p);
+            }
+        }
+        Mistake::PoolInHisparseConfig => {
+            let p = take_pool(kv);
+            let a = attention(args);
+            a.entry("hisparse_config").or_insert(json!({}))["host_pool_gib"] = p;
+        }
+        Mistake::PoolBesideConnector => {
+            let p = take_pool(kv);
+            if let Some(hs) = hisparse_of(kv) {
+                hs.insert("host_pool_gib".into(), p);
+            }
+        }
+        Mistake::PoolMisspelled => {
+            let p = take_pool(kv);
+            if let Some(hs) = hisparse_of(kv) {
+                hs.entry("kv_connector_extra_config").or_insert(json!({}))["host_pool_gb"] = p;
+            }
+        }
+        Mistake::PoolOnNixl => {
+            let p = take_pool(kv);
+            if let Some(list) = kv
+                .pointer_mut("/kv_connector_extra_config/connectors")
+                .and_then(Value::as_array_mut)
+            {
+                if let Some(nixl) = list
+                    .iter_mut()
+                    .find(|c| c["kv_connector"] == "NixlConnector")
+                {
+                    nixl["kv_connector_extra_config"] = json!({"host_pool_gib": p});
+                }
+            }
+        }
+        Mistake::PoolTooSmall
+        | Mistake::PoolZero
+        | Mistake::PoolWithUnit
+        | Mistake::PoolShellVariable => {
+            let value = match m {
+                Mistake::PoolTooSmall => json!(4),
+                Mistake::PoolZero => json!(0),
+                Mistake::PoolWithUnit => json!("128GiB"),
+                _ => json!("$HOST_POOL_GIB"),
+            };
+            if let Some(hs) = hisparse_of(kv) {
+                hs.entry("kv_connector_extra_config").or_insert(json!({}))["host_pool_gib"] = value;
+            }
+        }
+        Mistake::RoleMissing | Mistake::RoleTypo | Mistake::RoleKeyTypo => {
+            if let Some(hs) = hisparse_of(kv) {
+                let role = hs.remove("kv_role").unwrap_or(json!("kv_both"));
+                match m {
+                    Mistake::RoleTypo => {
+                        hs.insert("kv_role".into(), json!("kv_bot"));
+                    }
+                    Mistake::RoleKeyTypo => {
+                        hs.insert("kv_rol".into(), role);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Mistake::ExtraKeyTypo => {
+            if let Some(hs) = hisparse_of(kv) {
+                if let Some(extra) = hs.remove("kv_connector_extra_config") {
+                    hs.insert("kv_extra_config".into(), extra);
+                }
+            }
+        }
+        Mistake::ConnectorTypo => {
+            if let Some(hs) = hisparse_of(kv) {
+                hs.insert("kv_connector".into(), json!("HiSparseConector"));
+            }
+        }
+        Mistake::RemovedField => {
+            if let Some(hs) = hisparse_of(kv) {
+                hs.insert("kv_buffer_size".into(), json!(1e9));
+            }
+        }
+        Mistake::TopLevelList => {
+            let children = kv
+                .pointer("/kv_connector_extra_config/connectors")
+                .cloned()
+                .unwrap_or_else(|| json!([kv.clone()]));
+            *kv = children;
+        }
+        Mistake::NestedTwoDeep => {
+            if let Some(list) = kv
+                .pointer_mut("/kv_connector_extra_config/connectors")
+                .and_then(Value::as_array_mut)
+            {
+                if let Some(i) = list
+                    .iter()
+                    .position(|c| c["kv_connector"] == "HiSparseConnector")
+                {
+                    let hs = list[i].take();
+                    list[i] = json!({"kv_connector": "MultiConnector", "kv_role": "kv_both",
+                        "kv_connector_extra_config": {"connectors": [hs]}});
+                }
+            }
+        }
+        Mistake::LmcacheChild | Mistake::TwoHiSparse => {
+            let extra = if matches!(m, Mistake::LmcacheChild) {
+                json!({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"})
+            } else {
+                json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+                    "kv_connector_extra_config": {"host_pool_gib": 32}})
+            };
+            match kv
+                .pointer_mut("/kv_connector_extra_config/connectors")
+                .and_then(Value::as_array_mut)
+            {
+                Some(list) => list.push(extra),
+                None => {
+                    *kv = json!({"kv_connector": "MultiConnector", "kv_role": "kv_both",
+                        "kv_connector_extra_config": {"connectors": [kv.clone(), extra]}});
+                }
+            }
+        }
+        Mistake::ConnectorsBesideName => {
+            if let Some(obj) = kv.as_object_mut() {
+                if let Some(list) = obj
+                    .get_mut("kv_connector_extra_config")
+                    .and_then(Value::as_object_mut)
+                    .and_then(|e| e.remove("connectors"))
+                {
+                    obj.insert("connectors".into(), list);
+                }
+            }
+        }
+        Mistake::HisparseConfigOnly => {
+            args.kv_transfer_config = None;
+            attention(args)
+                .entry("hisparse_config")
+                .or_insert(json!({}));
+        }
+        Mistake::BlockSize16 => args.block_size = Some(16),
+        Mistake::PipelineParallel => args.pipeline_parallel_size = Some(2),
+        Mistake::DecodeContextParallel => args.decode_context_parallel_size = Some(2),
+        Mistake::Rocm => args.platform = Some("rocm".into()),
+        Mistake::NoReserveFullIsl => args.scheduler_reserve_full_isl = Some(false),
+        Mistake::HybridManagerOff => args.disable_hybrid_kv_cache_manager = Some(true),
+        Mistake::V2RunnerOff => args.vllm_use_v2_model_runner = Some("0".into()),
+        Mistake::ContextTooLong => args.max_model_len = Some(10_000_000),
+        Mistake::DtypeUnknown => args.kv_cache_dtype = Some("fp8_ds_mlaa".into()),
+        Mistake::DtypeNotSparse => args.kv_cache_dtype = Some("fp8_e5m2".into()),
+        Mistake::HeadsNotDivided => args.tensor_parallel_size = Some(6),
+        Mistake::CudagraphFull => args.compilation_config = Some(json!({"cudagraph_mode": "FULL"})),
+        Mistake::CudagraphKeyTypo => {
+            args.compilation_config = Some(json!({"cudagraph_mod": "FULL"}))
+        }
+        Mistake::BufferTooSmall | Mistake::BufferTooLarge => {
+            let v = if matches!(m, Mistake::BufferTooSmall) {
+                1000
+            } else {
+                40_000
+            };
+            attention(args)
+                .entry("hisparse_config")
+                .or_insert(json!({}))["device_buffer_size"] = json!(v);
+        }
+        Mistake::BufferOnConnector => {
+            if let Some(hs) = hisparse_of(kv) {
+                hs.entry("kv_connector_extra_config").or_insert(json!({}))["device_buffer_size"] =
+                    json!(6144);
+            }
+        }
+        Mistake::BufferInAttention => {
+            attention(args).insert("device_buffer_size".into(), json!(6144));
+        }
+        Mistake::DeepSpeculation => {
+            args.speculative_config = Some(json!({"method": "mtp", "num_speculative_tokens": 20}))
+        }
+        Mistake::NotDsaModel => args.hf_config = Some(parse(LLAMA)),
+    }
+}
+
+/// A clean deployment with one to four realistic mistakes.
+pub fn mistaken_args() -> impl Strategy<Value = ServeArgs> {
+    (
+        clean_args(),
+        prop::collection::vec(prop::sample::select(MISTAKES.to_vec()), 1..5),
+        sel(vec![json!(256), json!(12.5), json!(128)]),
+    )
+        .prop_map(|(mut args, mistakes, pool)| {
+            for m in mistakes {
+                apply_mistake(&mut args, m, pool.clone());
+            }
+            args
+        })
+}

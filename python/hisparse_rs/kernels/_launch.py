@@ -1,0 +1,1 @@
+../../../kernels/_launch.py

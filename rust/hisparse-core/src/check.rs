@@ -1,0 +1,120 @@
+//! The check for the machines a configuration runs on: `--gpu`,
+//! `--gpu-memory-gib`, `--host-memory-gib`, `--weights-gib` (and
+//! `--context-length`, `--target-requests` for the pool it suggests). These
+//! are not `vllm serve` flags; vLLM reads the same facts from the machine at
+//! start-up, late. On top of [`crate::resolve`]:
+//!
+//! - the GPU's resolver shared-memory limit (vLLM 0.33
+//!   `_check_residency_shared_memory`), when the GPU is named;
+//! - the pinned host pools against 95 % of the node's RAM, when it is given
+//!   (without it, the plain check cannot know the node; `--plan` uses this
+//!   machine's RAM and only warns);
+//! - host_pool_gib fixes that offer the pool that lets the GPUs bind (from
+//!   the planner, for the configuration the report's fixes give) when the GPU
+//!   memory is known, instead of the start-up minimum that holds one request.
+
+use crate::config::args::ServeArgs;
+use crate::config::fixes::{fixed_args, resolve_advised};
+use crate::config::model::ModelInfo;
+use crate::config::report::{Provenance, Report};
+use crate::config::validate::PoolAdvice;
+use crate::gpu::{self, GpuSpec};
+use crate::path::FieldPath;
+use crate::plan::{self, PlanError, PlanOptions};
+use crate::sizes;
+
+/// Check a serve configuration for the machines `options` describes (see the
+/// module docs). `Err` for an option out of range or an unknown `--gpu`
+/// (usage errors) and for a model config that cannot be read.
+pub fn check(args: &ServeArgs, options: &PlanOptions) -> Result<Report, PlanError> {
+    Ok(check_with_model(args, options, true)?.0)
+}
+
+/// [`check`], also returning the model facts and the GPU; `host_ram` runs the
+/// host-RAM check (the planner runs its own).
+pub(crate) fn check_with_model(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    host_ram: bool,
+) -> Result<(Report, Option<ModelInfo>, Option<GpuSpec>), PlanError> {
+    plan::check_options(options)?;
+    let gpu = options
+        .gpu
+        .as_deref()
+        .map(gpu::lookup)
+        .transpose()
+        .map_err(PlanError::Option)?;
+    let options = &options.with_gpu(gpu.as_ref());
+    let (mut report, mut model) = resolve_advised(args, gpu.as_ref(), None)?;
+    if !report.valid {
+        if let Some(advice) = binding_pool(args, options, gpu.as_ref(), &report) {
+            (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice))?;
+        }
+    }
+    if host_ram && options.host_memory_gib.is_some() {
+        if let Some(h) = report.hisparse.clone() {
+            let tp = args.tensor_parallel_size.unwrap_or(1).max(1) as u64;
+            let dp = args.data_parallel_size.unwrap_or(1).max(1) as u64;
+            let host = plan::host_plan(args, options, &h, tp, dp, &mut Vec::new());
+            let path = match &h.host_pool_gib.provenance {
+                Provenance::Explicit { path } => FieldPath::parse(path).ok(),
+                _ => None,
+            }
+            .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
+            if let Some(e) = plan::host_memory_error(&host, &path) {
+                report.errors.push(e);
+                report.valid = false;
+                report.hisparse = None;
+            }
+        }
+    }
+    Ok((report, model, gpu))
+}
+
+/// The host pool that lets the GPUs bind, for the configuration the report's
+/// fixes give, capped by the node's RAM when it is given; None when the GPU
+/// memory is unknown or that configuration does not plan.
+fn binding_pool(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    gpu: Option<&GpuSpec>,
+    report: &Report,
+) -> Option<PoolAdvice> {
+    if options.gpu_memory_gib.is_none() && args.kv_cache_memory_bytes.is_none() {
+        return None;
+    }
+    let fixed = fixed_args(args, report)?;
+    let (r, model) = resolve_advised(&fixed, gpu, None).ok()?;
+    let (h, model) = (r.hisparse.clone()?, model?);
+    let p = plan::plan_resolved(&fixed, options, &r, &h, &model, gpu).ok()?;
+    let at = &p.at_context;
+    let (mut gib, target) = (at.min_host_pool_gib?, at.target_requests?);
+    if target == 0 {
+        return None;
+    }
+    let mut capped = false;
+    if let (Some(_), Some(usable)) = (options.host_memory_gib, p.host.usable_host_memory_bytes) {
+        let cap =
+            plan::largest_fitting_pool_gib(usable, p.host.pools_per_node, p.host.host_block_stride)
+                .filter(|c| *c >= p.host.min_host_pool_gib)?;
+        if cap < gib {
+            (gib, capped) = (cap, true);
+        }
+    }
+    let held =
+        sizes::pool_blocks(gib, p.host.host_block_stride) / at.host_blocks_per_request.max(1);
+    let why = match (capped, options.target_requests) {
+        (true, _) => "as many as the node's RAM allows",
+        (false, Some(_)) => "the --target-requests",
+        (false, None) => "what the GPUs hold",
+    };
+    Some(PoolAdvice {
+        gib,
+        holds: format!(
+            "{gib} GiB holds {} requests of {} tokens per DP replica, {why} (hisparse-check --plan shows the sweep); the start-up minimum, {} GiB, holds one",
+            held.min(target),
+            at.context_length,
+            p.host.min_host_pool_gib
+        ),
+    })
+}

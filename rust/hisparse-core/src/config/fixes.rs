@@ -1,0 +1,944 @@
+//! The fixes of one report, made to work together: each error's fix passes
+//! when applied alone, and applying every error's fix, one after another in
+//! report order, passes too.
+//!
+//! Each fix is written against the configuration as given, so it works alone.
+//! Applied in sequence, fixes could disturb each other: removing a list item
+//! shifts the paths of the items after it, removing a wrong value (`"x"` where
+//! an object belongs) after another fix wrote into it would delete that write,
+//! and two fixes could remove the same connector. [`settle`] merges and orders
+//! the errors of a report:
+//!
+//! 1. an `unknown_key` whose value another error's fix moves or removes (the
+//!    `host_pool_gib` that `host_pool_gib_misplaced` moves) is that error's;
+//!    it is dropped, so each value is reported once;
+//! 2. an error whose list-item removals and moves another error's fix also
+//!    does (removing the second HiSparseConnector, when another fix removes
+//!    both) keeps its message, loses its fix, and its hint names the fix that
+//!    covers it;
+//! 3. order: fixes that remove a value at an object key (a reset) first; then
+//!    fixes that set values, by path; then fixes that remove list items or
+//!    move values, from the last place in the document to the first, so no
+//!    path a later fix names has shifted; errors without a fix last.
+//!
+//! [`resolve_advised`] is the joint pass around one resolution: values that
+//! depend on other fixes (the host pool for the block size another fix sets)
+//! are sized for the configuration after all fixes too, and a fix whose result
+//! another check then rejects takes that check's fix ([`absorb`]).
+
+use crate::config::args::{LoadError, ServeArgs};
+use crate::config::model::ModelInfo;
+use crate::config::report::Report;
+use crate::config::resolve::resolve_once;
+use crate::config::validate::PoolAdvice;
+use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
+use crate::gpu::GpuSpec;
+use crate::path::{FieldPath, Seg};
+use serde_json::{json, Value};
+use std::cmp::Ordering;
+
+/// Merge and order the errors of one report (see the module docs). `doc` is
+/// the JSON form of the serve args the fixes apply to.
+pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
+    // 1. A value reported by two errors belongs to the one that moves it.
+    let taken: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            d.fix.iter().filter_map(move |op| match op {
+                FixOp::Remove { path } => Some((i, path.clone())),
+                FixOp::Move { from, .. } => Some((i, from.clone())),
+                FixOp::Set { .. } => None,
+            })
+        })
+        .collect();
+    let mut index = 0;
+    errors.retain(|d| {
+        let me = index;
+        index += 1;
+        !(d.code == Code::UnknownKey && taken.iter().any(|(i, p)| *i != me && *p == d.path))
+    });
+
+    // 2. One structural edit, one error. An empty MultiConnector that another
+    // fix adds a child to is that fix's: it is not empty after it.
+    let filled: Vec<bool> = errors
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let Some(multi) = (d.code == Code::EmptyMultiConnector).then(|| multi_of(&d.path))
+            else {
+                return false;
+            };
+            let lists = [
+                multi.key("kv_connector_extra_config").key("connectors"),
+                multi.key("connectors"),
+            ];
+            errors.iter().enumerate().any(|(j, other)| {
+                j != i
+                    && other
+                        .fix
+                        .iter()
+                        .filter_map(|op| adds_connectors(op, doc))
+                        .any(|path| lists.iter().any(|l| path.0.starts_with(&l.0)))
+            })
+        })
+        .collect();
+    for (d, filled) in errors.iter_mut().zip(filled) {
+        if filled {
+            d.fix.clear();
+            d.hint = Some("another fix of this report adds a connector to it".to_owned());
+        }
+    }
+    // A connector that is an only child is removed with its parent (so no
+    // MultiConnector is left empty); when another fix adds a child to that
+    // parent, remove only the part of the chain nothing is written into.
+    // (where from, where to): a move that adds what is already inside does not add.
+    let adds: Vec<(Option<FieldPath>, FieldPath)> = errors
+        .iter()
+        .flat_map(|d| &d.fix)
+        .filter_map(|op| {
+            let to = adds_connectors(op, doc)?.clone();
+            let from = match op {
+                FixOp::Move { from, .. } => Some(from.clone()),
+                _ => None,
+            };
+            Some((from, to))
+        })
+        .collect();
+    for d in errors.iter_mut() {
+        let [FixOp::Remove { path: removed }] = d.fix.as_slice() else {
+            continue;
+        };
+        // The list items on the way from the removed connector down to this one.
+        let items: Vec<FieldPath> = (removed.0.len() + 1..=d.path.0.len())
+            .map(|n| FieldPath(d.path.0[..n].to_vec()))
+            .filter(|p| matches!(p.0.last(), Some(Seg::Index(_))))
+            .collect();
+        let into = |p: &FieldPath| {
+            adds.iter().any(|(from, w)| {
+                w.0.starts_with(&p.0) && !from.as_ref().is_some_and(|f| f.0.starts_with(&p.0))
+            })
+        };
+        if items.is_empty() || !into(removed) {
+            continue;
+        }
+        if let Some(part) = items.into_iter().find(|p| !into(p)) {
+            d.fix = vec![FixOp::Remove { path: part }];
+        }
+    }
+    let anchors: Vec<Vec<FieldPath>> = errors.iter().map(|d| structural(&d.fix)).collect();
+    let mut covered_by: Vec<Option<usize>> = vec![None; errors.len()];
+    for x in 0..errors.len() {
+        for y in 0..errors.len() {
+            if x == y || anchors[x].is_empty() || covered_by[y].is_some() {
+                continue;
+            }
+            let shared = anchors[x].iter().any(|a| anchors[y].contains(a));
+            // Moving a connector out of what another fix removes is moot: the
+            // removal decides (turning HiSparse off beats moving its connector).
+            let moot = moves(&errors[x].fix)
+                .any(|m| removes(&errors[y].fix).any(|r| m.0.starts_with(&r.0)));
+            // Otherwise the error with fewer edits (structural, then all; on a
+            // tie, the later one) gives way.
+            let size = |i: usize| (anchors[i].len(), errors[i].fix.len());
+            let yields = size(x) < size(y) || (size(x) == size(y) && x > y);
+            let moot_back = moves(&errors[y].fix)
+                .any(|m| removes(&errors[x].fix).any(|r| m.0.starts_with(&r.0)));
+            // Turning HiSparse off decides over any other edit of its connectors.
+            let (off_x, off_y) = (turns_off(errors[x].code), turns_off(errors[y].code));
+            let yields = off_y || (yields && !off_x);
+            if moot || (shared && yields && !moot_back) {
+                covered_by[x] = Some(y);
+                break;
+            }
+        }
+    }
+    let covering: Vec<Option<(Code, FieldPath)>> = covered_by
+        .iter()
+        .map(|c| c.map(|y| (errors[y].code, errors[y].path.clone())))
+        .collect();
+    for (d, cover) in errors.iter_mut().zip(covering) {
+        if let Some((code, path)) = cover {
+            d.fix.clear();
+            d.hint = Some(format!(
+                "{}; with the other fixes of this report, the fix of {} at {path} does it",
+                d.hint.as_deref().unwrap_or("see below"),
+                code.as_str()
+            ));
+        }
+    }
+
+    // 2c. A MultiConnector whose children the fixes remove together (each
+    // removal alone leaves a sibling) is removed by the last of them.
+    empty_together(errors, doc);
+
+    // 3. Resets, then sets, then structural edits from the back; no fix last.
+    // Turning HiSparse off comes with the structural edits, after any set.
+    let class = |d: &Diagnostic| match class(&d.fix) {
+        Class::Reset | Class::Set if turns_off(d.code) => Class::Structural,
+        c => c,
+    };
+    errors.sort_by(|a, b| {
+        let (ca, cb) = (class(a), class(b));
+        ca.cmp(&cb).then_with(|| match ca {
+            Class::Reset | Class::Set => cmp_paths(first_path(&a.fix), first_path(&b.fix)),
+            Class::Structural => cmp_paths(anchor(&b.fix, doc), anchor(&a.fix, doc)),
+            Class::None => Ordering::Equal,
+        })
+    });
+}
+
+/// The JSON form of `doc` with every error's fix applied in order.
+pub(crate) fn apply_all(doc: &mut Value, errors: &[Diagnostic]) -> Result<(), String> {
+    errors.iter().try_for_each(|d| apply_fix(doc, &d.fix))
+}
+
+/// Where `op` adds connectors: a list item it sets, or a children list it
+/// moves a non-empty list into (`misplaced_connectors`).
+fn adds_connectors<'a>(op: &'a FixOp, doc: &dyn Lookup) -> Option<&'a FieldPath> {
+    let children = |p: &FieldPath| matches!(p.0.last(), Some(Seg::Key(k)) if k == "connectors");
+    match op {
+        FixOp::Set { path, .. } if matches!(path.0.last(), Some(Seg::Index(_))) => Some(path),
+        FixOp::Set { path, value }
+            if children(path) && value.as_array().is_some_and(|l| !l.is_empty()) =>
+        {
+            Some(path)
+        }
+        // A connector moved to the end of a list (too deep) adds to that list.
+        FixOp::Move { to, .. } if matches!(to.0.last(), Some(Seg::Index(_))) => Some(to),
+        FixOp::Move { from, to } if children(to) && !to.0.starts_with(&from.0) => doc
+            .at(from)
+            .and_then(Value::as_array)
+            .is_some_and(|l| !l.is_empty())
+            .then_some(to),
+        _ => None,
+    }
+}
+
+/// Where fixes read values: the serve args (their JSON fields, without
+/// copying them: a value can be nested deeper than a copy could recurse), or
+/// a JSON document.
+pub(crate) trait Lookup {
+    fn at(&self, path: &FieldPath) -> Option<&Value>;
+}
+
+fn walk<'a>(v: &'a Value, segs: &[Seg]) -> Option<&'a Value> {
+    segs.iter().try_fold(v, |v, seg| match seg {
+        Seg::Key(k) => v.get(k.as_str()),
+        Seg::Index(i) => v.get(*i),
+    })
+}
+
+impl Lookup for Value {
+    fn at(&self, path: &FieldPath) -> Option<&Value> {
+        walk(self, &path.0)
+    }
+}
+
+impl Lookup for ServeArgs {
+    fn at(&self, path: &FieldPath) -> Option<&Value> {
+        let (Seg::Key(first), rest) = path.0.split_first()? else {
+            return None;
+        };
+        let field = self
+            .json_fields()
+            .into_iter()
+            .find(|(name, _)| name == first)?
+            .1;
+        walk(field.as_ref()?, rest)
+    }
+}
+
+/// The MultiConnector whose children list `list` is (`M.kv_connector_extra_config.connectors`
+/// or, misplaced, `M.connectors`).
+fn multi_of(list: &FieldPath) -> FieldPath {
+    let up = list.parent();
+    match up.0.last() {
+        Some(Seg::Key(k)) if k == "kv_connector_extra_config" => up.parent(),
+        _ => up,
+    }
+}
+
+/// The joint pass: resolve, then size the host pool fixes for the
+/// configuration that every fix of the report gives (a fix may change the
+/// block size, the context or the dtype the start-up minimum depends on), so
+/// that the fixes pass applied together. `advice` is a larger pool to offer
+/// (the one that lets the GPUs bind) when the caller knows it.
+pub(crate) fn resolve_advised(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    advice: Option<&PoolAdvice>,
+) -> Result<(Report, Option<ModelInfo>), LoadError> {
+    let (mut report, mut model, needed) = resolve_once(args, gpu, advice)?;
+    if !shallow(args) {
+        return Ok((report, model)); // no copies of values nested this deep (see `shallow`)
+    }
+    let Some(fixed) = fixed_args(args, &report) else {
+        return Ok((report, model));
+    };
+    let offered = match (needed, advice) {
+        (Some(n), Some(a)) => Some(n.max(a.gib)),
+        (n, a) => n.or(a.map(|a| a.gib)),
+    };
+    if let Ok((_, _, Some(after))) = resolve_once(&fixed, gpu, None) {
+        if offered.is_none_or(|o| o < after) {
+            let joint = PoolAdvice {
+                gib: after,
+                holds: format!("{after} GiB is the start-up minimum once the other fixes of this report are applied: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
+            };
+            (report, model, _) = resolve_once(args, gpu, Some(&joint))?;
+        }
+    }
+    absorb(args, gpu, &mut report);
+    Ok((report, model))
+}
+
+/// Nesting up to which the joint pass copies the JSON fields (real serve
+/// configurations nest under 10 levels; copies and edits of JSON recurse).
+const JOINT_MAX_NESTING: usize = 64;
+
+/// Whether every JSON field nests at most [`JOINT_MAX_NESTING`] levels
+/// (measured without recursion).
+fn shallow(args: &ServeArgs) -> bool {
+    let mut stack: Vec<(&Value, usize)> = args
+        .json_fields()
+        .into_iter()
+        .filter_map(|(_, v)| v.as_ref().map(|v| (v, 0)))
+        .collect();
+    while let Some((v, depth)) = stack.pop() {
+        if depth > JOINT_MAX_NESTING {
+            return false;
+        }
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Rounds of [`absorb`]: each can only add edits below what a fix wrote.
+const ABSORB_ROUNDS: usize = 4;
+
+/// A fix that writes a value the other checks then reject (a misspelled
+/// `cudagraph_mod` moved to `cudagraph_mode` holds "FULL") takes the fix of
+/// that rejection too: an error the configuration after all fixes still has
+/// at or below a field one fix wrote, fixed by edits of fields below it, is
+/// appended to that fix, so it passes alone and together (a list wrapped in
+/// a MultiConnector whose items then need fixes, too).
+///
+/// The configuration after all fixes names places as they are after every
+/// removal; they are the places the fixes name only when no fix removes or
+/// moves a list item, so below a list item only that case is absorbed.
+fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
+    for _ in 0..ABSORB_ROUNDS {
+        let Some(fixed) = fixed_args(args, report) else {
+            return;
+        };
+        let Ok((after, _, _)) = resolve_once(&fixed, gpu, None) else {
+            return;
+        };
+        let shifts = report.errors.iter().flat_map(|d| &d.fix).any(|op| {
+            let p = match op {
+                FixOp::Remove { path } => path,
+                FixOp::Move { from, .. } => from,
+                FixOp::Set { .. } => return false,
+            };
+            matches!(p.0.last(), Some(Seg::Index(_)))
+        });
+        // Paths every fix names, to tell a value one fix wrote whole (a list
+        // wrapped in a MultiConnector) from one other fixes edit inside too.
+        let named: Vec<FieldPath> = report
+            .errors
+            .iter()
+            .flat_map(|d| &d.fix)
+            .flat_map(|op| match op {
+                FixOp::Set { path, .. } | FixOp::Remove { path } => [Some(path.clone()), None],
+                FixOp::Move { from, to } => [Some(from.clone()), Some(to.clone())],
+            })
+            .flatten()
+            .collect();
+        let mut grown = false;
+        // The errors after each fix alone, computed when first needed (per round).
+        let mut alone: Vec<Option<Vec<Diagnostic>>> = vec![None; report.errors.len()];
+        // An error of the configuration after every fix, named as the fix of
+        // error `i` would name it: through the moves applied after that fix
+        // (a list wrapped in a MultiConnector moves every item), undone last
+        // first. A value moved to a field stays named there.
+        let errors = &report.errors;
+        let seen_by = |i: usize, e: &Diagnostic| -> Diagnostic {
+            let later: Vec<&FixOp> = errors[i + 1..].iter().flat_map(|d| &d.fix).collect();
+            // Undo one edit: a move takes what is below `to` back to `from`; a
+            // list item taken out (removed or moved) shifts the later items back up.
+            let unshift = |p: FieldPath, gone: &FieldPath| -> FieldPath {
+                let Some((Seg::Index(r), list)) = gone.0.split_last() else {
+                    return p;
+                };
+                let mut segs = p.0;
+                if segs.len() > list.len() && segs[..list.len()] == *list {
+                    if let Seg::Index(j) = &mut segs[list.len()] {
+                        if *j >= *r {
+                            *j += 1;
+                        }
+                    }
+                }
+                FieldPath(segs)
+            };
+            let back = |p: &FieldPath| {
+                later.iter().rev().fold(p.clone(), |p, op| match op {
+                    FixOp::Move { from, to } => match p.0.strip_prefix(to.0.as_slice()) {
+                        Some(rest) if !rest.is_empty() => {
+                            FieldPath([from.0.as_slice(), rest].concat())
+                        }
+                        _ => unshift(p, from),
+                    },
+                    FixOp::Remove { path } => unshift(p, path),
+                    FixOp::Set { .. } => p,
+                })
+            };
+            let mut e = e.clone();
+            e.path = back(&e.path);
+            for op in &mut e.fix {
+                match op {
+                    FixOp::Set { path, .. } | FixOp::Remove { path } => *path = back(path),
+                    FixOp::Move { from, to } => {
+                        *from = back(from);
+                        *to = back(to);
+                    }
+                }
+            }
+            e
+        };
+        let mut additions: Vec<(usize, Vec<FixOp>)> = Vec::new();
+        for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
+            // e and its fix lie at or below `w`: through object keys only, or
+            // anywhere inside a value one fix set whole and no other fix edits.
+            let below = |e: &Diagnostic, w: &FieldPath, set_whole: bool| {
+                let alone = set_whole
+                    && named
+                        .iter()
+                        .filter(|p| p.0.starts_with(&w.0) || w.0.starts_with(&p.0))
+                        .count()
+                        == 1;
+                let inside = |p: &FieldPath| {
+                    p.0.starts_with(&w.0)
+                        && (alone || p.0[w.0.len()..].iter().all(|s| matches!(s, Seg::Key(_))))
+                };
+                // Never an edit that removes what the fix wrote.
+                let strictly = |p: &FieldPath| inside(p) && p.0.len() > w.0.len();
+                (!shifts || w.0.iter().all(|s| matches!(s, Seg::Key(_))))
+                    && inside(&e.path)
+                    && e.fix.iter().all(|op| match op {
+                        FixOp::Set { path, .. } => inside(path),
+                        FixOp::Remove { path } => strictly(path),
+                        FixOp::Move { from, to } => strictly(from) && inside(to),
+                    })
+            };
+            let owner = (0..errors.len())
+                .rev()
+                .map(|i| (i, seen_by(i, found)))
+                .find(|(i, e)| {
+                    errors[*i].fix.iter().any(|op| match op {
+                        FixOp::Set { path, .. } => below(e, path, true),
+                        FixOp::Move { to, .. } => below(e, to, false),
+                        FixOp::Remove { .. } => false,
+                    })
+                })
+                // Or the fix that reveals it: applied alone, it leads to this very
+                // error with this very fix (a kv_cache_dtype whose host rows the
+                // pool check can size only once the fix sets it).
+                // The alone fix may size a value for the configuration without
+                // the other fixes: the larger of the two numbers serves both.
+                .or_else(|| {
+                    (0..errors.len()).find_map(|i| {
+                        let e = seen_by(i, found);
+                        // Revealed: the report as given does not have it.
+                        if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
+                            return None;
+                        }
+                        let a = alone[i]
+                            .get_or_insert_with(|| alone_errors(args, gpu, &errors[i]))
+                            .iter()
+                            .find(|a| a.code == e.code && a.path == e.path)?;
+                        let ops = joint_ops(&a.fix, &e.fix)?;
+                        Some((i, Diagnostic { fix: ops, ..e }))
+                    })
+                });
+            if let Some((i, e)) = owner {
+                additions.push((i, e.fix));
+            }
+        }
+        for (i, ops) in additions {
+            report.errors[i].fix.extend(ops);
+            grown = true;
+        }
+        if !grown {
+            return;
+        }
+    }
+}
+
+/// One fix for both configurations: the same edits at the same places, a
+/// number set to the larger of the two values. None when they differ otherwise.
+fn joint_ops(alone: &[FixOp], joint: &[FixOp]) -> Option<Vec<FixOp>> {
+    if alone.len() != joint.len() {
+        return None;
+    }
+    alone
+        .iter()
+        .zip(joint)
+        .map(|(a, j)| match (a, j) {
+            (
+                FixOp::Set {
+                    path: pa,
+                    value: va,
+                },
+                FixOp::Set {
+                    path: pj,
+                    value: vj,
+                },
+            ) if pa == pj => {
+                let value = match (va.as_u64(), vj.as_u64(), va.as_f64(), vj.as_f64()) {
+                    (Some(x), Some(y), _, _) => json!(x.max(y)),
+                    (_, _, Some(x), Some(y)) => json!(x.max(y)),
+                    _ if va == vj => va.clone(),
+                    _ => return None,
+                };
+                Some(FixOp::Set {
+                    path: pa.clone(),
+                    value,
+                })
+            }
+            _ if a == j => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The errors `args` has after `d`'s fix alone (none when it does not apply).
+fn alone_errors(args: &ServeArgs, gpu: Option<&GpuSpec>, d: &Diagnostic) -> Vec<Diagnostic> {
+    if d.fix.is_empty() {
+        return Vec::new();
+    }
+    let mut doc = args.normalized().0.into_owned().to_json();
+    if apply_fix(&mut doc, &d.fix).is_err() {
+        return Vec::new();
+    }
+    let Ok(one) = ServeArgs::from_json(doc) else {
+        return Vec::new();
+    };
+    resolve_once(&one, gpu, None).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
+}
+
+/// `args` with every error's fix of `report` applied in order; None when
+/// there is nothing to apply or the result is not serve args.
+pub(crate) fn fixed_args(args: &ServeArgs, report: &Report) -> Option<ServeArgs> {
+    if report.errors.iter().all(|e| e.fix.is_empty()) {
+        return None;
+    }
+    let mut doc = args.normalized().0.into_owned().to_json();
+    apply_all(&mut doc, &report.errors).ok()?;
+    ServeArgs::from_json(doc).ok()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Class {
+    Reset,
+    Set,
+    Structural,
+    None,
+}
+
+/// Removing a connector (the top-level one, or a list item) shifts or drops
+/// what other fixes name; removing any other value only resets it.
+fn removes_structure(path: &FieldPath) -> bool {
+    matches!(path.0.last(), Some(Seg::Index(_)))
+        || matches!(path.0.as_slice(), [Seg::Key(k)] if k == "kv_transfer_config")
+}
+
+fn class(fix: &[FixOp]) -> Class {
+    fix.iter()
+        .map(|op| match op {
+            FixOp::Remove { path } if removes_structure(path) => Class::Structural,
+            FixOp::Remove { .. } => Class::Reset,
+            FixOp::Set { .. } => Class::Set,
+            FixOp::Move { .. } => Class::Structural,
+        })
+        .max()
+        .unwrap_or(Class::None)
+}
+
+/// Errors whose fix turns HiSparse off (the model cannot use it).
+fn turns_off(code: Code) -> bool {
+    matches!(
+        code,
+        Code::ModelNotDsa | Code::DeepseekV4Unsupported | Code::IndexTopkTooLarge
+    )
+}
+
+/// See step 2c of [`settle`]. Repeats while a removal empties the list above.
+fn empty_together(errors: &mut [Diagnostic], doc: &dyn Lookup) {
+    let len = |p: &FieldPath| doc.at(p).and_then(Value::as_array).map_or(0, Vec::len);
+    let children = |m: &FieldPath| {
+        [
+            m.key("kv_connector_extra_config").key("connectors"),
+            m.key("connectors"),
+        ]
+    };
+    // Bounded: each round adds a removal one level up the tree.
+    for _ in 0..crate::config::connectors::MAX_DEPTH + 2 {
+        let gone: Vec<FieldPath> = errors
+            .iter()
+            .flat_map(|d| &d.fix)
+            .filter_map(|op| match op {
+                FixOp::Remove { path } if removes_structure(path) => Some(path.clone()),
+                FixOp::Move { from, .. } if matches!(from.0.last(), Some(Seg::Index(_))) => {
+                    Some(from.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let added: Vec<(Option<&FieldPath>, &FieldPath)> = errors
+            .iter()
+            .flat_map(|d| &d.fix)
+            .filter_map(|op| {
+                let to = adds_connectors(op, doc)?;
+                let from = match op {
+                    FixOp::Move { from, .. } => Some(from),
+                    _ => None,
+                };
+                Some((from, to))
+            })
+            .collect();
+        // A connector's children lists (a top-level list is its own).
+        let lists_of = |m: &FieldPath| {
+            if m.0.len() == 1 && doc.at(m).is_some_and(Value::is_array) {
+                vec![m.clone()]
+            } else {
+                children(m).to_vec()
+            }
+        };
+        let owner_of = |list: &FieldPath| {
+            if list.0.len() == 1 {
+                list.clone()
+            } else {
+                multi_of(list)
+            }
+        };
+        let emptied = gone.iter().map(|p| owner_of(&p.parent())).find(|m| {
+            let lists = lists_of(m);
+            let within = |p: &FieldPath| lists.iter().any(|l| p.0.starts_with(&l.0));
+            // Another fix gives it a child (not one of its own moved between its lists).
+            let own = |p: &FieldPath| lists.contains(p) || lists.contains(&p.parent());
+            if added
+                .iter()
+                .any(|(from, to)| within(to) && !from.is_some_and(own))
+            {
+                return false;
+            }
+            let total: usize = lists.iter().map(len).sum();
+            let taken = lists
+                .iter()
+                .flat_map(|l| (0..len(l)).map(move |i| l.index(i)))
+                .filter(|item| gone.iter().any(|g| item.0.starts_with(&g.0)))
+                .count();
+            total > 0 && taken == total && !gone.iter().any(|g| m.0.starts_with(&g.0))
+        });
+        let Some(multi) = emptied else {
+            return;
+        };
+        // Its removal: itself if a sibling stays, else its parent's, up the tree.
+        let mut removal = multi.clone();
+        while let Some((Seg::Index(_), list)) = removal.0.split_last() {
+            let parent = owner_of(&FieldPath(list.to_vec()));
+            let lists = lists_of(&parent);
+            let siblings: usize = lists.iter().map(len).sum();
+            let receives = added.iter().any(|(_, to)| {
+                lists.iter().any(|l| to.0.starts_with(&l.0)) && !to.0.starts_with(&removal.0)
+            });
+            if siblings > 1 || receives {
+                break;
+            }
+            removal = parent;
+        }
+        let lists = lists_of(&multi);
+        let owns = |d: &Diagnostic| {
+            d.fix.iter().any(|op| match op {
+                FixOp::Remove { path } | FixOp::Move { from: path, .. } => {
+                    lists.iter().any(|l| path.0.starts_with(&l.0))
+                }
+                FixOp::Set { .. } => false,
+            })
+        };
+        // HiSparseConnectors the removal would take with it. Applied alone, the
+        // owner's fix must not turn HiSparse off: each must be one it moves
+        // out, or a second one another fix removes, or the owner turns it off.
+        let sites = hisparse_paths(doc, &removal);
+        let extra_removed = |p: &FieldPath| {
+            errors.iter().any(|d| {
+                d.code == Code::MultipleHiSparseConnectors
+                    && removes(&d.fix).any(|r| p.0.starts_with(&r.0))
+            })
+        };
+        let safe = |d: &Diagnostic| {
+            turns_off(d.code)
+                || sites.iter().all(|site| {
+                    moves(&d.fix).any(|m| site.0.starts_with(&m.0)) || extra_removed(site)
+                })
+        };
+        // The last applied: a fix that turns HiSparse off if one takes part,
+        // else one that moves a connector out, else the one removing the first child.
+        let owner = errors
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| owns(d) && safe(d))
+            .min_by(|(_, a), (_, b)| {
+                turns_off(b.code)
+                    .cmp(&turns_off(a.code))
+                    .then_with(|| moves(&b.fix).count().cmp(&moves(&a.fix).count()))
+                    .then_with(|| cmp_paths(anchor(&a.fix, doc), anchor(&b.fix, doc)))
+            })
+            .map(|(i, _)| i);
+        let Some(owner) = owner else {
+            return;
+        };
+        errors[owner].fix.push(FixOp::Remove { path: removal });
+    }
+}
+
+/// Paths of the HiSparseConnectors at or below `root` in `doc` (bounded by
+/// the document, walked without recursion).
+fn hisparse_paths(doc: &dyn Lookup, root: &FieldPath) -> Vec<FieldPath> {
+    let mut found = Vec::new();
+    let mut stack: Vec<(FieldPath, &Value)> = doc
+        .at(root)
+        .map(|v| (root.clone(), v))
+        .into_iter()
+        .collect();
+    while let Some((path, v)) = stack.pop() {
+        match v {
+            Value::Object(obj) => {
+                if obj.get("kv_connector").and_then(Value::as_str) == Some("HiSparseConnector") {
+                    found.push(path.clone());
+                }
+                stack.extend(obj.iter().map(|(k, v)| (path.key(k), v)));
+            }
+            Value::Array(items) => {
+                stack.extend(items.iter().enumerate().map(|(i, v)| (path.index(i), v)))
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The connectors a fix moves away (a value moved out first is kept).
+fn moves(fix: &[FixOp]) -> impl Iterator<Item = &FieldPath> {
+    fix.iter().filter_map(|op| match op {
+        FixOp::Move { from, .. } if removes_structure(from) => Some(from),
+        _ => None,
+    })
+}
+
+/// The connectors a fix removes.
+fn removes(fix: &[FixOp]) -> impl Iterator<Item = &FieldPath> {
+    fix.iter().filter_map(|op| match op {
+        FixOp::Remove { path } if removes_structure(path) => Some(path),
+        _ => None,
+    })
+}
+
+/// The list items a fix removes and the values it moves away.
+fn structural(fix: &[FixOp]) -> Vec<FieldPath> {
+    fix.iter()
+        .filter_map(|op| match op {
+            FixOp::Remove { path } if removes_structure(path) => Some(path.clone()),
+            FixOp::Move { from, .. } => Some(from.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn first_path(fix: &[FixOp]) -> Option<&FieldPath> {
+    fix.first().map(|op| match op {
+        FixOp::Set { path, .. } | FixOp::Remove { path } => path,
+        FixOp::Move { from, .. } => from,
+    })
+}
+
+/// The last place in the document a structural fix touches: what it removes
+/// or moves away, and where it moves to unless that is an append at the end
+/// of a list (an append is not shifted by removals before it).
+fn anchor<'a>(fix: &'a [FixOp], doc: &dyn Lookup) -> Option<&'a FieldPath> {
+    fix.iter()
+        .flat_map(|op| match op {
+            FixOp::Remove { path } => [Some(path), None],
+            // Where a move lands counts only in another list item: keys do not shift.
+            FixOp::Move { from, to } => {
+                let parent = from.parent();
+                let elsewhere = to.0.starts_with(&parent.0)
+                    && to.0[parent.0.len()..]
+                        .iter()
+                        .any(|s| matches!(s, Seg::Index(_)))
+                    || !to.0.starts_with(&parent.0)
+                        && to.0.iter().any(|s| matches!(s, Seg::Index(_)));
+                [Some(from), (elsewhere && !is_append(to, doc)).then_some(to)]
+            }
+            FixOp::Set { .. } => [None, None],
+        })
+        .flatten()
+        .max_by(|a, b| cmp_paths(Some(a), Some(b)))
+}
+
+/// Whether `path` names the position just past the end of a list in `doc`.
+fn is_append(path: &FieldPath, doc: &dyn Lookup) -> bool {
+    let Some((Seg::Index(i), parent)) = path.0.split_last() else {
+        return false;
+    };
+    doc.at(&FieldPath(parent.to_vec()))
+        .and_then(Value::as_array)
+        .is_some_and(|l| *i >= l.len())
+}
+
+/// Document order: keys by name, list items by index, a path before the
+/// paths inside it.
+fn cmp_paths(a: Option<&FieldPath>, b: Option<&FieldPath>) -> Ordering {
+    let (Some(a), Some(b)) = (a, b) else {
+        return a.is_some().cmp(&b.is_some());
+    };
+    for (x, y) in a.0.iter().zip(&b.0) {
+        let o = match (x, y) {
+            (Seg::Key(x), Seg::Key(y)) => x.cmp(y),
+            (Seg::Index(x), Seg::Index(y)) => x.cmp(y),
+            (Seg::Key(_), Seg::Index(_)) => Ordering::Less,
+            (Seg::Index(_), Seg::Key(_)) => Ordering::Greater,
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.0.len().cmp(&b.0.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(s: &str) -> FieldPath {
+        FieldPath::parse(s).unwrap()
+    }
+
+    fn err(code: Code, path: &str, fix: Vec<FixOp>) -> Diagnostic {
+        Diagnostic::error(code, p(path), "x").fix(fix)
+    }
+
+    #[test]
+    fn list_removals_run_from_the_back_after_the_sets() {
+        let doc = json!({"k": {"c": [{}, {}, {}]}});
+        let mut errors = vec![
+            err(
+                Code::ConnectorNotObject,
+                "k.c[0]",
+                vec![FixOp::Remove { path: p("k.c[0]") }],
+            ),
+            err(
+                Code::MissingKvRole,
+                "k.c[1].kv_role",
+                vec![FixOp::Set {
+                    path: p("k.c[1].kv_role"),
+                    value: json!("kv_both"),
+                }],
+            ),
+            err(
+                Code::ConnectorNotObject,
+                "k.c[2]",
+                vec![FixOp::Remove { path: p("k.c[2]") }],
+            ),
+            err(Code::ConnectorsNotList, "k.d", vec![]),
+        ];
+        settle(&mut errors, &doc);
+        let order: Vec<String> = errors.iter().map(|e| e.path.to_string()).collect();
+        assert_eq!(order, ["k.c[1].kv_role", "k.c[2]", "k.c[0]", "k.d"]);
+        let mut fixed = doc.clone();
+        apply_all(&mut fixed, &errors).unwrap();
+        assert_eq!(fixed, json!({"k": {"c": [{"kv_role": "kv_both"}]}}));
+    }
+
+    #[test]
+    fn a_removal_another_fix_also_does_is_covered_by_it() {
+        let doc = json!({"k": {"c": [{}, {}, {}]}});
+        let both = vec![
+            FixOp::Remove { path: p("k.c[2]") },
+            FixOp::Remove { path: p("k.c[0]") },
+        ];
+        let mut errors = vec![
+            err(
+                Code::MultipleHiSparseConnectors,
+                "k.c[2]",
+                vec![FixOp::Remove { path: p("k.c[2]") }],
+            ),
+            err(Code::ModelNotDsa, "model", both),
+        ];
+        settle(&mut errors, &doc);
+        assert!(errors
+            .iter()
+            .find(|e| e.code == Code::MultipleHiSparseConnectors)
+            .unwrap()
+            .fix
+            .is_empty());
+        let mut fixed = doc.clone();
+        apply_all(&mut fixed, &errors).unwrap();
+        assert_eq!(fixed, json!({"k": {"c": [{}]}}));
+    }
+
+    #[test]
+    fn a_reset_runs_before_the_sets_inside_it() {
+        let doc = json!({"k": {"extra": "x"}});
+        let mut errors = vec![
+            err(
+                Code::HostPoolGibMissing,
+                "k.extra.host_pool_gib",
+                vec![FixOp::Set {
+                    path: p("k.extra.host_pool_gib"),
+                    value: json!(8),
+                }],
+            ),
+            err(
+                Code::InvalidType,
+                "k.extra",
+                vec![FixOp::Remove { path: p("k.extra") }],
+            ),
+        ];
+        settle(&mut errors, &doc);
+        let mut fixed = doc.clone();
+        apply_all(&mut fixed, &errors).unwrap();
+        assert_eq!(fixed, json!({"k": {"extra": {"host_pool_gib": 8}}}));
+    }
+
+    #[test]
+    fn an_unknown_key_whose_value_another_fix_moves_is_dropped() {
+        let doc = json!({"a": {"host_pool_gib": 256}});
+        let mut errors = vec![
+            err(
+                Code::UnknownKey,
+                "a.host_pool_gib",
+                vec![FixOp::Remove {
+                    path: p("a.host_pool_gib"),
+                }],
+            ),
+            err(
+                Code::HostPoolGibMisplaced,
+                "a.host_pool_gib",
+                vec![FixOp::Move {
+                    from: p("a.host_pool_gib"),
+                    to: p("b.host_pool_gib"),
+                }],
+            ),
+        ];
+        settle(&mut errors, &doc);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, Code::HostPoolGibMisplaced);
+    }
+}

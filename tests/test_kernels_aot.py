@@ -1,0 +1,116 @@
+"""Ahead-of-time compile proof (kernels/aot.py): every Triton kernel, at the launches its
+launcher makes for the production shapes, compiles for sm_90 and sm_100 with the ptxas in
+Triton's wheel, without spills and within shared memory; benches/README.md shows the
+table this compile gives. No GPU: the compile runs in a subprocess without
+TRITON_INTERPRET (under the interpreter ``@triton.jit`` functions cannot be compiled)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT
+from hisparse_rs.kernels import aot
+
+README = ROOT / "benches" / "README.md"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton_cache"))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "aot_probe.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result: dict[str, Any] = json.loads(proc.stdout)
+    for key in ("rows", "controls"):
+        result[key] = [aot.Row(**{**r, "problems": tuple(r["problems"])}) for r in result[key]]
+    return result
+
+
+def test_every_kernel_is_compiled_for_every_target(compiled: dict[str, Any]) -> None:
+    rows: list[aot.Row] = compiled["rows"]
+    for target in aot.TARGETS:
+        done = {r.kernel for r in rows if r.target == target}
+        assert done == set(compiled["kernels"]), (
+            f"{target}: kernels without a production case in aot.production_cases(): "
+            f"{sorted(set(compiled['kernels']) - done)}"
+        )
+    cases = {(c.op, c.shape) for c in aot.production_cases()}
+    assert {(r.op, r.shape, r.target) for r in rows} == {
+        (op, shape, t) for op, shape in cases for t in aot.TARGETS
+    }
+
+
+def test_no_spills_and_shared_memory_within_the_limit(compiled: dict[str, Any]) -> None:
+    bad = [
+        f"{r.kernel} [{r.shape}] {r.target}: {'; '.join(r.problems)}" for r in compiled["rows"] if r.problems
+    ]
+    assert not bad, "\n".join(bad)
+    for r in compiled["rows"]:
+        assert r.registers <= 255 and r.blocks_per_sm >= 1
+
+
+def test_the_check_fails_a_spill_and_an_oversized_tile(compiled: dict[str, Any]) -> None:
+    spills, shared = compiled["controls"]
+    assert spills.local_bytes > 0 and any("spills" in p for p in spills.problems)
+    assert shared.shared_bytes > aot.TARGETS["sm_90"].shared_per_block
+    assert any("shared memory" in p for p in shared.problems)
+
+
+def _committed_table(path: Path) -> str:
+    text = path.read_text()
+    assert aot.README_BEGIN in text and aot.README_END in text, f"{path} lacks the generated AOT table"
+    return text.split(aot.README_BEGIN, 1)[1].split(aot.README_END, 1)[0].strip("\n") + "\n"
+
+
+def _keys(table: str) -> list[str]:
+    # "target | operation | shape | kernel" of every row, in order.
+    keys, target = [], ""
+    for line in table.splitlines():
+        if line.startswith("**"):
+            target = line.split("**")[1]
+        elif line.startswith("| ") and not line.startswith("| operation"):
+            keys.append(" | ".join([target, *[c.strip() for c in line.split("|")[1:4]]]))
+    return keys
+
+
+def test_benches_readme_table_is_current(compiled: dict[str, Any]) -> None:
+    fresh = aot.render_markdown(compiled["rows"])
+    committed = _committed_table(README)
+    fix = "python -m hisparse_rs.kernels.aot --write-readme benches/README.md"
+    assert _keys(committed) == _keys(fresh), f"the table lists other kernels or shapes. Fix: {fix}"
+    if committed.splitlines()[0] == fresh.splitlines()[0]:  # same Triton and ptxas: same figures
+        assert committed == fresh, f"the figures changed. Fix: {fix}"
+
+
+@pytest.mark.parametrize(
+    ("registers", "warps", "shared", "tmem", "want"),
+    [
+        (255, 8, 0, 0, (1, "registers")),  # 255 -> 256 a thread: 8 warps use the whole SM
+        (128, 8, 0, 0, (2, "registers")),
+        (168, 4, 0, 0, (3, "registers")),  # 168 x 32 = 5376 per warp: 3 warps per 16 K sub-partition
+        (24, 4, 0, 0, (16, "threads")),  # 2048 threads / 128
+        (22, 1, 0, 0, (32, "blocks")),
+        (64, 4, 100 * 1024, 0, (2, "shared memory")),  # 101 KB + 1 KB reserved, twice in 228 KB
+        (64, 4, 232448, 0, (1, "shared memory")),
+        (64, 4, 0, 256, (2, "tensor memory")),
+    ],
+)
+def test_occupancy_bound(registers: int, warps: int, shared: int, tmem: int, want: tuple[int, str]) -> None:
+    res = aot.Resources(
+        registers=registers, local_bytes=0, shared_bytes=shared, tensor_memory_columns=tmem, num_warps=warps
+    )
+    assert res.occupancy(aot.TARGETS["sm_100"]) == want
