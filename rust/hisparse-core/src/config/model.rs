@@ -30,6 +30,7 @@ pub const MODEL_KEYS: &[&str] = &[
     "indexer_types",
     "hidden_size",
     "num_attention_heads",
+    "num_key_value_heads",
     "q_lora_rank",
     "qk_nope_head_dim",
     "v_head_dim",
