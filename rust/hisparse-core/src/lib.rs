@@ -14,8 +14,8 @@
 pub mod check;
 pub mod config;
 pub mod diagnostic;
-pub mod gpu;
 pub mod files;
+pub mod gpu;
 pub mod limits;
 pub mod path;
 pub mod plan;

@@ -103,7 +103,9 @@ fn check_json(
             .map_err(CoreError)?;
         return Ok(Report::from(report));
     };
-    match gil::detach(py, || gil::no_panic(|| check(&args, &options))).map_err(gil::internal_error)? {
+    match gil::detach(py, || gil::no_panic(|| check(&args, &options)))
+        .map_err(gil::internal_error)?
+    {
         Ok(report) => Ok(Report::from(report)),
         Err(e) => Err(plan_error(e)),
     }
