@@ -34,13 +34,20 @@ pub(crate) fn check(
         hisparse,
         d,
     );
+    // MTP on a model without MTP layers: the fix removes speculative_config,
+    // which settles a missing count too (a fix setting it would bring back a
+    // speculative_config without a method, which vLLM refuses).
+    let mut spec_removed = false;
     if let Some(info) = model {
         check_quantization(info, d);
         check_heads_split(info, scalars.parallel.tp, d);
-        check_mtp_layers(args, info, d);
+        spec_removed = check_mtp_layers(args, info, d);
     }
     check_launch(args, scalars, hisparse, d);
-    if num_speculative_tokens == Some(None) {
+    if num_speculative_tokens.is_some_and(|n| n.is_some()) && !spec_removed {
+        check_draft_model(args, d);
+    }
+    if num_speculative_tokens == Some(None) && !spec_removed {
         speculative_tokens_missing(args, model, d);
     }
 }
@@ -216,6 +223,56 @@ fn speculative_tokens_missing(
     );
 }
 
+/// Speculative methods that draft without a separate model (vLLM 0.33
+/// `SpeculativeConfig.__post_init__`, vllm/config/speculative.py:1252-1291;
+/// MTP and its model-named variants, `*_mtp`, are matched apart).
+const DRAFTS_WITHOUT_MODEL: &[&str] = &[
+    "dspark",
+    "ngram",
+    "[ngram]",
+    "ngram_gpu",
+    "suffix",
+    "extract_hidden_states",
+];
+
+/// vLLM 0.33 refuses `num_speculative_tokens` without a draft model when the
+/// method needs one: no method means `draft_model` ("num_speculative_tokens
+/// was provided but without speculative model",
+/// vllm/config/speculative.py:1294). The fix removes speculative_config
+/// (which method or draft model was meant cannot be told).
+fn check_draft_model(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
+    let Some(spec) = args.speculative_config.as_ref() else {
+        return;
+    };
+    if spec.get("model").is_some_and(|m| !m.is_null()) {
+        return;
+    }
+    let method = spec.get("method").and_then(Value::as_str);
+    if matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp") || DRAFTS_WITHOUT_MODEL.contains(&m))
+    {
+        return;
+    }
+    let path = FieldPath::root("speculative_config");
+    d.push(
+        Diagnostic::error(
+            Code::InvalidValue,
+            path.clone(),
+            format!(
+                "speculative_config sets num_speculative_tokens but no draft model, and method {} needs one: vLLM {} refuses it (\"num_speculative_tokens was provided but without speculative model\")",
+                method.unwrap_or("(none: draft_model)"),
+                crate::VLLM_VERSION
+            ),
+        )
+        .given(spec)
+        .allowed(format!(
+            "speculative_config.model, or a method that drafts without one: mtp, {}",
+            DRAFTS_WITHOUT_MODEL.join(", ")
+        ))
+        .hint("name the draft model (speculative_config.model) or the method, e.g. {\"method\": \"mtp\"} on a checkpoint with MTP layers; or remove speculative_config")
+        .fix(vec![FixOp::Remove { path }]),
+    );
+}
+
 /// vLLM 0.33 `ModelConfig.verify_with_parallel_config` refuses a tensor
 /// parallel size that does not divide the attention heads, at start-up.
 fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
@@ -303,7 +360,8 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
 /// MTP speculation drafts with the checkpoint's own MTP layers; vLLM 0.33
 /// refuses it for a model without them (`NotImplementedError: Unsupported
 /// speculative method: 'mtp'`, vllm/config/speculative.py).
-fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>) {
+/// Returns whether it reported (and its fix removes `speculative_config`).
+fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> bool {
     let spec = args.speculative_config.as_ref();
     let method = spec.and_then(|s| s.get("method")).and_then(Value::as_str);
     let mtp = matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp"));
@@ -311,7 +369,7 @@ fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>
         .and_then(|s| s.get("model"))
         .is_some_and(|m| !m.is_null());
     if !mtp || separate_draft || model.num_nextn_predict_layers.is_some_and(|n| n > 0) {
-        return;
+        return false;
     }
     let path = FieldPath::root("speculative_config").key("method");
     d.push(
@@ -326,6 +384,7 @@ fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>
             path: FieldPath::root("speculative_config"),
         }]),
     );
+    true
 }
 
 /// The largest divisor of `n` not above `cap` (1 if none larger), from the
