@@ -99,6 +99,7 @@ codes! {
     ConnectorsKeyIgnored => "connectors_key_ignored",
     Vllm033Crash => "vllm_0_33_crash",
     RowBytesUnknown => "row_bytes_unknown",
+    HybridBlockSizeUnknown => "hybrid_block_size_unknown",
     BoolAsNumber => "bool_as_number",
     HostPoolImplausible => "host_pool_implausible",
     HostPoolLimitsContext => "host_pool_limits_context",

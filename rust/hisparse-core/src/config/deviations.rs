@@ -31,6 +31,10 @@ pub const VLLM_DEVIATIONS: &[Deviation] = &[
         vllm: "crashes on the input (a Python exception, some only after the model has loaded) instead of reporting it",
     },
     Deviation {
+        code: Code::HybridBlockSizeUnknown,
+        vllm: "sizes the KV cache blocks of a hybrid model (linear-attention layers beside the sparse-MLA ones) from its linear-attention state, which hisparse_rs does not model: the host block size, stride and count, and the smallest pool that starts, differ",
+    },
+    Deviation {
         code: Code::HostPoolLimitsContext,
         vllm: "with --max-model-len auto, shortens the context to what the host pool holds instead of failing",
     },

@@ -343,6 +343,9 @@ impl Ctx<'_> {
         );
         let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
         let block_size = self.resolve_block_size(d);
+        if model.dims.mixed_layer_kinds {
+            d.push(hybrid_block_size(model, block_size.value));
+        }
         let max_decode_query_len = self.resolve_query_len(model);
         let device_buffer_size = self.resolve_device_buffer(
             &topk_buffer_width,
@@ -1484,6 +1487,25 @@ fn index_groups(leaders: Option<&[bool]>, layers: u32) -> Vec<u32> {
             group
         })
         .collect()
+}
+
+/// vLLM 0.33 sizes the KV cache blocks of a hybrid model (linear-attention
+/// layers beside the sparse-MLA ones, GLM-5.3-Flash) so that one attention
+/// page holds a linear-attention state (`Platform._align_hybrid_block_size`,
+/// vllm/platforms/interface.py:940, when it builds the model's layers): a
+/// block of thousands of tokens, overriding `--block-size`. The state sizes
+/// come from each model's code, which is not modelled here.
+fn hybrid_block_size(model: &ModelInfo, block_size: u32) -> Diagnostic {
+    Diagnostic::warning(
+        Code::HybridBlockSizeUnknown,
+        FieldPath::root("block_size"),
+        format!(
+            "{} has linear-attention layers beside its sparse-MLA ones: vLLM {} raises the KV cache block size until one attention page holds a linear-attention state (Platform._align_hybrid_block_size), so its host block size, stride and count, and the smallest host pool that starts, differ from these, which are for block_size {block_size}",
+            model.name(),
+            crate::VLLM_VERSION
+        ),
+    )
+    .hint("the host-pool figures here are for the given block size; vLLM logs the block size it picks (\"Setting attention block size to N tokens\")")
 }
 
 #[cfg(test)]
