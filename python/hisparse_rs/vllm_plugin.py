@@ -23,10 +23,11 @@ turned into ``KVTransferConfig`` / ``AttentionConfig`` / ``CompilationConfig``
 objects (argparse rejects malformed ones before any plugin code runs), the
 rest as given. It rebuilds hisparse_rs' ``ServeArgs`` from the fields (the
 names are vLLM's) and checks them for the platform vLLM detected. The model's
-``config.json`` is read from the model directory, ``--hf-config-path``, or the
-local Hugging Face cache for a hub id; when none is local, the check waits for
-vLLM's own ``ModelConfig`` (built next, by ``create_model_config``) and reads
-its HF config instead.
+``config.json`` is read from the model directory, ``--hf-config-path``, or, for
+a hub id, the local Hugging Face cache at ``--revision`` (hisparse_rs reads it
+as vLLM does offline, never downloading); when none is local, the check waits
+for vLLM's own ``ModelConfig`` (built next, by ``create_model_config``) and
+reads its HF config instead.
 
 What breaks it on another vLLM version: ``create_engine_config`` renamed or no
 longer the single entry to ``VllmConfig``; general plugins loaded after it, or
@@ -74,6 +75,7 @@ _SCALARS = (
     "decode_context_parallel_size",
     "prefill_context_parallel_size",
     "nnodes",
+    "revision",
     "kv_cache_dtype",
     "block_size",
     "max_model_len",
@@ -162,30 +164,31 @@ def preflight(engine_args: Any) -> None:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: cannot read the arguments (%s)", e)
         return
-    if "model" not in args:
+    if "model" not in args or not _check(args, mode):
         _check_after_model_config(engine_args, args, mode)
-        return
-    _check(args, mode)
 
 
-def _check(args: dict[str, Any], mode: str) -> None:
+def _check(args: dict[str, Any], mode: str) -> bool:
+    """Check ``args``; False when their model is a hub id that is not in the local cache."""
     import hisparse_rs
 
     logger = _logger()
     fingerprint = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
     if os.environ.get(_CHECKED_ENV) == fingerprint:
-        return  # checked by the process that started this one
+        return True  # checked by the process that started this one
     try:
         report = hisparse_rs.check_args(args)
     except hisparse_rs.ModelLoadError as e:
+        if e.code == "model_not_cached":
+            return False  # vLLM downloads it: check with its model config
         logger.warning("hisparse_rs preflight skipped: %s", e)
-        return
+        return True
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: %s: %s", type(e).__name__, e)
-        return
+        return True
     os.environ[_CHECKED_ENV] = fingerprint
     if not report.hisparse_enabled:
-        return
+        return True
     for w in report.warnings:
         logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
     if report.valid:
@@ -194,11 +197,11 @@ def _check(args: dict[str, Any], mode: str) -> None:
             report.hisparse.device_buffer_size if report.hisparse else "?",
             report.hisparse.host_pool_gib if report.hisparse else "?",
         )
-        return
+        return True
     text = render(report, args)
     if mode == "warn":
         logger.warning("%s", text)
-        return
+        return True
     raise ValueError(text)
 
 
@@ -233,13 +236,17 @@ def _may_configure_hisparse(engine_args: Any) -> bool:
 def serve_args_of(engine_args: Any) -> dict[str, Any]:
     """hisparse_rs' ``ServeArgs`` JSON form of a vLLM 0.33 ``EngineArgs``.
 
-    ``"model"`` is the local ``config.json`` (model directory, ``hf_config_path``
-    or the Hugging Face cache) and is missing when none is local.
+    ``"model"`` is the local ``config.json`` (model directory or
+    ``hf_config_path``), else a hub id (``org/name``, read from the local
+    Hugging Face cache at ``revision``), else missing.
     """
     args: dict[str, Any] = {}
     config = _local_model_config(engine_args)
+    model = getattr(engine_args, "model", None)
     if config is not None:
         args["model"] = str(config)
+    elif isinstance(model, str) and model.count("/") == 1 and not model.startswith((".", "/", "~")):
+        args["model"] = model
     for name in _SCALARS:
         value = getattr(engine_args, name, None)
         if isinstance(value, bool | int | float | str):
@@ -284,16 +291,7 @@ def _local_model_config(engine_args: Any) -> Path | None:
             return path
         if (path / "config.json").is_file():
             return path / "config.json"
-    model = getattr(engine_args, "model", None)
-    if not isinstance(model, str) or model.count("/") != 1:
-        return None
-    try:  # a hub id: only what is already in the local cache (no download)
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model, "config.json", revision=getattr(engine_args, "revision", None))
-    except Exception:
-        return None
-    return Path(cached) if isinstance(cached, str) else None
+    return None
 
 
 def _json(value: Any) -> Any:
@@ -342,7 +340,7 @@ def render(report: Any, args: Mapping[str, Any]) -> str:
             lines.append(f"    allowed: {d.allowed}")
         if d.hint:
             lines.append(f"    fix:     {d.hint}")
-    flags = serve_flags(args, [d.fix for d in report.errors if d.fix])
+    flags = serve_flags(args, [d.fix for d in report.errors])
     if flags:
         lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]
     lines += [
@@ -355,15 +353,15 @@ def render(report: Any, args: Mapping[str, Any]) -> str:
 def serve_flags(args: Mapping[str, Any], fixes: list[Any]) -> str:
     """The ``vllm serve`` flags (and environment) that change ``args`` into ``args`` with every fix applied.
 
+    ``fixes``: the fixes of one report's errors, in report order. hisparse_rs
+    computes them jointly, so applied all at once, in that order, they pass.
     A JSON flag is given whole: vLLM's dotted flags replace a JSON flag of the
-    same name instead of editing it. Returns "" when the fixes cannot be applied together.
+    same name instead of editing it. Returns "" when the fixes do not apply.
     """
     import hisparse_rs
 
-    fixed: dict[str, Any] = dict(args)
     try:
-        for fix in fixes:
-            fixed = hisparse_rs.apply_fix(fixed, fix)
+        fixed = hisparse_rs.apply_fix(args, [op for fix in fixes for op in fix])
     except ValueError:
         return ""
     parts: list[str] = []

@@ -216,6 +216,40 @@ def test_a_model_config_that_is_not_local_is_read_from_vllms_model_config(
         engine_args(kv_transfer_config=pd_decode(host_pool_gib=1)).create_engine_config()
 
 
+def test_a_hub_id_is_read_from_the_local_hugging_face_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vllm serve org/name``: hisparse_rs reads the cached config.json at --revision, as vLLM
+    does offline, before any model work; an id that is not cached waits for vLLM's model config."""
+    repo, commit = "deepseek-ai/DeepSeek-V3.2", "c" * 40
+    folder = tmp_path / "models--deepseek-ai--DeepSeek-V3.2"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "v1").write_text(commit)
+    (folder / "snapshots" / commit).mkdir(parents=True)
+    (folder / "snapshots" / commit / "config.json").write_bytes((DSV32 / "config.json").read_bytes())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+
+    def no_model_work(self: EngineArgs) -> Any:
+        raise AssertionError("create_model_config ran before the report")
+
+    monkeypatch.setattr(EngineArgs, "create_model_config", no_model_work)
+    kv = KVTransferConfig(**pd_decode(host_pool_gib=1))
+    args = EngineArgs(model=repo, revision="v1", skip_tokenizer_init=True, kv_transfer_config=kv)
+    assert (vllm_plugin.serve_args_of(args)["model"], vllm_plugin.serve_args_of(args)["revision"]) == (
+        repo,
+        "v1",
+    )
+    with pytest.raises(ValueError, match=r"error\[host_pool_too_small\]"):
+        args.create_engine_config()
+    # Not cached at this revision: the check waits for vLLM's own model config.
+    deferred: list[Any] = []
+    monkeypatch.setattr(vllm_plugin, "_check_after_model_config", lambda *a: deferred.append(a))
+    vllm_plugin.preflight(
+        EngineArgs(model=repo, revision="v2", skip_tokenizer_init=True, kv_transfer_config=kv)
+    )
+    assert len(deferred) == 1
+
+
 def test_an_untested_vllm_version_steps_aside_with_one_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
