@@ -50,6 +50,7 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     )
     for key in ("starts with HiSparse (sizes compared)", "starts without HiSparse", "refused by both"):
         write(f"  {key}: {figures[key]}")
+    write(f"  configurations made by applying a report's fixes: {figures['fixed configurations']}")
     for key, n in sorted(figures.items()):
         if key.startswith("deviation "):
             write(f"  named deviation {key.removeprefix('deviation ')}: {n}")

@@ -7,12 +7,15 @@ manager flag; block size; KV cache dtype; MTP; the model configs in
 tests/data/models and ``hf_overrides``; VLLM_USE_V2_MODEL_RUNNER). Each runs
 through vLLM 0.33.0 (``vllm_pipeline.vllm_verdict``: its ``vllm serve``
 parser, ``create_engine_config()`` and the HiSparse stages it runs only after
-the model has loaded) and through ``hisparse_rs.check_args``. The verdicts,
-whether it starts, whether HiSparse is on, ``device_buffer_size``, the host
-block stride and the host block count, must agree, or the report must carry a
-code from ``hisparse_rs.vllm_deviations()`` (README: "Where we differ from
-vLLM 0.33.0"). The ``@example`` cases are the divergences the first
-comparison found, each fixed or named.
+the model has loaded) and through ``hisparse_rs.check_args`` (told the
+harness's GPU, an H200). Every refused configuration's fixes are then applied
+at once, in report order, and the result goes through both too: it must pass
+here and start in vLLM. The verdicts, whether it starts, whether HiSparse is
+on, ``device_buffer_size``, the host block stride and the host block count,
+must agree, or the report must carry a code from
+``hisparse_rs.vllm_deviations()`` (README: "Where we differ from vLLM
+0.33.0"). The ``@example`` cases are the divergences the comparisons found,
+each fixed or named.
 
 The figures (examples, agreements, named deviations by code) are printed at
 the end of the session (conftest.py).
@@ -35,6 +38,7 @@ MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
 DSV32 = str(MODELS / "deepseek-v3.2")
 SHRUNK = json.loads((MODELS / "vllm-test-hisparse-dsv32-shrunk" / "hf_overrides.json").read_text())
 DEVIATIONS = dict(hisparse_rs.vllm_deviations())
+GPU = "h200"  # vllm_pipeline answers the device queries as an H200 does
 
 # GLM-5.3-Flash carries index_topk only under text_config; without the exl3
 # quantization vLLM does not load, vLLM reads it as far as its HiSparse checks.
@@ -66,6 +70,17 @@ def hisparse_connector(draw: st.DrawFn, child: bool) -> Json:
         c["kv_connector_extra_config"] = {"host_pool_gib": draw(host_pool_gib)}
     elif draw(st.booleans()):
         c["kv_connector_extra_config"] = {}
+    else:  # host_pool_gib where vLLM does not read it: beside kv_connector, misspelled
+        place = draw(st.sampled_from(["beside", "misspelled"]))
+        if place == "beside":
+            c["host_pool_gib"] = draw(host_pool_gib)
+        else:
+            c["kv_connector_extra_config"] = {"host_pool_gb": draw(host_pool_gib)}
+    if draw(st.integers(0, 7)) == 0:  # a hisparse_config setting on the connector (vLLM ignores it)
+        extra = c.setdefault("kv_connector_extra_config", {})
+        extra[draw(st.sampled_from(["device_buffer_size", "eager_host_mirror"]))] = draw(
+            st.sampled_from([6144, 8192, True])
+        )
     if child and draw(st.integers(0, 9)) == 0:
         c["engine_id"] = "decode-0"
     return c
@@ -107,15 +122,23 @@ def child(draw: st.DrawFn, depth: int) -> Json:
 
 @st.composite
 def multi(draw: st.DrawFn, depth: int = 0) -> Json:
-    shape = draw(st.integers(0, 11))
+    shape = draw(st.integers(0, 13))
     extra: dict[str, Json]
+    c: dict[str, Json] = {"kv_connector": "MultiConnector"}
     if shape == 0:
         extra = {"connectors": []}
     elif shape == 1:
         extra = {}
+    elif shape == 2:  # one connector object where the list belongs
+        extra = {"connectors": draw(child(depth))}
+    elif shape == 3:  # the list beside kv_connector_extra_config (KVTransferConfig has no such field)
+        extra = {}
+        c["connectors"] = draw(st.lists(child(depth), min_size=1, max_size=2))
     else:
         extra = {"connectors": draw(st.lists(child(depth), min_size=1, max_size=3))}
-    c: dict[str, Json] = {"kv_connector": "MultiConnector", "kv_connector_extra_config": extra}
+    if draw(st.integers(0, 7)) == 0:  # host_pool_gib on the MultiConnector (vLLM ignores it there)
+        extra["host_pool_gib"] = draw(host_pool_gib)
+    c["kv_connector_extra_config"] = extra
     role = draw(st.sampled_from(["kv_both", "kv_consumer", "kv_consumer", None]))
     if role is not None:
         c["kv_role"] = role
@@ -129,6 +152,8 @@ kv_transfer_config = st.one_of(
     multi(),
     multi(),
     multi(),
+    # A top-level list of connectors (vLLM's parser refuses it; the fix wraps it).
+    st.lists(st.one_of(hisparse_connector(child=True), other_connector(child=True)), min_size=1, max_size=2),
 )
 
 attention_config = st.one_of(
@@ -141,6 +166,9 @@ attention_config = st.one_of(
         st.sampled_from([1024, 2048, 4096, 4100, 6144, 8192, 32768, 40000]),
     ),
     st.builds(lambda b: {"hisparse_config": {"eager_host_mirror": b}}, st.booleans()),
+    # HiSparse settings where vLLM does not read them (AttentionConfig / HiSparseConfig lack the field).
+    st.builds(lambda g: {"hisparse_config": {"host_pool_gib": g}}, st.sampled_from([256, 64, 4])),
+    st.builds(lambda n: {"device_buffer_size": n}, st.sampled_from([6144, 8192])),
 )
 
 speculative_config = st.one_of(
@@ -148,7 +176,8 @@ speculative_config = st.one_of(
     st.none(),
     st.builds(
         lambda n: {"method": "mtp", "num_speculative_tokens": n},
-        st.sampled_from([1, 1, 2, 3, 7, 15]),
+        # 10 and 14: past the resolver's shared memory on an H200 (not the int16 bound).
+        st.sampled_from([1, 1, 2, 3, 7, 10, 14, 15]),
     ),
     st.just({"method": "mtp"}),
 )
@@ -306,8 +335,10 @@ def disagreements(report: hisparse_rs.Report, vllm: Verdict) -> list[str]:
     return [f"{n}: hisparse_rs {a}, vLLM {b}" for n, a, b in zip(names, ours, theirs, strict=True) if a != b]
 
 
-def compare(args: dict[str, Json]) -> None:
-    report = hisparse_rs.check_args(args)
+def compare(args: dict[str, Json]) -> hisparse_rs.Report:
+    """One configuration through both; the harness's GPU is an H200 (vllm_pipeline), so the
+    check is told so: vLLM's resolver shared-memory limit is the GPU's."""
+    report = hisparse_rs.check_args(args, gpu=GPU)
     vllm = vllm_verdict(args)
     FIGURES["examples"] += 1
     found = disagreements(report, vllm)
@@ -319,7 +350,7 @@ def compare(args: dict[str, Json]) -> None:
             ] += 1
         else:
             FIGURES["refused by both"] += 1
-        return
+        return report
     codes = [d.code for d in (*report.errors, *report.warnings)]
     named = sorted({c for c in codes if c in DEVIATIONS})
     assert named, (
@@ -331,6 +362,26 @@ def compare(args: dict[str, Json]) -> None:
     )
     for code in named:
         FIGURES[f"deviation {code}"] += 1
+    return report
+
+
+def compare_with_fixes(args: dict[str, Json]) -> None:
+    """``args``, then ``args`` with all of the report's fixes applied at once, in
+    report order: that configuration must pass here (when every error has a fix:
+    some, such as a quantization vLLM does not load, have none) and start in
+    vLLM too, or name its deviation."""
+    report = compare(args)
+    if report.valid:
+        return
+    fixed = hisparse_rs.apply_fix(args, [op for d in report.errors for op in d.fix])
+    if not hisparse_rs.check_args(fixed, gpu=GPU).valid and not all(d.fix for d in report.errors):
+        return
+    after = compare(fixed)
+    assert after.valid, (
+        f"every fix at once does not pass: {[(d.code, d.path) for d in after.errors]}\n"
+        f"args: {json.dumps(args)}"
+    )
+    FIGURES["fixed configurations"] += 1
 
 
 HS = {
@@ -387,5 +438,42 @@ def tree(*children: Json) -> Json:
 # shortens the context).
 @example({"model": DSV32, "kv_transfer_config": tree(NIXL_BOTH, tree(HS))})
 @example({"model": DSV32, "kv_transfer_config": HS_SMALL, "max_model_len": -1})
+# After the merge with the config and harden work (joint fixes, misplaced
+# settings, --gpu), with every configuration's fixes applied too: the
+# resolver's shared memory on this H200 (MTP 14 on DeepSeek-V3.2);
+@example(
+    {
+        "model": DSV32,
+        "kv_transfer_config": HS,
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": 14},
+    }
+)
+# host_pool_gib on the MultiConnector (vLLM ignores it there; the fix moves it);
+@example(
+    {
+        "model": DSV32,
+        "kv_transfer_config": {
+            "kv_connector": "MultiConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {
+                "host_pool_gib": 96,
+                "connectors": [NIXL_BOTH, {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}],
+            },
+        },
+    }
+)
+# MTP on a model without MTP layers and without a count: removing
+# speculative_config settles both; a count without a method or draft model;
+@example({"model": str(MODELS / "qwen3-8b"), "speculative_config": {"method": "mtp"}})
+@example({"model": DSV32, "speculative_config": {"num_speculative_tokens": 2}})
+# a flat hf_overrides on a composite model does not reach its text model;
+@example({"model": str(MODELS / "kimi-k2.5"), "hf_overrides": SHRUNK, "kv_transfer_config": HS_SMALL})
+# a top-level list the fixes empty (DeepSeek-V4 cannot use HiSparse; no HMA).
+@example(
+    {
+        "model": str(MODELS / "deepseek-v4-flash"),
+        "kv_transfer_config": [HS, {"kv_connector": "ExampleConnector", "kv_role": "kv_both"}],
+    }
+)
 def test_hisparse_rs_agrees_with_vllm_or_names_the_deviation(args: dict[str, Json]) -> None:
-    compare(args)
+    compare_with_fixes(args)
