@@ -791,6 +791,22 @@ def parse_speculative(spec: Any, out: Findings) -> Any:
     return n
 
 
+# Methods that draft without a separate model (vLLM 0.33 SpeculativeConfig.__post_init__);
+# MTP and its model-named variants (``*_mtp``) too. No method means ``draft_model``.
+DRAFTS_WITHOUT_MODEL = frozenset(
+    {"dspark", "ngram", "[ngram]", "ngram_gpu", "suffix", "extract_hidden_states"}
+)
+
+
+def needs_draft_model(spec: dict[str, Any]) -> bool:
+    """A speculative_config with a count, no ``model`` and a method that needs one."""
+    method = spec.get("method")
+    drafts_alone = isinstance(method, str) and (
+        method == "mtp" or method.endswith("_mtp") or method in DRAFTS_WITHOUT_MODEL
+    )
+    return spec.get("model") is None and not drafts_alone
+
+
 def max_decode_query_len(spec: Any, method: Any, nextn_layers: int, out: Findings) -> int:
     """1 without speculative decoding, else 1 + num_speculative_tokens (vLLM 0.33
     on Model Runner V2; parallel drafting does not widen it). With MTP and no
@@ -1026,6 +1042,10 @@ def reference_check(args: dict[str, Any]) -> Expected:
 
     if spec is None:  # vLLM 0.33 SpeculativeConfig requires num_speculative_tokens
         out.error("speculative_tokens_missing", (*SPEC_PATH, "num_speculative_tokens"))
+    elif spec is not NO_SPEC and needs_draft_model(raw_spec):
+        # ... and a draft model for it, unless the method drafts without one
+        # ("num_speculative_tokens was provided but without speculative model").
+        out.error("invalid_value", SPEC_PATH)
 
     enabled = explicit is not None or bool(tree.sites)
     settings = None
