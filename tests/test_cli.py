@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -367,21 +368,9 @@ def test_a_yaml_key_typo_names_the_file_and_line(tmp_path: Path) -> None:
     assert "did you mean --kv-transfer-config?" in proc.stderr
 
 
-def fake_hub(root: Path, repo: str, revision: str = "main") -> str:
-    """A Hugging Face cache with the DeepSeek-V3.2 config.json at one commit."""
-    commit = "a" * 40
-    folder = root / f"models--{repo.replace('/', '--')}"
-    (folder / "refs").mkdir(parents=True)
-    (folder / "refs" / revision).write_text(commit)  # huggingface_hub writes no newline
-    snapshot = folder / "snapshots" / commit
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
-    return commit
-
-
-def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path) -> None:
+def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path, hf_hub: Callable[..., str]) -> None:
     repo = "deepseek-ai/DeepSeek-V3.2"
-    commit = fake_hub(tmp_path / "hub", repo)
+    commit = hf_hub(repo)
     for env in ({"HF_HUB_CACHE": str(tmp_path / "hub")}, {"HF_HOME": str(tmp_path)}):
         proc = run(repo, "--kv-transfer-config", json.dumps(PD), "--json", env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr

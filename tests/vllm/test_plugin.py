@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -217,17 +218,13 @@ def test_a_model_config_that_is_not_local_is_read_from_vllms_model_config(
 
 
 def test_a_hub_id_is_read_from_the_local_hugging_face_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_hub: Callable[..., str]
 ) -> None:
     """``vllm serve org/name``: hisparse_rs reads the cached config.json at --revision, as vLLM
     does offline, before any model work; an id that is not cached waits for vLLM's model config."""
-    repo, commit = "deepseek-ai/DeepSeek-V3.2", "c" * 40
-    folder = tmp_path / "models--deepseek-ai--DeepSeek-V3.2"
-    (folder / "refs").mkdir(parents=True)
-    (folder / "refs" / "v1").write_text(commit)
-    (folder / "snapshots" / commit).mkdir(parents=True)
-    (folder / "snapshots" / commit / "config.json").write_bytes((DSV32 / "config.json").read_bytes())
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    repo = "deepseek-ai/DeepSeek-V3.2"
+    hf_hub(repo, revision="v1")  # tests/conftest.py
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
 
     def no_model_work(self: EngineArgs) -> Any:
         raise AssertionError("create_model_config ran before the report")
