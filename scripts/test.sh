@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test from a fresh clone: builds the wheel through maturin (the
 # pyproject backend) into .venv, then Rust formatting, lints and tests, Python
-# lints, type checks, stub check and pytest. Fails on any failure or on no tests.
+# lints, type checks, stub check and pytest; then the vLLM plugin's tests
+# against vLLM 0.33.0 in .venv-vllm. Fails on any failure or on no tests.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,5 +49,31 @@ if [ -z "${TRITON_INTERPRET:-}" ]; then
 fi
 
 step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci}, TRITON_INTERPRET=${TRITON_INTERPRET})"
-# Run from tests/ against the installed wheel, not the source tree.
-HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cacheprovider
+# Run from tests/ against the installed wheel, not the source tree. tests/vllm
+# needs vLLM, which has its own venv: the next step.
+HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cacheprovider --ignore=tests/vllm
+
+step "vLLM 0.33.0: the plugin and the differential test (.venv-vllm)"
+# vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
+# tests get their own venv, made from this project's files: the vllm extra
+# (vllm==0.33.0) and the test extra. vLLM brings ~7 GB of wheels (torch and
+# CUDA); as above, pip resumes downloads and the install is retried.
+deactivate
+if [ ! -x .venv-vllm/bin/python ]; then
+  python3 -m venv .venv-vllm
+fi
+.venv-vllm/bin/python -m pip install --quiet --upgrade pip
+for attempt in 1 2 3; do
+  if .venv-vllm/bin/python -m pip install --quiet --retries 10 --resume-retries 10 --timeout 60 ".[test,vllm]"; then
+    break
+  fi
+  if [ "$attempt" = 3 ]; then
+    echo "pip install (vLLM) failed 3 times" >&2
+    exit 1
+  fi
+  echo "pip install (vLLM) failed (attempt $attempt); retrying" >&2
+  sleep 10
+done
+# One pytest session, one vLLM import; gcc builds the no-device driver stub
+# (tests/vllm/README.md).
+(cd tests/vllm && HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" ../../.venv-vllm/bin/python -m pytest . -p no:cacheprovider)

@@ -12,8 +12,10 @@ the same tests run the compiled kernels on the GPU (``scripts/gpu_check.sh``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
@@ -35,3 +37,22 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def hf_hub(tmp_path: Path) -> Callable[..., str]:
+    """A Hugging Face cache under ``tmp_path / "hub"`` (pass it as ``HF_HUB_CACHE``, or
+    ``tmp_path`` as ``HF_HOME``): ``hf_hub(repo, revision="main", commit="a" * 40)`` puts the
+    DeepSeek-V3.2 config.json at that commit, names it by ``refs/<revision>`` as
+    huggingface_hub does (no newline), and returns the commit."""
+
+    def make(repo: str, revision: str = "main", commit: str = "a" * 40) -> str:
+        folder = tmp_path / "hub" / f"models--{repo.replace('/', '--')}"
+        (folder / "refs").mkdir(parents=True, exist_ok=True)
+        (folder / "refs" / revision).write_text(commit)
+        snapshot = folder / "snapshots" / commit
+        snapshot.mkdir(parents=True, exist_ok=True)
+        (snapshot / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
+        return commit
+
+    return make

@@ -254,7 +254,7 @@ def lax_bool(v: Any) -> bool | None:
 
 
 def py_float(v: Any) -> float | None:
-    """``float(host_pool_gib)`` as vLLM applies it; non-finite results are refused."""
+    """``float(host_pool_gib)`` as vLLM applies it (``"inf"`` and ``"nan"`` parse)."""
     if isinstance(v, bool) or _is_number(v):
         f = float(v)
     elif isinstance(v, str):
@@ -264,7 +264,7 @@ def py_float(v: Any) -> float | None:
         f = float(t)
     else:
         return None
-    return f if math.isfinite(f) else None
+    return f
 
 
 # --- Results ---
@@ -303,6 +303,8 @@ class Tree:
     # (path, name) of every connector that is not a MultiConnector and is not
     # loaded from kv_connector_module_path
     leaves: list[tuple[Path, str]] = field(default_factory=list)
+    # MultiConnectors with connectors: []: vLLM turns the hybrid KV cache manager off
+    without_hma: list[Path] = field(default_factory=list)
     # (path, object) of every connector object walked, in walk order
     nodes: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
 
@@ -391,6 +393,8 @@ def check_connector_fields(obj: dict[str, Any], path: Path, depth: int, out: Fin
       ``invalid_value``; not a string: ``invalid_type``) and is required once
       ``kv_connector`` is set (``missing_kv_role``; vLLM raises "Please specify
       kv_role when kv_connector is set");
+    - a child (depth > 0) with its own ``engine_id``: ``invalid_value`` and a
+      ``vllm_0_33_crash`` warning (TypeError in vLLM's MultiConnector);
     - the scalar fields are type-checked in pydantic's lax mode.
     """
     if "connectors" in obj:
@@ -425,8 +429,14 @@ def check_connector_fields(obj: dict[str, Any], path: Path, depth: int, out: Fin
     if connector is not None and raw_role is None:
         out.error("missing_kv_role", (*path, "kv_role"))
 
+    # A child's own engine_id: vLLM 0.33's MultiConnector passes its engine_id
+    # to every child, KVTransferConfig(**child, engine_id=...) raises TypeError.
+    child_engine_id = depth > 0 and "engine_id" in obj
+    if child_engine_id:
+        out.error("invalid_value", (*path, "engine_id"))
+        out.warning("vllm_0_33_crash", (*path, "engine_id"))
     type_ok: dict[str, Callable[[Any], bool]] = {
-        "engine_id": lambda v: v is None or isinstance(v, str),
+        "engine_id": lambda v: child_engine_id or v is None or isinstance(v, str),
         "kv_buffer_device": lambda v: isinstance(v, str),
         "kv_port": lambda v: lax_int(v) is not None,
         "enable_permute_local_kv": lambda v: lax_bool(v) is not None,
@@ -509,9 +519,12 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
     - children of a MultiConnector live in ``kv_connector_extra_config.connectors``
       (or, when only the misplaced ``connectors`` key exists, or that list is
       empty beside a misplaced one, are walked there, and their errors carry that
-      path); missing or empty: ``empty_multi_connector``; a single object:
-      ``invalid_type`` (wrap it in a list), and when it names a connector it is
-      walked where it is, as that list's one child; anything else: ``connectors_not_list``;
+      path); no ``kv_connector_extra_config.connectors`` (what vLLM reads):
+      ``empty_multi_connector`` and a ``vllm_0_33_crash`` warning; empty (``[]``):
+      warning ``empty_multi_connector`` (vLLM starts, without the hybrid KV cache
+      manager); a single object: ``invalid_type`` (wrap it in a list), and when it
+      names a connector it is walked where it is, as that list's one child;
+      anything else: ``connectors_not_list``;
     - a non-Multi connector with a non-empty ``kv_connector_extra_config.connectors``
       list: warning ``connectors_key_ignored`` (vLLM ignores them);
     - children deeper than ``MAX_DEPTH``: ``max_depth_exceeded`` once, at the first
@@ -568,8 +581,15 @@ def walk_connectors(root: Any, out: Findings) -> Tree:
             if connector is not None and isinstance(children, list) and children and "connectors" not in node:
                 out.warning("connectors_key_ignored", children_path)
             continue
-        if children is MISSING or children == []:
-            out.error("empty_multi_connector", children_path)
+        if children == [] or children is MISSING:
+            if isinstance(extra, dict) and "connectors" in extra:
+                # vLLM starts with it, turning the hybrid KV cache manager off
+                # (MultiConnector.all_children_support_hma is False for no children).
+                out.warning("empty_multi_connector", children_path)
+                tree.without_hma.append(path)
+            else:  # vLLM asserts a connectors list when it creates them
+                out.error("empty_multi_connector", children_path)
+                out.warning("vllm_0_33_crash", children_path)
             continue
         if isinstance(children, dict):
             out.error("invalid_type", children_path)
@@ -771,20 +791,34 @@ def parse_speculative(spec: Any, out: Findings) -> Any:
     return n
 
 
+# Methods that draft without a separate model (vLLM 0.33 SpeculativeConfig.__post_init__);
+# MTP and its model-named variants (``*_mtp``) too. No method means ``draft_model``.
+DRAFTS_WITHOUT_MODEL = frozenset(
+    {"dspark", "ngram", "[ngram]", "ngram_gpu", "suffix", "extract_hidden_states"}
+)
+
+
+def needs_draft_model(spec: dict[str, Any]) -> bool:
+    """A speculative_config with a count, no ``model`` and a method that needs one."""
+    method = spec.get("method")
+    drafts_alone = isinstance(method, str) and (
+        method == "mtp" or method.endswith("_mtp") or method in DRAFTS_WITHOUT_MODEL
+    )
+    return spec.get("model") is None and not drafts_alone
+
+
 def max_decode_query_len(spec: Any, method: Any, nextn_layers: int, out: Findings) -> int:
     """1 without speculative decoding, else 1 + num_speculative_tokens (vLLM 0.33
     on Model Runner V2; parallel drafting does not widen it). With MTP and no
-    explicit count, the checkpoint's ``num_nextn_predict_layers`` is the count;
-    otherwise ``speculative_tokens_missing``, and the checks go on as if the
-    query were 1 wide (so that every other error is still reported)."""
+    explicit count vLLM 0.33 refuses the configuration (``speculative_tokens_missing``,
+    reported by :func:`reference_check`); the checks go on as the checkpoint's
+    ``num_nextn_predict_layers`` would size it for MTP, else as if the query
+    were 1 wide (so that every other error is still reported)."""
     if spec is NO_SPEC:
         return 1
     if spec is None:
         is_mtp = isinstance(method, str) and (method == "mtp" or method.endswith("_mtp"))
-        if is_mtp and nextn_layers > 0:
-            return nextn_layers + 1
-        out.error("speculative_tokens_missing", (*SPEC_PATH, "num_speculative_tokens"))
-        return 1
+        return nextn_layers + 1 if is_mtp and nextn_layers > 0 else 1
     return int(min(spec + 1, 2**32 - 1))
 
 
@@ -833,7 +867,7 @@ def resolve_host_pool(
     Missing: ``host_pool_gib_misplaced`` at the first ``host_pool_gib`` written
     elsewhere, else ``host_pool_gib_missing`` (unless an unknown key of the connector
     holds it: its ``unknown_key`` error already says where it belongs); not a
-    number: ``invalid_type``; a boolean: warning ``bool_as_number`` (vLLM's
+    number: ``invalid_type``; not finite: ``invalid_value``; a boolean: warning ``bool_as_number`` (vLLM's
     ``float()`` reads it as 0 / 1); <= 0: ``host_pool_gib_not_positive``; fewer
     than ``ceil(max_model_len / block_size) + 2`` whole blocks of
     ``int(gib * 2**30)`` bytes: ``host_pool_too_small``."""
@@ -850,6 +884,9 @@ def resolve_host_pool(
     gib = py_float(site.host_pool_gib)
     if gib is None:
         out.error("invalid_type", path)
+        return None
+    if not math.isfinite(gib * GIB):  # vLLM crashes on int(host_pool_gib * 2**30)
+        out.error("invalid_value", path)
         return None
     if isinstance(site.host_pool_gib, bool):
         out.warning("bool_as_number", path)
@@ -930,9 +967,9 @@ def resolve_hisparse(
         out.warning("connector_not_validated", ("kv_transfer_config", "kv_connector"))
     # A connector without hybrid-KV-cache-manager support makes vLLM turn the
     # manager off, and HiSparse needs it.
-    for leaf_path, name in tree.leaves:
-        if name in CONNECTORS_WITHOUT_HMA:
-            out.error("connector_without_hma", (*leaf_path, "kv_connector"))
+    without_hma = [leaf_path for leaf_path, name in tree.leaves if name in CONNECTORS_WITHOUT_HMA]
+    for leaf_path in [*without_hma, *tree.without_hma]:
+        out.error("connector_without_hma", (*leaf_path, "kv_connector"))
 
     mdql = max_decode_query_len(spec, spec_method, model.nextn_layers, out)
     dbs = resolve_device_buffer(explicit, mdql, model.index_topk, out)
@@ -1002,6 +1039,13 @@ def reference_check(args: dict[str, Any]) -> Expected:
     raw_spec = args.get("speculative_config", MISSING)
     spec = parse_speculative(raw_spec, out)
     spec_method = raw_spec.get("method") if isinstance(raw_spec, dict) else None
+
+    if spec is None:  # vLLM 0.33 SpeculativeConfig requires num_speculative_tokens
+        out.error("speculative_tokens_missing", (*SPEC_PATH, "num_speculative_tokens"))
+    elif spec is not NO_SPEC and needs_draft_model(raw_spec):
+        # ... and a draft model for it, unless the method drafts without one
+        # ("num_speculative_tokens was provided but without speculative model").
+        out.error("invalid_value", SPEC_PATH)
 
     enabled = explicit is not None or bool(tree.sites)
     settings = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -201,14 +202,11 @@ def test_machines_from_python() -> None:
         hisparse_rs.check(DSV32, gpu=200)  # type: ignore[arg-type]
 
 
-def test_model_ids_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    commit = "b" * 40
-    folder = tmp_path / "models--deepseek-ai--DeepSeek-V3.2"
-    (folder / "refs").mkdir(parents=True)
-    (folder / "refs" / "main").write_text(commit)
-    (folder / "snapshots" / commit).mkdir(parents=True)
-    (folder / "snapshots" / commit / "config.json").write_bytes((DSV32 / "config.json").read_bytes())
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+def test_model_ids_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_hub: Callable[..., str]
+) -> None:
+    commit = hf_hub("deepseek-ai/DeepSeek-V3.2", commit="b" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     report = hisparse_rs.check("deepseek-ai/DeepSeek-V3.2", kv_transfer_config=PD)
     assert report.valid and report.model is not None and commit in report.model.source
     with pytest.raises(

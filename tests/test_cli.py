@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +335,18 @@ def test_plot_from_the_console_script(tmp_path: Path) -> None:
     assert bare.returncode == 2 and "--gpu-memory-gib" in bare.stderr
 
 
+def test_context_parallel_and_node_flags_are_checked() -> None:
+    # -pcp and -n are vLLM's short forms; DCP 2 with a NixlConnector must be 1 or max(TP, PCP).
+    nixl = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
+    out = as_json(DSV32, "-tp", "4", "-pcp", "2", "-dcp", "2", "-n", "2", "--kv-transfer-config", nixl)
+    assert {(e["code"], e["path"]) for e in out["errors"]} == {
+        ("decode_context_parallel_invalid", "decode_context_parallel_size")
+    }
+    [err] = out["errors"]
+    assert "max(tensor_parallel_size, prefill_context_parallel_size) = 4" in err["message"]
+    assert as_json(DSV32, "-tp", "4", "-dcp", "4", "-n", "2", "--kv-transfer-config", nixl)["valid"]
+
+
 # ---------------------------------------------------------------------------
 # First contact (issue 10 items 7-11) and --gpu (issue 9 item 5).
 
@@ -355,21 +368,9 @@ def test_a_yaml_key_typo_names_the_file_and_line(tmp_path: Path) -> None:
     assert "did you mean --kv-transfer-config?" in proc.stderr
 
 
-def fake_hub(root: Path, repo: str, revision: str = "main") -> str:
-    """A Hugging Face cache with the DeepSeek-V3.2 config.json at one commit."""
-    commit = "a" * 40
-    folder = root / f"models--{repo.replace('/', '--')}"
-    (folder / "refs").mkdir(parents=True)
-    (folder / "refs" / revision).write_text(commit)  # huggingface_hub writes no newline
-    snapshot = folder / "snapshots" / commit
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
-    return commit
-
-
-def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path) -> None:
+def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path, hf_hub: Callable[..., str]) -> None:
     repo = "deepseek-ai/DeepSeek-V3.2"
-    commit = fake_hub(tmp_path / "hub", repo)
+    commit = hf_hub(repo)
     for env in ({"HF_HUB_CACHE": str(tmp_path / "hub")}, {"HF_HOME": str(tmp_path)}):
         proc = run(repo, "--kv-transfer-config", json.dumps(PD), "--json", env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr

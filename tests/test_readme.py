@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import hisparse_rs
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -101,9 +102,13 @@ def test_readme_first_command_output_is_current() -> None:
             assert line in actual, f"README shows {line!r}, the command no longer prints it"
 
 
-def test_the_checks_tables_list_every_code() -> None:
-    import hisparse_rs
+def test_readme_lists_every_deviation_from_vllm() -> None:
+    section = README.split("### Where we differ from vLLM 0.33.0, and say so\n", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| (.*) \|$", section, re.M)
+    assert rows == hisparse_rs.vllm_deviations()
 
+
+def test_the_checks_tables_list_every_code() -> None:
     section = README.split("### Checks", 1)[1].split("### Where we differ", 1)[0]
     named = set(re.findall(r"`([a-z0-9_]+)`", section))
     missing = [code for code in hisparse_rs.error_codes() if code not in named]

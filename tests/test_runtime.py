@@ -211,7 +211,10 @@ def test_from_config_rejects_rows_it_cannot_hold_and_takes_a_smaller_pool() -> N
     with pytest.raises(ValueError, match="exceeds"):
         hisparse_rs.DecodeRuntime.from_config(cfg, softmax_scale=0.1, num_host_blocks=10**9)
     flash = hisparse_rs.resolve(
-        MODELS / "glm-5.3-flash-reap-exl3-k2-k256", max_model_len=8192, kv_transfer_config=hisparse
+        MODELS / "glm-5.3-flash-unquantized",
+        hf_overrides={"index_topk": 2048},
+        max_model_len=8192,
+        kv_transfer_config=hisparse,
     )
     assert flash.hisparse is not None and flash.hisparse.row_bytes not in (656, 1152)
     with pytest.raises(ValueError, match="no runtime row format"):

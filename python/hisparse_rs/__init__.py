@@ -39,6 +39,7 @@ from hisparse_rs._core import (
     __version__,
     error_codes,
     pool_error_codes,
+    vllm_deviations,
 )
 from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve, serve_args
 from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadError, PoolError
@@ -97,4 +98,5 @@ __all__ = [
     "pool_error_codes",
     "resolve",
     "serve_args",
+    "vllm_deviations",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "pool_error_codes",
     "run_cli",
     "run_cli_plan",
+    "vllm_deviations",
 ]
 
 __version__: Final[str]
@@ -418,6 +419,14 @@ def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report,
 
 def error_codes() -> list[str]:
     """Every stable diagnostic code."""
+
+def vllm_deviations() -> list[tuple[str, str]]:
+    """Where the verdict knowingly differs from vLLM 0.33.0's: ``(code, what vLLM does instead)``.
+
+    The README's "Where we differ from vLLM 0.33.0" list, in one place; the
+    differential test against vLLM accepts a disagreement only when the report
+    carries one of these codes.
+    """
 
 def pool_error_codes() -> list[str]:
     """Every stable PoolError code of the pool, layout and resolver."""

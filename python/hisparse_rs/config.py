@@ -111,6 +111,8 @@ def check(
     pipeline_parallel_size: int | None = None,
     data_parallel_size: int | None = None,
     decode_context_parallel_size: int | None = None,
+    prefill_context_parallel_size: int | None = None,
+    nnodes: int | None = None,
     kv_cache_dtype: str | None = None,
     block_size: int | None = None,
     max_model_len: int | None = None,
@@ -140,7 +142,8 @@ def check(
         kv_transfer_config, attention_config, speculative_config, compilation_config:
             the JSON flags of ``vllm serve``, as mappings or JSON text.
         tensor_parallel_size ... disable_hybrid_kv_cache_manager: as the
-            ``vllm serve`` flags of the same names (None: vLLM's default).
+            ``vllm serve`` flags of the same names (None: vLLM's default);
+            ``nnodes`` is ``--nnodes``, the nodes of the deployment.
             ``max_model_len`` is in tokens, -1 for auto;
             ``gpu_memory_utilization`` a fraction in (0, 1] (default 0.92);
             ``kv_cache_memory_bytes`` bytes per GPU. The last four are read
@@ -175,6 +178,8 @@ def check(
         pipeline_parallel_size=pipeline_parallel_size,
         data_parallel_size=data_parallel_size,
         decode_context_parallel_size=decode_context_parallel_size,
+        prefill_context_parallel_size=prefill_context_parallel_size,
+        nnodes=nnodes,
         kv_cache_dtype=kv_cache_dtype,
         block_size=block_size,
         max_model_len=max_model_len,

@@ -29,6 +29,8 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-pp", "--pipeline-parallel-size"),
     ("-dp", "--data-parallel-size"),
     ("-dcp", "--decode-context-parallel-size"),
+    ("-pcp", "--prefill-context-parallel-size"),
+    ("-n", "--nnodes"),
     ("-cc", "--compilation-config"),
     ("-ep", "--enable-expert-parallel"),
 ];

@@ -72,6 +72,12 @@ struct Cli {
     /// Decode-context-parallel size, also -dcp (HiSparse needs 1).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     decode_context_parallel_size: Option<i64>,
+    /// Prefill-context-parallel size (also -pcp).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    prefill_context_parallel_size: Option<i64>,
+    /// Nodes one replica spans (also -n): TP ranks share one HiSparse host pool only on one node.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    nnodes: Option<i64>,
     /// KV cache dtype: auto, bfloat16, fp8_ds_mla, fp8, ...
     #[arg(long, value_name = "DTYPE")]
     kv_cache_dtype: Option<String>,
@@ -410,6 +416,8 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         pipeline_parallel_size: cli.pipeline_parallel_size,
         data_parallel_size: cli.data_parallel_size,
         decode_context_parallel_size: cli.decode_context_parallel_size,
+        prefill_context_parallel_size: cli.prefill_context_parallel_size,
+        nnodes: cli.nnodes,
         kv_cache_dtype: cli.kv_cache_dtype,
         block_size: cli.block_size,
         max_model_len: cli.max_model_len,

@@ -75,13 +75,62 @@ pub fn host_block_bytes(block_size: u32, row_bytes: u32, layers: u32) -> u64 {
         .saturating_mul(u64::from(layers))
 }
 
+/// The parallel sizes the host-pool rule reads (vLLM 0.33 `ParallelConfig`;
+/// 1 when not given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parallel {
+    pub tp: i64,
+    pub pp: i64,
+    pub dcp: i64,
+    pub pcp: i64,
+    pub dp: i64,
+    /// `--nnodes`: the nodes of the whole deployment.
+    pub nnodes: i64,
+}
+
+impl Parallel {
+    /// The sizes as given, vLLM's defaults (1) for the rest.
+    pub fn of(args: &crate::ServeArgs) -> Self {
+        Parallel {
+            tp: args.tensor_parallel_size.unwrap_or(1),
+            pp: args.pipeline_parallel_size.unwrap_or(1),
+            dcp: args.decode_context_parallel_size.unwrap_or(1),
+            pcp: args.prefill_context_parallel_size.unwrap_or(1),
+            dp: args.data_parallel_size.unwrap_or(1),
+            nnodes: args.nnodes.unwrap_or(1),
+        }
+    }
+
+    /// Nodes one DP replica spans, with `data_parallel_size_local` inferred
+    /// as vLLM 0.33 does when it is not given (`EngineArgs.create_engine_config`,
+    /// `ParallelConfig.nnodes_within_dp`).
+    pub fn nnodes_within_dp(&self) -> i64 {
+        if self.nnodes <= 1 {
+            return 1;
+        }
+        let within = [self.pp, self.tp, self.pcp]
+            .iter()
+            .fold(1i64, |w, n| w.saturating_mul((*n).max(1)));
+        let world = within.saturating_mul(self.dp.max(1));
+        let dp_local = (world / self.nnodes / within).max(1);
+        let node_groups = (self.dp.max(1) / dp_local).max(1);
+        (self.nnodes / node_groups).max(1)
+    }
+}
+
 /// Whether the TP ranks of one DP replica share one host pool (vLLM 0.33
-/// `use_shared_hisparse_host_pool`: CUDA, TP > 1, no PP/DCP, the mp executor
-/// (the default; `backend` None) on one node, which hisparse_rs assumes).
-/// Otherwise each rank pins its own full copy: MLA latent KV is replicated
-/// across TP ranks.
-pub fn shared_host_pool(platform: &str, tp: i64, pp: i64, dcp: i64, backend: Option<&str>) -> bool {
-    platform == "cuda" && tp > 1 && pp == 1 && dcp == 1 && matches!(backend, None | Some("mp"))
+/// `use_shared_hisparse_host_pool`, `vllm/v1/hisparse/runtime.py:278`: CUDA,
+/// TP > 1, no PP/PCP/DCP, the mp executor (the default; `backend` None), a
+/// replica within one node). Otherwise each rank pins its own full copy: MLA latent KV is
+/// replicated across TP ranks.
+pub fn shared_host_pool(platform: &str, p: Parallel, backend: Option<&str>) -> bool {
+    platform == "cuda"
+        && p.tp > 1
+        && p.pp == 1
+        && p.pcp == 1
+        && p.dcp == 1
+        && p.nnodes_within_dp() == 1
+        && matches!(backend, None | Some("mp"))
 }
 
 /// Bytes one host block takes in the pool: rounded up to the 4 KiB OS page in a
@@ -295,6 +344,33 @@ mod tests {
         assert_eq!(host_block_stride(2_561_024, true), 2_564_096);
         assert_eq!(host_block_stride(2_561_024, false), 2_561_024);
         assert_eq!(min_host_blocks(163_840, 64), 2562);
+    }
+
+    #[test]
+    fn a_replica_within_one_node_shares_its_pool() {
+        let p = |tp, dp, nnodes| Parallel {
+            tp,
+            pp: 1,
+            dcp: 1,
+            pcp: 1,
+            dp,
+            nnodes,
+        };
+        // vLLM 0.33 infers data_parallel_size_local = world / nnodes / (TP x PP x PCP).
+        assert_eq!(p(2, 2, 2).nnodes_within_dp(), 1);
+        assert_eq!(p(2, 1, 2).nnodes_within_dp(), 2);
+        assert_eq!(p(8, 4, 2).nnodes_within_dp(), 1);
+        assert!(shared_host_pool("cuda", p(2, 2, 2), None));
+        assert!(!shared_host_pool("cuda", p(2, 1, 2), Some("mp")));
+        assert!(!shared_host_pool("cuda", p(2, 1, 1), Some("uni")));
+        assert!(!shared_host_pool(
+            "cuda",
+            Parallel {
+                pcp: 2,
+                ..p(2, 1, 1)
+            },
+            None
+        ));
     }
 
     #[test]

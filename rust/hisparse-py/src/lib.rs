@@ -215,6 +215,15 @@ fn error_codes() -> Vec<&'static str> {
     Code::ALL.iter().map(|c| c.as_str()).collect()
 }
 
+/// Where the verdict knowingly differs from vLLM 0.33.0: (code, what vLLM does).
+#[pyfunction]
+fn vllm_deviations() -> Vec<(&'static str, &'static str)> {
+    hisparse_core::config::deviations::VLLM_DEVIATIONS
+        .iter()
+        .map(|d| (d.code.as_str(), d.vllm))
+        .collect()
+}
+
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -239,6 +248,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
     m.add_class::<pool::HostKVPool>()?;
     m.add_class::<pool::PoolLayout>()?;
     m.add_class::<pool::PoolStats>()?;

@@ -79,6 +79,13 @@ pub struct ServeArgs {
     /// `--decode-context-parallel-size` / `-dcp` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_context_parallel_size: Option<i64>,
+    /// `--prefill-context-parallel-size` / `-pcp` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_context_parallel_size: Option<i64>,
+    /// `--nnodes` / `-n`: nodes one DP replica spans (default 1); TP ranks
+    /// share one HiSparse host pool only on one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nnodes: Option<i64>,
     /// `--kv-cache-dtype` (default "auto").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_dtype: Option<String>,

@@ -45,6 +45,9 @@ pub struct ConnectorTree {
     pub top_connector: Option<String>,
     /// Every connector that is not a MultiConnector, in document order.
     pub leaves: Vec<Leaf>,
+    /// MultiConnectors with `connectors: []`: vLLM starts with them but turns
+    /// the hybrid KV cache manager off.
+    pub empty_multis: Vec<Leaf>,
     /// Path of every connector object walked (MultiConnectors too), in document order.
     pub nodes: Vec<FieldPath>,
 }
@@ -206,18 +209,49 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         let items = match children {
             Some(Value::Array(items)) if !items.is_empty() => items,
             Some(Value::Array(_)) | None => {
-                out.push(
-                    Diagnostic::error(
-                        Code::EmptyMultiConnector,
-                        children_path.clone(),
-                        format!("the MultiConnector at {} has no child connectors", node.path),
-                    )
-                    .allowed("a non-empty list of connector objects")
-                    .hint(format!(
-                        "list the connectors in {children_path}, e.g. [{{\"kv_connector\": \"{HISPARSE}\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": 64}}}}], or remove the MultiConnector"
-                    ))
-                    .fix(vec![FixOp::Remove { path: node.removal.clone() }]),
+                let hint = format!(
+                    "list the connectors in {children_path}, e.g. [{{\"kv_connector\": \"{HISPARSE}\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": 64}}}}], or remove the MultiConnector"
                 );
+                let removal = vec![FixOp::Remove {
+                    path: node.removal.clone(),
+                }];
+                // What vLLM reads is kv_connector_extra_config.connectors (a
+                // misplaced list beside it is reported by check_fields).
+                if extra.is_some_and(|e| e.contains_key("connectors")) {
+                    // connectors: [] starts: a MultiConnector that moves nothing,
+                    // and without the hybrid KV cache manager (vLLM 0.33
+                    // MultiConnector.all_children_support_hma is False for no children).
+                    out.push(
+                        Diagnostic::warning(
+                            Code::EmptyMultiConnector,
+                            children_path.clone(),
+                            format!("the MultiConnector at {} has no child connectors: vLLM {} starts with it, transfers no KV, and turns the hybrid KV cache manager off", node.path, crate::VLLM_VERSION),
+                        )
+                        .hint(hint)
+                        .fix(removal.clone()),
+                    );
+                    tree.empty_multis.push(Leaf {
+                        path: node.path.clone(),
+                        name: MULTI.to_owned(),
+                        custom_module: false,
+                        removal,
+                    });
+                } else {
+                    out.push(
+                        Diagnostic::error(
+                            Code::EmptyMultiConnector,
+                            children_path.clone(),
+                            format!("the MultiConnector at {} has no connectors list", node.path),
+                        )
+                        .allowed("a list of connector objects")
+                        .hint(hint)
+                        .fix(removal),
+                    );
+                    out.push(vllm_crash(
+                        &children_path,
+                        "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
+                    ));
+                }
                 continue;
             }
             Some(obj @ Value::Object(one)) => {
@@ -305,6 +339,19 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
     }
     report_multiple(&tree.sites, out);
     tree
+}
+
+/// vLLM 0.33 `KVTransferConfig.has_connector` (vllm/config/kv_transfer.py:148):
+/// the top-level connector, or a direct child of a top-level MultiConnector.
+pub fn vllm_has_connector(root: &Value, name: &str) -> bool {
+    let named = |v: &Value| v.get("kv_connector").and_then(Value::as_str) == Some(name);
+    named(root)
+        || (root.get("kv_connector").and_then(Value::as_str) == Some(MULTI)
+            && root
+                .get("kv_connector_extra_config")
+                .and_then(|e| e.get("connectors"))
+                .and_then(Value::as_array)
+                .is_some_and(|children| children.iter().any(named)))
 }
 
 fn top_level_list(top: &FieldPath, root: &Value, items: &[Value]) -> Diagnostic {
@@ -568,6 +615,24 @@ fn check_fields(
         );
     }
 
+    let child_engine_id = node.depth > 0 && obj.contains_key("engine_id");
+    if child_engine_id {
+        let at = path.key("engine_id");
+        out.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                at.clone(),
+                "a child connector cannot set engine_id: the MultiConnector gives every child its own engine_id",
+            )
+            .given(&obj["engine_id"])
+            .allowed("no engine_id in child connectors (set it on the top-level kv_transfer_config)")
+            .fix(vec![FixOp::Remove { path: at.clone() }]),
+        );
+        out.push(vllm_crash(
+            &at,
+            "TypeError (KVTransferConfig() got multiple values for keyword argument 'engine_id', in MultiConnector._get_connector_classes_and_configs) when it creates the connectors, after the model has loaded",
+        ));
+    }
     for (field, check) in [
         ("engine_id", FieldKind::OptStr),
         ("kv_buffer_device", FieldKind::Str),
@@ -576,6 +641,9 @@ fn check_fields(
         ("kv_load_failure_policy", FieldKind::Policy),
         ("kv_connector_extra_config", FieldKind::Dict),
     ] {
+        if field == "engine_id" && child_engine_id {
+            continue;
+        }
         if let Some(v) = obj.get(field) {
             if let Some(d) = check.check(&path.key(field), v) {
                 out.push(d);

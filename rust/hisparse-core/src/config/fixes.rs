@@ -60,14 +60,21 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
     });
 
     // 2. One structural edit, one error. An empty MultiConnector that another
-    // fix adds a child to is that fix's: it is not empty after it.
+    // fix adds a child to is that fix's: it is not empty after it (and, with a
+    // child that supports it, keeps the hybrid KV cache manager on).
     let filled: Vec<bool> = errors
         .iter()
         .enumerate()
         .map(|(i, d)| {
-            let Some(multi) = (d.code == Code::EmptyMultiConnector).then(|| multi_of(&d.path))
-            else {
-                return false;
+            let multi = match d.code {
+                Code::EmptyMultiConnector => multi_of(&d.path),
+                // connectors: [] (validate's check_hma): reported at M.kv_connector.
+                Code::ConnectorWithoutHma
+                    if doc.at(&d.path).and_then(Value::as_str) == Some("MultiConnector") =>
+                {
+                    d.path.parent()
+                }
+                _ => return false,
             };
             let lists = [
                 multi.key("kv_connector_extra_config").key("connectors"),
@@ -171,6 +178,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
     // 2c. A MultiConnector whose children the fixes remove together (each
     // removal alone leaves a sibling) is removed by the last of them.
     empty_together(errors, doc);
+
+    // 2d. A fix that only edits inside what another fix removes whole is
+    // settled by that removal (a top-level list the fixes empty is not wrapped
+    // in a MultiConnector afterwards; a count is not set in a
+    // speculative_config another fix removes).
+    within_removed(errors, doc);
 
     // 3. Resets, then sets, then structural edits from the back; no fix last.
     // Turning HiSparse off comes with the structural edits, after any set.
@@ -577,6 +590,54 @@ fn turns_off(code: Code) -> bool {
     )
 }
 
+/// See step 2d of [`settle`]. Removing a connector settles what is inside it;
+/// removing a whole object (turning a feature off: `speculative_config` for a
+/// model without MTP layers) makes sets inside it moot, which would bring it
+/// back without its other fields. Removing any other value only resets it for
+/// the sets inside (`"x"` where an object belongs).
+fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
+    let under = |p: &FieldPath, r: &FieldPath| p.0.starts_with(&r.0);
+    let ops_paths = |op: &FixOp| match op {
+        FixOp::Set { path, .. } | FixOp::Remove { path } => vec![path.clone()],
+        FixOp::Move { from, to } => vec![from.clone(), to.clone()],
+    };
+    let covered: Vec<Option<(Code, FieldPath)>> = (0..errors.len())
+        .map(|y| {
+            let fix = &errors[y].fix;
+            let settled_by = |r: &FieldPath| {
+                if fix.is_empty() {
+                    return false;
+                }
+                if removes_structure(r) {
+                    return under(&errors[y].path, r)
+                        && fix.iter().flat_map(ops_paths).all(|p| under(&p, r));
+                }
+                doc.at(r).is_some_and(Value::is_object)
+                    && fix.iter().all(|op| {
+                        matches!(op, FixOp::Set { path, .. } if path.0.len() > r.0.len() && under(path, r))
+                    })
+            };
+            errors.iter().enumerate().find_map(|(x, e)| {
+                let r = e.fix.iter().find_map(|op| match op {
+                    FixOp::Remove { path } if x != y && settled_by(path) => Some(path),
+                    _ => None,
+                })?;
+                Some((e.code, r.clone()))
+            })
+        })
+        .collect();
+    for (d, cover) in errors.iter_mut().zip(covered) {
+        if let Some((code, removed)) = cover {
+            d.fix.clear();
+            d.hint = Some(format!(
+                "{}; with the other fixes of this report, the fix of {} removes {removed}, which settles this",
+                d.hint.as_deref().unwrap_or("see below"),
+                code.as_str()
+            ));
+        }
+    }
+}
+
 /// See step 2c of [`settle`]. Repeats while a removal empties the list above.
 fn empty_together(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     let len = |p: &FieldPath| doc.at(p).and_then(Value::as_array).map_or(0, Vec::len);
@@ -891,6 +952,59 @@ mod tests {
         let mut fixed = doc.clone();
         apply_all(&mut fixed, &errors).unwrap();
         assert_eq!(fixed, json!({"k": {"c": [{}]}}));
+    }
+
+    #[test]
+    fn a_top_level_list_the_fixes_empty_is_not_wrapped_afterwards() {
+        // Both connectors removed (one turns HiSparse off, one lacks HMA support):
+        // kv_transfer_config goes, and wrapping it in a MultiConnector is moot.
+        let doc = json!({"kv_transfer_config": [{"kv_connector": "HiSparseConnector"}, {"kv_connector": "ExampleConnector"}]});
+        let mut errors = vec![
+            err(
+                Code::ConnectorWithoutHma,
+                "kv_transfer_config[1].kv_connector",
+                vec![FixOp::Remove {
+                    path: p("kv_transfer_config[1]"),
+                }],
+            ),
+            err(
+                Code::DeepseekV4Unsupported,
+                "model",
+                vec![FixOp::Remove {
+                    path: p("kv_transfer_config[0]"),
+                }],
+            ),
+            err(
+                Code::ConnectorsListAtTopLevel,
+                "kv_transfer_config",
+                vec![
+                    FixOp::Move {
+                        from: p("kv_transfer_config"),
+                        to: p("kv_transfer_config.kv_connector_extra_config.connectors"),
+                    },
+                    FixOp::Set {
+                        path: p("kv_transfer_config.kv_connector"),
+                        value: json!("MultiConnector"),
+                    },
+                ],
+            ),
+        ];
+        settle(&mut errors, &doc);
+        let mut fixed = doc.clone();
+        apply_all(&mut fixed, &errors).unwrap();
+        assert_eq!(fixed, json!({}));
+        let wrap = errors
+            .iter()
+            .find(|e| e.code == Code::ConnectorsListAtTopLevel)
+            .unwrap();
+        assert!(
+            wrap.fix.is_empty()
+                && wrap
+                    .hint
+                    .as_deref()
+                    .unwrap()
+                    .contains("removes kv_transfer_config")
+        );
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! Serve-configuration resolution: parse (`args`, `schema`), walk the connector
-//! tree (`connectors`), read the model (`model`), resolve and validate
-//! (`resolve`), and report (`report`).
+//! tree (`connectors`), read the model (`model`, `model_file`, `hub` for
+//! Hugging Face cache ids), resolve and validate (`resolve`, `validate` for
+//! HiSparse, `misplaced` for its settings in the wrong place, `startup` for
+//! vLLM's other start-up rules), settle a report's fixes jointly (`fixes`),
+//! and report (`report`); `deviations` lists where the verdict knowingly
+//! differs from vLLM 0.33.0's.
 
 pub mod args;
 pub mod connectors;
+pub mod deviations;
 pub(crate) mod fixes;
 pub mod hub;
 pub(crate) mod misplaced;
@@ -12,4 +17,5 @@ pub mod model_file;
 pub mod report;
 pub mod resolve;
 pub mod schema;
+pub mod startup;
 pub mod validate;

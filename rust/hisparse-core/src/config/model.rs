@@ -1,7 +1,8 @@
 //! What hisparse_rs needs from a model's HF `config.json` after
 //! `--hf-overrides` is deep-merged over it: DSA-ness (`index_topk`), the
-//! number of sparse-MLA layers and the context limit. Keys are looked up at
-//! the top level first, then under `text_config` (composite models).
+//! number of sparse-MLA layers and the context limit. Keys are looked up
+//! where vLLM reads them (see [`read`]): the text model's under `text_config`
+//! for composite models, a few at the top level.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -30,6 +31,7 @@ pub const MODEL_KEYS: &[&str] = &[
     "indexer_types",
     "hidden_size",
     "num_attention_heads",
+    "num_key_value_heads",
     "q_lora_rank",
     "qk_nope_head_dim",
     "v_head_dim",
@@ -130,6 +132,10 @@ pub struct ModelInfo {
     pub model_type: Option<String>,
     /// The indexer's top-k (DSA models only); `Err(raw)` when present but not a positive int.
     pub index_topk: Option<Sourced<Result<u32, Value>>>,
+    /// `index_topk` is only under `text_config`: vLLM 0.33 reads it from the
+    /// top-level HF config object alone, which for composite models
+    /// (transformers 5.20 `Glm5NextConfig`) does not expose it.
+    pub index_topk_nested: bool,
     /// Layers holding sparse-MLA KV: `layer_types` entries equal to
     /// `deepseek_sparse_attention` when the model mixes layer kinds, else `num_hidden_layers`.
     pub sparse_mla_layers: Option<Sourced<u32>>,
@@ -164,6 +170,9 @@ pub struct ModelDims {
     pub hidden_size: Option<u64>,
     pub num_hidden_layers: Option<u64>,
     pub num_attention_heads: Option<u64>,
+    /// KV heads (`num_key_value_heads`; GQA/MQA models): decode context
+    /// parallelism splits them.
+    pub num_key_value_heads: Option<u64>,
     pub q_lora_rank: Option<u64>,
     pub qk_nope_head_dim: Option<u64>,
     pub v_head_dim: Option<u64>,
@@ -219,28 +228,56 @@ pub fn deep_merge(base: &mut Value, overrides: &Value) {
     }
 }
 
+/// Keys vLLM 0.33 reads from the top-level HF config object (`hf_config`);
+/// every other key it reads from `hf_text_config`, which is `text_config` for
+/// a composite model (`get_hf_text_config`, vllm/transformers_utils/config.py).
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "architectures",
+    "model_type",
+    "index_topk",
+    "quantization_config",
+    "torch_dtype",
+    "dtype",
+    "tie_word_embeddings",
+];
+
 /// Read [`ModelInfo`] from a merged config. `overrides` (if any) only decides
 /// how each value's source is named.
+///
+/// A key is looked up where vLLM reads it first ([`TOP_LEVEL_KEYS`] at the
+/// top, the rest in `text_config`), then in the other place. So a flat
+/// `--hf-overrides '{"num_hidden_layers": 8}'` on a composite model does not
+/// change its text model's layers: vLLM sets it on the top-level config
+/// object (`config.update`, vllm/transformers_utils/config.py:991), which the
+/// text config does not read.
 pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
     let empty = Map::new();
     let top = merged.as_object().unwrap_or(&empty);
     let text = top.get("text_config").and_then(Value::as_object);
     let lookup = |key: &str| -> Option<(Value, String, bool)> {
         debug_assert!(MODEL_KEYS.contains(&key), "add {key:?} to MODEL_KEYS");
-        if let Some(v) = top.get(key).filter(|v| !v.is_null()) {
+        let at_top = || {
+            let v = top.get(key).filter(|v| !v.is_null())?;
             let overridden = overrides.and_then(|o| o.get(key)).is_some();
-            return Some((v.clone(), source(overridden, key), overridden));
+            Some((v.clone(), source(overridden, key), overridden))
+        };
+        let in_text = || {
+            let v = text?.get(key).filter(|v| !v.is_null())?;
+            let overridden = overrides
+                .and_then(|o| o.get("text_config"))
+                .and_then(|t| t.get(key))
+                .is_some();
+            Some((
+                v.clone(),
+                source(overridden, &format!("text_config.{key}")),
+                overridden,
+            ))
+        };
+        if TOP_LEVEL_KEYS.contains(&key) {
+            at_top().or_else(in_text)
+        } else {
+            in_text().or_else(at_top)
         }
-        let v = text?.get(key).filter(|v| !v.is_null())?;
-        let overridden = overrides
-            .and_then(|o| o.get("text_config"))
-            .and_then(|t| t.get(key))
-            .is_some();
-        Some((
-            v.clone(),
-            source(overridden, &format!("text_config.{key}")),
-            overridden,
-        ))
     };
     let positive = |v: &Value| v.as_u64().filter(|n| *n > 0);
     let small_uint = |key: &str| {
@@ -304,6 +341,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         hidden_size: uint("hidden_size"),
         num_hidden_layers: uint("num_hidden_layers"),
         num_attention_heads: uint("num_attention_heads"),
+        num_key_value_heads: uint("num_key_value_heads"),
         q_lora_rank: uint("q_lora_rank"),
         qk_nope_head_dim: uint("qk_nope_head_dim"),
         v_head_dim: uint("v_head_dim"),
@@ -330,6 +368,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
             .get("model_type")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        index_topk_nested: index_topk.is_some() && top.get("index_topk").is_none_or(Value::is_null),
         index_topk,
         sparse_mla_layers,
         max_position_embeddings,
@@ -458,6 +497,22 @@ mod tests {
         assert_eq!(topk.source, "hf_overrides.text_config.index_topk");
         assert_eq!(info.sparse_mla_layers.unwrap().value, 2);
         assert_eq!(info.indexer_leaders.unwrap().value, vec![true, true]);
+    }
+
+    #[test]
+    fn a_flat_override_does_not_reach_the_text_model() {
+        // vLLM sets a flat --hf-overrides key on the top-level config object;
+        // the text model (hf_text_config) keeps its own value.
+        let mut cfg = json!({"architectures": ["X"], "text_config": {"num_hidden_layers": 61,
+            "kv_lora_rank": 512}});
+        let ov = json!({"num_hidden_layers": 8, "index_topk": 128});
+        deep_merge(&mut cfg, &ov);
+        let info = read(&cfg, Some(&ov));
+        assert_eq!(info.sparse_mla_layers.unwrap().value, 61);
+        assert_eq!(info.dims.num_hidden_layers, Some(61));
+        // index_topk is read at the top, as vLLM's HiSparse check reads it.
+        assert_eq!(info.index_topk.unwrap().source, "hf_overrides.index_topk");
+        assert!(!info.index_topk_nested);
     }
 
     fn leaders_of(dir: &str) -> Vec<bool> {

@@ -16,10 +16,11 @@ use crate::config::schema::{
     SPECULATIVE_FIELDS,
 };
 use crate::config::validate::{self, PoolAdvice};
-use crate::config::{fixes, misplaced};
+use crate::config::{fixes, misplaced, startup};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
 use crate::path::FieldPath;
+use crate::sizes::Parallel;
 use serde_json::{json, Value};
 
 /// The explicit `attention_config.hisparse_config`, as far as it parsed.
@@ -32,9 +33,7 @@ pub(crate) struct HiSparseInput {
 /// Scalars after their own checks; invalid ones fall back to vLLM's defaults
 /// (their error is already recorded).
 pub(crate) struct Scalars {
-    pub(crate) tensor_parallel_size: i64,
-    pub(crate) pipeline_parallel_size: i64,
-    pub(crate) decode_context_parallel_size: i64,
+    pub(crate) parallel: Parallel,
     pub(crate) block_size: Option<u64>,
     pub(crate) max_model_len: Option<u64>,
     /// `--max-model-len auto` / -1: vLLM fits the context to memory.
@@ -123,6 +122,14 @@ pub(crate) fn resolve_once(
     }
 
     let enabled = explicit.is_some() || !tree.sites.is_empty();
+    startup::check(
+        args,
+        &scalars,
+        model.as_ref().map(|(m, _)| m),
+        num_speculative_tokens,
+        enabled,
+        &mut d,
+    );
     let mut needed_gib = None;
     let hisparse = if enabled {
         let misplaced = misplaced::find(args, &tree);
@@ -408,16 +415,23 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             .fix(vec![FixOp::Remove { path }]),
         );
     }
-    let tensor_parallel_size = at_least_one("tensor_parallel_size", args.tensor_parallel_size, d);
-    at_least_one("data_parallel_size", args.data_parallel_size, d);
     at_least_one("max_num_seqs", args.max_num_seqs, d);
-    let pipeline_parallel_size =
-        at_least_one("pipeline_parallel_size", args.pipeline_parallel_size, d);
-    let decode_context_parallel_size = at_least_one(
-        "decode_context_parallel_size",
-        args.decode_context_parallel_size,
-        d,
-    );
+    let parallel = Parallel {
+        tp: at_least_one("tensor_parallel_size", args.tensor_parallel_size, d),
+        pp: at_least_one("pipeline_parallel_size", args.pipeline_parallel_size, d),
+        dcp: at_least_one(
+            "decode_context_parallel_size",
+            args.decode_context_parallel_size,
+            d,
+        ),
+        pcp: at_least_one(
+            "prefill_context_parallel_size",
+            args.prefill_context_parallel_size,
+            d,
+        ),
+        dp: at_least_one("data_parallel_size", args.data_parallel_size, d),
+        nnodes: at_least_one("nnodes", args.nnodes, d),
+    };
 
     let block_size = match args.block_size {
         Some(b) if b <= 0 => {
@@ -517,10 +531,8 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         },
     };
     Scalars {
-        tensor_parallel_size,
-        pipeline_parallel_size,
+        parallel,
         max_model_len_auto: args.max_model_len == Some(-1),
-        decode_context_parallel_size,
         block_size,
         max_model_len,
         platform,

@@ -223,6 +223,41 @@ pub const SPARSE_MLA_DTYPES: &[&str] = &[
 
 pub const PLATFORMS: &[&str] = &["cuda", "rocm", "cpu"];
 
+/// Checkpoint quantization methods vLLM 0.33 loads (`QuantizationMethods`,
+/// vllm/model_executor/layers/quantization/__init__.py:15).
+pub const QUANTIZATION_METHODS: &[&str] = &[
+    "awq",
+    "auto_awq",
+    "fp8",
+    "fbgemm_fp8",
+    "fp_quant",
+    "modelopt",
+    "modelopt_fp4",
+    "modelopt_mxfp8",
+    "modelopt_mixed",
+    "auto_gptq",
+    "gptq",
+    "gptq_marlin",
+    "awq_marlin",
+    "humming",
+    "compressed-tensors",
+    "experts_int8",
+    "quark",
+    "moe_wna16",
+    "torchao",
+    "inc",
+    "mxfp4",
+    "gpt_oss_mxfp4",
+    "deepseek_v4_fp8",
+    "online",
+    "fp8_per_tensor",
+    "fp8_per_block",
+    "fp8_per_channel",
+    "int8_per_channel_weight_only",
+    "nvfp4_per_token",
+    "mxfp8",
+];
+
 /// JSON type name as users know it.
 pub fn kind(v: &Value) -> &'static str {
     match v {

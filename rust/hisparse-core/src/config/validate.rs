@@ -20,7 +20,6 @@ use crate::config::schema::{
 };
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
-use crate::limits::MAX_DIVISOR_TRIALS;
 use crate::path::FieldPath;
 use crate::sizes::{self, min_pool_gib, pool_blocks, GIB};
 use serde_json::{json, Value};
@@ -281,7 +280,6 @@ impl Ctx<'_> {
     /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
     fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
-        self.check_heads_split(model, d);
         let topk_buffer_width = match &model.index_kpool {
             Some(kpool) => Resolved::new(
                 sizes::round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
@@ -345,7 +343,10 @@ impl Ctx<'_> {
         );
         let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
         let block_size = self.resolve_block_size(d);
-        let max_decode_query_len = self.resolve_query_len(model, d);
+        if model.dims.mixed_layer_kinds {
+            d.push(hybrid_block_size(model, block_size.value));
+        }
+        let max_decode_query_len = self.resolve_query_len(model);
         let device_buffer_size = self.resolve_device_buffer(
             &topk_buffer_width,
             &max_decode_query_len,
@@ -451,9 +452,7 @@ impl Ctx<'_> {
         let sc = self.scalars;
         let shared_pool = sizes::shared_host_pool(
             &sc.platform,
-            sc.tensor_parallel_size,
-            sc.pipeline_parallel_size,
-            sc.decode_context_parallel_size,
+            sc.parallel,
             self.args.distributed_executor_backend.as_deref(),
         );
         let host_block_stride = host_block_bytes.as_ref().map(|b| {
@@ -572,17 +571,21 @@ impl Ctx<'_> {
         if self.args.disable_hybrid_kv_cache_manager.is_some() {
             return; // an explicit flag is checked in check_engine
         }
-        for leaf in &self.tree.leaves {
-            if leaf.custom_module || !CONNECTORS_WITHOUT_HMA.contains(&leaf.name.as_str()) {
-                continue;
-            }
+        let without_hma = self.tree.leaves.iter().filter(|leaf| {
+            !leaf.custom_module && CONNECTORS_WITHOUT_HMA.contains(&leaf.name.as_str())
+        });
+        for leaf in without_hma.chain(&self.tree.empty_multis) {
+            let what = if leaf.name == MULTI {
+                "A MultiConnector without child connectors".to_owned()
+            } else {
+                leaf.name.clone()
+            };
             d.push(
                 Diagnostic::error(
                     Code::ConnectorWithoutHma,
                     leaf.path.key("kv_connector"),
                     format!(
-                        "{} does not support the hybrid KV cache manager, so vLLM {} turns the manager off, and HiSparse requires it",
-                        leaf.name,
+                        "{what} does not support the hybrid KV cache manager, so vLLM {} turns the manager off, and HiSparse requires it",
                         crate::VLLM_VERSION
                     ),
                 )
@@ -612,21 +615,21 @@ impl Ctx<'_> {
                 set(root("platform"), json!("cuda")),
             ),
             (
-                s.pipeline_parallel_size > 1,
+                s.parallel.pp > 1,
                 Code::PipelineParallelUnsupported,
                 root("pipeline_parallel_size"),
                 "HiSparse does not support pipeline parallelism",
-                json!(s.pipeline_parallel_size),
+                json!(s.parallel.pp),
                 "1",
                 Some("use pipeline_parallel_size 1 (scale with tensor or data parallelism instead)"),
                 set(root("pipeline_parallel_size"), json!(1)),
             ),
             (
-                s.decode_context_parallel_size > 1,
+                s.parallel.dcp > 1,
                 Code::DecodeContextParallelUnsupported,
                 root("decode_context_parallel_size"),
                 "HiSparse does not support decode context parallelism",
-                json!(s.decode_context_parallel_size),
+                json!(s.parallel.dcp),
                 "1",
                 None,
                 set(root("decode_context_parallel_size"), json!(1)),
@@ -706,34 +709,6 @@ impl Ctx<'_> {
     }
 
     /// DSA-ness: returns the resolved `index_topk`.
-    /// vLLM 0.33 `ModelConfig.verify_with_parallel_config` refuses a tensor
-    /// parallel size that does not divide the attention heads, at start-up.
-    fn check_heads_split(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) {
-        let tp = self.scalars.tensor_parallel_size;
-        let Some(heads) = model.dims.num_attention_heads.filter(|h| *h > 0) else {
-            return;
-        };
-        let Ok(tp_u) = u64::try_from(tp) else { return };
-        if tp_u <= 1 || heads % tp_u == 0 {
-            return;
-        }
-        let fixed = largest_divisor_at_most(heads, tp_u);
-        d.push(
-            Diagnostic::error(
-                Code::TensorParallelHeadsMismatch,
-                FieldPath::root("tensor_parallel_size"),
-                format!("{} has {heads} attention heads, which tensor_parallel_size {tp} does not divide (vLLM 0.33 ModelConfig.verify_with_parallel_config)", model.name()),
-            )
-            .given(&json!(tp))
-            .allowed(format!("a divisor of {heads}"))
-            .hint(format!("use tensor_parallel_size {fixed}, or scale out with data parallelism"))
-            .fix(vec![FixOp::Set {
-                path: FieldPath::root("tensor_parallel_size"),
-                value: json!(fixed),
-            }]),
-        );
-    }
-
     fn check_model(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Resolved<u32>> {
         let path = FieldPath::root("model");
         if model.is_deepseek_v4() {
@@ -776,6 +751,22 @@ impl Ctx<'_> {
                 .fix(self.disable_hisparse()),
             );
             return None;
+        }
+        if let (true, Ok(k)) = (model.index_topk_nested, &topk.value) {
+            d.push(
+                Diagnostic::error(
+                    Code::ModelNotDsa,
+                    path.clone(),
+                    format!("{} has index_topk only under text_config ({}); vLLM {} looks for index_topk on the top-level HF config (hasattr(hf_config, \"index_topk\") in VllmConfig.__post_init__), which transformers' composite config class for it does not expose, so vLLM refuses HiSparse", model.name(), topk.source, crate::VLLM_VERSION),
+                )
+                .given(&json!(k))
+                .allowed("index_topk at the top level of the HF config (config.json or --hf-overrides)")
+                .hint(format!("add the top-level index_topk through --hf-overrides '{{\"index_topk\": {k}}}'"))
+                .fix(vec![FixOp::Set {
+                    path: FieldPath::root("hf_overrides").key("index_topk"),
+                    value: json!(k),
+                }]),
+            );
         }
         match &topk.value {
             Ok(k) => Some(Resolved::new(
@@ -845,7 +836,7 @@ impl Ctx<'_> {
             Some(t) => {
                 if !SPARSE_MLA_DTYPES.contains(&t) {
                     d.push(
-                        Diagnostic::error(Code::KvCacheDtypeUnsupported, path.clone(), format!("kv_cache_dtype \"{t}\" is not supported by sparse-MLA backends, so HiSparse cannot use it"))
+                        Diagnostic::error(Code::KvCacheDtypeUnsupported, path.clone(), format!("kv_cache_dtype \"{t}\" is not supported by sparse-MLA backends, so HiSparse cannot use it (vLLM 0.33 finds out only when it builds the model's attention layers and selects their backend, in the worker processes)"))
                             .given(&json!(t))
                             .allowed(format!("one of {}", quoted(SPARSE_MLA_DTYPES)))
                             .fix(vec![FixOp::Set { path: path.clone(), value: json!("fp8_ds_mla") }]),
@@ -903,7 +894,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn resolve_query_len(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Resolved<u32> {
+    fn resolve_query_len(&self, model: &ModelInfo) -> Resolved<u32> {
         let from_spec = |n: u64, source: &str| {
             Resolved::new(
                 u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX),
@@ -924,23 +915,13 @@ impl Ctx<'_> {
         match self.num_speculative_tokens {
             None => plain(),
             Some(Some(n)) => from_spec(n, "speculative_config.num_speculative_tokens"),
+            // vLLM needs the count (resolve reports its absence); size as the
+            // checkpoint's MTP depth would, so the other checks still run.
             Some(None) => match model.num_nextn_predict_layers.filter(|n| *n > 0) {
                 Some(n) if self.spec_method_is_mtp() => {
                     from_spec(n as u64, "config.json:num_nextn_predict_layers")
                 }
-                _ => {
-                    let path = FieldPath::root("speculative_config").key("num_speculative_tokens");
-                    d.push(
-                        Diagnostic::error(
-                            Code::SpeculativeTokensMissing,
-                            path.clone(),
-                            "speculative_config has no num_speculative_tokens, and it cannot be taken from the model",
-                        )
-                        .allowed("an integer > 0")
-                        .fix(vec![FixOp::Set { path, value: json!(1) }]),
-                    );
-                    plain() // keep checking the rest with the narrowest query
-                }
+                _ => plain(),
             },
         }
     }
@@ -1508,6 +1489,25 @@ fn index_groups(leaders: Option<&[bool]>, layers: u32) -> Vec<u32> {
         .collect()
 }
 
+/// vLLM 0.33 sizes the KV cache blocks of a hybrid model (linear-attention
+/// layers beside the sparse-MLA ones, GLM-5.3-Flash) so that one attention
+/// page holds a linear-attention state (`Platform._align_hybrid_block_size`,
+/// vllm/platforms/interface.py:940, when it builds the model's layers): a
+/// block of thousands of tokens, overriding `--block-size`. The state sizes
+/// come from each model's code, which is not modelled here.
+fn hybrid_block_size(model: &ModelInfo, block_size: u32) -> Diagnostic {
+    Diagnostic::warning(
+        Code::HybridBlockSizeUnknown,
+        FieldPath::root("block_size"),
+        format!(
+            "{} has linear-attention layers beside its sparse-MLA ones: vLLM {} raises the KV cache block size until one attention page holds a linear-attention state (Platform._align_hybrid_block_size), so its host block size, stride and count, and the smallest host pool that starts, differ from these, which are for block_size {block_size}",
+            model.name(),
+            crate::VLLM_VERSION
+        ),
+    )
+    .hint("the host-pool figures here are for the given block size; vLLM logs the block size it picks (\"Setting attention block size to N tokens\")")
+}
+
 #[cfg(test)]
 mod index_group_tests {
     use super::index_groups;
@@ -1521,54 +1521,5 @@ mod index_group_tests {
         );
         assert_eq!(index_groups(None, 3), vec![0, 1, 2]);
         assert!(index_groups(None, u32::MAX).is_empty());
-    }
-}
-
-/// The largest divisor of `n` not above `cap` (1 if none larger), from the
-/// divisor pairs `(d, n / d)` with `d <= sqrt(n)`: work bounded by the head
-/// count's square root (and by [`MAX_DIVISOR_TRIALS`]), never by `cap`.
-fn largest_divisor_at_most(n: u64, cap: u64) -> u64 {
-    let mut best = 1;
-    let mut d = 1u64;
-    while d <= MAX_DIVISOR_TRIALS && d.saturating_mul(d) <= n {
-        if n % d == 0 {
-            for x in [d, n / d] {
-                if x <= cap && x > best {
-                    best = x;
-                }
-            }
-        }
-        d += 1;
-    }
-    best
-}
-
-#[cfg(test)]
-mod divisor_tests {
-    use super::largest_divisor_at_most;
-
-    #[test]
-    fn largest_divisor_is_found_from_the_small_side() {
-        assert_eq!(largest_divisor_at_most(128, 6), 4);
-        assert_eq!(largest_divisor_at_most(128, 128), 128);
-        assert_eq!(largest_divisor_at_most(96, 1_000_000_000), 96);
-        assert_eq!(largest_divisor_at_most(7, 3), 1);
-        assert_eq!(largest_divisor_at_most(1, 5), 1);
-        // A huge tensor_parallel_size costs nothing: the search is over the heads.
-        assert_eq!(
-            largest_divisor_at_most(2_305_843_009_213_693_951 * 2, u64::MAX - 1),
-            2_305_843_009_213_693_951 * 2
-        );
-        assert_eq!(largest_divisor_at_most(1_000_000_007, 200_000_001), 1); // a prime
-        for n in 1..200u64 {
-            for cap in 1..210u64 {
-                let brute = (1..=cap.min(n)).rev().find(|t| n % t == 0).unwrap_or(1);
-                assert_eq!(largest_divisor_at_most(n, cap), brute, "{n} {cap}");
-            }
-        }
-        // Beyond 2^32 heads the answer is still a divisor (the fix passes).
-        let n = (1u64 << 40) * 3;
-        let d = largest_divisor_at_most(n, 1 << 41);
-        assert!(n % d == 0 && d <= 1 << 41);
     }
 }

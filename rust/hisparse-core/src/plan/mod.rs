@@ -835,11 +835,13 @@ pub(crate) fn host_plan(
     warnings: &mut Vec<Diagnostic>,
 ) -> HostPlan {
     let platform = args.platform.as_deref().unwrap_or("cuda");
+    let parallel = sizes::Parallel {
+        tp: tp as i64,
+        ..sizes::Parallel::of(args)
+    };
     let shared = sizes::shared_host_pool(
         platform,
-        tp as i64,
-        args.pipeline_parallel_size.unwrap_or(1),
-        args.decode_context_parallel_size.unwrap_or(1),
+        parallel,
         args.distributed_executor_backend.as_deref(),
     );
     let replicas = if dp == 1 {

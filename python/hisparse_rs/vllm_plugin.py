@@ -1,0 +1,384 @@
+"""hisparse_rs inside ``vllm serve``: every HiSparse error, with its fix, before the model loads.
+
+``pip install 'hisparse_rs[vllm]'`` registers :func:`register` as a
+``vllm.general_plugins`` entry point. vLLM imports this module, never
+``import hisparse_rs``; nothing here runs unless vLLM loads it.
+
+Hook point. vLLM 0.33.0 calls ``load_general_plugins()`` (vllm/plugins/__init__.py:80)
+from ``EngineArgs.__post_init__`` (vllm/engine/arg_utils.py:931) and from
+``AsyncEngineArgs.add_cli_args`` (arg_utils.py:3256), in every process: the API
+server, the engine core, each worker. :func:`register` wraps
+``EngineArgs.create_engine_config`` (arg_utils.py:2245), the one call that
+turns arguments into a ``VllmConfig``. It runs in the process that starts
+vLLM (``vllm serve``, ``LLM(...)``, headless nodes), before
+``create_model_config`` and before any device, weight or KV-cache work; engine
+and worker processes receive the finished ``VllmConfig`` and never call it, so
+the check runs once per start-up. Extra API server processes
+(``--api-server-count``) call it again with the same arguments: the first
+check leaves a fingerprint in the environment they inherit
+(``HISPARSE_RS_PREFLIGHT_CHECKED``), and they skip.
+
+The wrapper sees ``self``, the ``EngineArgs`` as parsed: JSON flags already
+turned into ``KVTransferConfig`` / ``AttentionConfig`` / ``CompilationConfig``
+objects (argparse rejects malformed ones before any plugin code runs), the
+rest as given. It rebuilds hisparse_rs' ``ServeArgs`` from the fields (the
+names are vLLM's) and checks them for the platform vLLM detected. The model's
+``config.json`` is read from the model directory, ``--hf-config-path``, or, for
+a hub id, the local Hugging Face cache at ``--revision`` (hisparse_rs reads it
+as vLLM does offline, never downloading); when none is local, the check waits
+for vLLM's own ``ModelConfig`` (built next, by ``create_model_config``) and
+reads its HF config instead.
+
+What breaks it on another vLLM version: ``create_engine_config`` renamed or no
+longer the single entry to ``VllmConfig``; general plugins loaded after it, or
+only in worker processes; the ``EngineArgs`` fields read here renamed; the
+HiSparse rules themselves (the check states vLLM 0.33.0's). So on any version
+but the ones in :data:`TESTED_VLLM_VERSIONS` the plugin logs one line and
+steps aside.
+
+Behaviour. HiSparse not configured: silent. Errors: one ``ValueError`` whose
+text is the whole report, every error with its code, path and fix, then the
+fixes as ``vllm serve`` flags. Warnings: vLLM's logger. ``HISPARSE_RS_PREFLIGHT``:
+unset or ``1`` as described, ``warn`` logs the errors instead of raising,
+``0`` turns the plugin off. A failure of the check itself (an unreadable model
+config, a bug here) is logged and vLLM goes on: the plugin never stops a
+start-up that vLLM itself would let through, except on errors it reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import shlex
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENV", "TESTED_VLLM_VERSIONS", "preflight", "register", "serve_args_of", "serve_flags"]
+
+#: vLLM releases this plugin was tested against (tests/vllm/).
+TESTED_VLLM_VERSIONS = ("0.33.0",)
+#: ``0`` off, ``warn`` log errors instead of raising, unset or ``1`` raise.
+ENV = "HISPARSE_RS_PREFLIGHT"
+_CHECKED_ENV = "HISPARSE_RS_PREFLIGHT_CHECKED"
+_MARK = "__hisparse_rs_preflight__"
+
+# EngineArgs scalar fields that are ServeArgs fields of the same name.
+_SCALARS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "decode_context_parallel_size",
+    "prefill_context_parallel_size",
+    "nnodes",
+    "revision",
+    "kv_cache_dtype",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "distributed_executor_backend",
+    "enable_expert_parallel",
+    "scheduler_reserve_full_isl",
+    "disable_hybrid_kv_cache_manager",
+)
+# KVTransferConfig fields no HiSparse rule reads and whose defaults vLLM fills
+# in per process (engine_id: a fresh uuid4; kv_buffer_device: the platform's).
+_KV_SKIPPED = frozenset({"engine_id", "kv_buffer_device"})
+
+
+def _logger() -> logging.Logger:
+    # Under "vllm." so vLLM's logging configuration (format, level) applies.
+    from vllm.logger import init_logger
+
+    logger: logging.Logger = init_logger("vllm.plugins.hisparse_rs")
+    return logger
+
+
+_unknown_modes: set[str] = set()
+
+
+def _mode() -> str:
+    value = os.environ.get(ENV, "1").strip().lower()
+    if value in ("0", "off", "false", "no"):
+        return "off"
+    if value == "warn":
+        return "warn"
+    if value not in ("1", "on", "true", "yes", "error", "") and value not in _unknown_modes:
+        _unknown_modes.add(value)  # said once per process
+        _logger().warning("%s=%r is not 0, 1 or warn; checking as with 1", ENV, value)
+    return "error"
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: wrap ``EngineArgs.create_engine_config``.
+
+    Idempotent (vLLM may load plugins more than once). Steps aside, with one
+    log line, on a vLLM version not in :data:`TESTED_VLLM_VERSIONS`.
+    """
+    if _mode() == "off":
+        return
+    import vllm
+
+    version = getattr(vllm, "__version__", "unknown")
+    if version not in TESTED_VLLM_VERSIONS:
+        _logger().warning(
+            "hisparse_rs preflight is off: it was tested with vLLM %s, this is %s",
+            ", ".join(TESTED_VLLM_VERSIONS),
+            version,
+        )
+        return
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.create_engine_config
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def create_engine_config(self: Any, *args: Any, **kwargs: Any) -> Any:
+        preflight(self)
+        return original(self, *args, **kwargs)
+
+    setattr(create_engine_config, _MARK, True)
+    EngineArgs.create_engine_config = create_engine_config
+
+
+def preflight(engine_args: Any) -> None:
+    """Check ``engine_args`` (a vLLM ``EngineArgs``) for HiSparse; what the wrapper runs.
+
+    Raises:
+        ValueError: the configuration has HiSparse errors (unless ``HISPARSE_RS_PREFLIGHT=warn``);
+            the message is the whole report.
+    """
+    mode = _mode()
+    if mode == "off" or not _may_configure_hisparse(engine_args):
+        return
+    logger = _logger()
+    try:
+        args = serve_args_of(engine_args)
+    except Exception as e:  # a bug here must not stop vLLM
+        logger.warning("hisparse_rs preflight skipped: cannot read the arguments (%s)", e)
+        return
+    if "model" not in args or not _check(args, mode):
+        _check_after_model_config(engine_args, args, mode)
+
+
+def _check(args: dict[str, Any], mode: str) -> bool:
+    """Check ``args``; False when their model is a hub id that is not in the local cache."""
+    import hisparse_rs
+
+    logger = _logger()
+    fingerprint = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    if os.environ.get(_CHECKED_ENV) == fingerprint:
+        return True  # checked by the process that started this one
+    try:
+        report = hisparse_rs.check_args(args)
+    except hisparse_rs.ModelLoadError as e:
+        if e.code == "model_not_cached":
+            return False  # vLLM downloads it: check with its model config
+        logger.warning("hisparse_rs preflight skipped: %s", e)
+        return True
+    except Exception as e:  # a bug here must not stop vLLM
+        logger.warning("hisparse_rs preflight skipped: %s: %s", type(e).__name__, e)
+        return True
+    os.environ[_CHECKED_ENV] = fingerprint
+    if not report.hisparse_enabled:
+        return True
+    for w in report.warnings:
+        logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
+    if report.valid:
+        logger.info(
+            "hisparse_rs preflight: HiSparse configuration valid (device_buffer_size %s, host_pool_gib %s)",
+            report.hisparse.device_buffer_size if report.hisparse else "?",
+            report.hisparse.host_pool_gib if report.hisparse else "?",
+        )
+        return True
+    text = render(report, args)
+    if mode == "warn":
+        logger.warning("%s", text)
+        return True
+    raise ValueError(text)
+
+
+def _check_after_model_config(engine_args: Any, args: dict[str, Any], mode: str) -> None:
+    """The model config is not local: check with vLLM's own once ``create_model_config`` has read it."""
+    create_model_config: Callable[[], Any] = engine_args.create_model_config
+
+    def checked() -> Any:
+        model_config = create_model_config()
+        vars(engine_args).pop("create_model_config", None)  # this start-up only
+        try:
+            hf_config = model_config.hf_config.to_dict()
+        except Exception as e:
+            _logger().warning("hisparse_rs preflight skipped: cannot read the HF config (%s)", e)
+            return model_config
+        # vLLM has applied --hf-overrides to its HF config already.
+        _check({**args, "hf_config": hf_config, "hf_overrides": None}, mode)
+        return model_config
+
+    engine_args.create_model_config = checked
+
+
+def _may_configure_hisparse(engine_args: Any) -> bool:
+    """Cheap pre-test: HiSparse needs a kv_transfer_config or a hisparse_config."""
+    attention = getattr(engine_args, "attention_config", None)
+    return (
+        getattr(engine_args, "kv_transfer_config", None) is not None
+        or getattr(attention, "hisparse_config", None) is not None
+    )
+
+
+def serve_args_of(engine_args: Any) -> dict[str, Any]:
+    """hisparse_rs' ``ServeArgs`` JSON form of a vLLM 0.33 ``EngineArgs``.
+
+    ``"model"`` is the local ``config.json`` (model directory or
+    ``hf_config_path``), else a hub id (``org/name``, read from the local
+    Hugging Face cache at ``revision``), else missing.
+    """
+    args: dict[str, Any] = {}
+    config = _local_model_config(engine_args)
+    model = getattr(engine_args, "model", None)
+    if config is not None:
+        args["model"] = str(config)
+    elif isinstance(model, str) and model.count("/") == 1 and not model.startswith((".", "/", "~")):
+        args["model"] = model
+    for name in _SCALARS:
+        value = getattr(engine_args, name, None)
+        if isinstance(value, bool | int | float | str):
+            args[name] = value
+    kv = getattr(engine_args, "kv_transfer_config", None)
+    if kv is not None:
+        args["kv_transfer_config"] = _kv_transfer_json(kv)
+    hisparse = getattr(getattr(engine_args, "attention_config", None), "hisparse_config", None)
+    if hisparse is not None:
+        args["attention_config"] = {"hisparse_config": _fields_json(hisparse)}
+    mode = getattr(getattr(engine_args, "compilation_config", None), "cudagraph_mode", None)
+    if mode is not None:
+        args["compilation_config"] = {"cudagraph_mode": getattr(mode, "name", str(mode))}
+    for name in ("speculative_config", "hf_overrides"):
+        value = getattr(engine_args, name, None)
+        if isinstance(value, Mapping) and value:  # a callable hf_overrides cannot be read
+            args[name] = _json(value)
+    env = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if env is not None:
+        args["VLLM_USE_V2_MODEL_RUNNER"] = env
+    args["platform"] = _platform()
+    return args
+
+
+def _platform() -> str:
+    """The platform vLLM detected, as hisparse_rs names it (HiSparse needs CUDA)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda():
+        return "cuda"
+    if current_platform.is_rocm():
+        return "rocm"
+    return "cpu"  # CPU, and every other platform: none of them runs HiSparse
+
+
+def _local_model_config(engine_args: Any) -> Path | None:
+    for candidate in (getattr(engine_args, "hf_config_path", None), getattr(engine_args, "model", None)):
+        if not candidate:
+            continue
+        path = Path(str(candidate)).expanduser()
+        if path.is_file():
+            return path
+        if (path / "config.json").is_file():
+            return path / "config.json"
+    return None
+
+
+def _json(value: Any) -> Any:
+    """JSON-able form (enums by name, anything else by str)."""
+    return json.loads(json.dumps(value, default=lambda v: getattr(v, "name", str(v))))
+
+
+def _fields_json(obj: Any) -> dict[str, Any]:
+    """The fields of a vLLM config dataclass that are set (not None)."""
+    if isinstance(obj, Mapping):
+        return _json(dict(obj))  # type: ignore[no-any-return]
+    out = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return _json({k: v for k, v in out.items() if v is not None})  # type: ignore[no-any-return]
+
+
+def _kv_transfer_json(kv: Any) -> Any:
+    if isinstance(kv, Mapping):
+        return _json(dict(kv))
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(kv):
+        value = getattr(kv, f.name)
+        if f.name in _KV_SKIPPED or value is None:
+            continue
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if value != default or f.name in ("kv_connector", "kv_role"):
+            out[f.name] = value
+    return _json(out)
+
+
+def render(report: Any, args: Mapping[str, Any]) -> str:
+    """The report as the ``ValueError`` text: every error with code, path, message and fix, then the flags."""
+    import hisparse_rs
+
+    n = len(report.errors)
+    lines = [
+        f"hisparse_rs {hisparse_rs.__version__}: {n} HiSparse error{'s' if n != 1 else ''} in this vLLM "
+        f"configuration, found before vLLM builds its config (rules of vLLM {hisparse_rs.VLLM_VERSION}):",
+        "",
+    ]
+    for d in report.errors:
+        lines.append(f"  error[{d.code}] {d.path}")
+        lines.append(f"    {d.message}")
+        if d.given is not None:
+            lines.append(f"    given:   {json.dumps(d.given)}")
+        if d.allowed:
+            lines.append(f"    allowed: {d.allowed}")
+        if d.hint:
+            lines.append(f"    fix:     {d.hint}")
+    flags = serve_flags(args, [d.fix for d in report.errors])
+    if flags:
+        lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]
+    lines += [
+        "",
+        f"{ENV}=warn logs these errors and lets vLLM go on; {ENV}=0 turns this check off.",
+    ]
+    return "\n".join(lines)
+
+
+def serve_flags(args: Mapping[str, Any], fixes: list[Any]) -> str:
+    """The ``vllm serve`` flags (and environment) that change ``args`` into ``args`` with every fix applied.
+
+    ``fixes``: the fixes of one report's errors, in report order. hisparse_rs
+    computes them jointly, so applied all at once, in that order, they pass.
+    A JSON flag is given whole: vLLM's dotted flags replace a JSON flag of the
+    same name instead of editing it. Returns "" when the fixes do not apply.
+    """
+    import hisparse_rs
+
+    try:
+        fixed = hisparse_rs.apply_fix(args, [op for fix in fixes for op in fix])
+    except ValueError:
+        return ""
+    parts: list[str] = []
+    for key in sorted(set(args) | set(fixed), key=lambda k: (k not in _SCALARS, k)):
+        before, after = args.get(key), fixed.get(key)
+        if before == after or key in ("model", "hf_config", "platform"):
+            continue
+        if key == "VLLM_USE_V2_MODEL_RUNNER":
+            parts.append(f"unset {key}" if after is None else f"{key}={shlex.quote(str(after))}")
+            continue
+        flag = "--" + key.replace("_", "-")
+        if after is None:
+            parts.append(f"(remove {flag})")
+        elif isinstance(after, bool):
+            parts.append(flag if after else "--no-" + flag[2:])
+        elif isinstance(after, dict | list):
+            parts.append(f"{flag} {shlex.quote(json.dumps(after))}")
+        else:
+            parts.append(f"{flag} {shlex.quote(str(after))}")
+    return " ".join(parts)

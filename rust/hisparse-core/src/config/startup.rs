@@ -1,0 +1,486 @@
+//! vLLM 0.33.0's start-up rules outside HiSparse that decide whether a
+//! configuration starts at all: the parallel layout (decode context
+//! parallelism, nodes, executor, tensor parallelism over the heads), the
+//! checkpoint's quantization, speculative decoding. They run with or without
+//! HiSparse (`hisparse` only makes their fixes agree with HiSparse's own).
+//! Each found by the differential test against vLLM's config code
+//! (tests/vllm/test_differential.py); each cites the vLLM source it follows.
+
+use crate::config::args::ServeArgs;
+use crate::config::connectors;
+use crate::config::model::ModelInfo;
+use crate::config::resolve::Scalars;
+use crate::config::schema::{quoted, QUANTIZATION_METHODS};
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::limits::MAX_DIVISOR_TRIALS;
+use crate::path::FieldPath;
+use crate::sizes::Parallel;
+use serde_json::{json, Value};
+
+/// Every start-up rule; `num_speculative_tokens` as `resolve` parsed it
+/// (`Some(None)`: speculative decoding without a count).
+pub(crate) fn check(
+    args: &ServeArgs,
+    scalars: &Scalars,
+    model: Option<&ModelInfo>,
+    num_speculative_tokens: Option<Option<u64>>,
+    hisparse: bool,
+    d: &mut Vec<Diagnostic>,
+) {
+    check_context_parallel(
+        &scalars.parallel,
+        args.kv_transfer_config.as_ref(),
+        model,
+        hisparse,
+        d,
+    );
+    // MTP on a model without MTP layers: the fix removes speculative_config,
+    // which settles a missing count too (a fix setting it would bring back a
+    // speculative_config without a method, which vLLM refuses).
+    let mut spec_removed = false;
+    if let Some(info) = model {
+        check_quantization(info, d);
+        check_heads_split(info, scalars.parallel.tp, d);
+        spec_removed = check_mtp_layers(args, info, d);
+    }
+    check_launch(args, scalars, hisparse, d);
+    if num_speculative_tokens.is_some_and(|n| n.is_some()) && !spec_removed {
+        check_draft_model(args, d);
+    }
+    if num_speculative_tokens == Some(None) && !spec_removed {
+        speculative_tokens_missing(args, model, d);
+    }
+}
+
+/// Why vLLM 0.33 refuses a decode-context-parallel size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DcpRule {
+    /// DCP reuses the TP ranks: TP % DCP == 0 (vllm/config/parallel.py:597).
+    DividesTp,
+    /// With PCP: DCP off, over the PCP axis, or over TP x PCP (parallel.py:601).
+    PcpAxis,
+    /// A NixlConnector side is fully replicated or fully DCP-sharded
+    /// (vllm/config/vllm.py:1581, an AssertionError).
+    NixlTransferSize,
+    /// ... and DCP-sharded only for MLA models (vllm.py:1587).
+    NixlMlaOnly,
+    /// GQA/MQA: the TP ranks must outnumber the KV heads (vllm/config/model.py:1579).
+    KvHeads(u64),
+}
+
+/// The rule `dcp` breaks, if any. `kv_heads`: the KV heads of a model without
+/// MLA (None for an MLA model or no model).
+fn dcp_broken(p: &Parallel, dcp: i64, nixl: bool, kv_heads: Option<u64>) -> Option<DcpRule> {
+    if p.pcp == 1 && p.tp % dcp != 0 {
+        return Some(DcpRule::DividesTp);
+    }
+    if p.pcp > 1 && ![1, p.pcp, p.tp.saturating_mul(p.pcp)].contains(&dcp) {
+        return Some(DcpRule::PcpAxis);
+    }
+    if dcp == 1 {
+        return None;
+    }
+    if nixl && dcp != p.tp.max(p.pcp) {
+        return Some(DcpRule::NixlTransferSize);
+    }
+    if nixl && kv_heads.is_some() {
+        return Some(DcpRule::NixlMlaOnly);
+    }
+    match kv_heads {
+        Some(h) if !u64::try_from(p.tp).is_ok_and(|tp| tp > h) => Some(DcpRule::KvHeads(h)),
+        _ => None,
+    }
+}
+
+/// vLLM 0.33 refuses these decode-context-parallel sizes while building its
+/// config. The fix is the largest size below the given one that vLLM takes
+/// (1 with HiSparse, which needs 1).
+fn check_context_parallel(
+    p: &Parallel,
+    kv_transfer_config: Option<&Value>,
+    model: Option<&ModelInfo>,
+    hisparse: bool,
+    d: &mut Vec<Diagnostic>,
+) {
+    let nixl =
+        kv_transfer_config.is_some_and(|kv| connectors::vllm_has_connector(kv, "NixlConnector"));
+    let kv_heads = model
+        .filter(|m| m.kv_lora_rank.is_none())
+        .and_then(|m| m.dims.num_key_value_heads.or(m.dims.num_attention_heads));
+    let Some(rule) = dcp_broken(p, p.dcp, nixl, kv_heads) else {
+        return;
+    };
+    let fixed = if hisparse {
+        1
+    } else {
+        // The sizes vLLM could take: 1, the PCP / TP x PCP / NIXL sizes, and
+        // TP's small divisors and cofactors (a bounded set, whatever the sizes).
+        let small = (1..=64).filter(|k| p.tp % k == 0);
+        [1, p.pcp, p.tp.saturating_mul(p.pcp), p.tp.max(p.pcp)]
+            .into_iter()
+            .chain(small.clone())
+            .chain(small.map(|k| p.tp / k))
+            .filter(|&c| c >= 1 && c < p.dcp && dcp_broken(p, c, nixl, kv_heads).is_none())
+            .max()
+            .unwrap_or(1)
+    };
+    let (tp, pcp, dcp, v) = (p.tp, p.pcp, p.dcp, crate::VLLM_VERSION);
+    let (why, allowed) = match rule {
+        DcpRule::DividesTp => (
+            format!("decode context parallelism reuses the TP ranks, so tensor_parallel_size {tp} must be divisible by decode_context_parallel_size {dcp} (vLLM {v} ParallelConfig)"),
+            format!("a divisor of tensor_parallel_size {tp}"),
+        ),
+        DcpRule::PcpAxis => (
+            format!("with prefill context parallelism, decode_context_parallel_size must be 1, prefill_context_parallel_size ({pcp}) or tensor x prefill context parallel size ({}), not {dcp} (vLLM {v} ParallelConfig)", tp.saturating_mul(pcp)),
+            format!("1, {pcp} or {}", tp.saturating_mul(pcp)),
+        ),
+        DcpRule::NixlTransferSize => (
+            format!("with a NixlConnector, vLLM {v} needs decode_context_parallel_size 1 or the NIXL transfer size max(tensor_parallel_size, prefill_context_parallel_size) = {}, and fails an assertion on {dcp}", tp.max(pcp)),
+            format!("1 or {}", tp.max(pcp)),
+        ),
+        DcpRule::NixlMlaOnly => (
+            format!("with a NixlConnector, vLLM {v} supports decode_context_parallel_size > 1 only for MLA models, and fails an assertion on {dcp}"),
+            "1".to_owned(),
+        ),
+        DcpRule::KvHeads(h) => (
+            format!("decode context parallelism on a model without MLA (GQA/MQA) needs tensor_parallel_size ({tp}) above its {h} KV heads (vLLM {v} ModelConfig.verify_with_parallel_config)"),
+            "1 for this tensor_parallel_size".to_owned(),
+        ),
+    };
+    let path = FieldPath::root("decode_context_parallel_size");
+    d.push(
+        Diagnostic::error(Code::DecodeContextParallelInvalid, path.clone(), why)
+            .given(&json!(dcp))
+            .allowed(allowed)
+            .fix(vec![FixOp::Set {
+                path,
+                value: json!(fixed),
+            }]),
+    );
+}
+
+/// vLLM 0.33 refuses a checkpoint quantization method it does not know while
+/// building `ModelConfig` (`_verify_quantization`, vllm/config/model.py:1466).
+/// A config without `quant_method` is left alone: vLLM derives one for
+/// ModelOpt and compressed-tensors checkpoints.
+fn check_quantization(model: &ModelInfo, d: &mut Vec<Diagnostic>) {
+    let Some(method) = model
+        .quantization_config
+        .as_ref()
+        .and_then(|q| q.get("quant_method"))
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
+    if QUANTIZATION_METHODS.contains(&method) {
+        return;
+    }
+    d.push(
+        Diagnostic::error(
+            Code::UnknownQuantizationMethod,
+            FieldPath::root("model"),
+            format!(
+                "{}'s quantization_config.quant_method is \"{method}\", which vLLM {} does not know: it refuses the model while building its config",
+                model.name(),
+                crate::VLLM_VERSION
+            ),
+        )
+        .given(&json!(method))
+        .allowed(format!("one of {}", quoted(QUANTIZATION_METHODS)))
+        .hint("serve a checkpoint in a quantization format vLLM loads"),
+    );
+}
+
+/// vLLM 0.33 `SpeculativeConfig` refuses a configuration without
+/// `num_speculative_tokens` (vllm/config/speculative.py:1946): for MTP it does
+/// not fall back to the checkpoint's `num_nextn_predict_layers`, and a
+/// separate draft model's `n_predict` cannot be read here. The fix takes the
+/// checkpoint's MTP depth for MTP, else 1.
+fn speculative_tokens_missing(
+    args: &ServeArgs,
+    model: Option<&ModelInfo>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let spec = args.speculative_config.as_ref();
+    let method = spec.and_then(|s| s.get("method")).and_then(Value::as_str);
+    let mtp = matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp"));
+    let depth = model
+        .and_then(|m| m.num_nextn_predict_layers)
+        .filter(|n| mtp && *n > 0)
+        .unwrap_or(1);
+    let path = FieldPath::root("speculative_config").key("num_speculative_tokens");
+    d.push(
+        Diagnostic::error(
+            Code::SpeculativeTokensMissing,
+            path.clone(),
+            format!("speculative_config has no num_speculative_tokens: vLLM {} requires it (it does not take the checkpoint's MTP depth)", crate::VLLM_VERSION),
+        )
+        .allowed("an integer > 0")
+        .fix(vec![FixOp::Set {
+            path,
+            value: json!(depth),
+        }]),
+    );
+}
+
+/// Speculative methods that draft without a separate model (vLLM 0.33
+/// `SpeculativeConfig.__post_init__`, vllm/config/speculative.py:1252-1291;
+/// MTP and its model-named variants, `*_mtp`, are matched apart).
+const DRAFTS_WITHOUT_MODEL: &[&str] = &[
+    "dspark",
+    "ngram",
+    "[ngram]",
+    "ngram_gpu",
+    "suffix",
+    "extract_hidden_states",
+];
+
+/// vLLM 0.33 refuses `num_speculative_tokens` without a draft model when the
+/// method needs one: no method means `draft_model` ("num_speculative_tokens
+/// was provided but without speculative model",
+/// vllm/config/speculative.py:1294). The fix removes speculative_config
+/// (which method or draft model was meant cannot be told).
+fn check_draft_model(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
+    let Some(spec) = args.speculative_config.as_ref() else {
+        return;
+    };
+    if spec.get("model").is_some_and(|m| !m.is_null()) {
+        return;
+    }
+    let method = spec.get("method").and_then(Value::as_str);
+    if matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp") || DRAFTS_WITHOUT_MODEL.contains(&m))
+    {
+        return;
+    }
+    let path = FieldPath::root("speculative_config");
+    d.push(
+        Diagnostic::error(
+            Code::InvalidValue,
+            path.clone(),
+            format!(
+                "speculative_config sets num_speculative_tokens but no draft model, and method {} needs one: vLLM {} refuses it (\"num_speculative_tokens was provided but without speculative model\")",
+                method.unwrap_or("(none: draft_model)"),
+                crate::VLLM_VERSION
+            ),
+        )
+        .given(spec)
+        .allowed(format!(
+            "speculative_config.model, or a method that drafts without one: mtp, {}",
+            DRAFTS_WITHOUT_MODEL.join(", ")
+        ))
+        .hint("name the draft model (speculative_config.model) or the method, e.g. {\"method\": \"mtp\"} on a checkpoint with MTP layers; or remove speculative_config")
+        .fix(vec![FixOp::Remove { path }]),
+    );
+}
+
+/// vLLM 0.33 `ModelConfig.verify_with_parallel_config` refuses a tensor
+/// parallel size that does not divide the attention heads, at start-up.
+fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
+    let Some(heads) = model.dims.num_attention_heads.filter(|h| *h > 0) else {
+        return;
+    };
+    let Ok(tp_u) = u64::try_from(tp) else { return };
+    if tp_u <= 1 || heads % tp_u == 0 {
+        return;
+    }
+    let fixed = largest_divisor_at_most(heads, tp_u);
+    d.push(
+        Diagnostic::error(
+            Code::TensorParallelHeadsMismatch,
+            FieldPath::root("tensor_parallel_size"),
+            format!("{} has {heads} attention heads, which tensor_parallel_size {tp} does not divide (vLLM 0.33 ModelConfig.verify_with_parallel_config)", model.name()),
+        )
+        .given(&json!(tp))
+        .allowed(format!("a divisor of {heads}"))
+        .hint(format!("use tensor_parallel_size {fixed}, or scale out with data parallelism"))
+        .fix(vec![FixOp::Set {
+            path: FieldPath::root("tensor_parallel_size"),
+            value: json!(fixed),
+        }]),
+    );
+}
+
+/// Launch rules vLLM 0.33 `EngineArgs.create_engine_config` applies to the
+/// parallel layout (vllm/engine/arg_utils.py): `--nnodes` must divide the world
+/// size (DP x PP x TP x PCP); pipeline parallelism needs the mp, ray or
+/// external_launcher executor; Model Runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`)
+/// does not run prefill context parallelism (vllm/config/vllm.py
+/// `_get_v1_model_runner_unsupported_features`).
+fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagnostic>) {
+    let p = &s.parallel;
+    let world = [p.dp, p.pp, p.tp, p.pcp]
+        .iter()
+        .fold(1i64, |w, n| w.saturating_mul(*n));
+    if p.nnodes > 1 && world % p.nnodes != 0 {
+        // world and nnodes are >= 1 here (at_least_one), so both convert.
+        let fixed = largest_divisor_at_most(world.unsigned_abs(), p.nnodes.unsigned_abs());
+        let path = FieldPath::root("nnodes");
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                path.clone(),
+                format!("nnodes {} does not divide the world size {world} (data x pipeline x tensor x prefill context parallel sizes); vLLM {} refuses it", p.nnodes, crate::VLLM_VERSION),
+            )
+            .given(&json!(p.nnodes))
+            .allowed(format!("a divisor of {world}"))
+            .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+        );
+    }
+    let backend = args.distributed_executor_backend.as_deref();
+    if p.pp > 1 && !matches!(backend, None | Some("mp" | "ray" | "external_launcher")) {
+        let path = FieldPath::root("distributed_executor_backend");
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                path.clone(),
+                format!("pipeline parallelism needs the mp, ray or external_launcher executor; vLLM {} does not run it on {}", crate::VLLM_VERSION, backend.unwrap_or_default()),
+            )
+            .given(&json!(backend))
+            .allowed("\"mp\", \"ray\" or \"external_launcher\"")
+            .fix(vec![FixOp::Set { path, value: json!("mp") }]),
+        );
+    }
+    // With HiSparse, which needs Model Runner V2, validate reports V1 whatever else is on.
+    if s.v2_runner == Some(false) && !hisparse && p.pcp > 1 {
+        let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
+        d.push(
+            Diagnostic::error(
+                Code::ModelRunnerV2Disabled,
+                path.clone(),
+                "VLLM_USE_V2_MODEL_RUNNER=0 selects Model Runner V1, which does not run prefill context parallelism",
+            )
+            .given(&json!(args.vllm_use_v2_model_runner))
+            .allowed("unset, or a non-zero integer")
+            .hint("unset VLLM_USE_V2_MODEL_RUNNER (remove VLLM_USE_V2_MODEL_RUNNER=0)")
+            .fix(vec![FixOp::Remove { path }]),
+        );
+    }
+}
+
+/// MTP speculation drafts with the checkpoint's own MTP layers; vLLM 0.33
+/// refuses it for a model without them (`NotImplementedError: Unsupported
+/// speculative method: 'mtp'`, vllm/config/speculative.py).
+/// Returns whether it reported (and its fix removes `speculative_config`).
+fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> bool {
+    let spec = args.speculative_config.as_ref();
+    let method = spec.and_then(|s| s.get("method")).and_then(Value::as_str);
+    let mtp = matches!(method, Some(m) if m == "mtp" || m.ends_with("_mtp"));
+    let separate_draft = spec
+        .and_then(|s| s.get("model"))
+        .is_some_and(|m| !m.is_null());
+    if !mtp || separate_draft || model.num_nextn_predict_layers.is_some_and(|n| n > 0) {
+        return false;
+    }
+    let path = FieldPath::root("speculative_config").key("method");
+    d.push(
+        Diagnostic::error(
+            Code::InvalidValue,
+            path,
+            format!("{} has no MTP layers (num_nextn_predict_layers), so vLLM {} cannot speculate with method {}", model.name(), crate::VLLM_VERSION, method.unwrap_or_default()),
+        )
+        .given(&json!(method))
+        .allowed("MTP on a checkpoint with MTP layers (DeepSeek-V3/V3.2, GLM-5), or another speculative method")
+        .fix(vec![FixOp::Remove {
+            path: FieldPath::root("speculative_config"),
+        }]),
+    );
+    true
+}
+
+/// The largest divisor of `n` not above `cap` (1 if none larger), from the
+/// divisor pairs `(d, n / d)` with `d <= sqrt(n)`: work bounded by the head
+/// count's square root (and by [`MAX_DIVISOR_TRIALS`]), never by `cap`.
+fn largest_divisor_at_most(n: u64, cap: u64) -> u64 {
+    let mut best = 1;
+    let mut d = 1u64;
+    while d <= MAX_DIVISOR_TRIALS && d.saturating_mul(d) <= n {
+        if n % d == 0 {
+            for x in [d, n / d] {
+                if x <= cap && x > best {
+                    best = x;
+                }
+            }
+        }
+        d += 1;
+    }
+    best
+}
+
+#[cfg(test)]
+mod divisor_tests {
+    use super::largest_divisor_at_most;
+
+    #[test]
+    fn largest_divisor_is_found_from_the_small_side() {
+        assert_eq!(largest_divisor_at_most(128, 6), 4);
+        assert_eq!(largest_divisor_at_most(128, 128), 128);
+        assert_eq!(largest_divisor_at_most(96, 1_000_000_000), 96);
+        assert_eq!(largest_divisor_at_most(7, 3), 1);
+        assert_eq!(largest_divisor_at_most(1, 5), 1);
+        // A huge tensor_parallel_size costs nothing: the search is over the heads.
+        assert_eq!(
+            largest_divisor_at_most(2_305_843_009_213_693_951 * 2, u64::MAX - 1),
+            2_305_843_009_213_693_951 * 2
+        );
+        assert_eq!(largest_divisor_at_most(1_000_000_007, 200_000_001), 1); // a prime
+        for n in 1..200u64 {
+            for cap in 1..210u64 {
+                let brute = (1..=cap.min(n)).rev().find(|t| n % t == 0).unwrap_or(1);
+                assert_eq!(largest_divisor_at_most(n, cap), brute, "{n} {cap}");
+            }
+        }
+        // Beyond 2^32 heads the answer is still a divisor (the fix passes).
+        let n = (1u64 << 40) * 3;
+        let d = largest_divisor_at_most(n, 1 << 41);
+        assert!(n % d == 0 && d <= 1 << 41);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dcp_broken, DcpRule};
+    use crate::sizes::Parallel;
+
+    fn layout(tp: i64, pcp: i64) -> Parallel {
+        Parallel {
+            tp,
+            pp: 1,
+            dcp: 1,
+            pcp,
+            dp: 1,
+            nnodes: 1,
+        }
+    }
+
+    #[test]
+    fn decode_context_parallel_rules_follow_vllm() {
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 3, false, None),
+            Some(DcpRule::DividesTp)
+        );
+        assert_eq!(dcp_broken(&layout(4, 1), 2, false, None), None);
+        // With PCP: 1, PCP or TP x PCP.
+        assert_eq!(
+            dcp_broken(&layout(4, 2), 4, false, None),
+            Some(DcpRule::PcpAxis)
+        );
+        assert_eq!(dcp_broken(&layout(4, 2), 8, false, None), None);
+        // NIXL: 1 or max(TP, PCP), MLA only.
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 2, true, None),
+            Some(DcpRule::NixlTransferSize)
+        );
+        assert_eq!(dcp_broken(&layout(4, 1), 4, true, None), None);
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 4, true, Some(8)),
+            Some(DcpRule::NixlMlaOnly)
+        );
+        // GQA: more TP ranks than KV heads.
+        assert_eq!(
+            dcp_broken(&layout(4, 1), 2, false, Some(8)),
+            Some(DcpRule::KvHeads(8))
+        );
+        assert_eq!(dcp_broken(&layout(16, 1), 2, false, Some(8)), None);
+        assert_eq!(dcp_broken(&layout(4, 1), 1, true, Some(8)), None);
+    }
+}
