@@ -31,6 +31,7 @@ __all__ = [
     "apply_fix_json",
     "check_json",
     "error_codes",
+    "gpu_spec",
     "plan_json",
     "pool_error_codes",
     "run_cli",
@@ -415,6 +416,15 @@ def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report,
 
     Returns the check report and the plan (None unless valid with HiSparse on).
     Raises ModelLoadError, ValueError (an option out of range), TypeError.
+    """
+
+def gpu_spec(name: str) -> dict[str, Any]:
+    """The GPU ``gpu=`` / ``--gpu NAME`` means: a table name (``"h200"``) or the name the
+    driver reports (``"NVIDIA H200"``, what vLLM's ``current_platform.get_device_name()``
+    returns). Keys: name, description, platform, arch (``"sm_90"``), memory_gib,
+    memory_source, max_shared_memory_per_block (bytes, opt-in), shared_memory_source.
+
+    Raises ValueError for a GPU not in the table (the message lists the known ones).
     """
 
 def error_codes() -> list[str]:

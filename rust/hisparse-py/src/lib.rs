@@ -209,6 +209,18 @@ fn run_cli_plan(py: Python<'_>, argv: Vec<String>) -> PyResult<(i32, Option<Plan
     Ok((code, p.map(Plan::from)))
 }
 
+/// The GPU `--gpu NAME` means: a `--gpu` name (`h200`) or the name the driver
+/// reports (`NVIDIA H200`), as a dict (name, description, platform, arch,
+/// memory_gib, max_shared_memory_per_block and the source of each figure).
+/// Raises ValueError for a GPU not in the table (the message names the known ones).
+#[pyfunction]
+fn gpu_spec<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let spec = hisparse_core::gpu::lookup(name).map_err(PyValueError::new_err)?;
+    let value = serde_json::to_value(spec)
+        .map_err(|e| PyValueError::new_err(format!("GPU {name:?}: {e}")))?;
+    results::to_py(py, &value)
+}
+
 /// Every stable diagnostic code.
 #[pyfunction]
 fn error_codes() -> Vec<&'static str> {
@@ -249,6 +261,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
     m.add_class::<pool::HostKVPool>()?;
     m.add_class::<pool::PoolLayout>()?;
     m.add_class::<pool::PoolStats>()?;
