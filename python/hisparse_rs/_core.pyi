@@ -9,6 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 from hisparse_rs.config import ResolvedConfig
 
 __all__ = [
+    "MAX_RESOLVE_ENTRIES",
     "VLLM_VERSION",
     "Diagnostic",
     "GpuPlan",
@@ -41,6 +42,8 @@ __all__ = [
 
 __version__: Final[str]
 VLLM_VERSION: Final[str]
+MAX_RESOLVE_ENTRIES: Final[int]
+"""Most top-k entries (rows x width) one resolve call takes (2**26); PoolError ``batch_too_large`` beyond."""
 
 class ModelLoadError(OSError):
     """The model's config.json could not be found or read.
@@ -702,6 +705,7 @@ class ResidencyResolver:
     def resolve(self, topk_rows: ArrayLike, state_index: ArrayLike) -> ResolveResult:
         """Resolve ``topk_rows`` int32/int64 [rows, width] for ``state_index`` [rows] (-1 = padded row).
 
-        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``unknown_state``,
-        ``union_exceeds_device_buffer`` (nothing changes); TypeError for a non-integer dtype.
+        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``batch_too_large`` (more than
+        :data:`MAX_RESOLVE_ENTRIES` entries), ``unknown_state``, ``union_exceeds_device_buffer``
+        (nothing changes); TypeError for a non-integer dtype.
         """

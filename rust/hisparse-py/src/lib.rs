@@ -241,6 +241,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("VLLM_VERSION", hisparse_core::VLLM_VERSION)?;
+    m.add(
+        "MAX_RESOLVE_ENTRIES",
+        hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES,
+    )?;
     let load_error = py.get_type::<ModelLoadError>();
     load_error.setattr("code", "model_load_error")?;
     m.add("ModelLoadError", load_error)?;
