@@ -363,9 +363,10 @@ def resolve_residency(
     Raises:
         PoolError ``topk_too_wide`` (width > the workspace's topk),
         ``shape_mismatch`` or ``batch_too_large`` (rows x width >
-        ``MAX_RESOLVE_ENTRIES`` = 2**26, the Rust resolver's bound); ValueError for dtypes, devices, a meta tensor or one
-        that requires grad, or a batch larger than the workspace. Device-found
-        errors: ``status`` flags.
+        ``MAX_RESOLVE_ENTRIES`` = 2**26, the Rust resolver's bound);
+        ValueError for dtypes, devices, a meta tensor or one that requires
+        grad, or a batch larger than the workspace. Device-found errors:
+        ``status`` flags.
     """
     check_tensors(
         _OP, topk_rows=topk_rows, state_index=state_index, slot_rows=slot_rows, lru=lru, status=status

@@ -22,8 +22,13 @@ from numpy.typing import NDArray
 
 import hisparse_rs
 from hisparse_rs import PoolError, ResidencyResolver
-from hisparse_rs.kernels import ResolverWorkspace, TritonResidencyResolver, resolve_residency, status_error
-from hisparse_rs.kernels import resolver
+from hisparse_rs.kernels import (
+    ResolverWorkspace,
+    TritonResidencyResolver,
+    resolve_residency,
+    resolver,
+    status_error,
+)
 from hisparse_rs.kernels.resolver import FLAG_TOO_MANY_ROWS, FLAG_UNION_EXCEEDS, FLAG_UNKNOWN_STATE
 from kernel_cases import DEVICE
 
@@ -356,7 +361,7 @@ def test_batches_past_the_rust_bound_are_refused_as_rust_refuses_them() -> None:
     """``batch_too_large`` above ``MAX_RESOLVE_ENTRIES`` (the Rust resolver's 2**26), from the
     shapes alone: the batches are stride-0 views of one row, so nothing of that size exists."""
     bound = hisparse_rs._core.MAX_RESOLVE_ENTRIES
-    assert bound == 2**26 and resolver.MAX_RESOLVE_ENTRIES == bound
+    assert bound == 2**26 and bound == resolver.MAX_RESOLVE_ENTRIES
     width = 4096
     ws = ResolverWorkspace(width, width, 1, device=DEVICE)
     slot_rows = torch.full((1, width), -1, dtype=torch.int32, device=DEVICE)
