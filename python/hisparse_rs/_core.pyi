@@ -393,8 +393,8 @@ class Plan:
 
 def check_json(args: Mapping[str, Any] | str, options_json: str | None = None) -> Report:
     """Resolve serve args (a mapping in the ServeArgs form, or its JSON text) and return the report;
-    with options (JSON: gpu, gpu_memory_gib, host_memory_gib, weights_gib) the
-    checks that need the machines run too.
+    with options (JSON: gpu, gpu_memory_gib, host_memory_gib, host_memory_source, weights_gib)
+    the checks that need the machines run too.
 
     Input problems (too deep, circular, too large, not UTF-8, a number no
     field holds) are errors in the report. Raises ModelLoadError if the model

@@ -74,8 +74,8 @@ fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<(ServeArgs, Vec<Diagnostic>)>
 
 /// Resolve and validate serve args: a mapping in the `ServeArgs` form (vLLM
 /// EngineArgs field names) or its JSON text. With `options_json` (`gpu`,
-/// `gpu_memory_gib`, `host_memory_gib`, `weights_gib`, `context_length`,
-/// `target_requests`) the checks that need the machines run too. The GIL is
+/// `gpu_memory_gib`, `host_memory_gib`, `host_memory_source`, `weights_gib`,
+/// `context_length`, `target_requests`) the checks that need the machines run too. The GIL is
 /// released while Rust works. Input problems (nesting deeper than 128 levels,
 /// a cycle, over 16 MiB, text that is not UTF-8, a number no field holds) are
 /// reported as errors.
