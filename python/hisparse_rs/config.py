@@ -157,7 +157,8 @@ def check(
             variable; read from ``os.environ`` unless given (None: unset).
         gpu, gpu_memory_gib, host_memory_gib, weights_gib: the machines (not
             ``vllm serve`` flags), as for :func:`plan`. ``gpu`` (``"h200"``,
-            ``"b200"``, ...) adds vLLM 0.33's residency-resolver shared-memory
+            ``"b200"``, ..., or the name the driver reports, ``"NVIDIA H200"``;
+            see :func:`hisparse_rs.gpu_spec`) adds vLLM 0.33's residency-resolver shared-memory
             check (``residency_shared_memory_exceeded``); ``host_memory_gib`` (the
             node's RAM) the pinned-pool check (``host_memory_exceeded``); a known
             GPU memory makes host_pool_gib fixes offer the pool that lets the
