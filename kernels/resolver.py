@@ -66,6 +66,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from hisparse_rs._core import MAX_RESOLVE_ENTRIES
 from hisparse_rs.exceptions import PoolError
 
 from . import _resolver_triton as _k
@@ -78,6 +79,7 @@ __all__ = [
     "FLAG_UNION_EXCEEDS",
     "FLAG_UNKNOWN_STATE",
     "MAX_DEVICE_BUFFER_SIZE",
+    "MAX_RESOLVE_ENTRIES",
     "PlanBuffers",
     "ResidencyPlan",
     "ResolverTiling",
@@ -359,10 +361,12 @@ def resolve_residency(
         :class:`ResidencyPlan` (views of ``out``).
 
     Raises:
-        PoolError ``topk_too_wide`` (width > the workspace's topk) or
-        ``shape_mismatch``; ValueError for dtypes, devices, a meta tensor or one
-        that requires grad, or a batch larger than the workspace. Device-found
-        errors: ``status`` flags.
+        PoolError ``topk_too_wide`` (width > the workspace's topk),
+        ``shape_mismatch`` or ``batch_too_large`` (rows x width >
+        ``MAX_RESOLVE_ENTRIES`` = 2**26, the Rust resolver's bound);
+        ValueError for dtypes, devices, a meta tensor or one that requires
+        grad, or a batch larger than the workspace. Device-found errors:
+        ``status`` flags.
     """
     check_tensors(
         _OP, topk_rows=topk_rows, state_index=state_index, slot_rows=slot_rows, lru=lru, status=status
@@ -380,11 +384,19 @@ def resolve_residency(
             f"top-k rows are {width} wide, wider than the workspace's top-k {ws.topk}; "
             f"build the ResolverWorkspace with topk >= {width}",
         )
-    if state_index.shape[0] != rows or rows * width >= 2**31:
+    if state_index.shape[0] != rows:
         raise PoolError(
             "shape_mismatch",
-            f"topk_rows must be [rows, width] and state_index [rows] (rows x width < 2^31); "
+            f"topk_rows must be [rows, width] and state_index [rows]; "
             f"got {list(topk_rows.shape)} and {list(state_index.shape)}",
+        )
+    # The Rust resolver's bound on one call (pool/resolver.rs), checked on the
+    # shapes alone; it also keeps every flat index of the kernel below 2**31.
+    if rows * width > MAX_RESOLVE_ENTRIES:
+        raise PoolError(
+            "batch_too_large",
+            f"the batch has {rows * width} top-k entries (rows x width), more than the "
+            f"{MAX_RESOLVE_ENTRIES} one resolve call takes; split it into several calls",
         )
     if rows > ws.max_rows:
         raise ValueError(f"{_OP}: {rows} rows exceed the workspace's max_rows {ws.max_rows}")

@@ -202,6 +202,35 @@ def test_machines_from_python() -> None:
         hisparse_rs.check(DSV32, gpu=200)  # type: ignore[arg-type]
 
 
+def test_gpus_by_the_names_their_drivers_report_and_the_ram_in_words() -> None:
+    """What the vLLM plugin passes: the device's name and memory, the RAM and what it is."""
+    h200 = hisparse_rs.gpu_spec("NVIDIA H200")
+    assert (h200["name"], h200["arch"], h200["max_shared_memory_per_block"]) == ("h200", "sm_90", 232448)
+    assert hisparse_rs.gpu_spec("h100")["name"] == hisparse_rs.gpu_spec("NVIDIA H100 80GB HBM3")["name"]
+    with pytest.raises(ValueError, match="not a GPU hisparse-check knows"):
+        hisparse_rs.gpu_spec("NVIDIA H20")
+    kv = {
+        "kv_connector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": 128},
+    }
+    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=kv, tensor_parallel_size=8)
+    report = hisparse_rs.check_args(
+        args, gpu="NVIDIA H200", host_memory_gib=100, host_memory_source="the node's available RAM"
+    )
+    [err] = report.errors
+    assert (
+        err.code == "host_memory_exceeded"
+        and "95 % of 100.0 GiB host RAM, the node's available RAM" in err.message
+    )
+    with pytest.raises(TypeError, match="host_memory_source must be a str"):
+        hisparse_rs.check_args(args, host_memory_gib=100, host_memory_source=1)
+    with pytest.raises(ValueError, match="give both"):
+        hisparse_rs.check_args(args, host_memory_source="x")
+    with pytest.raises(ValueError, match="at most 512"):
+        hisparse_rs.check_args(args, host_memory_gib=100, host_memory_source="x" * 513)
+
+
 def test_model_ids_from_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_hub: Callable[..., str]
 ) -> None:

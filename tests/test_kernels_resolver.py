@@ -22,7 +22,13 @@ from numpy.typing import NDArray
 
 import hisparse_rs
 from hisparse_rs import PoolError, ResidencyResolver
-from hisparse_rs.kernels import ResolverWorkspace, TritonResidencyResolver, resolve_residency, status_error
+from hisparse_rs.kernels import (
+    ResolverWorkspace,
+    TritonResidencyResolver,
+    resolve_residency,
+    resolver,
+    status_error,
+)
 from hisparse_rs.kernels.resolver import FLAG_TOO_MANY_ROWS, FLAG_UNION_EXCEEDS, FLAG_UNKNOWN_STATE
 from kernel_cases import DEVICE
 
@@ -349,6 +355,33 @@ def test_host_side_errors_raise_before_anything_runs() -> None:
     assert none.slots.shape == (0, 4) and none.miss_offsets.tolist() == [0]
     empty = dev.resolve(torch.zeros(2, 0, dtype=torch.int32, device=DEVICE), dev_tensor([s, -1]))
     assert empty.miss_counts.tolist() == [0, 0] and empty.miss_offsets.tolist() == [0, 0, 0]
+
+
+def test_batches_past_the_rust_bound_are_refused_as_rust_refuses_them() -> None:
+    """``batch_too_large`` above ``MAX_RESOLVE_ENTRIES`` (the Rust resolver's 2**26), from the
+    shapes alone: the batches are stride-0 views of one row, so nothing of that size exists."""
+    bound = hisparse_rs._core.MAX_RESOLVE_ENTRIES
+    assert bound == 2**26 and bound == resolver.MAX_RESOLVE_ENTRIES
+    width = 4096
+    ws = ResolverWorkspace(width, width, 1, device=DEVICE)
+    slot_rows = torch.full((1, width), -1, dtype=torch.int32, device=DEVICE)
+    lru = torch.arange(width, dtype=torch.int16, device=DEVICE)[None]
+    row = torch.full((1, width), -1, dtype=torch.int64, device=DEVICE)
+    pad = torch.full((1,), -1, dtype=torch.int64, device=DEVICE)
+
+    def resolve(rows: int) -> None:
+        assert row.expand(rows, width).stride(0) == 0
+        resolve_residency(
+            row.expand(rows, width), pad.expand(rows), slot_rows, lru, num_host_rows=ROWS, workspace=ws
+        )
+
+    # At the bound the batch passes this check and meets the next (the workspace holds one row).
+    with pytest.raises(ValueError, match="max_rows"):
+        resolve(bound // width)
+    with pytest.raises(PoolError, match=f"more than the {bound} one resolve call takes") as e:
+        resolve(bound // width + 1)
+    assert e.value.code == "batch_too_large" and e.value.code in hisparse_rs.pool_error_codes()
+    assert slot_rows.eq(-1).all() and lru.equal(torch.arange(width, dtype=torch.int16, device=DEVICE)[None])
 
 
 def test_state_bookkeeping_and_construction_rules_match_rust() -> None:

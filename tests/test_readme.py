@@ -113,3 +113,22 @@ def test_the_checks_tables_list_every_code() -> None:
     named = set(re.findall(r"`([a-z0-9_]+)`", section))
     missing = [code for code in hisparse_rs.error_codes() if code not in named]
     assert not missing, f"codes the README's Checks section does not list: {missing}"
+
+
+def test_the_gpu_table_is_hisparse_core_s() -> None:
+    """Each row of the `--gpu` table: its names, the driver's names, arch, memory and shared memory."""
+    rows = re.findall(
+        r"^\| `([a-z0-9-]+)`(?: \(`[a-z0-9-]+`\))? \| (.*?) \| .*? \| \w+, (\w+) \| (\d+) GiB \| ([\d,]+) B",
+        README,
+        re.M,
+    )
+    assert len(rows) >= 7
+    for name, reported, arch, memory, shared in rows:
+        spec = hisparse_rs.gpu_spec(name)
+        assert (spec["arch"], spec["memory_gib"], spec["max_shared_memory_per_block"]) == (
+            arch,
+            float(memory),
+            int(shared.replace(",", "")),
+        ), name
+        for device in re.findall(r"`([^`]+)`", reported):
+            assert hisparse_rs.gpu_spec(device)["name"] == name, device

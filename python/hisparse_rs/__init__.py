@@ -38,6 +38,7 @@ from hisparse_rs._core import (
     ResolveResult,
     __version__,
     error_codes,
+    gpu_spec,
     pool_error_codes,
     vllm_deviations,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "check",
     "check_args",
     "error_codes",
+    "gpu_spec",
     "layer_view",
     "layer_views",
     "plan",

@@ -9,6 +9,7 @@ from numpy.typing import ArrayLike, NDArray
 from hisparse_rs.config import ResolvedConfig
 
 __all__ = [
+    "MAX_RESOLVE_ENTRIES",
     "VLLM_VERSION",
     "Diagnostic",
     "GpuPlan",
@@ -31,6 +32,7 @@ __all__ = [
     "apply_fix_json",
     "check_json",
     "error_codes",
+    "gpu_spec",
     "plan_json",
     "pool_error_codes",
     "run_cli",
@@ -40,6 +42,8 @@ __all__ = [
 
 __version__: Final[str]
 VLLM_VERSION: Final[str]
+MAX_RESOLVE_ENTRIES: Final[int]
+"""Most top-k entries (rows x width) one resolve call takes (2**26); PoolError ``batch_too_large`` beyond."""
 
 class ModelLoadError(OSError):
     """The model's config.json could not be found or read.
@@ -389,8 +393,8 @@ class Plan:
 
 def check_json(args: Mapping[str, Any] | str, options_json: str | None = None) -> Report:
     """Resolve serve args (a mapping in the ServeArgs form, or its JSON text) and return the report;
-    with options (JSON: gpu, gpu_memory_gib, host_memory_gib, weights_gib) the
-    checks that need the machines run too.
+    with options (JSON: gpu, gpu_memory_gib, host_memory_gib, host_memory_source, weights_gib)
+    the checks that need the machines run too.
 
     Input problems (too deep, circular, too large, not UTF-8, a number no
     field holds) are errors in the report. Raises ModelLoadError if the model
@@ -415,6 +419,15 @@ def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report,
 
     Returns the check report and the plan (None unless valid with HiSparse on).
     Raises ModelLoadError, ValueError (an option out of range), TypeError.
+    """
+
+def gpu_spec(name: str) -> dict[str, Any]:
+    """The GPU ``gpu=`` / ``--gpu NAME`` means: a table name (``"h200"``) or the name the
+    driver reports (``"NVIDIA H200"``, what vLLM's ``current_platform.get_device_name()``
+    returns). Keys: name, description, platform, arch (``"sm_90"``), memory_gib,
+    memory_source, max_shared_memory_per_block (bytes, opt-in), shared_memory_source.
+
+    Raises ValueError for a GPU not in the table (the message lists the known ones).
     """
 
 def error_codes() -> list[str]:
@@ -692,6 +705,7 @@ class ResidencyResolver:
     def resolve(self, topk_rows: ArrayLike, state_index: ArrayLike) -> ResolveResult:
         """Resolve ``topk_rows`` int32/int64 [rows, width] for ``state_index`` [rows] (-1 = padded row).
 
-        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``unknown_state``,
-        ``union_exceeds_device_buffer`` (nothing changes); TypeError for a non-integer dtype.
+        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``batch_too_large`` (more than
+        :data:`MAX_RESOLVE_ENTRIES` entries), ``unknown_state``, ``union_exceeds_device_buffer``
+        (nothing changes); TypeError for a non-integer dtype.
         """

@@ -35,8 +35,10 @@ __all__ = [
 JsonArg = Mapping[str, Any] | str | None
 _ENV = object()
 
-# Facts about the machines (not vllm serve flags), shared by check() and plan().
+# Facts about the machines (not vllm serve flags), shared by check() and plan();
+# check_args() also takes host_memory_source (what host_memory_gib is, for messages).
 _MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib")
+_CHECK_ARGS_OPTIONS = (*_MACHINE_OPTIONS, "host_memory_source")
 _INT_OPTIONS = ("context_length", "target_requests")
 _GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
 
@@ -60,6 +62,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
                 raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
         elif name == "gpu" and not isinstance(value, str):
             raise TypeError(f"gpu must be a GPU name such as 'h200', got {value!r}")
+        elif name == "host_memory_source" and not isinstance(value, str):
+            raise TypeError(f"host_memory_source must be a str, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +157,8 @@ def check(
             variable; read from ``os.environ`` unless given (None: unset).
         gpu, gpu_memory_gib, host_memory_gib, weights_gib: the machines (not
             ``vllm serve`` flags), as for :func:`plan`. ``gpu`` (``"h200"``,
-            ``"b200"``, ...) adds vLLM 0.33's residency-resolver shared-memory
+            ``"b200"``, ..., or the name the driver reports, ``"NVIDIA H200"``;
+            see :func:`hisparse_rs.gpu_spec`) adds vLLM 0.33's residency-resolver shared-memory
             check (``residency_shared_memory_exceeded``); ``host_memory_gib`` (the
             node's RAM) the pinned-pool check (``host_memory_exceeded``); a known
             GPU memory makes host_pool_gib fixes offer the pool that lets the
@@ -220,7 +225,10 @@ def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> di
 
 def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
-    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``.
+    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``,
+    and ``host_memory_source``: what ``host_memory_gib`` is, quoted by the messages (at most
+    512 bytes; default "given with --host-memory-gib"; the vLLM plugin passes the node's
+    available RAM and says so).
 
     The mapping is converted in Rust with bounds (README "Limits"): nesting
     deeper than 128 levels or a circular reference is an ``input_too_deep``
@@ -231,7 +239,7 @@ def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     Raises:
         TypeError / ValueError: a machine option of the wrong type or out of range.
     """
-    unknown = sorted(set(machine) - set(_MACHINE_OPTIONS))
+    unknown = sorted(set(machine) - set(_CHECK_ARGS_OPTIONS))
     if unknown:
         raise TypeError(f"check_args() got unexpected keyword arguments: {', '.join(unknown)}")
     _check_options(machine)

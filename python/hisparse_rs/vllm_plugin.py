@@ -29,6 +29,41 @@ as vLLM does offline, never downloading); when none is local, the check waits
 for vLLM's own ``ModelConfig`` (built next, by ``create_model_config``) and
 reads its HF config instead.
 
+The machine. Some of vLLM's HiSparse checks depend on the machine and run
+only after the weights have loaded: the residency resolver's shared memory
+(``_check_residency_shared_memory``, vllm/v1/hisparse/runtime.py:168, on the
+GPU each worker runs on) and the pinned host pools (``check_hisparse_host_memory``,
+runtime.py:195: each pool against 95 % of ``psutil.virtual_memory().available``
+when its rank allocates it, runtime.py:256, :384 and the shared region's
+creator check at :403). The plugin tells the check the node it runs on:
+
+- the GPU: ``current_platform.get_device_name()``, ``get_device_capability()``
+  and ``get_device_total_memory()`` for device 0, the queries vLLM's own
+  ``EngineArgs.get_batch_defaults`` makes in this process during
+  ``create_engine_config`` (arg_utils.py:2958-2967; through NVML on
+  ``NvmlCudaPlatform``, which never initialises CUDA; in one NVML session
+  here). The name picks the entry of hisparse_rs' GPU table
+  (``hisparse_rs.gpu_spec``: "NVIDIA H200" is h200), whose compute capability
+  must be the device's; the shared memory per block is the table's (a
+  function of the compute capability; the device's own figure,
+  ``cudaDevAttrMaxSharedMemoryPerBlockOptin``, needs the CUDA runtime, which
+  the API server must not initialise), the memory the device's. A device not
+  in the table, or one vLLM cannot query (a Ray head without GPUs, as
+  ``get_batch_defaults`` allows for), skips the checks that need it, with one
+  log line. Like vLLM's config code, device 0 of this process stands for the
+  deployment's GPUs: with ``--nnodes`` each node (the head and every
+  ``--headless`` one) runs this check on its own GPUs.
+- the RAM: ``psutil.virtual_memory().available``, the figure vLLM compares
+  against, read now, before the weights load (vLLM reads it later, when less
+  is free: the plugin is not the stricter one for a single pool). The check
+  counts every pool on this node (the deployment's pools over ``--nnodes``),
+  where vLLM checks each pool alone as it is allocated: pools that fit one
+  at a time but not together are refused here, with the deviation
+  ``host_pools_fit_alone`` beside the error. When this process cannot know
+  which pools this node holds (the Ray executor or DP backend, an external
+  launcher, ``--data-parallel-size-local`` other than an even share,
+  external-LB DP ranks), the RAM check is skipped, with one log line.
+
 What breaks it on another vLLM version: ``create_engine_config`` renamed or no
 longer the single entry to ``VllmConfig``; general plugins loaded after it, or
 only in worker processes; the ``EngineArgs`` fields read here renamed; the
@@ -47,6 +82,7 @@ start-up that vLLM itself would let through, except on errors it reports.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -54,11 +90,22 @@ import json
 import logging
 import os
 import shlex
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "TESTED_VLLM_VERSIONS", "preflight", "register", "serve_args_of", "serve_flags"]
+__all__ = [
+    "ENV",
+    "HOST_MEMORY_SOURCE",
+    "TESTED_VLLM_VERSIONS",
+    "Machine",
+    "machine",
+    "preflight",
+    "register",
+    "serve_args_of",
+    "serve_flags",
+]
 
 #: vLLM releases this plugin was tested against (tests/vllm/).
 TESTED_VLLM_VERSIONS = ("0.33.0",)
@@ -66,6 +113,11 @@ TESTED_VLLM_VERSIONS = ("0.33.0",)
 ENV = "HISPARSE_RS_PREFLIGHT"
 _CHECKED_ENV = "HISPARSE_RS_PREFLIGHT_CHECKED"
 _MARK = "__hisparse_rs_preflight__"
+_GIB = 2**30
+#: What the RAM figure is, for the report's messages.
+HOST_MEMORY_SOURCE = (
+    "this node's available RAM, as vLLM reads it (psutil.virtual_memory().available), before the weights load"
+)
 
 # EngineArgs scalar fields that are ServeArgs fields of the same name.
 _SCALARS = (
@@ -164,20 +216,24 @@ def preflight(engine_args: Any) -> None:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: cannot read the arguments (%s)", e)
         return
-    if "model" not in args or not _check(args, mode):
+    if "model" not in args or not _check(engine_args, args, mode):
         _check_after_model_config(engine_args, args, mode)
 
 
-def _check(args: dict[str, Any], mode: str) -> bool:
-    """Check ``args``; False when their model is a hub id that is not in the local cache."""
+def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
+    """Check ``args`` on this node; False when their model is a hub id that is not in the local cache."""
     import hisparse_rs
 
     logger = _logger()
     fingerprint = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()[:16]
     if os.environ.get(_CHECKED_ENV) == fingerprint:
-        return True  # checked by the process that started this one
+        return True  # checked by the process that started this one (on this node)
     try:
-        report = hisparse_rs.check_args(args)
+        node = machine(engine_args, args.get("platform", "cuda"))
+    except Exception as e:  # a bug here must not stop vLLM, nor the checks that need no machine
+        node = Machine({}, "", (f"the machine's checks (reading it failed: {type(e).__name__}: {e})",))
+    try:
+        report = hisparse_rs.check_args(args, **node.options)
     except hisparse_rs.ModelLoadError as e:
         if e.code == "model_not_cached":
             return False  # vLLM downloads it: check with its model config
@@ -189,16 +245,19 @@ def _check(args: dict[str, Any], mode: str) -> bool:
     os.environ[_CHECKED_ENV] = fingerprint
     if not report.hisparse_enabled:
         return True
+    if node.skipped:
+        logger.info("hisparse_rs preflight: not checked on this node: %s", "; ".join(node.skipped))
     for w in report.warnings:
         logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
     if report.valid:
         logger.info(
-            "hisparse_rs preflight: HiSparse configuration valid (device_buffer_size %s, host_pool_gib %s)",
+            "hisparse_rs preflight: HiSparse configuration valid (device_buffer_size %s, host_pool_gib %s)%s",
             report.hisparse.device_buffer_size if report.hisparse else "?",
             report.hisparse.host_pool_gib if report.hisparse else "?",
+            f" for {node.checked}" if node.checked else "",
         )
         return True
-    text = render(report, args)
+    text = render(report, args, node)
     if mode == "warn":
         logger.warning("%s", text)
         return True
@@ -218,7 +277,7 @@ def _check_after_model_config(engine_args: Any, args: dict[str, Any], mode: str)
             _logger().warning("hisparse_rs preflight skipped: cannot read the HF config (%s)", e)
             return model_config
         # vLLM has applied --hf-overrides to its HF config already.
-        _check({**args, "hf_config": hf_config, "hf_overrides": None}, mode)
+        _check(engine_args, {**args, "hf_config": hf_config, "hf_overrides": None}, mode)
         return model_config
 
     engine_args.create_model_config = checked
@@ -282,6 +341,147 @@ def _platform() -> str:
     return "cpu"  # CPU, and every other platform: none of them runs HiSparse
 
 
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """What the check is told about the node it runs on.
+
+    ``options``: :func:`hisparse_rs.check_args`' machine options (``gpu``,
+    ``gpu_memory_gib``, ``host_memory_gib``, ``host_memory_source``);
+    ``checked``: those facts in words (``""`` when none); ``skipped``: each
+    check left out, and why.
+    """
+
+    options: dict[str, Any]
+    checked: str
+    skipped: tuple[str, ...]
+
+    def flags(self) -> str:
+        """The same facts as ``hisparse-check`` flags."""
+        o = self.options
+        parts = [f"--gpu {o['gpu']} --gpu-memory-gib {_gib(o['gpu_memory_gib'])}"] if "gpu" in o else []
+        if "host_memory_gib" in o:
+            parts.append(f"--host-memory-gib {_gib(o['host_memory_gib'])}")
+        return " ".join(parts)
+
+
+def _gib(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def machine(engine_args: Any, platform: str) -> Machine:
+    """The GPU and the RAM of the node this process runs on, as vLLM sees them (module docstring)."""
+    options: dict[str, Any] = {}
+    checked: list[str] = []
+    skipped: list[str] = []
+    if platform == "cuda":  # elsewhere HiSparse does not run: the report says so
+        gpu, why = _gpu()
+        if gpu is None:
+            skipped.append(
+                f"the residency resolver's shared memory and a host pool sized for the GPUs ({why})"
+            )
+        else:
+            spec, device, memory = gpu
+            options.update(gpu=spec["name"], gpu_memory_gib=memory / _GIB)
+            shared_kib, gib = spec["max_shared_memory_per_block"] // 1024, _gib(memory / _GIB)
+            if not memory > 0:  # not reported: the table's figure
+                del options["gpu_memory_gib"]
+                gib = f"{_gib(spec['memory_gib'])} (the table's)"
+            checked.append(
+                f"{device} ({spec['name']}: {shared_kib} KiB of shared memory per block, {gib} GiB)"
+            )
+    unknown = _pools_not_known(engine_args)
+    if unknown is None:
+        available = _available_host_memory()
+        if available is None or available <= 0:
+            unknown = "psutil cannot read the available RAM"
+        else:
+            options.update(host_memory_gib=available / _GIB, host_memory_source=HOST_MEMORY_SOURCE)
+            checked.append(f"{_gib(available / _GIB)} GiB of RAM available")
+    if unknown is not None:
+        skipped.append(f"the pinned host pools against this node's RAM ({unknown})")
+    return Machine(options, ", ".join(checked), tuple(skipped))
+
+
+def _gpu() -> tuple[tuple[dict[str, Any], str, int] | None, str]:
+    """(table entry, device name, total bytes) of device 0, or None and why."""
+    from vllm.platforms import current_platform
+
+    import hisparse_rs
+
+    try:
+        with _nvml_session():
+            name = str(current_platform.get_device_name(0))
+            capability = current_platform.get_device_capability(0)
+            memory = int(current_platform.get_device_total_memory(0))
+    except Exception as e:  # no GPU in this process (a Ray head): as vLLM's get_batch_defaults
+        return None, f"vLLM cannot query this process's GPU: {type(e).__name__}: {e}"
+    try:
+        spec = hisparse_rs.gpu_spec(name)
+    except ValueError:
+        return None, f"the GPU vLLM detected, {name!r}, is not in hisparse_rs' GPU table"
+    if capability is None:
+        return None, f"vLLM reports no compute capability for the GPU it detected, {name!r}"
+    arch = f"sm_{capability.major}{capability.minor}"
+    if arch != spec["arch"]:
+        return None, (
+            f"the GPU vLLM detected, {name!r}, has compute capability {arch}, "
+            f"not {spec['arch']} as hisparse_rs' {spec['name']}"
+        )
+    return (spec, name, memory), ""
+
+
+@contextlib.contextmanager
+def _nvml_session() -> Iterator[None]:
+    """One NVML session around several queries of vLLM's NVML platform (each
+    method opens its own; NVML counts nested nvmlInit calls)."""
+    cuda = sys.modules.get("vllm.platforms.cuda")
+    pynvml = getattr(cuda, "pynvml", None) if getattr(cuda, "nvml_available", False) else None
+    if pynvml is None:
+        yield
+        return
+    pynvml.nvmlInit()
+    try:
+        yield
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _available_host_memory() -> int | None:
+    """``psutil.virtual_memory().available`` (what vLLM 0.33's check_hisparse_host_memory reads), bytes."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return None
+
+
+def _pools_not_known(engine_args: Any) -> str | None:
+    """Why this process cannot know which host pools this node pins (None: it can).
+
+    hisparse_rs counts the deployment's pools over ``--nnodes``, as vLLM
+    spreads its ranks (arg_utils.py:2398-2446); other placements are not
+    this process's to see.
+    """
+    backend = getattr(engine_args, "distributed_executor_backend", None)
+    if backend not in (None, "mp", "uni"):
+        return f"the {backend if isinstance(backend, str) else 'custom'} executor places the ranks"
+    if getattr(engine_args, "data_parallel_backend", "mp") == "ray":
+        return "Ray places the DP ranks"
+    if getattr(engine_args, "data_parallel_rank", None) is not None or getattr(
+        engine_args, "data_parallel_external_lb", False
+    ):
+        return "each external-LB process runs one DP rank, and this node may run several"
+    local = getattr(engine_args, "data_parallel_size_local", None)
+    dp = int(getattr(engine_args, "data_parallel_size", 1) or 1)
+    nnodes = max(int(getattr(engine_args, "nnodes", 1) or 1), 1)
+    if local is not None and local != max(dp // nnodes, 1):
+        return (
+            f"--data-parallel-size-local {local} is not an even share of {dp} DP replicas on {nnodes} node(s)"
+        )
+    return None
+
+
 def _local_model_config(engine_args: Any) -> Path | None:
     for candidate in (getattr(engine_args, "hf_config_path", None), getattr(engine_args, "model", None)):
         if not candidate:
@@ -321,8 +521,9 @@ def _kv_transfer_json(kv: Any) -> Any:
     return _json(out)
 
 
-def render(report: Any, args: Mapping[str, Any]) -> str:
-    """The report as the ``ValueError`` text: every error with code, path, message and fix, then the flags."""
+def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) -> str:
+    """The report as the ``ValueError`` text: every error with code, path, message and fix, then the
+    flags, then the machine it was checked for (``node``)."""
     import hisparse_rs
 
     n = len(report.errors)
@@ -343,6 +544,11 @@ def render(report: Any, args: Mapping[str, Any]) -> str:
     flags = serve_flags(args, [d.fix for d in report.errors])
     if flags:
         lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]
+    if node is not None and (node.checked or node.skipped):
+        lines.append("")
+        if node.checked:
+            lines.append(f"Checked for this node: {node.checked} (hisparse-check {node.flags()}).")
+        lines += [f"Not checked: {why}." for why in node.skipped]
     lines += [
         "",
         f"{ENV}=warn logs these errors and lets vLLM go on; {ENV}=0 turns this check off.",

@@ -30,7 +30,7 @@ from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from vllm_pipeline import Verdict, vllm_verdict
+from vllm_pipeline import DEVICE_NAME, Verdict, vllm_verdict
 
 import hisparse_rs
 
@@ -38,7 +38,9 @@ MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
 DSV32 = str(MODELS / "deepseek-v3.2")
 SHRUNK = json.loads((MODELS / "vllm-test-hisparse-dsv32-shrunk" / "hf_overrides.json").read_text())
 DEVIATIONS = dict(hisparse_rs.vllm_deviations())
-GPU = "h200"  # vllm_pipeline answers the device queries as an H200 does
+# The GPU vllm_pipeline answers the device queries for, named as vLLM names it
+# (the name the plugin passes; hisparse_rs' table maps it to h200).
+GPU = DEVICE_NAME
 
 # GLM-5.3-Flash carries index_topk only under text_config; without the exl3
 # quantization vLLM does not load, vLLM reads it as far as its HiSparse checks.

@@ -98,7 +98,9 @@ def test_a_broken_config_raises_every_error_before_any_model_work(monkeypatch: p
 
     monkeypatch.setattr(EngineArgs, "create_model_config", no_model_work)
     args = broken()
-    expected = hisparse_rs.check_args(vllm_plugin.serve_args_of(args))
+    node = vllm_plugin.machine(args, "cuda").options  # the 8 x H200 node (conftest.py)
+    assert node["gpu"] == "h200" and node["host_memory_gib"] == 1920
+    expected = hisparse_rs.check_args(vllm_plugin.serve_args_of(args), **node)
     with pytest.raises(ValueError) as raised:
         args.create_engine_config()
     text = str(raised.value)
@@ -119,13 +121,14 @@ def test_a_broken_config_raises_every_error_before_any_model_work(monkeypatch: p
 
 
 def test_the_flags_of_the_report_make_a_config_that_vllm_starts() -> None:
+    node = vllm_plugin.machine(broken(), "cuda").options
     args = vllm_plugin.serve_args_of(broken())
-    report = hisparse_rs.check_args(args)
+    report = hisparse_rs.check_args(args, **node)
     flags = vllm_plugin.serve_flags(args, [d.fix for d in report.errors])
     fixed = dict(args)
     for d in report.errors:
         fixed = hisparse_rs.apply_fix(fixed, d.fix)
-    assert hisparse_rs.check_args(fixed).valid
+    assert hisparse_rs.check_args(fixed, **node).valid
     verdict = vllm_pipeline.vllm_verdict({**fixed, "model": str(DSV32)})
     assert verdict.starts and verdict.hisparse, verdict
     assert "--block-size 64" in flags
@@ -150,7 +153,7 @@ def test_without_hisparse_it_is_silent(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[Any] = []
-    monkeypatch.setattr(hisparse_rs, "check_args", lambda args: calls.append(args))
+    monkeypatch.setattr(hisparse_rs, "check_args", lambda args, **machine: calls.append(args))
     with caplog.at_level(logging.DEBUG, logger="vllm.plugins.hisparse_rs"):
         engine_args().create_engine_config()
     assert calls == []  # nothing configured: not even checked
@@ -200,7 +203,9 @@ def test_off_means_vllms_own_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_it_checks_a_configuration_once_per_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Any] = []
     real = hisparse_rs.check_args
-    monkeypatch.setattr(hisparse_rs, "check_args", lambda args: calls.append(args) or real(args))
+    monkeypatch.setattr(
+        hisparse_rs, "check_args", lambda args, **machine: calls.append(args) or real(args, **machine)
+    )
     engine_args(kv_transfer_config=pd_decode()).create_engine_config()
     # An API server process started by this one inherits the fingerprint.
     engine_args(kv_transfer_config=pd_decode()).create_engine_config()

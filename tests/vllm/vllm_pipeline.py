@@ -4,8 +4,10 @@
 current: it loads the no-device driver stub (``nodevice_libcuda.c``, built by
 ``build_stub``), tells Triton its NVIDIA driver is active, and answers the
 platform's device queries as one node of 8 H200s would (compute capability
-9.0, 141 GiB, 227 KiB of shared memory per block). It must run before any
-vLLM module that reads ``vllm.platforms.current_platform`` is imported.
+9.0, 141 GiB, 227 KiB of shared memory per block), with 2 TiB of RAM, 1920 GiB
+of it available (what ``psutil.virtual_memory()`` answers, for vLLM and the
+plugin alike). It must run before any vLLM module that reads
+``vllm.platforms.current_platform`` is imported.
 
 ``vllm_verdict(args)`` takes a ``ServeArgs`` JSON form (hisparse_rs' test
 vectors' form), turns it into a ``vllm serve`` command line, and runs what
@@ -34,8 +36,9 @@ own functions where one exists:
    ``HiSparseConnector.__init__``'s refusal without a host pool (*modelled*:
    there is none exactly when HiSparse is off).
 
-What is not run: weight loading, the 95 % host-RAM check (machine dependent;
-``hisparse-check --plan`` checks it), anything that needs a device.
+What is not run: weight loading, the 95 % host-RAM check (machine dependent,
+per pool as each rank allocates it; hisparse_rs checks the node's pools
+together, tests/vllm/test_plugin_machine.py), anything that needs a device.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ import io
 import json
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,23 @@ DEVICE_NAME = "NVIDIA H200"
 DEVICE_MEMORY = 141 * 2**30
 DEVICE_COUNT = 8
 SHARED_MEMORY_PER_BLOCK = 232448  # 227 KiB opt-in, sm_90
+# The node's RAM: a DGX H200's 2 TiB, 1920 GiB of it available.
+HOST_MEMORY = 2048 * 2**30
+HOST_MEMORY_AVAILABLE = 1920 * 2**30
+
+
+def node_memory(total: int, available: int) -> Callable[[], Any]:
+    """A ``psutil.virtual_memory`` that answers ``total`` and ``available`` bytes (the rest as measured)."""
+    import psutil
+
+    measure = psutil.virtual_memory
+
+    def virtual_memory() -> Any:
+        real = measure()
+        used = total - available
+        return real._replace(total=total, available=available, used=used, percent=100.0 * used / total)
+
+    return virtual_memory
 
 
 def build_stub(out_dir: Path) -> Path:
@@ -124,6 +144,9 @@ def install_nodevice_cuda(stub: Path) -> Any:
     import vllm.v1.hisparse.runtime as runtime
 
     runtime.get_max_shared_memory_bytes = lambda device_index=0: SHARED_MEMORY_PER_BLOCK  # type: ignore[assignment]
+    import psutil
+
+    psutil.virtual_memory = node_memory(HOST_MEMORY, HOST_MEMORY_AVAILABLE)
     _installed = platform
     return platform
 

@@ -338,6 +338,7 @@ fn plan_options(cli: &Cli) -> PlanOptions {
         gpu_memory_gib: cli.gpu_memory_gib,
         weights_gib: cli.weights_gib,
         gpu: cli.gpu.clone(),
+        ..PlanOptions::default()
     }
 }
 

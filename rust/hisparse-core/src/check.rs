@@ -63,6 +63,7 @@ pub(crate) fn check_with_model(
             .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
             if let Some(e) = plan::host_memory_error(&host, &path) {
                 report.errors.push(e);
+                report.warnings.extend(plan::pools_fit_alone(&host, &path));
                 report.valid = false;
                 report.hisparse = None;
             }

@@ -107,6 +107,7 @@ codes! {
     HiSparseSettingIgnored => "hisparse_setting_ignored",
     HostMemoryNotGiven => "host_memory_not_given",
     HostMemoryUnknown => "host_memory_unknown",
+    HostPoolsFitAlone => "host_pools_fit_alone",
     WeightsUnknown => "weights_unknown",
     NoGpuKvRoom => "no_gpu_kv_room",
     PlanAssumption => "plan_assumption",

@@ -1,6 +1,9 @@
 //! The GPUs `--gpu NAME` knows: memory (for the planner's KV room) and the
 //! largest shared memory one block may use (for vLLM 0.33's residency-resolver
-//! check), each with its source.
+//! check), each with its source. A GPU is found by its `--gpu` name or by the
+//! name its driver reports (what vLLM's `current_platform.get_device_name()`
+//! returns, e.g. `NVIDIA H100 80GB HBM3`), so the vLLM plugin can name the GPU
+//! vLLM detected; a name not in the table is not guessed at.
 //!
 //! Shared memory is the opt-in maximum per block, the attribute vLLM reads:
 //! `get_max_shared_memory_bytes` (`vllm/utils/mem_utils.py:35`) calls
@@ -35,6 +38,9 @@ pub struct GpuSpec {
 
 struct Row {
     names: &'static [&'static str],
+    /// The names the driver reports (`nvidia-smi`, NVML `nvmlDeviceGetName`,
+    /// vLLM `current_platform.get_device_name()`), matched exactly, any case.
+    device_names: &'static [&'static str],
     description: &'static str,
     platform: &'static str,
     arch: &'static str,
@@ -53,7 +59,8 @@ const CDNA3: &str = "AMD Instinct MI300 (CDNA 3) ISA reference: 64 KiB of LDS pe
 const TABLE: &[Row] = &[
     Row {
         names: &["a100", "a100-80gb", "a100-sxm"],
-        description: "NVIDIA A100 80 GB (SXM)",
+        device_names: &["NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"],
+        description: "NVIDIA A100 80 GB (SXM4, PCIe)",
         platform: "cuda",
         arch: "sm_80",
         memory_gib: 80.0,
@@ -63,6 +70,7 @@ const TABLE: &[Row] = &[
     },
     Row {
         names: &["a100-40gb"],
+        device_names: &["NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"],
         description: "NVIDIA A100 40 GB",
         platform: "cuda",
         arch: "sm_80",
@@ -73,6 +81,7 @@ const TABLE: &[Row] = &[
     },
     Row {
         names: &["l40s"],
+        device_names: &["NVIDIA L40S"],
         description: "NVIDIA L40S",
         platform: "cuda",
         arch: "sm_89",
@@ -83,17 +92,19 @@ const TABLE: &[Row] = &[
     },
     Row {
         names: &["h100", "h100-sxm", "h100-80gb"],
-        description: "NVIDIA H100 SXM 80 GB",
+        device_names: &["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"],
+        description: "NVIDIA H100 80 GB (SXM, PCIe)",
         platform: "cuda",
         arch: "sm_90",
         memory_gib: 80.0,
-        memory_source: "NVIDIA H100 datasheet: 80 GB HBM3 (SXM)",
+        memory_source: "NVIDIA H100 datasheet: 80 GB (HBM3 on SXM, HBM2e on PCIe)",
         shared_kib: 227,
         shared_source: HOPPER,
     },
     Row {
         names: &["h200", "h200-sxm"],
-        description: "NVIDIA H200 SXM",
+        device_names: &["NVIDIA H200", "NVIDIA H200 NVL"],
+        description: "NVIDIA H200 (SXM, NVL)",
         platform: "cuda",
         arch: "sm_90",
         memory_gib: 141.0,
@@ -103,6 +114,7 @@ const TABLE: &[Row] = &[
     },
     Row {
         names: &["b200"],
+        device_names: &["NVIDIA B200"],
         description: "NVIDIA B200",
         platform: "cuda",
         arch: "sm_100",
@@ -113,6 +125,7 @@ const TABLE: &[Row] = &[
     },
     Row {
         names: &["mi300x"],
+        device_names: &["AMD Instinct MI300X", "AMD_Instinct_MI300X"],
         description: "AMD Instinct MI300X",
         platform: "rocm",
         arch: "gfx942",
@@ -128,12 +141,18 @@ pub fn names() -> Vec<&'static str> {
     TABLE.iter().map(|r| r.names[0]).collect()
 }
 
-/// The GPU called `name` (case and `_`/`-` insensitive: `H200`, `a100_80gb`).
+/// The GPU called `name`: a `--gpu` name (case and `_`/`-` insensitive:
+/// `H200`, `a100_80gb`) or the name the driver reports (`NVIDIA H200`,
+/// `NVIDIA H100 80GB HBM3`, any case).
 pub fn lookup(name: &str) -> Result<GpuSpec, String> {
     let wanted = name.trim().to_ascii_lowercase().replace('_', "-");
+    let reported = name.trim();
     let row = TABLE
         .iter()
-        .find(|r| r.names.contains(&wanted.as_str()))
+        .find(|r| {
+            r.names.contains(&wanted.as_str())
+                || r.device_names.iter().any(|d| d.eq_ignore_ascii_case(reported))
+        })
         .ok_or_else(|| {
             let mut known: Vec<&str> = TABLE.iter().flat_map(|r| r.names.iter().copied()).collect();
             let hint = crate::config::schema::closest(&wanted, &known)
@@ -141,7 +160,7 @@ pub fn lookup(name: &str) -> Result<GpuSpec, String> {
                 .unwrap_or_default();
             known.sort_unstable();
             format!(
-                "--gpu {name:?} is not a GPU hisparse-check knows; {hint}known: {} (or give --gpu-memory-gib)",
+                "--gpu {name:?} is not a GPU hisparse-check knows; {hint}known: {}, or the name the driver reports for one (\"NVIDIA H200\"); or give --gpu-memory-gib",
                 known.join(", ")
             )
         })?;
@@ -172,11 +191,32 @@ mod tests {
         assert_eq!(lookup("mi300x").unwrap().platform, "rocm");
         let err = lookup("h2000").unwrap_err();
         assert!(err.contains("did you mean h200?"), "{err}");
+        // The names the driver reports, any case; nothing else is guessed at.
+        assert_eq!(lookup("NVIDIA H200").unwrap().name, "h200");
+        assert_eq!(lookup("nvidia h100 80gb hbm3").unwrap().name, "h100");
+        assert_eq!(lookup("NVIDIA B200").unwrap().arch, "sm_100");
+        assert_eq!(lookup("NVIDIA A100-PCIE-40GB").unwrap().name, "a100-40gb");
+        for unknown in [
+            "NVIDIA H20",
+            "NVIDIA GH200 480GB",
+            "NVIDIA H100",
+            "H200 NVIDIA",
+        ] {
+            assert!(lookup(unknown).is_err(), "{unknown}");
+        }
         // Every alias is unique, so a name means one GPU.
         let mut all: Vec<&str> = TABLE.iter().flat_map(|r| r.names.iter().copied()).collect();
         let n = all.len();
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n);
+        let mut reported: Vec<String> = TABLE
+            .iter()
+            .flat_map(|r| r.device_names.iter().map(|d| d.to_ascii_lowercase()))
+            .collect();
+        let n = reported.len();
+        reported.sort_unstable();
+        reported.dedup();
+        assert_eq!(reported.len(), n);
     }
 }

@@ -29,6 +29,11 @@ pub const MAX_MODEL_CONFIG_BYTES: u64 = 16 << 20;
 /// hundred bytes). Error: `file_too_large`.
 pub const MAX_SERVE_CONFIG_BYTES: u64 = 1 << 20;
 
+/// Longest `host_memory_source` planner option (a phrase the report's
+/// messages quote, such as the vLLM plugin's "this node's available RAM").
+/// Error: a usage error naming the option.
+pub const MAX_HOST_MEMORY_SOURCE_BYTES: usize = 512;
+
 /// "Did you mean" compares names up to this many bytes (the longest vLLM
 /// flag or config key has about 50): a longer name gets no suggestion, so a
 /// megabyte-long typo costs nothing.

@@ -139,6 +139,95 @@ fn shared_and_private_tp_pools_pin_different_physical_memory() {
 }
 
 #[test]
+fn each_node_pins_its_share_of_the_pools() {
+    // vLLM spreads the world evenly over --nnodes (arg_utils.py:2421): with
+    // DP 2 x TP 8 on 2 nodes each node holds one replica and its shared pool;
+    // TP 16 over 2 nodes is private (a replica spans nodes): 8 pools a node.
+    let mut a = args("deepseek-v3.2", 100.0);
+    a.tensor_parallel_size = Some(8);
+    a.data_parallel_size = Some(2);
+    let one = planned(&a, &opts());
+    assert_eq!(
+        (one.host.mode, one.host.pools_per_node),
+        (PoolMode::Shared, 2)
+    );
+    a.nnodes = Some(2);
+    let two = planned(&a, &opts());
+    assert_eq!(
+        (two.host.mode, two.host.pools_per_node),
+        (PoolMode::Shared, 1)
+    );
+    assert!(two
+        .host
+        .mode_rule
+        .contains("1 DP replica on this node (2 nodes)"));
+    let mut wide = args("deepseek-v3.2", 100.0);
+    wide.tensor_parallel_size = Some(16);
+    wide.nnodes = Some(2);
+    let p = planned(&wide, &opts());
+    assert_eq!((p.host.mode, p.host.pools_per_node), (PoolMode::Private, 8));
+    assert_eq!(p.host.pinned_bytes_per_node, 8 * p.host.pool_bytes);
+}
+
+#[test]
+fn pools_that_fit_alone_but_not_together_name_the_deviation() {
+    // vLLM 0.33 checks each pool alone as its rank allocates it
+    // (check_hisparse_host_memory): 4 private pools of 100 GiB on a node with
+    // 256 GiB each fit alone, so the error comes with host_pools_fit_alone.
+    let mut private = args("deepseek-v3.2", 100.0);
+    private.tensor_parallel_size = Some(4);
+    private.distributed_executor_backend = Some("ray".into());
+    let node = PlanOptions {
+        host_memory_gib: Some(256.0),
+        host_memory_source: Some("this node's available RAM".into()),
+        ..PlanOptions::default()
+    };
+    let (_, p) = plan(&private, &node).unwrap();
+    let p = p.unwrap();
+    assert_eq!(p.errors[0].code, Code::HostMemoryExceeded);
+    assert!(
+        p.errors[0].message.contains("this node's available RAM"),
+        "{}",
+        p.errors[0].message
+    );
+    let w = p
+        .warnings
+        .iter()
+        .find(|w| w.code == Code::HostPoolsFitAlone);
+    let w = w.expect("the deviation is named");
+    assert_eq!(w.path, p.errors[0].path);
+    assert!(w.message.contains("each of the 4 pools"), "{}", w.message);
+    assert!(hisparse_core::config::deviations::deviation(Code::HostPoolsFitAlone).is_some());
+    // The check (not only the planner) says the same.
+    let r = hisparse_core::check::check(&private, &node).unwrap();
+    let codes: Vec<Code> = r.errors.iter().chain(&r.warnings).map(|d| d.code).collect();
+    assert!(codes.contains(&Code::HostMemoryExceeded) && codes.contains(&Code::HostPoolsFitAlone));
+    // One pool too large for the node fails in vLLM too: no deviation.
+    let mut shared = args("deepseek-v3.2", 300.0);
+    shared.tensor_parallel_size = Some(4);
+    let (_, p) = plan(&shared, &node).unwrap();
+    let p = p.unwrap();
+    assert_eq!(p.errors[0].code, Code::HostMemoryExceeded);
+    assert!(p.warnings.iter().all(|w| w.code != Code::HostPoolsFitAlone));
+}
+
+#[test]
+fn host_memory_source_is_bounded_and_needs_the_figure() {
+    let a = args("deepseek-v3.2", 64.0);
+    let alone = PlanOptions {
+        host_memory_source: Some("x".into()),
+        ..PlanOptions::default()
+    };
+    assert!(plan(&a, &alone).is_err());
+    let long = PlanOptions {
+        host_memory_source: Some("x".repeat(513)),
+        ..opts()
+    };
+    let err = plan(&a, &long).unwrap_err().to_string();
+    assert!(err.contains("at most 512"), "{err}");
+}
+
+#[test]
 fn no_fix_when_even_the_start_up_minimum_does_not_fit() {
     let mut a = args("deepseek-v3.2", 100.0);
     a.data_parallel_size = Some(8);

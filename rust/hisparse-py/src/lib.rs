@@ -74,8 +74,8 @@ fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<(ServeArgs, Vec<Diagnostic>)>
 
 /// Resolve and validate serve args: a mapping in the `ServeArgs` form (vLLM
 /// EngineArgs field names) or its JSON text. With `options_json` (`gpu`,
-/// `gpu_memory_gib`, `host_memory_gib`, `weights_gib`, `context_length`,
-/// `target_requests`) the checks that need the machines run too. The GIL is
+/// `gpu_memory_gib`, `host_memory_gib`, `host_memory_source`, `weights_gib`,
+/// `context_length`, `target_requests`) the checks that need the machines run too. The GIL is
 /// released while Rust works. Input problems (nesting deeper than 128 levels,
 /// a cycle, over 16 MiB, text that is not UTF-8, a number no field holds) are
 /// reported as errors.
@@ -209,6 +209,18 @@ fn run_cli_plan(py: Python<'_>, argv: Vec<String>) -> PyResult<(i32, Option<Plan
     Ok((code, p.map(Plan::from)))
 }
 
+/// The GPU `--gpu NAME` means: a `--gpu` name (`h200`) or the name the driver
+/// reports (`NVIDIA H200`), as a dict (name, description, platform, arch,
+/// memory_gib, max_shared_memory_per_block and the source of each figure).
+/// Raises ValueError for a GPU not in the table (the message names the known ones).
+#[pyfunction]
+fn gpu_spec<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let spec = hisparse_core::gpu::lookup(name).map_err(PyValueError::new_err)?;
+    let value = serde_json::to_value(spec)
+        .map_err(|e| PyValueError::new_err(format!("GPU {name:?}: {e}")))?;
+    results::to_py(py, &value)
+}
+
 /// Every stable diagnostic code.
 #[pyfunction]
 fn error_codes() -> Vec<&'static str> {
@@ -229,6 +241,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("VLLM_VERSION", hisparse_core::VLLM_VERSION)?;
+    m.add(
+        "MAX_RESOLVE_ENTRIES",
+        hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES,
+    )?;
     let load_error = py.get_type::<ModelLoadError>();
     load_error.setattr("code", "model_load_error")?;
     m.add("ModelLoadError", load_error)?;
@@ -249,6 +265,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
     m.add_class::<pool::HostKVPool>()?;
     m.add_class::<pool::PoolLayout>()?;
     m.add_class::<pool::PoolStats>()?;

@@ -38,6 +38,10 @@ pub const VLLM_DEVIATIONS: &[Deviation] = &[
         code: Code::HostPoolLimitsContext,
         vllm: "with --max-model-len auto, shortens the context to what the host pool holds instead of failing",
     },
+    Deviation {
+        code: Code::HostPoolsFitAlone,
+        vllm: "checks each pinned pool alone, against 95 % of the RAM available when its rank allocates it (after the weights have loaded): pools that fit one at a time but not together can start, with more than 95 % of the node's available RAM pinned, or fail at a later rank's allocation",
+    },
 ];
 
 /// The deviation for `code`, if it is one.

@@ -55,6 +55,11 @@ pub struct PlanOptions {
     /// (vLLM checks the pool against available memory, `psutil.virtual_memory().available`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_memory_gib: Option<f64>,
+    /// What `host_memory_gib` is, for the report's messages (default: "given
+    /// with --host-memory-gib"); the vLLM plugin gives the node's available
+    /// RAM and says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory_source: Option<String>,
     /// Memory of one GPU in GiB, for the KV room from `gpu_memory_utilization`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory_gib: Option<f64>,
@@ -175,8 +180,8 @@ pub struct HostPlan {
     pub min_host_pool_gib: f64,
     /// Pinned bytes of one pool (host_blocks x stride, page-rounded).
     pub pool_bytes: u64,
-    /// Pools on the node: DP replicas (shared) or DP x TP ranks (private);
-    /// assumes all ranks of the deployment on one node.
+    /// Pools on one node: DP replicas (shared) or DP x TP ranks (private),
+    /// divided by `--nnodes` (vLLM spreads the world evenly over the nodes).
     pub pools_per_node: u64,
     pub pinned_bytes_per_node: u64,
     /// The node's host RAM the check used, bytes; null when unknown.
@@ -410,6 +415,20 @@ pub(crate) fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
         _ => Ok(()),
     };
     positive("--host-memory-gib", o.host_memory_gib)?;
+    if let Some(source) = &o.host_memory_source {
+        if o.host_memory_gib.is_none() {
+            return Err(PlanError::Option(
+                "host_memory_source describes host_memory_gib: give both".into(),
+            ));
+        }
+        if source.len() > crate::limits::MAX_HOST_MEMORY_SOURCE_BYTES {
+            return Err(PlanError::Option(format!(
+                "host_memory_source is {} bytes long; at most {}",
+                source.len(),
+                crate::limits::MAX_HOST_MEMORY_SOURCE_BYTES
+            )));
+        }
+    }
     positive("--gpu-memory-gib", o.gpu_memory_gib)?;
     match o.weights_gib {
         Some(x) if !(x.is_finite() && x >= 0.0 && x * GIB < u64::MAX as f64) => {
@@ -640,6 +659,7 @@ impl<'a> Planner<'a> {
         if let Some(e) = host_memory_error(&self.host, &path) {
             if self.host.host_memory_given {
                 errors.push(e);
+                self.warnings.extend(pools_fit_alone(&self.host, &path));
             } else {
                 // This machine's RAM is not the serving node's: say so, do not fail on it.
                 self.warnings.push(
@@ -791,6 +811,31 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
     Some(diag)
 }
 
+/// The deviation beside a [`host_memory_error`] when every pool fits alone:
+/// vLLM 0.33 checks each pool by itself against 95 % of the RAM available
+/// when its rank allocates it (`check_hisparse_host_memory`,
+/// `v1/hisparse/runtime.py:195`, called per pool at :256, :384 and :403),
+/// so the pools that hisparse_rs refuses together may start there.
+pub(crate) fn pools_fit_alone(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
+    let usable = host.usable_host_memory_bytes?;
+    if host.pools_per_node < 2 || host.pool_bytes > usable || host.pinned_bytes_per_node <= usable {
+        return None;
+    }
+    Some(
+        Diagnostic::warning(
+            Code::HostPoolsFitAlone,
+            path.clone(),
+            format!(
+                "each of the {} pools on this node ({}) fits alone in the {} usable, and vLLM 0.33 checks each pool alone as its rank allocates it, after the weights have loaded (check_hisparse_host_memory): it may start with these pools, with more than 95 % of the node's available RAM pinned, or fail at a later rank's allocation; hisparse_rs checks the node's pools together",
+                host.pools_per_node,
+                gib_text(host.pool_bytes),
+                gib_text(usable)
+            ),
+        )
+        .given(&json!(host.host_pool_gib)),
+    )
+}
+
 /// Bytes as GiB, or MiB below 1 GiB, for messages and the plan's text.
 pub fn gib_text(bytes: u64) -> String {
     let g = bytes as f64 / GIB;
@@ -844,26 +889,36 @@ pub(crate) fn host_plan(
         parallel,
         args.distributed_executor_backend.as_deref(),
     );
-    let replicas = if dp == 1 {
-        "1 DP replica".to_owned()
+    // vLLM spreads the world evenly over --nnodes (world / nnodes ranks a
+    // node, `EngineArgs.create_engine_config`, arg_utils.py:2421): this
+    // node pins its share of the deployment's pools.
+    let nnodes = args.nnodes.unwrap_or(1).max(1) as u64;
+    let per_node = |pools: u64| pools.div_ceil(nnodes).max(1);
+    let nodes = if nnodes > 1 {
+        format!(" ({nnodes} nodes)")
     } else {
-        format!("{dp} DP replicas")
+        String::new()
+    };
+    let replicas = match per_node(dp) {
+        1 => "1 DP replica".to_owned(),
+        n => format!("{n} DP replicas"),
     };
     let (mode, mode_rule, pools_per_node) = if shared {
         (
             PoolMode::Shared,
-            format!("the {tp} TP ranks of each DP replica share one pool (vLLM 0.33 use_shared_hisparse_host_pool: CUDA, TP > 1, no PP/DCP, mp executor on one node); {replicas} on this node"),
-            dp,
+            format!("the {tp} TP ranks of each DP replica share one pool (vLLM 0.33 use_shared_hisparse_host_pool: CUDA, TP > 1, no PP/DCP, mp executor, a replica within one node); {replicas} on this node{nodes}"),
+            per_node(dp),
         )
     } else {
+        let ranks = tp.saturating_mul(dp);
         (
             PoolMode::Private,
             if tp > 1 {
-                format!("each of the {tp} x {dp} ranks pins its own pool, a full copy: MLA KV is replicated across TP ranks (vLLM 0.33 shares a pool only under the mp executor)")
+                format!("each of the {tp} x {dp} ranks pins its own pool, a full copy: MLA KV is replicated across TP ranks (vLLM 0.33 shares a pool only under the mp executor, with a replica on one node); {} of them on this node{nodes}", per_node(ranks))
             } else {
-                format!("one pool per rank (TP 1); {replicas} on this node")
+                format!("one pool per rank (TP 1); {replicas} on this node{nodes}")
             },
-            tp.saturating_mul(dp),
+            per_node(ranks),
         )
     };
     let host_block_bytes = h.host_block_bytes.as_ref().map_or(0, |r| r.value);
@@ -876,7 +931,10 @@ pub(crate) fn host_plan(
     let (host_memory_bytes, host_memory_source) = match options.host_memory_gib {
         Some(g) => (
             Some(gib_bytes(g)),
-            "given with --host-memory-gib".to_owned(),
+            options
+                .host_memory_source
+                .clone()
+                .unwrap_or_else(|| "given with --host-memory-gib".to_owned()),
         ),
         None => match host_memory_available() {
             Some(b) => (
