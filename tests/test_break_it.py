@@ -500,3 +500,35 @@ def test_console_script_on_a_full_stdout_exits_non_zero() -> None:
     assert proc.returncode == 2
     assert "cannot write the result to stdout" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_console_script_on_a_closed_stdout_exits_non_zero() -> None:
+    # `hisparse-check ... >&-`: Rust's stdout takes writes to a closed
+    # descriptor as written, so the result was lost with exit 0.
+    exe = Path(sys.executable).parent / "hisparse-check"
+    for extra in ([], ["--help"]):
+        proc = subprocess.run(
+            [str(exe), DSV32, "--kv-transfer-config", json.dumps(HS), *extra],
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.close(1),
+        )
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert "cannot write the result to stdout" in proc.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_named_not_not_found(tmp_path: Path) -> None:
+    # A Latin-1 directory name: it exists, but was read with a replacement
+    # character and reported as "model config not found".
+    model = Path(os.fsdecode(bytes(tmp_path) + b"/mod\xe8le"))
+    model.mkdir()
+    (model / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
+    exe = Path(sys.executable).parent / "hisparse-check"
+    proc = subprocess.run(
+        [exe, model, "--kv-transfer-config", json.dumps(HS)], capture_output=True, timeout=60
+    )
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 2 and "argument 1" in err and "not UTF-8" in err, err
+    assert "not found" not in err and "Traceback" not in err, err
+    assert hisparse_rs._core.run_cli([os.fsdecode(b"/x/\xff"), "--json"]) == 2
