@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +303,51 @@ def test_a_model_path_that_is_not_utf8_is_reported() -> None:
 def test_too_large_input_is_reported() -> None:
     big = {"kv_connector": "HiSparseConnector", "pad": ["x" * 1024] * (17 * 1024)}  # 17 MiB
     r = hisparse_rs.check(DSV32, kv_transfer_config=big)
+    assert [c for c, _ in codes(r)] == ["input_too_large"]
+
+
+class _EndlessMapping(Mapping[str, Any]):
+    """A mapping whose items never end (len() says 1): counts what was read."""
+
+    HARD_STOP = 3_000_000
+
+    def __init__(self) -> None:
+        self.pulled = 0
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    def __getitem__(self, key: str) -> Any:
+        return None
+
+    def items(self) -> Any:
+        while self.pulled < self.HARD_STOP:  # a regression raises instead of eating memory
+            self.pulled += 1
+            yield f"k{self.pulled}", None
+        raise AssertionError("the walk read past its 16 MiB budget")
+
+
+class _EndlessIterList(list[int]):
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            yield 1
+
+
+def test_containers_are_read_lazily_and_no_further_than_the_budget() -> None:
+    # A Mapping was read through list(mapping.items()) (an endless one ate all
+    # memory) and the walk went on after the budget ran out.
+    endless = _EndlessMapping()
+    r = hisparse_rs.check(DSV32, hf_overrides=endless)
+    assert [c for c, _ in codes(r)] == ["input_too_large"]
+    assert endless.pulled <= (16 << 20) // 16 + 1
+    # A list is read as json.dumps reads it: its items, not its __iter__.
+    r = hisparse_rs.check(DSV32, kv_transfer_config=HS, hf_overrides={"a": _EndlessIterList([1, 2])})
+    assert r.valid, codes(r)
+    huge = [None] * (2 << 20)  # 32 MiB of budget: the walk stops at 16
+    r = hisparse_rs.check(DSV32, hf_overrides={"a": huge, "b": [huge]})
     assert [c for c, _ in codes(r)] == ["input_too_large"]
 
 
