@@ -161,6 +161,31 @@ def test_every_failed_resolver_call_changes_nothing(
         assert isinstance(e, PoolError) and e.code == code
 
 
+def test_array_arguments_are_bounded_before_they_are_copied() -> None:
+    # A broadcast (zero-stride) view costs nothing, but its contiguous copy
+    # was made before any bound applied: 16 GiB for resolve, 64 GiB for
+    # host_rows (MemoryError, or the OOM killer). Here 2^27 entries: above
+    # every bound, and about a GiB should the bound regress.
+    r, states = busy_resolver()
+    p = busy_pool()
+    big = 1 << 27
+    for call, what in (
+        (
+            lambda: r.resolve(np.broadcast_to(np.int32(1), (big, 2)), np.broadcast_to(np.int32(0), (big,))),
+            "topk_rows",
+        ),
+        (lambda: r.resolve(np.zeros((1, 2), np.int32), np.broadcast_to(np.int64(0), (big,))), "state_index"),
+        (lambda: p.host_rows("a", np.broadcast_to(np.int64(0), (big,))), "positions"),
+        (lambda: p.host_rows("a", torch.zeros(1, dtype=torch.int64).expand(big)), "positions"),
+        (lambda: r.import_state(states[0], np.broadcast_to(np.int64(-1), (big,)), np.arange(4)), "slot_rows"),
+    ):
+        before = (pool_state(p), resolver_state(r, states))
+        with pytest.raises(PoolError, match=what) as info:
+            call()
+        assert info.value.code in ("batch_too_large", "shape_mismatch"), info.value
+        assert (pool_state(p), resolver_state(r, states)) == before
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
