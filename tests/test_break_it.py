@@ -496,6 +496,31 @@ def test_model_files_that_are_not_regular_or_too_large_have_their_own_codes(tmp_
     assert info.value.code == "model_not_found"
 
 
+def test_a_cached_config_json_that_is_not_a_regular_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_hub: Callable[..., str]
+) -> None:
+    # A snapshot's config.json that is a FIFO, a device link, a directory or a
+    # symlink loop was "not there", with the advice to download it.
+    commit = hf_hub("org/m")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    target = tmp_path / "hub" / "models--org--m" / "snapshots" / commit / "config.json"
+    for make, code in (
+        (lambda: os.mkfifo(target), "not_a_regular_file"),
+        (lambda: target.symlink_to("/dev/zero"), "not_a_regular_file"),
+        (lambda: target.mkdir(), "not_a_regular_file"),
+        (lambda: target.symlink_to(target), "read_failed"),
+    ):
+        if target.is_dir() and not target.is_symlink():
+            target.rmdir()
+        else:
+            target.unlink(missing_ok=True)
+        make()
+        with pytest.raises(hisparse_rs.ModelLoadError) as info:
+            hisparse_rs.check("org/m", kv_transfer_config=HS)
+        assert info.value.code == code, str(info.value)
+        assert str(target) in str(info.value) and "download" not in str(info.value)
+
+
 def test_a_megabyte_unknown_flag_gets_no_suggestion_search() -> None:
     # The Rust CLI from Python (run_cli): argv is not capped at 128 KiB here.
     code = hisparse_rs._core.run_cli([DSV32, "--" + "x" * (1 << 20)])
