@@ -8,6 +8,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
+# Disk: the two venvs hold ~15 GB once installed (torch and CUDA wheels twice:
+# the kernels run on torch 2.15, vLLM pins 2.14). pip keeps no second copy of
+# the wheels in its cache, and the free space is printed first, so a full disk
+# reads as one (a run once failed with ENOSPC in the first pip install).
+export PIP_NO_CACHE_DIR=1
+df -h . | sed 's/^/disk: /'
+
 step "python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -24,6 +31,7 @@ for attempt in 1 2 3; do
   fi
   if [ "$attempt" = 3 ]; then
     echo "pip install failed 3 times" >&2
+    df -h . >&2
     exit 1
   fi
   echo "pip install failed (attempt $attempt); retrying" >&2
@@ -69,6 +77,7 @@ for attempt in 1 2 3; do
   fi
   if [ "$attempt" = 3 ]; then
     echo "pip install (vLLM) failed 3 times" >&2
+    df -h . >&2
     exit 1
   fi
   echo "pip install (vLLM) failed (attempt $attempt); retrying" >&2
