@@ -239,6 +239,6 @@ def test_model_ids_from_the_cache(
     report = hisparse_rs.check("deepseek-ai/DeepSeek-V3.2", kv_transfer_config=PD)
     assert report.valid and report.model is not None and commit in report.model.source
     with pytest.raises(
-        hisparse_rs.ModelLoadError, match=r"huggingface-cli download zai-org/GLM-5 config\.json"
+        hisparse_rs.ModelLoadError, match=r"hf download zai-org/GLM-5 config\.json"
     ):
         hisparse_rs.check("zai-org/GLM-5")

@@ -385,7 +385,8 @@ def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path, hf_hub: 
     absent = run("zai-org/GLM-5", env=env)
     assert absent.returncode == 2
     assert "models--zai-org--GLM-5: no such directory (cache from HF_HUB_CACHE)" in absent.stderr
-    assert "huggingface-cli download zai-org/GLM-5 config.json" in absent.stderr
+    assert "hf download zai-org/GLM-5 config.json" in absent.stderr
+    assert "huggingface-cli" not in absent.stderr
     assert "Traceback" not in missing.stderr + absent.stderr
 
 

@@ -258,7 +258,7 @@ where
         }
     };
     if parsed.cli.plot.is_some() {
-        let _ = writeln!(stderr, "hisparse-check: error: --plot draws with matplotlib, which runs in Python: use the hisparse-check that pip installs (pip install 'hisparse_rs[plot]'), or hisparse_rs.plot_plan()");
+        let _ = writeln!(stderr, "hisparse-check: error: --plot draws with matplotlib, which runs in Python: use the hisparse-check that pip installs with the plot extra (pip install 'hisparse_rs[plot]' (from a checkout of this repository: pip install '.[plot]')), or hisparse_rs.plot_plan()");
         return (EXIT_USAGE, None);
     }
     let json_output = parsed.cli.json;

@@ -83,21 +83,23 @@ pub fn human(report: &Report) -> String {
                     format!("{v} B per block (vLLM's residency resolver)")
                 }));
             }
+            // One column, as wide as the longest name.
+            let w = rows.iter().map(|(name, _, _)| name.len()).max().unwrap_or(0);
             for (name, value, prov) in rows {
-                let _ = writeln!(out, "  {name:<21} {value}");
-                let _ = writeln!(out, "  {:<21}   {}", "", provenance(prov));
+                let _ = writeln!(out, "  {name:<w$} {value}");
+                let _ = writeln!(out, "  {:<w$}   {}", "", provenance(prov));
             }
             if let Some(ours) = h.triton_resolver_shared_memory_bytes {
                 let _ = writeln!(
                     out,
-                    "  {:<21}   hisparse_rs Triton resolver: {ours} B per program",
+                    "  {:<w$}   hisparse_rs Triton resolver: {ours} B per program",
                     ""
                 );
             }
             if let Some(g) = &report.gpu {
                 let _ = writeln!(
                     out,
-                    "  {:<21}   {} allows {} B per block ({})",
+                    "  {:<w$}   {} allows {} B per block ({})",
                     "", g.name, g.max_shared_memory_per_block, g.shared_memory_source
                 );
             }

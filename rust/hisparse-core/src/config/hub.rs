@@ -116,7 +116,7 @@ pub fn locate(model: &str, revision: Option<&str>, cache: &HubCache) -> Result<P
             model: model.to_owned(),
             looked,
             fetch: format!(
-            "huggingface-cli download {model} {CONFIG_NAME}{} (or put a local config.json path)",
+            "hf download {model} {CONFIG_NAME}{} (huggingface_hub >= 1.0; or put a local config.json path)",
             revision.map(|r| format!(" --revision {r}")).unwrap_or_default()
         ),
         };
@@ -266,7 +266,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.contains("huggingface-cli download org/other config.json"),
+            err.contains("hf download org/other config.json"),
             "{err}"
         );
         assert!(locate("org/m", Some("../../etc"), &cache).is_err());
