@@ -54,16 +54,23 @@ def check_tensors(op: str, **tensors: torch.Tensor | None) -> None:
     """Refuse tensors no kernel (or reference) can take, before anything reads them.
 
     Every launcher and reference calls this first, so a meta tensor (no data:
-    torch would raise NotImplementedError deep inside) or one that requires
-    grad (the ops are inference-only and write in place: torch would raise
-    RuntimeError) is a ValueError naming the argument and the fix. ``None``
-    (an optional argument not given) is skipped.
+    torch would raise NotImplementedError deep inside), a sparse or nested
+    tensor (no strides to index: RuntimeError, after ``DecodeRuntime`` had
+    resolved) or one that requires grad (the ops are inference-only and write
+    in place: torch would raise RuntimeError) is a ValueError naming the
+    argument and the fix. ``None`` (an optional argument not given) is skipped.
     """
     for name, t in tensors.items():
         if t is None:
             continue
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.layout != torch.strided or t.is_nested:
+            kind = "nested" if t.is_nested else str(t.layout).removeprefix("torch.")
+            raise ValueError(
+                f"{op}: {name} is {kind}, not a dense (strided) tensor; the kernels index rows by "
+                f"their strides. Fix: pass {name}.to_dense()."
+            )
         if t.device.type == "meta":
             raise ValueError(
                 f"{op}: {name} is on the meta device, which holds no data. Fix: materialize it "

@@ -61,8 +61,10 @@ anything is launched, with the Rust resolver's codes where it has one.
 from __future__ import annotations
 
 import heapq
+import operator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import triton
 
@@ -517,6 +519,43 @@ def resolver_aot_launches(
     return [resolve_launch(topk_rows, state_index, states, lru, plan, ws, num_host_rows)]
 
 
+def _size_arg(name: str, value: object, bits: int) -> int:
+    """An unsigned ``bits``-bit size as the Rust binding takes it: any integer
+    (TypeError otherwise), PoolError ``invalid_size`` naming it when out of range."""
+    v = operator.index(value)  # type: ignore[arg-type]
+    if not 0 <= v < 2**bits:
+        raise PoolError("invalid_size", f"invalid {name}: {v} (allowed: an integer in 0 ..= 2**{bits} - 1)")
+    return v
+
+
+_STATE_DTYPES = (torch.int16, torch.int32, torch.int64)
+
+
+def _state_vector(name: str, x: object) -> torch.Tensor:
+    """``x`` (a tensor or array-like) as int64 [n] on the host, with the Rust
+    ``import_state``'s rules: int16 / int32 / int64 (TypeError otherwise), 1-D
+    (PoolError ``shape_mismatch``); a tensor must hold dense data."""
+    if isinstance(x, torch.Tensor):
+        check_tensors("import_state", **{name: x})
+        t = x
+    else:
+        a = np.asarray(x)
+        if a.dtype not in (np.int16, np.int32, np.int64):
+            raise TypeError(
+                f"{name} must be an int16, int32 or int64 array, got dtype {a.dtype}; convert with "
+                "numpy.asarray(x, dtype=numpy.int64) (torch: tensor.cpu())"
+            )
+        t = torch.from_numpy(np.ascontiguousarray(a))
+    if t.dtype not in _STATE_DTYPES:
+        raise TypeError(
+            f"{name} must be an int16, int32 or int64 tensor, got {t.dtype}; "
+            f"convert with {name}.to(torch.int64)"
+        )
+    if t.dim() != 1:
+        raise PoolError("shape_mismatch", f"shape mismatch: {name} must be 1-D, got shape {list(t.shape)}")
+    return t.to("cpu", torch.int64)
+
+
 class TritonResidencyResolver:
     """Hot-buffer residency for up to ``max_states`` states on the device: the
     twin of :class:`hisparse_rs.ResidencyResolver` (same arguments, same state
@@ -528,10 +567,15 @@ class TritonResidencyResolver:
     up to ``max_rows`` rows, ``max_rows_per_state`` sharing a state.
     State bookkeeping (which ids are live) stays on the host.
 
+    Arguments, state ids and imported states are taken as the Rust resolver
+    takes them (any integer: numpy and torch ints too; the same ranges, rules
+    and error codes).
+
     Raises:
         PoolError: the Rust resolver's construction codes
             (``device_buffer_too_large``, ``invalid_size``, ``topk_exceeds_device_buffer``).
-        ValueError: ``max_states`` / ``max_rows`` not ints >= 1.
+        TypeError: a size that is not an integer.
+        ValueError: ``max_states`` not an int in [1, 2**31], ``max_rows`` not an int >= 1.
     """
 
     def __init__(
@@ -545,6 +589,11 @@ class TritonResidencyResolver:
         max_rows_per_state: int | None = None,
         device: str | torch.device = "cuda",
     ) -> None:
+        # The Rust resolver's arguments, rules, order and codes (pool/resolver.rs
+        # ResidencyResolver::new; the binding's u32 / u64 argument ranges).
+        device_buffer_size = _size_arg("device_buffer_size", device_buffer_size, 32)
+        topk = _size_arg("topk", topk, 32)
+        num_host_rows = _size_arg("num_host_rows", num_host_rows, 64)
         if device_buffer_size > MAX_DEVICE_BUFFER_SIZE:
             raise PoolError(
                 "device_buffer_too_large",
@@ -561,8 +610,9 @@ class TritonResidencyResolver:
             )
         if not 1 <= num_host_rows <= 2**31:
             raise PoolError("invalid_size", f"invalid num_host_rows: {num_host_rows} (allowed: 1 ..= 2^31)")
-        if isinstance(max_states, bool) or not isinstance(max_states, int) or max_states < 1:
-            raise ValueError(f"max_states must be an int >= 1, got {max_states!r}")
+        if isinstance(max_states, bool) or not isinstance(max_states, int) or not 1 <= max_states <= 2**31:
+            # State ids are int32 in state_index, as the Rust resolver's u32 / i32 ids.
+            raise ValueError(f"max_states must be an int in [1, 2**31], got {max_states!r}")
         self.device_buffer_size = device_buffer_size
         self.topk = topk
         self.num_host_rows = num_host_rows
@@ -601,13 +651,16 @@ class TritonResidencyResolver:
         return s
 
     def _state(self, state: int) -> int:
-        if isinstance(state, bool) or not isinstance(state, int) or state not in self._live:
+        # Any integer, as the Rust resolver takes it (numpy / torch ints: operator.index;
+        # a float or str is a TypeError there and here).
+        s = operator.index(state)
+        if s not in self._live:
             raise PoolError(
                 "unknown_state",
-                f"unknown resolver state {state!r}: it was never created or is already freed; "
+                f"unknown resolver state {s}: it was never created or is already freed; "
                 "use an index from new_state(), or -1 for a padded row",
             )
-        return state
+        return s
 
     def _clear(self, s: int) -> None:
         self.slot_rows_all[s].fill_(-1)
@@ -633,15 +686,18 @@ class TritonResidencyResolver:
     def import_state(self, state: int, slot_rows: torch.Tensor, lru_order: torch.Tensor) -> None:
         """Replace a state's contents, e.g. with ``ResidencyResolver.export_state``'s.
 
-        Validated on the host first (synchronizes; a between-steps call), with the
-        Rust resolver's rules and codes: PoolError ``unknown_state``,
-        ``shape_mismatch``, ``invalid_resolver_state`` (a row outside -1 or
-        [0, num_host_rows), a row in two slots, an LRU that is not a permutation
-        of 0..dbs). Nothing changes on an error.
+        ``slot_rows`` / ``lru_order``: int16/int32/int64 [dbs] tensors or
+        array-likes. Validated on the host first (synchronizes; a between-steps
+        call), with the Rust resolver's rules and codes: PoolError
+        ``unknown_state``, ``shape_mismatch`` (not 1-D, or not dbs entries),
+        ``invalid_resolver_state`` (a row outside -1 or [0, num_host_rows), a
+        row in two slots, an LRU that is not a permutation of 0..dbs);
+        TypeError for another dtype; ValueError for a tensor without dense
+        data (meta, sparse). Nothing changes on an error.
         """
         s = self._state(state)
-        rows = torch.as_tensor(slot_rows).to("cpu", torch.int64).flatten()
-        lru = torch.as_tensor(lru_order).to("cpu", torch.int64).flatten()
+        rows = _state_vector("slot_rows", slot_rows)
+        lru = _state_vector("lru_order", lru_order)
         dbs = self.device_buffer_size
         if rows.numel() != dbs or lru.numel() != dbs:
             raise PoolError(

@@ -20,7 +20,8 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,31 @@ def test_every_failed_resolver_call_changes_nothing(
     e = fails_unchanged(lambda: resolver_state(r, states), lambda: call(r), error)
     if code is not None:
         assert isinstance(e, PoolError) and e.code == code
+
+
+def test_array_arguments_are_bounded_before_they_are_copied() -> None:
+    # A broadcast (zero-stride) view costs nothing, but its contiguous copy
+    # was made before any bound applied: 16 GiB for resolve, 64 GiB for
+    # host_rows (MemoryError, or the OOM killer). Here 2^27 entries: above
+    # every bound, and about a GiB should the bound regress.
+    r, states = busy_resolver()
+    p = busy_pool()
+    big = 1 << 27
+    for call, what in (
+        (
+            lambda: r.resolve(np.broadcast_to(np.int32(1), (big, 2)), np.broadcast_to(np.int32(0), (big,))),
+            "topk_rows",
+        ),
+        (lambda: r.resolve(np.zeros((1, 2), np.int32), np.broadcast_to(np.int64(0), (big,))), "state_index"),
+        (lambda: p.host_rows("a", np.broadcast_to(np.int64(0), (big,))), "positions"),
+        (lambda: p.host_rows("a", torch.zeros(1, dtype=torch.int64).expand(big)), "positions"),
+        (lambda: r.import_state(states[0], np.broadcast_to(np.int64(-1), (big,)), np.arange(4)), "slot_rows"),
+    ):
+        before = (pool_state(p), resolver_state(r, states))
+        with pytest.raises(PoolError, match=what) as info:
+            call()
+        assert info.value.code in ("batch_too_large", "shape_mismatch"), info.value
+        assert (pool_state(p), resolver_state(r, states)) == before
 
 
 @pytest.mark.parametrize(
@@ -305,6 +331,51 @@ def test_too_large_input_is_reported() -> None:
     assert [c for c, _ in codes(r)] == ["input_too_large"]
 
 
+class _EndlessMapping(Mapping[str, Any]):
+    """A mapping whose items never end (len() says 1): counts what was read."""
+
+    HARD_STOP = 3_000_000
+
+    def __init__(self) -> None:
+        self.pulled = 0
+
+    def __len__(self) -> int:
+        return 1
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    def __getitem__(self, key: str) -> Any:
+        return None
+
+    def items(self) -> Any:
+        while self.pulled < self.HARD_STOP:  # a regression raises instead of eating memory
+            self.pulled += 1
+            yield f"k{self.pulled}", None
+        raise AssertionError("the walk read past its 16 MiB budget")
+
+
+class _EndlessIterList(list[int]):
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            yield 1
+
+
+def test_containers_are_read_lazily_and_no_further_than_the_budget() -> None:
+    # A Mapping was read through list(mapping.items()) (an endless one ate all
+    # memory) and the walk went on after the budget ran out.
+    endless = _EndlessMapping()
+    r = hisparse_rs.check(DSV32, hf_overrides=endless)
+    assert [c for c, _ in codes(r)] == ["input_too_large"]
+    assert endless.pulled <= (16 << 20) // 16 + 1
+    # A list is read as json.dumps reads it: its items, not its __iter__.
+    r = hisparse_rs.check(DSV32, kv_transfer_config=HS, hf_overrides={"a": _EndlessIterList([1, 2])})
+    assert r.valid, codes(r)
+    huge = [None] * (2 << 20)  # 32 MiB of budget: the walk stops at 16
+    r = hisparse_rs.check(DSV32, hf_overrides={"a": huge, "b": [huge]})
+    assert [c for c, _ in codes(r)] == ["input_too_large"]
+
+
 def test_wrong_types_are_still_type_errors() -> None:
     with pytest.raises(TypeError, match="bytes"):
         hisparse_rs.check(DSV32, kv_transfer_config={"kv_connector": b"HiSparseConnector"})
@@ -425,6 +496,31 @@ def test_model_files_that_are_not_regular_or_too_large_have_their_own_codes(tmp_
     assert info.value.code == "model_not_found"
 
 
+def test_a_cached_config_json_that_is_not_a_regular_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hf_hub: Callable[..., str]
+) -> None:
+    # A snapshot's config.json that is a FIFO, a device link, a directory or a
+    # symlink loop was "not there", with the advice to download it.
+    commit = hf_hub("org/m")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    target = tmp_path / "hub" / "models--org--m" / "snapshots" / commit / "config.json"
+    for make, code in (
+        (lambda: os.mkfifo(target), "not_a_regular_file"),
+        (lambda: target.symlink_to("/dev/zero"), "not_a_regular_file"),
+        (lambda: target.mkdir(), "not_a_regular_file"),
+        (lambda: target.symlink_to(target), "read_failed"),
+    ):
+        if target.is_dir() and not target.is_symlink():
+            target.rmdir()
+        else:
+            target.unlink(missing_ok=True)
+        make()
+        with pytest.raises(hisparse_rs.ModelLoadError) as info:
+            hisparse_rs.check("org/m", kv_transfer_config=HS)
+        assert info.value.code == code, str(info.value)
+        assert str(target) in str(info.value) and "download" not in str(info.value)
+
+
 def test_a_megabyte_unknown_flag_gets_no_suggestion_search() -> None:
     # The Rust CLI from Python (run_cli): argv is not capped at 128 KiB here.
     code = hisparse_rs._core.run_cli([DSV32, "--" + "x" * (1 << 20)])
@@ -474,17 +570,38 @@ def _launchers() -> list[tuple[str, Callable[[torch.Tensor], Any]]]:
     ]
 
 
-@pytest.mark.parametrize("kind", ["meta", "requires_grad"])
-def test_kernel_launchers_refuse_meta_and_grad_tensors(kind: str) -> None:
+def _hostile_tensor(kind: str) -> torch.Tensor:
+    if kind == "meta":
+        return torch.empty(2, 576, dtype=torch.bfloat16, device="meta")
+    if kind == "requires_grad":
+        return torch.zeros(2, 576, requires_grad=True)
+    if kind == "sparse_coo":
+        return torch.zeros(2, 576, dtype=torch.bfloat16).to_sparse()
+    with warnings.catch_warnings():  # torch: CSR and nested tensors are beta / prototype
+        warnings.simplefilter("ignore", UserWarning)
+        if kind == "sparse_csr":
+            return torch.zeros(2, 576).to_sparse_csr()
+        assert kind == "nested"
+        return torch.nested.nested_tensor([torch.zeros(576), torch.zeros(576)])
+
+
+@pytest.mark.parametrize(
+    ("kind", "match"),
+    [
+        ("meta", "meta device"),
+        ("requires_grad", "requires grad"),
+        # Sparse and nested tensors reached the kernels (and DecodeRuntime's
+        # resolver) and failed there with RuntimeError / NotImplementedError.
+        ("sparse_coo", "not a dense"),
+        ("sparse_csr", "not a dense"),
+        ("nested", "not a dense"),
+    ],
+)
+def test_kernel_launchers_refuse_meta_grad_and_non_dense_tensors(kind: str, match: str) -> None:
     for name, launch in _launchers():
-        x = (
-            torch.empty(2, 576, dtype=torch.bfloat16, device="meta")
-            if kind == "meta"
-            else torch.zeros(2, 576, requires_grad=True)
-        )
-        with pytest.raises(ValueError, match="meta device" if kind == "meta" else "requires grad"):
-            launch(x)
-        assert name
+        with pytest.raises(ValueError, match=match) as info:
+            launch(_hostile_tensor(kind))
+        assert name in str(info.value) or "_reference" in name
 
 
 def test_console_script_on_a_full_stdout_exits_non_zero() -> None:
@@ -500,3 +617,35 @@ def test_console_script_on_a_full_stdout_exits_non_zero() -> None:
     assert proc.returncode == 2
     assert "cannot write the result to stdout" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_console_script_on_a_closed_stdout_exits_non_zero() -> None:
+    # `hisparse-check ... >&-`: Rust's stdout takes writes to a closed
+    # descriptor as written, so the result was lost with exit 0.
+    exe = Path(sys.executable).parent / "hisparse-check"
+    for extra in ([], ["--help"]):
+        proc = subprocess.run(
+            [str(exe), DSV32, "--kv-transfer-config", json.dumps(HS), *extra],
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.close(1),
+        )
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert "cannot write the result to stdout" in proc.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_named_not_not_found(tmp_path: Path) -> None:
+    # A Latin-1 directory name: it exists, but was read with a replacement
+    # character and reported as "model config not found".
+    model = Path(os.fsdecode(bytes(tmp_path) + b"/mod\xe8le"))
+    model.mkdir()
+    (model / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
+    exe = Path(sys.executable).parent / "hisparse-check"
+    proc = subprocess.run(
+        [exe, model, "--kv-transfer-config", json.dumps(HS)], capture_output=True, timeout=60
+    )
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 2 and "argument 1" in err and "not UTF-8" in err, err
+    assert "not found" not in err and "Traceback" not in err, err
+    assert hisparse_rs._core.run_cli([os.fsdecode(b"/x/\xff"), "--json"]) == 2

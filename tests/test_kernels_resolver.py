@@ -12,6 +12,7 @@ import round trips) and a seed for the rows themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -436,6 +437,86 @@ def test_device_import_is_validated_as_rusts(rows: list[int], lru: list[int], co
     with pytest.raises(PoolError) as r:
         rust.import_state(rust.new_state(), np.array(rows), np.array(lru))
     assert r.value.code == code
+
+
+def _outcome(call: Any) -> tuple[str, str | None]:
+    """What a call did: ``("ok", None)`` or the exception's type and PoolError code."""
+    try:
+        call()
+    except Exception as e:
+        return type(e).__name__, getattr(e, "code", None)
+    return "ok", None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (-8, 4, 100),
+        (2**40, 4, 100),
+        (8, 0, 100),
+        (8, -1, 100),
+        (4, 8, 100),
+        (8, 4, 0),
+        (8, 4, 2**64),
+        ("8", 4, 100),
+        (8, 2.5, 100),
+        (np.int64(8), np.int32(4), np.int64(100)),
+    ],
+)
+def test_construction_takes_the_rust_resolvers_arguments(args: tuple[Any, Any, Any]) -> None:
+    # The twin raised TypeError comparing "8" > 32768, took a negative
+    # device_buffer_size for topk_exceeds_device_buffer, and a float top-k.
+    dev = _outcome(lambda: TritonResidencyResolver(*args, max_states=1, max_rows=1, device=DEVICE))
+    assert dev == _outcome(lambda: ResidencyResolver(*args, 656)), args
+
+
+@pytest.mark.parametrize(
+    ("kind", "rows", "lru"),
+    [
+        ("numpy int64 state id", None, None),
+        ("list", [-1, 5, -1, -1], [0, 1, 2, 3]),
+        ("float rows", np.array([-1.0, 5.0, -1.0, -1.0]), np.arange(4)),
+        ("float lru", np.array([-1, 5, -1, -1]), np.arange(4.0)),
+        ("2-D rows", np.array([[-1, 5], [-1, -1]]), np.arange(4)),
+        ("uint8 lru", np.array([-1, 5, -1, -1]), np.arange(4, dtype=np.uint8)),
+        ("int16 rows", np.array([-1, 5, -1, -1], np.int16), np.arange(4, dtype=np.int16)),
+        ("empty list", [], []),
+    ],
+)
+def test_import_state_takes_what_the_rust_resolver_takes(kind: str, rows: Any, lru: Any) -> None:
+    # The twin truncated float rows, flattened 2-D ones, and refused a numpy
+    # state id as "unknown resolver state 0: it was never created".
+    dev = TritonResidencyResolver(4, 2, 100, max_states=1, max_rows=1, device=DEVICE)
+    rust = ResidencyResolver(4, 2, 100, 656)
+    s = dev.new_state()
+    assert rust.new_state() == s
+    sid = np.int64(s)
+    if rows is None:
+        for r in (rust, dev):
+            r.reset_state(sid)
+            r.export_state(torch.tensor(s))
+        rows, lru = [-1, 7, -1, -1], [3, 2, 1, 0]
+
+    def as_dev(x: Any) -> Any:
+        return torch.from_numpy(x).to(DEVICE) if isinstance(x, np.ndarray) else x
+
+    want = _outcome(lambda: rust.import_state(sid, rows, lru))
+    before = dev.export_state(s)
+    got = _outcome(lambda: dev.import_state(sid, as_dev(rows), as_dev(lru)))
+    assert got == want, kind
+    if want == ("ok", None):
+        np.testing.assert_array_equal(dev.slot_rows(s).cpu().numpy(), rust.slot_rows(s))
+        np.testing.assert_array_equal(dev.lru_order(s).cpu().numpy(), rust.lru_order(s))
+    else:
+        assert all(torch.equal(a, b) for a, b in zip(dev.export_state(s), before, strict=True))
+
+
+def test_import_state_refuses_tensors_without_data() -> None:
+    dev = TritonResidencyResolver(4, 2, 100, max_states=1, max_rows=1, device=DEVICE)
+    s = dev.new_state()
+    for rows in (torch.full((4,), -1, device="meta"), torch.full((4,), -1).to_sparse()):
+        with pytest.raises(ValueError, match="slot_rows"):
+            dev.import_state(s, rows, torch.arange(4))
 
 
 def test_device_memory_per_state_and_workspace() -> None:

@@ -313,6 +313,10 @@ def test_every_failed_call_changes_nothing(resolver: str) -> None:
     # call with another top-k must not leave its rows for the retry)
     other = pos.flip(-1)
     fails(lambda: rt.forward_layer(0, q.to("meta"), new_kv, other), ValueError, "meta device")
+    # Sparse tensors passed the checks and failed after the resolver had run.
+    fails(lambda: rt.forward_layer(0, q.to_sparse(), new_kv, other), ValueError, "not a dense")
+    fails(lambda: rt.forward_layer(0, q, new_kv.to_sparse(), other), ValueError, "not a dense")
+    fails(lambda: rt.forward_layer(0, q, new_kv, other.to_sparse()), ValueError, "not a dense")
     fails(lambda: rt.forward_layer(-1, q, new_kv, pos), ValueError, "layer must be in")
     fails(lambda: rt.forward_layer(2**64, q, new_kv, pos), ValueError, "layer must be in")
     fails(lambda: rt.forward_layer(0, q.to("meta"), new_kv, pos), ValueError, "meta device")

@@ -7,7 +7,6 @@ sweep with matplotlib (``pip install 'hisparse_rs[plot]'``; from a checkout,
 
 from __future__ import annotations
 
-import os
 import sys
 
 from hisparse_rs._core import run_cli, run_cli_plan
@@ -30,10 +29,9 @@ def _take_plot(argv: list[str]) -> tuple[list[str], str | None]:
 
 def main() -> None:
     """Run ``hisparse-check`` with ``sys.argv`` and exit with its status (0, 1 or 2)."""
-    # Arguments that are not UTF-8 reach Rust with replacement characters
-    # (a path then reads as not found), never as a traceback.
-    argv = [os.fsencode(a).decode("utf-8", "replace") for a in sys.argv[1:]]
-    argv, plot = _take_plot(argv)
+    # An argument that is not UTF-8 (a lone surrogate here) is a usage error
+    # that names it, from Rust; never a traceback, never "not found".
+    argv, plot = _take_plot(sys.argv[1:])
     if plot is None:
         sys.exit(run_cli(argv))
     if not plot:

@@ -606,7 +606,8 @@ class HostKVPool:
     def host_rows(self, request_id: str, positions: ArrayLike) -> NDArray[np.int64]:
         """Host rows (int64) of token positions; -1 stays -1.
 
-        Raises PoolError ``position_out_of_range`` for other positions outside [0, num_tokens).
+        Raises PoolError ``position_out_of_range`` for other positions outside [0, num_tokens),
+        ``batch_too_large`` for more than 2**26 positions.
         """
     def stats(self) -> PoolStats: ...
     def request_ids(self) -> list[str]:
@@ -705,7 +706,8 @@ class ResidencyResolver:
     def resolve(self, topk_rows: ArrayLike, state_index: ArrayLike) -> ResolveResult:
         """Resolve ``topk_rows`` int32/int64 [rows, width] for ``state_index`` [rows] (-1 = padded row).
 
-        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``batch_too_large`` (more than
-        :data:`MAX_RESOLVE_ENTRIES` entries), ``unknown_state``, ``union_exceeds_device_buffer``
-        (nothing changes); TypeError for a non-integer dtype.
+        Raises PoolError ``topk_too_wide``, ``shape_mismatch``, ``unknown_state``,
+        ``union_exceeds_device_buffer``, ``batch_too_large`` (an array of more than
+        :data:`MAX_RESOLVE_ENTRIES` = 2**26 entries; nothing changes); TypeError for a
+        non-integer dtype.
         """

@@ -14,9 +14,10 @@ vLLM (``vllm serve``, ``LLM(...)``, headless nodes), before
 ``create_model_config`` and before any device, weight or KV-cache work; engine
 and worker processes receive the finished ``VllmConfig`` and never call it, so
 the check runs once per start-up. Extra API server processes
-(``--api-server-count``) call it again with the same arguments: the first
-check leaves a fingerprint in the environment they inherit
-(``HISPARSE_RS_PREFLIGHT_CHECKED``), and they skip.
+(``--api-server-count``) call it again with the same arguments: a check
+that lets the start-up go on leaves a fingerprint in the environment they
+inherit (``HISPARSE_RS_PREFLIGHT_CHECKED``), and they skip; a refused
+configuration leaves none, so a retry is refused again.
 
 The wrapper sees ``self``, the ``EngineArgs`` as parsed: JSON flags already
 turned into ``KVTransferConfig`` / ``AttentionConfig`` / ``CompilationConfig``
@@ -242,8 +243,8 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: %s: %s", type(e).__name__, e)
         return True
-    os.environ[_CHECKED_ENV] = fingerprint
     if not report.hisparse_enabled:
+        os.environ[_CHECKED_ENV] = fingerprint
         return True
     if node.skipped:
         logger.info("hisparse_rs preflight: not checked on this node: %s", "; ".join(node.skipped))
@@ -256,11 +257,14 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
             report.hisparse.host_pool_gib if report.hisparse else "?",
             f" for {node.checked}" if node.checked else "",
         )
+        os.environ[_CHECKED_ENV] = fingerprint
         return True
     text = render(report, args, node)
     if mode == "warn":
         logger.warning("%s", text)
+        os.environ[_CHECKED_ENV] = fingerprint
         return True
+    # Refused: no fingerprint, so the same arguments are checked (and refused) again.
     raise ValueError(text)
 
 

@@ -214,6 +214,21 @@ def test_it_checks_a_configuration_once_per_start_up(monkeypatch: pytest.MonkeyP
     assert len(calls) == 2  # another configuration is checked
 
 
+def test_a_refused_configuration_is_refused_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first check left its fingerprint before raising: the same call
+    # again (a notebook cell rerun, a retry loop) skipped the check, and
+    # vLLM went on to fail one error at a time, after the model loaded.
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"error\[host_pool_gib_missing\]"):
+            broken().create_engine_config()
+    monkeypatch.setenv(vllm_plugin.ENV, "warn")
+    broken_pool = engine_args(
+        kv_transfer_config={**HISPARSE_ONLY, "kv_connector_extra_config": {"host_pool_gib": 0.5}}
+    )
+    broken_pool.create_engine_config()  # warn: vLLM goes on, and its children need not check again
+    assert os.environ.get("HISPARSE_RS_PREFLIGHT_CHECKED")
+
+
 def test_a_model_config_that_is_not_local_is_read_from_vllms_model_config(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -355,8 +355,9 @@ fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {
     Ok((out, origins))
 }
 
-/// vLLM `load_config_file`: a YAML mapping of flag names to values, flattened
-/// to argv, and where each key is in the file.
+/// vLLM `load_config_file`: a YAML mapping of flag names to values (read as
+/// `yaml.safe_load` reads it: [`crate::yaml`]), flattened to argv, and where
+/// each key is in the file.
 fn load_config_file(file: &str) -> Result<(Vec<String>, Origins), String> {
     if !(file.ends_with(".yaml") || file.ends_with(".yml")) {
         return Err(format!(
@@ -367,83 +368,53 @@ fn load_config_file(file: &str) -> Result<(Vec<String>, Origins), String> {
         .map_err(|e| format!("cannot read --config {file}: {e}"))?;
     let text = String::from_utf8(bytes)
         .map_err(|e| format!("cannot read --config {file}: it is not UTF-8 text ({e})"))?;
-    let doc = crate::yaml::to_json(&text, file)?;
-    let Value::Object(map) = doc else {
-        return Err(format!(
-            "--config {file} must be a YAML mapping of flag names to values"
-        ));
-    };
+    let entries = crate::yaml::load(&text, file)?;
+    config_argv(&entries, file)
+}
+
+/// vLLM's loop over the file's top-level mapping: `True` gives `--key`,
+/// `False` gives `--no-key` where argparse has that option (only the
+/// dashed spelling: `scheduler_reserve_full_isl: false` is dropped by
+/// vLLM), a non-empty list `--key str(item)...`, a mapping `--key
+/// json.dumps(value)`, anything else `--key str(value)`.
+fn config_argv(
+    entries: &[crate::yaml::Entry],
+    file: &str,
+) -> Result<(Vec<String>, Origins), String> {
+    use crate::yaml::{py_str, to_json, Py};
     let mut out = Vec::new();
-    let origins = map
-        .keys()
-        .map(|key| {
-            let at = key_line(&text, key)
-                .map_or_else(|| file.to_owned(), |n| format!("{file} line {n}"));
-            (key.replace('_', "-"), at)
-        })
-        .collect();
-    for (key, value) in map {
-        // vLLM reads the file with PyYAML (YAML 1.1): bare yes/no/on/off are booleans.
-        let value = match value.as_str().and_then(yaml11_bool) {
-            Some(b) => Value::Bool(b),
-            None => value,
-        };
-        match value {
-            Value::Bool(true) => out.push(format!("--{key}")),
-            Value::Bool(false) => {
-                if NEGATABLE.contains(&key.replace('_', "-").as_str()) {
+    let mut origins = Vec::new();
+    for e in entries {
+        let at = format!("{file} line {}", e.line);
+        let located = |msg: String| format!("--config {at}: {}: {msg}", e.key);
+        origins.push((e.key.replace('_', "-"), at.clone()));
+        let key = &e.key;
+        match &e.value {
+            Py::Bool(true) => out.push(format!("--{key}")),
+            Py::Bool(false) => {
+                if NEGATABLE.contains(&key.as_str()) {
                     out.push(format!("--no-{key}"));
                 }
             }
-            Value::Array(items) => {
+            Py::List(items) => {
                 if !items.is_empty() {
                     out.push(format!("--{key}"));
-                    out.extend(items.iter().map(python_str));
+                    for item in items {
+                        out.push(py_str(item).map_err(located)?);
+                    }
                 }
             }
-            Value::Object(_) => {
+            value @ Py::Dict(_) => {
                 out.push(format!("--{key}"));
-                out.push(value.to_string());
+                out.push(to_json(value).map_err(located)?.to_string());
             }
             other => {
                 out.push(format!("--{key}"));
-                out.push(python_str(&other));
+                out.push(py_str(other).map_err(located)?);
             }
         }
     }
     Ok((out, origins))
-}
-
-/// The 1-based line of top-level `key:` in YAML `text` (plain or quoted),
-/// found by text since the parsed mapping keeps no positions.
-fn key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|line| {
-            let rest = ["\"", "'", ""]
-                .iter()
-                .find_map(|q| line.strip_prefix(q)?.strip_prefix(key)?.strip_prefix(q));
-            rest.is_some_and(|r| r.trim_start().starts_with(':'))
-        })
-        .map(|i| i + 1)
-}
-
-/// PyYAML's YAML 1.1 boolean words (yes/no/on/off in three casings; true/false too).
-fn yaml11_bool(word: &str) -> Option<bool> {
-    match word {
-        "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "true" | "True" | "TRUE" => Some(true),
-        "no" | "No" | "NO" | "off" | "Off" | "OFF" | "false" | "False" | "FALSE" => Some(false),
-        _ => None,
-    }
-}
-
-/// Python `str()` of a YAML scalar, as vLLM passes it on.
-fn python_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "None".to_owned(),
-        Value::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -570,13 +541,53 @@ mod tests {
         assert_eq!(human_readable_int("1__0"), None);
     }
 
+    /// Numbers compare as f64 (JSON flag text holds an int beyond 64 bits as a float).
+    fn same_json(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+            (Value::Array(x), Value::Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b))
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                x.len() == y.len()
+                    && x.iter()
+                        .zip(y)
+                        .all(|((ka, va), (kb, vb))| ka == kb && same_json(va, vb))
+            }
+            _ => a == b,
+        }
+    }
+
+    /// tests/vectors/serve_config_yaml.json: what vLLM 0.33.0 makes of each
+    /// file (tests/vllm/test_yaml_vectors.py checks the vectors against it).
     #[test]
-    fn yaml_keys_are_found_by_line() {
-        let text = "model: m\n# x\n\"kv_transfer_confg\": {}\nblock-size : 64\n";
-        assert_eq!(key_line(text, "model"), Some(1));
-        assert_eq!(key_line(text, "kv_transfer_confg"), Some(3));
-        assert_eq!(key_line(text, "block-size"), Some(4));
-        assert_eq!(key_line(text, "block"), None);
+    fn config_files_read_as_vllm_reads_them() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/vectors/serve_config_yaml.json"
+        );
+        let vectors: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut wrong = Vec::new();
+        for case in vectors["cases"].as_array().unwrap() {
+            let text = case["yaml"].as_str().unwrap();
+            let got =
+                crate::yaml::load(text, "serve.yaml").and_then(|e| config_argv(&e, "serve.yaml"));
+            match (got, case.get("argv")) {
+                (Ok((argv, _)), Some(Value::Array(want))) => {
+                    let same = argv.len() == want.len()
+                        && argv.iter().zip(want).all(|(a, w)| match w {
+                            Value::String(w) => a == w,
+                            w => serde_json::from_str::<Value>(a).is_ok_and(|a| same_json(&a, w)),
+                        });
+                    if !same {
+                        wrong.push(format!("{text:?}: got {argv:?}, vLLM {want:?}"));
+                    }
+                }
+                (Err(e), None) => assert!(e.contains("serve.yaml"), "{text:?}: {e}"),
+                (got, _) => wrong.push(format!("{text:?}: got {got:?}, want {case}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
     #[test]

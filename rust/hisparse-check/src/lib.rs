@@ -251,7 +251,10 @@ where
         }
         Err(Usage::Clap(e)) => {
             // --help, --version
-            if let Err(io) = e.print().and_then(|()| std::io::stdout().flush()) {
+            if let Err(io) = stdout_open()
+                .and_then(|()| e.print())
+                .and_then(|()| std::io::stdout().flush())
+            {
                 return write_failed(&mut stderr, &io);
             }
             return (EXIT_VALID, None);
@@ -316,10 +319,61 @@ where
     )
 }
 
-/// Write the result and flush: a full disk or closed pipe is an error, not a silent exit 0.
+/// Write the result and flush: a full disk, a closed pipe or a closed stdout
+/// is an error, not a silent exit 0.
 fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
+    stdout_open()?;
     writeln!(stdout, "{text}")?;
     stdout.flush()
+}
+
+/// Rust's stdout takes writes to a closed descriptor (EBADF) as written, so
+/// the result would be lost with exit status 0: ask the descriptor itself
+/// first. (The console script's Python keeps `>&-` closed; the binary's Rust
+/// runtime reopens a closed stdout on /dev/null before `main`, as `>/dev/null`.)
+fn stdout_open() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        // SAFETY: F_GETFD reads the descriptor's flags; it touches no memory.
+        if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The usage error for argument `position` (1-based) that is not UTF-8,
+/// shown as `lossy`: the model path, a file or a flag value would otherwise
+/// be read with replacement characters (a path then reads as "not found").
+pub fn not_utf8(position: usize, lossy: &str) -> String {
+    format!(
+        "argument {position} ({lossy:?}) is not UTF-8 text: hisparse-check reads UTF-8 paths and \
+         values; rename the file or directory, or link to it under a UTF-8 name"
+    )
+}
+
+/// [`run`] on arguments that may not be UTF-8: each is its text, or `Err`
+/// with its lossy form (the binary's `args_os`, the console script's
+/// `sys.argv`). The first that is not UTF-8 is a usage error (exit 2).
+pub fn run_checked<I>(args: I, env: impl Fn(&str) -> Option<String>) -> (i32, Option<Plan>)
+where
+    I: IntoIterator<Item = Result<String, String>>,
+{
+    let mut texts = Vec::new();
+    for (i, arg) in args.into_iter().enumerate() {
+        match arg {
+            Ok(text) => texts.push(text),
+            Err(lossy) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "hisparse-check: error: {}",
+                    not_utf8(i + 1, &lossy)
+                );
+                return (EXIT_USAGE, None);
+            }
+        }
+    }
+    run_with_plan(texts, env)
 }
 
 fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {

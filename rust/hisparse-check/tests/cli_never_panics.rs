@@ -871,3 +871,33 @@ fn an_unwritable_stdout_is_an_error_exit() {
         );
     }
 }
+
+/// An argument that is not UTF-8 (a Latin-1 directory name) was replaced
+/// lossily and reported as "model config not found", with the advice to pass
+/// a config.json that exists: now a usage error that says what is wrong.
+#[test]
+fn an_argument_that_is_not_utf8_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = scratch("latin1");
+    let model = dir.join(std::ffi::OsStr::from_bytes(b"mod\xe8le"));
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::copy(
+        repo("tests/data/models/deepseek-v3.2/config.json"),
+        model.join("config.json"),
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .arg(&model)
+        .args(["--kv-transfer-config", HISPARSE])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("argument 1") && err.contains("not UTF-8"),
+        "{err}"
+    );
+    assert!(!err.contains("not found"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,9 +9,11 @@
 mod common;
 
 use common::*;
+use hisparse_core::check::check;
+use hisparse_core::plan::{plan, PlanOptions};
 use hisparse_core::{resolve, Code, ServeArgs};
 use proptest::prelude::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// The parent kills a child that makes no progress for this long (a backstop:
 /// `guarded` catches hangs in `resolve` after 0.5 s).
@@ -170,5 +172,155 @@ proptest! {
             ..Default::default()
         };
         guarded(&args, resolves)?;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The planner (and the check's GPU-aware host_pool_gib fix, which plans):
+// absurd model dimensions, machines and contexts give figures or errors,
+// never a panic. `plan` multiplies and sums dimensions into parameter,
+// byte and block counts, so every config.json field it reads gets values
+// at the edges of u32 / u64.
+
+/// Model dimensions the weight estimate and the sizes read.
+const PLAN_DIMS: &[&str] = &[
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "index_n_heads",
+    "index_head_dim",
+    "index_topk",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "n_routed_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "vocab_size",
+    "max_position_embeddings",
+    "num_nextn_predict_layers",
+];
+
+fn extreme_dim() -> impl Strategy<Value = Value> {
+    prop::sample::select(vec![
+        json!(0),
+        json!(1),
+        json!(7),
+        json!(1u64 << 20),
+        json!(u32::MAX),
+        json!(u32::MAX as u64 + 1),
+        json!(1u64 << 40),
+        json!(i64::MAX),
+        json!(u64::MAX),
+        json!(1e300),
+    ])
+}
+
+fn finite_gib() -> impl Strategy<Value = Option<f64>> {
+    prop::option::of(prop::sample::select(vec![
+        1e-300,
+        1e-6,
+        0.5,
+        24.0,
+        141.0,
+        2048.0,
+        1e12,
+        1e300,
+        f64::MAX,
+    ]))
+}
+
+type PlanCase = (ServeArgs, PlanOptions);
+
+fn plan_case() -> impl Strategy<Value = PlanCase> {
+    let dims = prop::collection::btree_map(
+        prop::sample::select(PLAN_DIMS.to_vec()),
+        extreme_dim(),
+        1..6,
+    );
+    let options = (
+        prop::option::of(prop::sample::select(vec![1u64, 8192, 1 << 40, u64::MAX])),
+        prop::option::of(prop::sample::select(vec![0u64, 1, 1 << 40, u64::MAX])),
+        finite_gib(),
+        finite_gib(),
+        finite_gib(),
+        prop::option::of(prop::sample::select(vec!["h200", "b200", "mi300x"])),
+    );
+    let scalars = (
+        prop::option::of(prop::sample::select(vec![1i64, 8, 1 << 31, i64::MAX])),
+        prop::option::of(prop::sample::select(vec![1i64, 8, 1 << 31, i64::MAX])),
+        prop::option::of(prop::sample::select(vec![1i64, 64, 1 << 32, i64::MAX])),
+        prop::option::of(prop::sample::select(vec![1i64, 1 << 40, i64::MAX])),
+        prop::option::of(any::<bool>()),
+    );
+    (dims, options, scalars).prop_map(
+        |(dims, (ctx, target, host, gpu_gib, weights, gpu), (tp, dp, seqs, kv_bytes, ep))| {
+            let args = ServeArgs {
+                hf_config: Some(dsv32()),
+                hf_overrides: Some(Value::Object(
+                    dims.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                )),
+                kv_transfer_config: Some(hisparse_connector()),
+                tensor_parallel_size: tp,
+                data_parallel_size: dp,
+                max_num_seqs: seqs,
+                kv_cache_memory_bytes: kv_bytes,
+                enable_expert_parallel: ep,
+                ..Default::default()
+            };
+            let options = PlanOptions {
+                context_length: ctx,
+                target_requests: target,
+                host_memory_gib: host,
+                gpu_memory_gib: gpu_gib,
+                weights_gib: weights,
+                gpu: gpu.map(str::to_owned),
+                host_memory_source: None,
+            };
+            (args, options)
+        },
+    )
+}
+
+fn plans(case: &PlanCase) -> Result<(), TestCaseError> {
+    let (args, options) = case;
+    if let Ok((report, plan)) = plan(args, options) {
+        let _ = report.to_json();
+        if let Some(p) = plan {
+            let _ = p.to_json();
+        }
+    }
+    let _ = check(args, options);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(forked_config(256, TIMEOUT_MS))]
+
+    #[test]
+    fn plan_never_panics_on_absurd_dimensions_and_machines(case in plan_case()) {
+        guarded(&case, plans)?;
+    }
+
+    /// `(dense_params + expert_params) as f64` for the weights line
+    /// (plan/mod.rs) overflowed u64 once the estimate saturated
+    /// (`hidden_size` and `vocab_size` u64::MAX with a GPU given).
+    #[test]
+    fn regression_saturated_weight_estimate_does_not_overflow(_x in Just(())) {
+        let args = ServeArgs {
+            hf_config: Some(dsv32()),
+            hf_overrides: Some(json!({"hidden_size": u64::MAX, "vocab_size": u64::MAX})),
+            kv_transfer_config: Some(hisparse_connector()),
+            ..Default::default()
+        };
+        let options = PlanOptions {
+            gpu: Some("h200".to_owned()),
+            ..Default::default()
+        };
+        guarded(&(args, options), plans)?;
     }
 }

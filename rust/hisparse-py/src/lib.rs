@@ -190,20 +190,30 @@ fn apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<S
     Ok(edited.to_json().to_string())
 }
 
+/// `argv` as the CLI takes it: each argument's text, or its lossy form when
+/// it holds a lone surrogate (`sys.argv` of a name that is not UTF-8), which
+/// the CLI reports as a usage error naming it.
+fn cli_args(argv: &[Bound<'_, PyString>]) -> Vec<Result<String, String>> {
+    argv.iter()
+        .map(|a| match a.to_str() {
+            Ok(text) => Ok(text.to_owned()),
+            Err(_) => Err(a.to_string_lossy().into_owned()),
+        })
+        .collect()
+}
+
 /// Run `hisparse-check` with `argv` (without the program name); returns the exit code.
 #[pyfunction]
-fn run_cli(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
-    gil::detach(py, || {
-        gil::no_panic(|| hisparse_check::run(argv, |k| std::env::var(k).ok()))
-    })
-    .map_err(gil::internal_error)
+fn run_cli(py: Python<'_>, argv: Vec<Bound<'_, PyString>>) -> PyResult<i32> {
+    run_cli_plan(py, argv).map(|(code, _)| code)
 }
 
 /// `run_cli`, also returning the plan that `--plan` made (for `--plot`).
 #[pyfunction]
-fn run_cli_plan(py: Python<'_>, argv: Vec<String>) -> PyResult<(i32, Option<Plan>)> {
+fn run_cli_plan(py: Python<'_>, argv: Vec<Bound<'_, PyString>>) -> PyResult<(i32, Option<Plan>)> {
+    let args = cli_args(&argv);
     let (code, p) = gil::detach(py, || {
-        gil::no_panic(|| hisparse_check::run_with_plan(argv, |k| std::env::var(k).ok()))
+        gil::no_panic(|| hisparse_check::run_checked(args, |k| std::env::var(k).ok()))
     })
     .map_err(gil::internal_error)?;
     Ok((code, p.map(Plan::from)))

@@ -19,9 +19,10 @@ use crate::args::{Float, Int};
 use crate::gil::{detach, internal_error, lock, no_panic, with_lock};
 use crate::results::HiSparseSettings;
 use hisparse_core::path::is_identifier;
+use hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES;
 use hisparse_core::pool::{
     HiSparseMetrics as CoreMetrics, HostKVPool as CorePool, IndexInt, PoolError,
-    PoolLayout as CoreLayout, ResidencyResolver as CoreResolver,
+    PoolLayout as CoreLayout, ResidencyResolver as CoreResolver, MAX_DEVICE_BUFFER_SIZE,
 };
 use hisparse_core::ResolvedHiSparse;
 use numpy::{
@@ -103,25 +104,45 @@ impl IntArray<'_> {
     }
 }
 
-/// `numpy.ascontiguousarray(obj)` as int32 / int64; TypeError for other dtypes.
-fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<IntArray<'py>> {
+/// `numpy.ascontiguousarray(obj)` as int32 / int64; TypeError for other
+/// dtypes; PoolError `batch_too_large` beyond `max_entries` entries, found
+/// before anything is copied (a broadcast view of 2^30 entries costs nothing
+/// until its contiguous copy).
+fn int_array<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: &'static str,
+    max_entries: usize,
+) -> PyResult<IntArray<'py>> {
     let py = obj.py();
     let borrow_err = |e| PyValueError::new_err(format!("{what}: {e}"));
+    let bounded = |entries: usize| {
+        if entries > max_entries {
+            return Err(pool_err(
+                py,
+                PoolError::BatchTooLarge {
+                    what,
+                    entries: entries as u64,
+                    max: max_entries as u64,
+                },
+            ));
+        }
+        Ok(())
+    };
     // Fast path (the per-step case): a C-contiguous int32 / int64 ndarray is
     // used as it is, without the Python-level ascontiguousarray call.
     if let Ok(a) = obj.cast::<PyArrayDyn<i32>>() {
         if a.is_c_contiguous() {
+            bounded(a.len())?;
             return Ok(IntArray::I32(a.try_readonly().map_err(borrow_err)?));
         }
     }
     if let Ok(a) = obj.cast::<PyArrayDyn<i64>>() {
         if a.is_c_contiguous() {
+            bounded(a.len())?;
             return Ok(IntArray::I64(a.try_readonly().map_err(borrow_err)?));
         }
     }
-    let arr = py
-        .import("numpy")?
-        .call_method1("ascontiguousarray", (obj,))?;
+    let arr = bounded_contiguous(obj, bounded)?;
     let untyped = arr.cast::<PyUntypedArray>()?;
     let dt = untyped.dtype();
     if dt.is_equiv_to(&dtype::<i32>(py)) {
@@ -138,13 +159,36 @@ fn int_array<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<IntArray<'py>
     )))
 }
 
-/// A 1-D int16 / int32 / int64 array-like copied into a `Vec<i64>`: the
-/// caller's buffer is read exactly once, before any lock is taken.
-fn int_vec(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+/// `numpy.ascontiguousarray(obj)`, after `check(size)` on `numpy.asarray(obj)`:
+/// a view for an array, a broadcast view or a CPU tensor (nothing copied yet).
+fn bounded_contiguous<'py>(
+    obj: &Bound<'py, PyAny>,
+    check: impl FnOnce(usize) -> PyResult<()>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let numpy = obj.py().import("numpy")?;
+    let view = numpy.call_method1("asarray", (obj,))?;
+    check(view.cast::<PyUntypedArray>()?.len())?;
+    numpy.call_method1("ascontiguousarray", (view,))
+}
+
+/// A 1-D int16 / int32 / int64 array-like of at most `max_entries` entries
+/// (PoolError `shape_mismatch` beyond, before any copy) copied into a
+/// `Vec<i64>`: the caller's buffer is read exactly once, before any lock is taken.
+fn int_vec(obj: &Bound<'_, PyAny>, what: &str, max_entries: usize) -> PyResult<Vec<i64>> {
     let py = obj.py();
-    let arr = py
-        .import("numpy")?
-        .call_method1("ascontiguousarray", (obj,))?;
+    let arr = bounded_contiguous(obj, |n| {
+        if n > max_entries {
+            return Err(pool_err(
+                py,
+                PoolError::ShapeMismatch {
+                    what: format!(
+                        "{what} has {n} entries; a resolver state has device_buffer_size (at most {max_entries})"
+                    ),
+                },
+            ));
+        }
+        Ok(())
+    })?;
     let untyped = arr.cast::<PyUntypedArray>()?;
     if untyped.ndim() != 1 {
         return Err(pool_err(
@@ -642,14 +686,14 @@ impl HostKVPool {
     /// Host row ids (int64) of token positions (int32/int64 array-like):
     /// block_table[p // block_size] x block_size + p % block_size. -1 gives -1;
     /// any other position outside [0, num_tokens) raises PoolError
-    /// ``position_out_of_range``.
+    /// ``position_out_of_range``; more than 2^26 positions ``batch_too_large``.
     fn host_rows<'py>(
         &self,
         py: Python<'py>,
         request_id: &str,
         positions: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-        let positions: Vec<i64> = match int_array(positions, "positions")? {
+        let positions: Vec<i64> = match int_array(positions, "positions", MAX_RESOLVE_ENTRIES)? {
             IntArray::I32(a) => slice_of(&a)?.iter().map(|v| v.to_i64()).collect(),
             IntArray::I64(a) => slice_of(&a)?.to_vec(),
         };
@@ -908,8 +952,9 @@ impl ResidencyResolver {
         lru_order: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let state = state.saturated();
-        let rows = int_vec(slot_rows, "slot_rows")?;
-        let lru = int_vec(lru_order, "lru_order")?;
+        let max = MAX_DEVICE_BUFFER_SIZE as usize;
+        let rows = int_vec(slot_rows, "slot_rows", max)?;
+        let lru = int_vec(lru_order, "lru_order", max)?;
         self.call(py, |r| r.import_state(state, &rows, &lru))
     }
 
@@ -925,8 +970,8 @@ impl ResidencyResolver {
         topk_rows: &Bound<'_, PyAny>,
         state_index: &Bound<'_, PyAny>,
     ) -> PyResult<ResolveResult> {
-        let rows = int_array(topk_rows, "topk_rows")?;
-        let states = int_array(state_index, "state_index")?;
+        let rows = int_array(topk_rows, "topk_rows", MAX_RESOLVE_ENTRIES)?;
+        let states = int_array(state_index, "state_index", MAX_RESOLVE_ENTRIES)?;
         let shape = rows.shape();
         let sshape = states.shape();
         if shape.len() != 2 || sshape.len() != 1 || sshape[0] != shape[0] {
@@ -1021,12 +1066,13 @@ impl ResidencyResolver {
         width: usize,
         states: &[S],
     ) -> PyResult<hisparse_core::ResolveOutput> {
-        if rows.len() > hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES {
+        if rows.len() > MAX_RESOLVE_ENTRIES {
             return Err(pool_err(
                 py,
                 PoolError::BatchTooLarge {
+                    what: "topk_rows (rows x width)",
                     entries: rows.len() as u64,
-                    max: hisparse_core::pool::resolver::MAX_RESOLVE_ENTRIES as u64,
+                    max: MAX_RESOLVE_ENTRIES as u64,
                 },
             ));
         }

@@ -18,7 +18,8 @@
 //! digits as a string when even a float cannot hold it; keys may be str,
 //! int, float, bool or None; any other type is a TypeError.
 //! The walk recurses at most [`MAX_JSON_DEPTH`] levels, so it cannot
-//! overflow the stack; dicts are read through `items()` (a snapshot).
+//! overflow the stack; containers are read one item at a time and no further
+//! than the budget (`Walk::container`).
 
 use hisparse_core::limits::{MAX_INPUT_BYTES, MAX_JSON_DEPTH};
 use hisparse_core::{Code, Diagnostic, FieldPath, Seg};
@@ -149,39 +150,56 @@ impl Walk {
         out
     }
 
+    /// A container's items, read one at a time and no further than the
+    /// budget: a dict through `items()` (a snapshot: a key's `__str__` may
+    /// change the dict), another mapping through its `items()` iterator (it
+    /// may never end), a list or tuple by index as `json.dumps` reads it (a
+    /// subclass's `__iter__` is not asked).
     fn container(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-        let items = if let Ok(d) = obj.cast::<PyDict>() {
-            Some(d.items())
-        } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-            None
-        } else {
-            Some(obj.cast::<PyMapping>()?.items()?)
-        };
-        match items {
-            Some(items) => {
-                let mut map = Map::new();
-                for pair in items.iter() {
-                    let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract()?;
-                    let Some(key) = self.key(&k)? else { continue };
-                    self.path.push(Seg::Key(key.clone()));
-                    let value = self.value(&v);
-                    self.path.pop();
-                    map.insert(key, value?);
-                }
-                Ok(Value::Object(map))
-            }
-            None => {
-                let list: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
-                let mut out = Vec::with_capacity(list.len().min(1 << 16));
-                for (i, item) in list.iter().enumerate() {
-                    self.path.push(Seg::Index(i));
-                    let value = self.value(item);
-                    self.path.pop();
-                    out.push(value?);
-                }
-                Ok(Value::Array(out))
-            }
+        if let Ok(d) = obj.cast::<PyDict>() {
+            return self.pairs(d.items().iter().map(Ok));
         }
+        if let Ok(list) = obj.cast::<PyList>() {
+            return self.items(list.iter());
+        }
+        if let Ok(tuple) = obj.cast::<PyTuple>() {
+            return self.items(tuple.iter());
+        }
+        let items = obj.call_method0("items")?.try_iter()?;
+        self.pairs(items)
+    }
+
+    fn pairs<'py>(
+        &mut self,
+        pairs: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+    ) -> PyResult<Value> {
+        let mut map = Map::new();
+        for pair in pairs {
+            if self.exhausted {
+                break;
+            }
+            let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+            let Some(key) = self.key(&k)? else { continue };
+            self.path.push(Seg::Key(key.clone()));
+            let value = self.value(&v);
+            self.path.pop();
+            map.insert(key, value?);
+        }
+        Ok(Value::Object(map))
+    }
+
+    fn items<'py>(&mut self, items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Value> {
+        let mut out = Vec::new();
+        for (i, item) in items.enumerate() {
+            if self.exhausted {
+                break;
+            }
+            self.path.push(Seg::Index(i));
+            let value = self.value(&item);
+            self.path.pop();
+            out.push(value?);
+        }
+        Ok(Value::Array(out))
     }
 
     /// A dict key as `json.dumps` writes it; None when it is not UTF-8 (reported).

@@ -183,7 +183,9 @@ pub fn locate(model: &str, revision: Option<&str>, cache: &HubCache) -> Result<P
         return Err(not_cached(looked));
     }
     let file = repo.join("snapshots").join(&commit).join(CONFIG_NAME);
-    if file.is_file() {
+    // Anything there (a FIFO, a device link, a directory, a symlink loop) is
+    // read, so that its own error names it; only an absent file is "not there".
+    if file.symlink_metadata().is_ok() {
         return Ok(file);
     }
     looked.push(format!("{}: not there", file.display()));

@@ -1018,7 +1018,7 @@ fn gpu_plan(
                         weights_estimated = true;
                         weights_source = Some(format!(
                         "estimated from config.json: {:.1} B parameters, {}; vLLM's start-up log is exact (pass --weights-gib)",
-                        (w.dense_params + w.expert_params) as f64 / 1e9,
+                        (w.dense_params as f64 + w.expert_params as f64) / 1e9,
                         w.rule
                     ));
                         Some(w.bytes_per_gpu(tp, dp, args.enable_expert_parallel == Some(true)))

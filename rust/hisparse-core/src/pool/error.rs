@@ -82,11 +82,12 @@ pub enum PoolError {
     ShapeMismatch { what: String },
 
     /// A bound on one call's work (README "Limits"), so every call returns soon.
-    #[error(
-        "the batch has {entries} top-k entries (rows x width), more than the {max} one resolve \
-         call takes; split it into several calls"
-    )]
-    BatchTooLarge { entries: u64, max: u64 },
+    #[error("{what} has {entries} entries, more than the {max} one call takes; split it into several calls")]
+    BatchTooLarge {
+        what: &'static str,
+        entries: u64,
+        max: u64,
+    },
 
     #[error(
         "unknown resolver state {state} (batch row {row}): it was never created or is already \

@@ -460,6 +460,7 @@ impl ResidencyResolver {
         }
         if topk_rows.len() > MAX_RESOLVE_ENTRIES {
             return Err(PoolError::BatchTooLarge {
+                what: "topk_rows (rows x width)",
                 entries: topk_rows.len() as u64,
                 max: MAX_RESOLVE_ENTRIES as u64,
             });

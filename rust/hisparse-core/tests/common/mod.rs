@@ -65,9 +65,9 @@ pub const GUARD_MS: u64 = 500;
 /// Run `check(&args)` on a worker thread and fail if it panics or does not
 /// finish within [`GUARD_MS`]. A hung worker keeps spinning until the
 /// process exits, so use this in forked tests: only the child keeps it.
-pub fn guarded(
-    args: &ServeArgs,
-    check: fn(&ServeArgs) -> Result<(), TestCaseError>,
+pub fn guarded<T: Clone + Send + 'static>(
+    args: &T,
+    check: fn(&T) -> Result<(), TestCaseError>,
 ) -> Result<(), TestCaseError> {
     let args = args.clone();
     let (tx, rx) = std::sync::mpsc::channel();
