@@ -84,7 +84,11 @@ pub fn human(report: &Report) -> String {
                 }));
             }
             // One column, as wide as the longest name.
-            let w = rows.iter().map(|(name, _, _)| name.len()).max().unwrap_or(0);
+            let w = rows
+                .iter()
+                .map(|(name, _, _)| name.len())
+                .max()
+                .unwrap_or(0);
             for (name, value, prov) in rows {
                 let _ = writeln!(out, "  {name:<w$} {value}");
                 let _ = writeln!(out, "  {:<w$}   {}", "", provenance(prov));

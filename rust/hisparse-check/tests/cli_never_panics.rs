@@ -686,7 +686,8 @@ fn plot_needs_the_python_entry_point() {
     assert_eq!(o.code, Some(2));
     assert!(
         o.stderr.contains("pip install 'hisparse_rs[plot]'")
-            && o.stderr.contains("from a checkout of this repository: pip install '.[plot]'"),
+            && o.stderr
+                .contains("from a checkout of this repository: pip install '.[plot]'"),
         "{}",
         o.stderr
     );
