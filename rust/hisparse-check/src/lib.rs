@@ -2,7 +2,8 @@
 //! own flag names. One entry point, [`run`], serves the Rust binary and the
 //! `hisparse-check` console script that pip installs (through the PyO3 module).
 //!
-//! Exit codes: 0 valid, 1 invalid configuration, 2 usage or I/O error.
+//! Exit codes: 0 valid, 1 invalid configuration, 2 usage or I/O error (a
+//! reader that closed the pipe: quiet, 0).
 
 mod argv;
 mod render;
@@ -192,7 +193,8 @@ accepted and listed as ignored.
 --plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
   bash examples/dsv32-decode-pd.sh --plan --gpu h200 --context-length 128K
 
-Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error.";
+Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error
+(a closed pipe, as in `| head`, is quiet: 0).";
 
 fn parse_max_model_len(text: &str) -> Result<i64, String> {
     if text.trim().eq_ignore_ascii_case("auto") || text.trim() == "-1" {
@@ -319,8 +321,8 @@ where
     )
 }
 
-/// Write the result and flush: a full disk, a closed pipe or a closed stdout
-/// is an error, not a silent exit 0.
+/// Write the result and flush: a full disk or a closed stdout is an error,
+/// not a silent exit 0 (a closed pipe is quiet: [`write_failed`]).
 fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
     stdout_open()?;
     writeln!(stdout, "{text}")?;
@@ -376,7 +378,14 @@ where
     run_with_plan(texts, env)
 }
 
+/// A failed write of the result: exit 2 with a message (a full disk, a closed
+/// stdout), except for a reader that closed the pipe (`| head -3`): that is
+/// quiet and exit 0, as in ripgrep (crates/core/main.rs) and Unix tools that
+/// die of SIGPIPE, which Rust ignores.
 fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return (EXIT_VALID, None);
+    }
     let _ = writeln!(
         stderr,
         "hisparse-check: error: cannot write the result to stdout: {e}"
