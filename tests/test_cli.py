@@ -189,6 +189,17 @@ def test_invalid_json_flag_is_a_configuration_error() -> None:
     assert [(e["code"], e["path"]) for e in errors] == [("invalid_json", "kv_transfer_config")]
 
 
+def test_invalid_json_flag_keeps_the_model_in_the_header() -> None:
+    # Trial finding 6: the header said "no model" and "HiSparse: not configured".
+    proc = run(DSV32, "--kv-transfer-config", "{bad")
+    assert proc.returncode == 1
+    head = proc.stdout.splitlines()[:3]
+    assert "DeepseekV32ForCausalLM" in head[0] and "no model" not in head[0], head
+    assert head[2] == "HiSparse: unknown: --kv-transfer-config could not be read (not valid JSON, see the errors)"
+    report = as_json(DSV32, "--kv-transfer-config", "{bad")
+    assert report["model"]["architecture"] == "DeepseekV32ForCausalLM"
+
+
 MULTI_OPEN = (
     '{"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": '
 )

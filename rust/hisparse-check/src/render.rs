@@ -1,8 +1,9 @@
 //! Human-readable report: resolved settings with provenance, then warnings,
 //! then errors, each with what was given, what is allowed and the fix.
 
+use hisparse_core::config::args::flag_name;
 use hisparse_core::config::report::ModelSummary;
-use hisparse_core::{Diagnostic, Provenance, Report, Resolved};
+use hisparse_core::{Code, Diagnostic, Provenance, Report, Resolved};
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -115,10 +116,27 @@ pub fn human(report: &Report) -> String {
             );
         }
         (None, false) => {
-            let _ = writeln!(
-                out,
-                "\nHiSparse: not configured (no HiSparseConnector and no hisparse_config)"
-            );
+            // A flag that could configure HiSparse and is not JSON: unknown, not off.
+            let unread: Vec<String> = report
+                .errors
+                .iter()
+                .filter(|e| e.code == Code::InvalidJson)
+                .map(|e| e.path.to_string())
+                .filter(|p| p == "kv_transfer_config" || p == "attention_config")
+                .map(|p| flag_name(&p))
+                .collect();
+            let _ = if unread.is_empty() {
+                writeln!(
+                    out,
+                    "\nHiSparse: not configured (no HiSparseConnector and no hisparse_config)"
+                )
+            } else {
+                writeln!(
+                    out,
+                    "\nHiSparse: unknown: {} could not be read (not valid JSON, see the errors)",
+                    unread.join(" and ")
+                )
+            };
         }
     }
     ignored(&mut out, &report.ignored_flags);

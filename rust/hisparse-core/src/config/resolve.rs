@@ -76,8 +76,15 @@ pub(crate) fn resolve_once(
 ) -> Result<(Report, Option<ModelInfo>, Option<f64>), LoadError> {
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
-        // Flags that are not JSON: report them alone rather than guess around them.
-        return Ok((Report::from_diagnostics(d), None, None));
+        // Flags that are not JSON: report them alone rather than guess around
+        // them, under the model they were given with when it reads.
+        let mut report = Report::from_diagnostics(d);
+        report.model = args
+            .load_hf_config()
+            .ok()
+            .flatten()
+            .map(|(cfg, source)| summary(&model::read(&cfg, None), source));
+        return Ok((report, None, None));
     }
     let args: &ServeArgs = &normalized;
     scan_shell_variables(args, &mut d);
@@ -153,14 +160,20 @@ pub(crate) fn resolve_once(
     let mut report = Report::from_diagnostics(d);
     fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
-    report.model = model.as_ref().map(|(info, source)| ModelSummary {
-        source: source.clone(),
-        architecture: info.architecture.clone(),
-        model_type: info.model_type.clone(),
-    });
+    report.model = model
+        .as_ref()
+        .map(|(info, source)| summary(info, source.clone()));
     report.gpu = gpu.cloned();
     report.hisparse = if report.valid { hisparse } else { None };
     Ok((report, model.map(|(info, _)| info), needed_gib))
+}
+
+fn summary(info: &ModelInfo, source: String) -> ModelSummary {
+    ModelSummary {
+        source,
+        architecture: info.architecture.clone(),
+        model_type: info.model_type.clone(),
+    }
 }
 
 fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
