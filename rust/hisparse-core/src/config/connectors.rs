@@ -601,6 +601,7 @@ fn check_fields(
     };
     if connector.is_some() && obj.get("kv_role").is_none_or(Value::is_null) {
         let at = path.key("kv_role");
+        let role = suggested_role(connector, node);
         out.push(
             Diagnostic::error(
                 Code::MissingKvRole,
@@ -608,9 +609,13 @@ fn check_fields(
                 format!("kv_role is required when kv_connector is set ({path} has none)"),
             )
             .allowed(format!("one of {}", quoted(KV_ROLES)))
+            .hint(format!(
+                "set {at} to \"{role}\" ({})",
+                role_reason(connector, node)
+            ))
             .fix(vec![FixOp::Set {
                 path: at,
-                value: json!(suggested_role(connector, node)),
+                value: json!(role),
             }]),
         );
     }
@@ -655,6 +660,17 @@ fn check_fields(
 
 fn is_hisparse_typo(name: &str) -> bool {
     !KNOWN_CONNECTORS.contains(&name) && closest(name, KNOWN_CONNECTORS) == Some(HISPARSE)
+}
+
+/// Why [`suggested_role`] picks its role, in words for the fix.
+fn role_reason(connector: Option<&str>, node: &Node<'_>) -> String {
+    if connector == Some(HISPARSE) {
+        return "HiSparseConnector both spills to and loads from the host pool".to_owned();
+    }
+    match node.parent_role.as_deref() {
+        Some(r @ ("kv_producer" | "kv_consumer")) => format!("the MultiConnector's role, {r}"),
+        _ => "no role is given here or on a MultiConnector above, so the fix takes kv_both, which sends and receives KV; on a P/D decode node set kv_consumer instead, on a P/D prefill node kv_producer".to_owned(),
+    }
 }
 
 fn suggested_role(connector: Option<&str>, node: &Node<'_>) -> &'static str {
@@ -854,6 +870,52 @@ fn report_multiple(sites: &[HiSparseSite], out: &mut Vec<Diagnostic>) {
             .allowed("exactly one HiSparseConnector")
             .hint(format!("remove the HiSparseConnector at {}", extra.path))
             .fix(extra.removal.clone()),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint_at(tree: &Value, path: &str) -> String {
+        let mut out = Vec::new();
+        walk(tree, &mut out);
+        let d = out
+            .iter()
+            .find(|d| d.code == Code::MissingKvRole && d.path.to_string() == path)
+            .unwrap_or_else(|| panic!("no missing_kv_role at {path}: {out:?}"));
+        d.hint.clone().unwrap()
+    }
+
+    #[test]
+    fn a_missing_role_without_one_above_says_why_kv_both_and_what_pd_wants() {
+        // Trial finding 10: no role on the MultiConnector nor on the Nixl child.
+        let tree = json!({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector"},
+            {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}]}});
+        for path in [
+            "kv_transfer_config.kv_role",
+            "kv_transfer_config.kv_connector_extra_config.connectors[0].kv_role",
+        ] {
+            let hint = hint_at(&tree, path);
+            assert!(
+                hint.contains("\"kv_both\"")
+                    && hint.contains("decode node set kv_consumer")
+                    && hint.contains("prefill node kv_producer"),
+                "{path}: {hint}"
+            );
+        }
+        // With the MultiConnector's role, the child takes it, and says so.
+        let tree = json!({"kv_connector": "MultiConnector", "kv_role": "kv_consumer", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector"}]}});
+        let hint = hint_at(
+            &tree,
+            "kv_transfer_config.kv_connector_extra_config.connectors[0].kv_role",
+        );
+        assert!(
+            hint.contains("\"kv_consumer\" (the MultiConnector's role"),
+            "{hint}"
         );
     }
 }
