@@ -15,7 +15,7 @@ use crate::config::schema::{
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
     SPECULATIVE_FIELDS,
 };
-use crate::config::validate::{self, PoolAdvice};
+use crate::config::validate::{self, PoolAdvice, StartupNeed};
 use crate::config::{fixes, misplaced, startup};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
@@ -68,12 +68,12 @@ pub fn resolve_on(
 }
 
 /// One resolution: the report (errors settled, see `config::fixes`), the
-/// model facts and the start-up minimum host pool when the sizes are known.
+/// model facts and what start-up needs of the host pool when the sizes are known.
 pub(crate) fn resolve_once(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
     advice: Option<&PoolAdvice>,
-) -> Result<(Report, Option<ModelInfo>, Option<f64>), LoadError> {
+) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around
@@ -137,7 +137,7 @@ pub(crate) fn resolve_once(
         enabled,
         &mut d,
     );
-    let mut needed_gib = None;
+    let mut needed = None;
     let hisparse = if enabled {
         let misplaced = misplaced::find(args, &tree);
         let ctx = validate::Ctx {
@@ -152,7 +152,7 @@ pub(crate) fn resolve_once(
             advice,
             misplaced: &misplaced,
         };
-        ctx.validate(&mut d, &mut needed_gib)
+        ctx.validate(&mut d, &mut needed)
     } else {
         None
     };
@@ -165,7 +165,7 @@ pub(crate) fn resolve_once(
         .map(|(info, source)| summary(info, source.clone()));
     report.gpu = gpu.cloned();
     report.hisparse = if report.valid { hisparse } else { None };
-    Ok((report, model.map(|(info, _)| info), needed_gib))
+    Ok((report, model.map(|(info, _)| info), needed))
 }
 
 fn summary(info: &ModelInfo, source: String) -> ModelSummary {

@@ -1,0 +1,106 @@
+//! Fixes as a new user read them in the new-user trial of main: the
+//! fix text says what its figures assume, and each fix passes alone and
+//! with the other fixes of its report.
+
+use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::{resolve, Code, Report, ServeArgs};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn model() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/models/deepseek-v3.2")
+        .display()
+        .to_string()
+}
+
+fn args(mut doc: Value) -> ServeArgs {
+    doc["model"] = json!(model());
+    ServeArgs::from_json(doc).unwrap()
+}
+
+fn report(args: &ServeArgs) -> Report {
+    resolve(args).unwrap()
+}
+
+/// `args` with `fixes` applied in order.
+fn fixed(args: &ServeArgs, fixes: &[&hisparse_core::Diagnostic]) -> ServeArgs {
+    let mut doc = args.normalized().0.into_owned().to_json();
+    for d in fixes {
+        apply_fix(&mut doc, &d.fix).unwrap();
+    }
+    ServeArgs::from_json(doc).unwrap()
+}
+
+/// Each fix alone removes its error; all of them together leave a valid
+/// configuration; returns that configuration's report.
+fn fixes_pass_alone_and_together(args: &ServeArgs) -> Report {
+    let r = report(args);
+    assert!(!r.errors.is_empty());
+    for d in &r.errors {
+        let after = report(&fixed(args, &[d]));
+        assert!(
+            !after
+                .errors
+                .iter()
+                .any(|e| e.code == d.code && e.path == d.path),
+            "the fix of {} at {} alone leaves it",
+            d.code.as_str(),
+            d.path
+        );
+    }
+    let all: Vec<_> = r.errors.iter().collect();
+    let after = report(&fixed(args, &all));
+    assert!(after.valid, "every fix at once leaves {:?}", after.errors);
+    after
+}
+
+const PD_NO_POOL: &str = r#"{"kv_connector": "MultiConnector", "kv_role": "kv_consumer", "kv_connector_extra_config": {"connectors": [
+    {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"},
+    {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}]}}"#;
+
+/// Trial finding 5: a pool both misplaced and too small, with a block size
+/// another fix changes. The figure was printed twice ("4.86 GiB 4.86 GiB"),
+/// and the fix did not say which block size its figures were for.
+#[test]
+fn a_misplaced_pool_too_small_says_what_its_figures_assume() {
+    let a = args(json!({
+        "tensor_parallel_size": 8,
+        "kv_cache_dtype": "fp8_ds_mla",
+        "block_size": 16,
+        "max_model_len": 128000,
+        "speculative_config": {"method": "mtp", "num_speculative_tokens": 1},
+        "attention_config": {"hisparse_config": {"host_pool_gib": 2}},
+        "kv_transfer_config": serde_json::from_str::<Value>(PD_NO_POOL).unwrap(),
+    }));
+    let r = report(&a);
+    let d = r
+        .errors
+        .iter()
+        .find(|e| e.code == Code::HostPoolGibMisplaced)
+        .expect("host_pool_gib_misplaced");
+    let hint = d.hint.as_deref().unwrap();
+    assert!(!hint.contains("GiB 4.86 GiB"), "{hint}");
+    let gib = hint
+        .split(" as ")
+        .nth(1)
+        .and_then(|t| t.split(':').next())
+        .unwrap();
+    assert_eq!(hint.matches(&format!("{gib} GiB")).count(), 1, "{hint}");
+    assert!(
+        hint.contains("host blocks of 16 tokens, fewer than the 8002 that start-up needs as given"),
+        "{hint}"
+    );
+    assert!(
+        hint.contains(
+            "once the other fixes of this report are applied (block_size 64: 2002 host blocks"
+        ),
+        "{hint}"
+    );
+    assert!(r
+        .errors
+        .iter()
+        .any(|e| e.code == Code::BlockSizeUnsupported));
+    let after = fixes_pass_alone_and_together(&a);
+    assert_eq!(after.hisparse.unwrap().block_size.value, 64);
+}
