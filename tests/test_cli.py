@@ -62,7 +62,7 @@ def test_readme_main_command_bundled_example() -> None:
         "inferred from the HiSparseConnector at kv_transfer_config.kv_connector_extra_config.connectors[1]"
         in proc.stdout
     )
-    assert "device_buffer_size    4096 rows" in proc.stdout
+    assert "device_buffer_size     4096 rows" in proc.stdout
     assert "result: valid" in proc.stdout
 
 
