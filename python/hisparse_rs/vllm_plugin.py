@@ -72,7 +72,10 @@ HiSparse rules themselves (the check states vLLM 0.33.0's). So on any version
 but the ones in :data:`TESTED_VLLM_VERSIONS` the plugin logs one line and
 steps aside.
 
-Behaviour. HiSparse not configured: silent. Errors: one ``ValueError`` whose
+Behaviour. HiSparse not configured: silent, unless the check finds errors in
+a configuration that evidently means HiSparse (a ``hisparse_config``, or
+"hisparse" in the connector tree, as in a misspelled key); those are reported
+as for HiSparse on. Errors: one ``ValueError`` whose
 text is the whole report, every error with its code, path and fix, then the
 fixes as ``vllm serve`` flags. Warnings: vLLM's logger. ``HISPARSE_RS_PREFLIGHT``:
 unset or ``1`` as described, ``warn`` logs the errors instead of raising,
@@ -243,7 +246,7 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: %s: %s", type(e).__name__, e)
         return True
-    if not report.hisparse_enabled:
+    if not report.hisparse_enabled and not (report.errors and _hisparse_meant(args)):
         os.environ[_CHECKED_ENV] = fingerprint
         return True
     if node.skipped:
@@ -294,6 +297,17 @@ def _may_configure_hisparse(engine_args: Any) -> bool:
         getattr(engine_args, "kv_transfer_config", None) is not None
         or getattr(attention, "hisparse_config", None) is not None
     )
+
+
+def _hisparse_meant(args: Mapping[str, Any]) -> bool:
+    """Whether ``args`` evidently mean HiSparse though the report finds it off: a
+    ``hisparse_config``, or "hisparse" anywhere in the connector tree (a HiSparseConnector
+    under a misspelled key or name the check does not read as one). Their errors are then
+    HiSparse's to report."""
+    attention = args.get("attention_config")
+    if isinstance(attention, Mapping) and attention.get("hisparse_config") is not None:
+        return True
+    return "hisparse" in json.dumps(args.get("kv_transfer_config")).lower()
 
 
 def serve_args_of(engine_args: Any) -> dict[str, Any]:

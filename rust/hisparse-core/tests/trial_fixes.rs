@@ -104,3 +104,34 @@ fn a_misplaced_pool_too_small_says_what_its_figures_assume() {
     let after = fixes_pass_alone_and_together(&a);
     assert_eq!(after.hisparse.unwrap().block_size.value, 64);
 }
+
+/// Trial finding 1: the trial's launch command with the HiSparseConnector
+/// entry's key misspelled `kv_conector`. The fix removed the entry (HiSparse
+/// off, the 256 GiB lost); it renames the key, alone and with the others.
+#[test]
+fn a_misspelled_kv_connector_key_is_renamed_and_hisparse_stays_on() {
+    for name in ["HiSparseConnector", "HiSparseConector"] {
+        let a = args(json!({
+            "tensor_parallel_size": 8,
+            "kv_cache_dtype": "fp8_ds_mla",
+            "max_model_len": 128000,
+            "max_num_seqs": 64,
+            "gpu_memory_utilization": 0.9,
+            "speculative_config": {"method": "mtp", "num_speculative_tokens": 1},
+            "kv_transfer_config": {"kv_connector": "MultiConnector", "kv_role": "kv_consumer", "kv_connector_extra_config": {"connectors": [
+                {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"},
+                {"kv_conector": name, "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 256}}]}},
+        }));
+        let r = report(&a);
+        assert!(r.hisparse_enabled, "{name}");
+        let codes: Vec<_> = r.errors.iter().map(|e| e.code).collect();
+        assert_eq!(codes, [Code::MissingKvConnector], "{name}");
+        let after = fixes_pass_alone_and_together(&a);
+        let h = after.hisparse.expect("HiSparse on after the fix");
+        assert_eq!(h.host_pool_gib.value, 256.0, "{name}");
+        assert_eq!(
+            h.connector,
+            "kv_transfer_config.kv_connector_extra_config.connectors[1]"
+        );
+    }
+}

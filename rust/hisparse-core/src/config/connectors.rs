@@ -135,7 +135,12 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         };
         tree.nodes.push(node.path.clone());
         let role = check_fields(obj, &node, out);
-        let connector = obj.get("kv_connector").and_then(Value::as_str);
+        // A name under a misspelled key (its missing_kv_connector or unknown_key
+        // error renames the key) counts, so a HiSparseConnector stays one.
+        let connector = obj
+            .get("kv_connector")
+            .and_then(Value::as_str)
+            .or_else(|| misspelled_connector(obj).map(|(_, name)| name));
         // A misspelled HiSparseConnector (its unknown_connector error carries the
         // fix) is validated as HiSparse, so every error shows up in one pass.
         let connector = match connector {
@@ -551,26 +556,20 @@ fn check_fields(
             out.push(d);
         }
     }
+    let misspelled = misspelled_connector(obj);
     if node.depth > 0
         && connector.is_none()
         && !matches!(obj.get("kv_connector"), Some(v) if !v.is_null())
     {
-        out.push(
-            Diagnostic::error(
-                Code::MissingKvConnector,
-                path.key("kv_connector"),
-                format!("the child connector at {path} has no kv_connector"),
-            )
-            .allowed(format!("one of {}", quoted(KNOWN_CONNECTORS)))
-            .hint(format!(
-                "name the connector in {} (e.g. \"NixlConnector\"), or remove the entry",
-                path.key("kv_connector")
-            ))
-            .fix(vec![FixOp::Remove {
-                path: node.removal.clone(),
-            }]),
-        );
+        out.push(missing_connector(
+            path,
+            node,
+            misspelled,
+            module_path.is_some(),
+        ));
     }
+    // The name under a misspelled key is the connector the fixes give.
+    let connector = connector.or(misspelled.map(|(_, name)| name));
 
     let role = match obj.get("kv_role") {
         None | Some(Value::Null) => None,
@@ -660,6 +659,81 @@ fn check_fields(
 
 fn is_hisparse_typo(name: &str) -> bool {
     !KNOWN_CONNECTORS.contains(&name) && closest(name, KNOWN_CONNECTORS) == Some(HISPARSE)
+}
+
+/// A `kv_connector` written under a misspelled key (`kv_conector`) of a
+/// connector that has none: the key and the name it holds.
+fn misspelled_connector(obj: &Map<String, Value>) -> Option<(&str, &str)> {
+    if obj.get("kv_connector").is_some_and(|v| !v.is_null()) {
+        return None;
+    }
+    obj.iter().find_map(|(key, value)| {
+        let misspelled = key != "connectors"
+            && !KV_TRANSFER_FIELDS.contains(&key.as_str())
+            && !KV_TRANSFER_REMOVED.contains(&key.as_str())
+            && closest(key, KV_TRANSFER_FIELDS) == Some("kv_connector");
+        Some((key.as_str(), value.as_str().filter(|_| misspelled)?))
+    })
+}
+
+/// A child connector without a kv_connector. Under a misspelled key, the fix
+/// renames the key, keeping the user's name (or the registered one it is a
+/// misspelling of) and everything else; otherwise it removes the entry.
+fn missing_connector(
+    path: &FieldPath,
+    node: &Node<'_>,
+    misspelled: Option<(&str, &str)>,
+    custom_module: bool,
+) -> Diagnostic {
+    let at = path.key("kv_connector");
+    let mut d = Diagnostic::error(
+        Code::MissingKvConnector,
+        at.clone(),
+        match misspelled {
+            Some((key, _)) => {
+                format!("the child connector at {path} has no kv_connector, but a {key}")
+            }
+            None => format!("the child connector at {path} has no kv_connector"),
+        },
+    )
+    .allowed(format!("one of {}", quoted(KNOWN_CONNECTORS)));
+    if let Some((_, name)) = misspelled {
+        d = d.given(&json!(name));
+    }
+    let renamed = misspelled.and_then(|(key, name)| {
+        let from = path.key(key);
+        let rename = FixOp::Move {
+            from: from.clone(),
+            to: at.clone(),
+        };
+        if custom_module || KNOWN_CONNECTORS.contains(&name) {
+            return Some((
+                format!("{from} reads as a misspelling of kv_connector: rename it to {at}, keeping \"{name}\""),
+                vec![rename],
+            ));
+        }
+        let best = closest(name, KNOWN_CONNECTORS)?;
+        Some((
+            format!("{from} reads as a misspelling of kv_connector, and \"{name}\" as one of \"{best}\": rename it to {at} and set it to \"{best}\""),
+            vec![
+                rename,
+                FixOp::Set {
+                    path: at.clone(),
+                    value: json!(best),
+                },
+            ],
+        ))
+    });
+    match renamed {
+        Some((hint, fix)) => d.hint(hint).fix(fix),
+        None => d
+            .hint(format!(
+                "name the connector in {at} (e.g. \"NixlConnector\"), or remove the entry"
+            ))
+            .fix(vec![FixOp::Remove {
+                path: node.removal.clone(),
+            }]),
+    }
 }
 
 /// Why [`suggested_role`] picks its role, in words for the fix.
