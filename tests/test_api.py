@@ -3,6 +3,7 @@ exception carrying every error, messages a user can act on."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -82,6 +83,18 @@ def test_check_never_raises_on_bad_config() -> None:
     (err,) = report.errors
     assert err.code == "connectors_list_at_top_level"
     assert "MultiConnector" in (err.hint or "")
+
+
+def test_the_fixes_as_serve_flags() -> None:
+    # Trial finding 2: one implementation of the flags after every fix, for the CLI,
+    # --json, Python and the vLLM plugin.
+    bad = {**HS, "kv_connector_extra_config": {}}
+    report = hisparse_rs.check(DSV32, kv_transfer_config=bad, block_size=16, tensor_parallel_size=8)
+    assert report.fixed_flags is not None and report.fixed_flags.startswith("--block-size 64 --kv-transfer-config '")
+    assert json.loads(report.to_json())["fixed_flags"] == report.fixed_flags
+    fixed = dict(block_size=64, kv_transfer_config=json.loads(report.fixed_flags.split("'")[1]))
+    assert hisparse_rs.check(DSV32, tensor_parallel_size=8, **fixed).valid
+    assert hisparse_rs.check(DSV32, kv_transfer_config=PD, tensor_parallel_size=8).fixed_flags is None
 
 
 def test_messages_name_what_the_user_needs() -> None:

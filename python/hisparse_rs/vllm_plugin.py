@@ -93,7 +93,6 @@ import hashlib
 import json
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -108,7 +107,6 @@ __all__ = [
     "preflight",
     "register",
     "serve_args_of",
-    "serve_flags",
 ]
 
 #: vLLM releases this plugin was tested against (tests/vllm/).
@@ -262,7 +260,7 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
         )
         os.environ[_CHECKED_ENV] = fingerprint
         return True
-    text = render(report, args, node)
+    text = render(report, node)
     if mode == "warn":
         logger.warning("%s", text)
         os.environ[_CHECKED_ENV] = fingerprint
@@ -539,9 +537,10 @@ def _kv_transfer_json(kv: Any) -> Any:
     return _json(out)
 
 
-def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) -> str:
+def render(report: Any, node: Machine | None = None) -> str:
     """The report as the ``ValueError`` text: every error with code, path, message and fix, then the
-    flags, then the machine it was checked for (``node``)."""
+    fixes as flags (``report.fixed_flags``, computed by hisparse_rs' core as ``hisparse-check``
+    prints them), then the machine it was checked for (``node``)."""
     import hisparse_rs
 
     n = len(report.errors)
@@ -559,7 +558,7 @@ def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) ->
             lines.append(f"    allowed: {d.allowed}")
         if d.hint:
             lines.append(f"    fix:     {d.hint}")
-    flags = serve_flags(args, [d.fix for d in report.errors])
+    flags = report.fixed_flags
     if flags:
         lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]
     if node is not None and (node.checked or node.skipped):
@@ -572,37 +571,3 @@ def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) ->
         f"{ENV}=warn logs these errors and lets vLLM go on; {ENV}=0 turns this check off.",
     ]
     return "\n".join(lines)
-
-
-def serve_flags(args: Mapping[str, Any], fixes: list[Any]) -> str:
-    """The ``vllm serve`` flags (and environment) that change ``args`` into ``args`` with every fix applied.
-
-    ``fixes``: the fixes of one report's errors, in report order. hisparse_rs
-    computes them jointly, so applied all at once, in that order, they pass.
-    A JSON flag is given whole: vLLM's dotted flags replace a JSON flag of the
-    same name instead of editing it. Returns "" when the fixes do not apply.
-    """
-    import hisparse_rs
-
-    try:
-        fixed = hisparse_rs.apply_fix(args, [op for fix in fixes for op in fix])
-    except ValueError:
-        return ""
-    parts: list[str] = []
-    for key in sorted(set(args) | set(fixed), key=lambda k: (k not in _SCALARS, k)):
-        before, after = args.get(key), fixed.get(key)
-        if before == after or key in ("model", "hf_config", "platform"):
-            continue
-        if key == "VLLM_USE_V2_MODEL_RUNNER":
-            parts.append(f"unset {key}" if after is None else f"{key}={shlex.quote(str(after))}")
-            continue
-        flag = "--" + key.replace("_", "-")
-        if after is None:
-            parts.append(f"(remove {flag})")
-        elif isinstance(after, bool):
-            parts.append(flag if after else "--no-" + flag[2:])
-        elif isinstance(after, dict | list):
-            parts.append(f"{flag} {shlex.quote(json.dumps(after))}")
-        else:
-            parts.append(f"{flag} {shlex.quote(str(after))}")
-    return " ".join(parts)

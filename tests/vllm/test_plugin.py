@@ -124,7 +124,8 @@ def test_the_flags_of_the_report_make_a_config_that_vllm_starts() -> None:
     node = vllm_plugin.machine(broken(), "cuda").options
     args = vllm_plugin.serve_args_of(broken())
     report = hisparse_rs.check_args(args, **node)
-    flags = vllm_plugin.serve_flags(args, [d.fix for d in report.errors])
+    flags = report.fixed_flags
+    assert flags is not None
     fixed = dict(args)
     for d in report.errors:
         fixed = hisparse_rs.apply_fix(fixed, d.fix)

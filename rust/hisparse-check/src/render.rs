@@ -142,6 +142,12 @@ pub fn human(report: &Report) -> String {
     ignored(&mut out, &report.ignored_flags);
     section(&mut out, "warning", &report.warnings);
     section(&mut out, "error", &report.errors);
+    if let Some(flags) = &report.fixed_flags {
+        let _ = writeln!(
+            out,
+            "\nWith every fix applied, change these vllm serve flags:\n  {flags}"
+        );
+    }
     let verdict = if report.valid { "valid" } else { "INVALID" };
     let _ = write!(
         out,

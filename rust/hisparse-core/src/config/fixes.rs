@@ -330,7 +330,7 @@ const JOINT_MAX_NESTING: usize = 64;
 
 /// Whether every JSON field nests at most [`JOINT_MAX_NESTING`] levels
 /// (measured without recursion).
-fn shallow(args: &ServeArgs) -> bool {
+pub(crate) fn shallow(args: &ServeArgs) -> bool {
     let mut stack: Vec<(&Value, usize)> = args
         .json_fields()
         .into_iter()

@@ -8,6 +8,7 @@
 
 use crate::config::args::{LoadError, ServeArgs};
 use crate::config::connectors::{self, ConnectorTree};
+use crate::config::fixed_flags::fixed_flags;
 use crate::config::model::{self, ModelInfo};
 use crate::config::report::{ModelSummary, Report};
 use crate::config::schema::{
@@ -64,7 +65,9 @@ pub fn resolve_on(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    fixes::resolve_advised(args, gpu, None)
+    let (mut report, model) = fixes::resolve_advised(args, gpu, None)?;
+    report.fixed_flags = fixed_flags(args, &report.errors);
+    Ok((report, model))
 }
 
 /// One resolution: the report (errors settled, see `config::fixes`), the
