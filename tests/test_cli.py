@@ -200,6 +200,16 @@ def test_invalid_json_flag_keeps_the_model_in_the_header() -> None:
     assert report["model"]["architecture"] == "DeepseekV32ForCausalLM"
 
 
+def test_hf_config_path_is_read_as_vllm_reads_it() -> None:
+    # Trial finding 7: it was listed as ignored, so another config was checked than vLLM's.
+    llama = str(MODELS / "llama-3.1-8b")
+    report = as_json(llama, "--hf-config-path", DSV32, "-tp", "8", "--kv-transfer-config", json.dumps(PD))
+    assert report["valid"] and report["model"]["architecture"] == "DeepseekV32ForCausalLM"
+    assert "--hf-config-path" not in report.get("ignored_flags", [])
+    python = hisparse_rs.check(llama, hf_config_path=DSV32, tensor_parallel_size=8, kv_transfer_config=PD)
+    assert python.valid and python.model is not None and python.model.architecture == "DeepseekV32ForCausalLM"
+
+
 MULTI_OPEN = (
     '{"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": '
 )

@@ -24,9 +24,10 @@ turned into ``KVTransferConfig`` / ``AttentionConfig`` / ``CompilationConfig``
 objects (argparse rejects malformed ones before any plugin code runs), the
 rest as given. It rebuilds hisparse_rs' ``ServeArgs`` from the fields (the
 names are vLLM's) and checks them for the platform vLLM detected. The model's
-``config.json`` is read from the model directory, ``--hf-config-path``, or, for
-a hub id, the local Hugging Face cache at ``--revision`` (hisparse_rs reads it
-as vLLM does offline, never downloading); when none is local, the check waits
+``config.json`` is read, as vLLM reads it (vllm/config/model.py:680), from
+``--hf-config-path`` when given, else from the model directory, or, for a hub
+id, the local Hugging Face cache at ``--revision`` (hisparse_rs reads it as
+vLLM does offline, never downloading); when none is local, the check waits
 for vLLM's own ``ModelConfig`` (built next, by ``create_model_config``) and
 reads its HF config instead.
 
@@ -130,6 +131,7 @@ _SCALARS = (
     "prefill_context_parallel_size",
     "nnodes",
     "revision",
+    "hf_config_path",
     "kv_cache_dtype",
     "block_size",
     "max_model_len",
@@ -218,7 +220,7 @@ def preflight(engine_args: Any) -> None:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: cannot read the arguments (%s)", e)
         return
-    if "model" not in args or not _check(engine_args, args, mode):
+    if not {"model", "hf_config_path"} & set(args) or not _check(engine_args, args, mode):
         _check_after_model_config(engine_args, args, mode)
 
 
@@ -311,9 +313,10 @@ def _hisparse_meant(args: Mapping[str, Any]) -> bool:
 def serve_args_of(engine_args: Any) -> dict[str, Any]:
     """hisparse_rs' ``ServeArgs`` JSON form of a vLLM 0.33 ``EngineArgs``.
 
-    ``"model"`` is the local ``config.json`` (model directory or
-    ``hf_config_path``), else a hub id (``org/name``, read from the local
-    Hugging Face cache at ``revision``), else missing.
+    ``"model"`` is the local ``config.json`` of the model directory, else a hub
+    id (``org/name``, read from the local Hugging Face cache at ``revision``),
+    else missing; ``"hf_config_path"`` is passed as given (hisparse_rs reads
+    the config from it first, as vLLM does).
     """
     args: dict[str, Any] = {}
     config = _local_model_config(engine_args)
@@ -499,14 +502,14 @@ def _pools_not_known(engine_args: Any) -> str | None:
 
 
 def _local_model_config(engine_args: Any) -> Path | None:
-    for candidate in (getattr(engine_args, "hf_config_path", None), getattr(engine_args, "model", None)):
-        if not candidate:
-            continue
-        path = Path(str(candidate)).expanduser()
-        if path.is_file():
-            return path
-        if (path / "config.json").is_file():
-            return path / "config.json"
+    model = getattr(engine_args, "model", None)
+    if not model:
+        return None
+    path = Path(str(model)).expanduser()
+    if path.is_file():
+        return path
+    if (path / "config.json").is_file():
+        return path / "config.json"
     return None
 
 

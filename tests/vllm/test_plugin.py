@@ -158,6 +158,17 @@ def test_errors_of_a_config_that_means_hisparse_are_not_silent() -> None:
         engine_args(kv_transfer_config=tree, tensor_parallel_size=8).create_engine_config()
 
 
+def test_the_config_is_read_from_hf_config_path_first() -> None:
+    llama = ROOT / "tests" / "data" / "models" / "llama-3.1-8b"
+    args = vllm_plugin.serve_args_of(
+        EngineArgs(model=str(llama), hf_config_path=str(DSV32), skip_tokenizer_init=True)
+    )
+    assert args["hf_config_path"] == str(DSV32)
+    report = hisparse_rs.check_args({**args, "kv_transfer_config": pd_decode(), "tensor_parallel_size": 8})
+    assert report.valid and report.model is not None
+    assert report.model.architecture == "DeepseekV32ForCausalLM"
+
+
 def test_a_valid_config_goes_through_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     config = engine_args(kv_transfer_config=pd_decode(), tensor_parallel_size=8, kv_cache_dtype="fp8_ds_mla")
     checked = config.create_engine_config()

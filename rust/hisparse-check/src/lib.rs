@@ -43,6 +43,10 @@ struct Cli {
     /// Model: a local config.json, a directory containing one, or a cached model id.
     #[arg(long)]
     model: Option<String>,
+    /// Where the model's config.json is read from instead of MODEL (a file, a
+    /// directory or a cached model id), as vLLM reads it.
+    #[arg(long, value_name = "PATH")]
+    hf_config_path: Option<String>,
     /// Branch, tag or commit of a model id in the Hugging Face cache (default main).
     #[arg(long, value_name = "REVISION")]
     revision: Option<String>,
@@ -450,6 +454,7 @@ fn parse(args: &[String]) -> Result<Parsed, Usage> {
         .map_err(Usage::Clap)?;
     let nothing = cli.model.is_none()
         && cli.model_positional.is_none()
+        && cli.hf_config_path.is_none()
         && cli.kv_transfer_config.is_none()
         && cli.attention_config.is_none();
     if nothing {
@@ -475,6 +480,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         // As in `vllm serve MODEL --model X`, the positional model wins.
         model: cli.model_positional.or(cli.model),
         revision: cli.revision,
+        hf_config_path: cli.hf_config_path,
         hf_config: None,
         tensor_parallel_size: cli.tensor_parallel_size,
         pipeline_parallel_size: cli.pipeline_parallel_size,

@@ -135,3 +135,32 @@ fn a_misspelled_kv_connector_key_is_renamed_and_hisparse_stays_on() {
         );
     }
 }
+
+/// Trial finding 7: `--hf-config-path` was listed as ignored, so the check
+/// read another config than vLLM, which reads `hf_config_path or model`
+/// (vllm/config/model.py:680).
+#[test]
+fn the_config_is_read_from_hf_config_path_first() {
+    let llama = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/models/llama-3.1-8b")
+        .display()
+        .to_string();
+    let hs = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}});
+    let a = ServeArgs::from_json(json!({"model": llama, "hf_config_path": model(), "tensor_parallel_size": 8, "kv_transfer_config": hs}))
+        .unwrap();
+    let r = report(&a);
+    assert!(r.valid, "{:?}", r.errors);
+    assert_eq!(
+        r.model.unwrap().architecture.as_deref(),
+        Some("DeepseekV32ForCausalLM")
+    );
+    // Without it, the model's own config (not a DSA model: HiSparse refused).
+    let b = ServeArgs::from_json(
+        json!({"model": llama, "tensor_parallel_size": 8, "kv_transfer_config": hs}),
+    )
+    .unwrap();
+    assert!(report(&b)
+        .errors
+        .iter()
+        .any(|e| e.code == Code::ModelNotDsa));
+}

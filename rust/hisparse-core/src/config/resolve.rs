@@ -188,6 +188,7 @@ fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     for (name, value) in [
         ("model", &args.model),
         ("revision", &args.revision),
+        ("hf_config_path", &args.hf_config_path),
         ("kv_cache_dtype", &args.kv_cache_dtype),
         ("platform", &args.platform),
     ] {
