@@ -195,7 +195,8 @@ def test_invalid_json_flag_keeps_the_model_in_the_header() -> None:
     assert proc.returncode == 1
     head = proc.stdout.splitlines()[:3]
     assert "DeepseekV32ForCausalLM" in head[0] and "no model" not in head[0], head
-    assert head[2] == "HiSparse: unknown: --kv-transfer-config could not be read (not valid JSON, see the errors)"
+    unknown = "HiSparse: unknown: --kv-transfer-config could not be read (not valid JSON, see the errors)"
+    assert head[2] == unknown
     report = as_json(DSV32, "--kv-transfer-config", "{bad")
     assert report["model"]["architecture"] == "DeepseekV32ForCausalLM"
 
