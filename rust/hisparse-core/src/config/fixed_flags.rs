@@ -95,11 +95,7 @@ impl serde_json::ser::Formatter for PythonSeparators {
         w: &mut W,
         first: bool,
     ) -> io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
+        w.write_all(if first { b"" } else { b", " })
     }
 
     fn begin_object_key<W: ?Sized + io::Write>(
@@ -107,11 +103,7 @@ impl serde_json::ser::Formatter for PythonSeparators {
         w: &mut W,
         first: bool,
     ) -> io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            w.write_all(b", ")
-        }
+        self.begin_array_value(w, first)
     }
 
     fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
