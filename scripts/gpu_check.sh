@@ -23,13 +23,14 @@ py="${PYTHON:-}"
 if [ -z "$py" ]; then
   if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=python3; fi
 fi
-mkdir -p "$out_dir"
 
 unset TRITON_INTERPRET
 if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
   echo "gpu_check: $py has no torch with a usable CUDA device; nothing to check" >&2
   exit 2
 fi
+# Only now: without a GPU there are no results, and no empty directory for them.
+mkdir -p "$out_dir"
 if ! "$py" -c 'import hisparse_rs' 2>/dev/null; then
   export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 fi

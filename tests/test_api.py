@@ -3,6 +3,7 @@ exception carrying every error, messages a user can act on."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -82,6 +83,19 @@ def test_check_never_raises_on_bad_config() -> None:
     (err,) = report.errors
     assert err.code == "connectors_list_at_top_level"
     assert "MultiConnector" in (err.hint or "")
+
+
+def test_the_fixes_as_serve_flags() -> None:
+    # Trial finding 2: one implementation of the flags after every fix, for the CLI,
+    # --json, Python and the vLLM plugin.
+    bad = {**HS, "kv_connector_extra_config": {}}
+    report = hisparse_rs.check(DSV32, kv_transfer_config=bad, block_size=16, tensor_parallel_size=8)
+    flags = report.fixed_flags
+    assert flags is not None and flags.startswith("--block-size 64 --kv-transfer-config '")
+    assert json.loads(report.to_json())["fixed_flags"] == report.fixed_flags
+    fixed = dict(block_size=64, kv_transfer_config=json.loads(report.fixed_flags.split("'")[1]))
+    assert hisparse_rs.check(DSV32, tensor_parallel_size=8, **fixed).valid
+    assert hisparse_rs.check(DSV32, kv_transfer_config=PD, tensor_parallel_size=8).fixed_flags is None
 
 
 def test_messages_name_what_the_user_needs() -> None:
@@ -238,7 +252,5 @@ def test_model_ids_from_the_cache(
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     report = hisparse_rs.check("deepseek-ai/DeepSeek-V3.2", kv_transfer_config=PD)
     assert report.valid and report.model is not None and commit in report.model.source
-    with pytest.raises(
-        hisparse_rs.ModelLoadError, match=r"huggingface-cli download zai-org/GLM-5 config\.json"
-    ):
+    with pytest.raises(hisparse_rs.ModelLoadError, match=r"hf download zai-org/GLM-5 config\.json"):
         hisparse_rs.check("zai-org/GLM-5")

@@ -62,7 +62,7 @@ def test_readme_main_command_bundled_example() -> None:
         "inferred from the HiSparseConnector at kv_transfer_config.kv_connector_extra_config.connectors[1]"
         in proc.stdout
     )
-    assert "device_buffer_size    4096 rows" in proc.stdout
+    assert "device_buffer_size     4096 rows" in proc.stdout
     assert "result: valid" in proc.stdout
 
 
@@ -187,6 +187,28 @@ def test_invalid_json_flag_is_a_configuration_error() -> None:
     assert proc.returncode == 1
     errors = json.loads(proc.stdout)["errors"]
     assert [(e["code"], e["path"]) for e in errors] == [("invalid_json", "kv_transfer_config")]
+
+
+def test_invalid_json_flag_keeps_the_model_in_the_header() -> None:
+    # Trial finding 6: the header said "no model" and "HiSparse: not configured".
+    proc = run(DSV32, "--kv-transfer-config", "{bad")
+    assert proc.returncode == 1
+    head = proc.stdout.splitlines()[:3]
+    assert "DeepseekV32ForCausalLM" in head[0] and "no model" not in head[0], head
+    unknown = "HiSparse: unknown: --kv-transfer-config could not be read (not valid JSON, see the errors)"
+    assert head[2] == unknown
+    report = as_json(DSV32, "--kv-transfer-config", "{bad")
+    assert report["model"]["architecture"] == "DeepseekV32ForCausalLM"
+
+
+def test_hf_config_path_is_read_as_vllm_reads_it() -> None:
+    # Trial finding 7: it was listed as ignored, so another config was checked than vLLM's.
+    llama = str(MODELS / "llama-3.1-8b")
+    report = as_json(llama, "--hf-config-path", DSV32, "-tp", "8", "--kv-transfer-config", json.dumps(PD))
+    assert report["valid"] and report["model"]["architecture"] == "DeepseekV32ForCausalLM"
+    assert "--hf-config-path" not in report.get("ignored_flags", [])
+    python = hisparse_rs.check(llama, hf_config_path=DSV32, tensor_parallel_size=8, kv_transfer_config=PD)
+    assert python.valid and python.model is not None and python.model.architecture == "DeepseekV32ForCausalLM"
 
 
 MULTI_OPEN = (
@@ -385,7 +407,8 @@ def test_model_ids_are_read_from_the_hugging_face_cache(tmp_path: Path, hf_hub: 
     absent = run("zai-org/GLM-5", env=env)
     assert absent.returncode == 2
     assert "models--zai-org--GLM-5: no such directory (cache from HF_HUB_CACHE)" in absent.stderr
-    assert "huggingface-cli download zai-org/GLM-5 config.json" in absent.stderr
+    assert "hf download zai-org/GLM-5 config.json" in absent.stderr
+    assert "huggingface-cli" not in absent.stderr
     assert "Traceback" not in missing.stderr + absent.stderr
 
 

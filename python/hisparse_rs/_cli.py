@@ -1,7 +1,8 @@
 """Console-script entry point of ``hisparse-check`` (the same Rust code as the binary).
 
 One addition the Rust binary cannot make: ``--plot PATH`` draws the ``--plan``
-sweep with matplotlib (``pip install 'hisparse_rs[plot]'``).
+sweep with matplotlib (``pip install 'hisparse_rs[plot]'``; from a checkout,
+``pip install '.[plot]'``).
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ def main() -> None:
     try:
         import matplotlib  # noqa: F401  (fail before printing the plan)
     except ImportError:
-        print(
-            "hisparse-check: error: --plot needs matplotlib: pip install 'hisparse_rs[plot]'", file=sys.stderr
-        )
+        from hisparse_rs.planning import PLOT_INSTALL
+
+        print(f"hisparse-check: error: --plot needs matplotlib: {PLOT_INSTALL}", file=sys.stderr)
         sys.exit(2)
     from hisparse_rs.planning import plot_plan
 

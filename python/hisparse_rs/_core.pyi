@@ -181,6 +181,15 @@ class Report:
     def gpu(self) -> dict[str, Any] | None:
         """The GPU named with ``gpu=`` (its figures and their sources), or None."""
     @property
+    def fixed_flags(self) -> str | None:
+        """The ``vllm serve`` flags (and environment) to change with every fix applied, as shell text.
+
+        E.g. ``--block-size 64 --kv-transfer-config '{...}'``; ``(remove --flag)`` and
+        ``unset VAR`` for what the fixes remove. Given in place of those flags, they pass;
+        JSON flags are given whole (vLLM's dotted flags replace a JSON flag instead of
+        editing it). None when no fix changes a flag (the model and platform are not flags).
+        """
+    @property
     def schema_version(self) -> int: ...
     @property
     def vllm_version(self) -> str: ...

@@ -105,6 +105,7 @@ def check(
     model: str | os.PathLike[str] | None = None,
     *,
     revision: str | None = None,
+    hf_config_path: str | os.PathLike[str] | None = None,
     hf_config: Mapping[str, Any] | None = None,
     hf_overrides: JsonArg = None,
     kv_transfer_config: JsonArg = None,
@@ -141,6 +142,10 @@ def check(
             Face model id read from the local cache (``HF_HUB_CACHE``,
             ``HF_HOME/hub``, ``~/.cache/huggingface/hub``; never downloaded).
         revision: the branch, tag or commit of a model id (default ``main``).
+        hf_config_path: ``--hf-config-path``: where the config is read from instead of
+            ``model`` (a file, a directory or a cached model id, at ``revision``), as
+            vLLM 0.33's ``ModelConfig`` reads it (``get_config(hf_config_path or model)``,
+            vllm/config/model.py:680).
         hf_config: the model's config as a mapping, instead of ``model``.
         hf_overrides: deep-merged over the model config (``--hf-overrides``).
         kv_transfer_config, attention_config, speculative_config, compilation_config:
@@ -172,6 +177,7 @@ def check(
     args = _serve_args(
         model,
         revision=revision,
+        hf_config_path=None if hf_config_path is None else os.fsdecode(hf_config_path),
         hf_config=hf_config,
         vllm_use_v2_model_runner=vllm_use_v2_model_runner,
         hf_overrides=hf_overrides,

@@ -26,6 +26,9 @@ Limit = Literal["gpu", "host", "max_num_seqs", "baseline"]
 ``max_num_seqs``, or the baseline (HiSparse never plans fewer requests than
 serving without it: vLLM keeps pages GPU-resident until memory pressure)."""
 
+#: How to get matplotlib for :func:`plot_plan` and ``hisparse-check --plot``.
+PLOT_INSTALL = "pip install 'hisparse_rs[plot]' (from a checkout of this repository: pip install '.[plot]')"
+
 _MARKERS: dict[Limit, str] = {"gpu": "o", "host": "s", "max_num_seqs": "^", "baseline": "D"}
 
 
@@ -108,7 +111,7 @@ def plot_plan(plan: Plan, path: str | os.PathLike[str], *, title: str | None = N
     and with HiSparse, each HiSparse point marked by its binding limit; write a
     PNG to ``path`` and return it.
 
-    Needs matplotlib (``pip install 'hisparse_rs[plot]'``), imported here with
+    Needs matplotlib (:data:`PLOT_INSTALL`), imported here with
     the Agg backend, so nothing else in hisparse_rs depends on it. Raises
     ValueError when the plan has no GPU figures (give ``gpu_memory_gib`` or
     ``kv_cache_memory_bytes``).
@@ -117,7 +120,7 @@ def plot_plan(plan: Plan, path: str | os.PathLike[str], *, title: str | None = N
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as e:  # pragma: no cover - the test extra installs it
-        raise ImportError("plot_plan needs matplotlib: pip install 'hisparse_rs[plot]'") from e
+        raise ImportError(f"plot_plan needs matplotlib: {PLOT_INSTALL}") from e
 
     points = plan.sweep
     if any(p.hisparse_requests is None or p.baseline_requests is None for p in points):

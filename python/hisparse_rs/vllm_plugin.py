@@ -24,9 +24,10 @@ turned into ``KVTransferConfig`` / ``AttentionConfig`` / ``CompilationConfig``
 objects (argparse rejects malformed ones before any plugin code runs), the
 rest as given. It rebuilds hisparse_rs' ``ServeArgs`` from the fields (the
 names are vLLM's) and checks them for the platform vLLM detected. The model's
-``config.json`` is read from the model directory, ``--hf-config-path``, or, for
-a hub id, the local Hugging Face cache at ``--revision`` (hisparse_rs reads it
-as vLLM does offline, never downloading); when none is local, the check waits
+``config.json`` is read, as vLLM reads it (vllm/config/model.py:680), from
+``--hf-config-path`` when given, else from the model directory, or, for a hub
+id, the local Hugging Face cache at ``--revision`` (hisparse_rs reads it as
+vLLM does offline, never downloading); when none is local, the check waits
 for vLLM's own ``ModelConfig`` (built next, by ``create_model_config``) and
 reads its HF config instead.
 
@@ -72,7 +73,10 @@ HiSparse rules themselves (the check states vLLM 0.33.0's). So on any version
 but the ones in :data:`TESTED_VLLM_VERSIONS` the plugin logs one line and
 steps aside.
 
-Behaviour. HiSparse not configured: silent. Errors: one ``ValueError`` whose
+Behaviour. HiSparse not configured: silent, unless the check finds errors in
+a configuration that evidently means HiSparse (a ``hisparse_config``, or
+"hisparse" in the connector tree, as in a misspelled key); those are reported
+as for HiSparse on. Errors: one ``ValueError`` whose
 text is the whole report, every error with its code, path and fix, then the
 fixes as ``vllm serve`` flags. Warnings: vLLM's logger. ``HISPARSE_RS_PREFLIGHT``:
 unset or ``1`` as described, ``warn`` logs the errors instead of raising,
@@ -90,7 +94,6 @@ import hashlib
 import json
 import logging
 import os
-import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -105,7 +108,6 @@ __all__ = [
     "preflight",
     "register",
     "serve_args_of",
-    "serve_flags",
 ]
 
 #: vLLM releases this plugin was tested against (tests/vllm/).
@@ -129,6 +131,7 @@ _SCALARS = (
     "prefill_context_parallel_size",
     "nnodes",
     "revision",
+    "hf_config_path",
     "kv_cache_dtype",
     "block_size",
     "max_model_len",
@@ -217,7 +220,7 @@ def preflight(engine_args: Any) -> None:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: cannot read the arguments (%s)", e)
         return
-    if "model" not in args or not _check(engine_args, args, mode):
+    if not {"model", "hf_config_path"} & set(args) or not _check(engine_args, args, mode):
         _check_after_model_config(engine_args, args, mode)
 
 
@@ -243,7 +246,7 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: %s: %s", type(e).__name__, e)
         return True
-    if not report.hisparse_enabled:
+    if not report.hisparse_enabled and not (report.errors and _hisparse_meant(args)):
         os.environ[_CHECKED_ENV] = fingerprint
         return True
     if node.skipped:
@@ -259,7 +262,7 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
         )
         os.environ[_CHECKED_ENV] = fingerprint
         return True
-    text = render(report, args, node)
+    text = render(report, node)
     if mode == "warn":
         logger.warning("%s", text)
         os.environ[_CHECKED_ENV] = fingerprint
@@ -296,12 +299,24 @@ def _may_configure_hisparse(engine_args: Any) -> bool:
     )
 
 
+def _hisparse_meant(args: Mapping[str, Any]) -> bool:
+    """Whether ``args`` evidently mean HiSparse though the report finds it off: a
+    ``hisparse_config``, or "hisparse" anywhere in the connector tree (a HiSparseConnector
+    under a misspelled key or name the check does not read as one). Their errors are then
+    HiSparse's to report."""
+    attention = args.get("attention_config")
+    if isinstance(attention, Mapping) and attention.get("hisparse_config") is not None:
+        return True
+    return "hisparse" in json.dumps(args.get("kv_transfer_config")).lower()
+
+
 def serve_args_of(engine_args: Any) -> dict[str, Any]:
     """hisparse_rs' ``ServeArgs`` JSON form of a vLLM 0.33 ``EngineArgs``.
 
-    ``"model"`` is the local ``config.json`` (model directory or
-    ``hf_config_path``), else a hub id (``org/name``, read from the local
-    Hugging Face cache at ``revision``), else missing.
+    ``"model"`` is the local ``config.json`` of the model directory, else a hub
+    id (``org/name``, read from the local Hugging Face cache at ``revision``),
+    else missing; ``"hf_config_path"`` is passed as given (hisparse_rs reads
+    the config from it first, as vLLM does).
     """
     args: dict[str, Any] = {}
     config = _local_model_config(engine_args)
@@ -487,14 +502,14 @@ def _pools_not_known(engine_args: Any) -> str | None:
 
 
 def _local_model_config(engine_args: Any) -> Path | None:
-    for candidate in (getattr(engine_args, "hf_config_path", None), getattr(engine_args, "model", None)):
-        if not candidate:
-            continue
-        path = Path(str(candidate)).expanduser()
-        if path.is_file():
-            return path
-        if (path / "config.json").is_file():
-            return path / "config.json"
+    model = getattr(engine_args, "model", None)
+    if not model:
+        return None
+    path = Path(str(model)).expanduser()
+    if path.is_file():
+        return path
+    if (path / "config.json").is_file():
+        return path / "config.json"
     return None
 
 
@@ -525,9 +540,10 @@ def _kv_transfer_json(kv: Any) -> Any:
     return _json(out)
 
 
-def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) -> str:
+def render(report: Any, node: Machine | None = None) -> str:
     """The report as the ``ValueError`` text: every error with code, path, message and fix, then the
-    flags, then the machine it was checked for (``node``)."""
+    fixes as flags (``report.fixed_flags``, computed by hisparse_rs' core as ``hisparse-check``
+    prints them), then the machine it was checked for (``node``)."""
     import hisparse_rs
 
     n = len(report.errors)
@@ -545,7 +561,7 @@ def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) ->
             lines.append(f"    allowed: {d.allowed}")
         if d.hint:
             lines.append(f"    fix:     {d.hint}")
-    flags = serve_flags(args, [d.fix for d in report.errors])
+    flags = report.fixed_flags
     if flags:
         lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]
     if node is not None and (node.checked or node.skipped):
@@ -558,37 +574,3 @@ def render(report: Any, args: Mapping[str, Any], node: Machine | None = None) ->
         f"{ENV}=warn logs these errors and lets vLLM go on; {ENV}=0 turns this check off.",
     ]
     return "\n".join(lines)
-
-
-def serve_flags(args: Mapping[str, Any], fixes: list[Any]) -> str:
-    """The ``vllm serve`` flags (and environment) that change ``args`` into ``args`` with every fix applied.
-
-    ``fixes``: the fixes of one report's errors, in report order. hisparse_rs
-    computes them jointly, so applied all at once, in that order, they pass.
-    A JSON flag is given whole: vLLM's dotted flags replace a JSON flag of the
-    same name instead of editing it. Returns "" when the fixes do not apply.
-    """
-    import hisparse_rs
-
-    try:
-        fixed = hisparse_rs.apply_fix(args, [op for fix in fixes for op in fix])
-    except ValueError:
-        return ""
-    parts: list[str] = []
-    for key in sorted(set(args) | set(fixed), key=lambda k: (k not in _SCALARS, k)):
-        before, after = args.get(key), fixed.get(key)
-        if before == after or key in ("model", "hf_config", "platform"):
-            continue
-        if key == "VLLM_USE_V2_MODEL_RUNNER":
-            parts.append(f"unset {key}" if after is None else f"{key}={shlex.quote(str(after))}")
-            continue
-        flag = "--" + key.replace("_", "-")
-        if after is None:
-            parts.append(f"(remove {flag})")
-        elif isinstance(after, bool):
-            parts.append(flag if after else "--no-" + flag[2:])
-        elif isinstance(after, dict | list):
-            parts.append(f"{flag} {shlex.quote(json.dumps(after))}")
-        else:
-            parts.append(f"{flag} {shlex.quote(str(after))}")
-    return " ".join(parts)

@@ -124,7 +124,8 @@ def test_the_flags_of_the_report_make_a_config_that_vllm_starts() -> None:
     node = vllm_plugin.machine(broken(), "cuda").options
     args = vllm_plugin.serve_args_of(broken())
     report = hisparse_rs.check_args(args, **node)
-    flags = vllm_plugin.serve_flags(args, [d.fix for d in report.errors])
+    flags = report.fixed_flags
+    assert flags is not None
     fixed = dict(args)
     for d in report.errors:
         fixed = hisparse_rs.apply_fix(fixed, d.fix)
@@ -132,6 +133,40 @@ def test_the_flags_of_the_report_make_a_config_that_vllm_starts() -> None:
     verdict = vllm_pipeline.vllm_verdict({**fixed, "model": str(DSV32)})
     assert verdict.starts and verdict.hisparse, verdict
     assert "--block-size 64" in flags
+
+
+def test_a_misspelled_kv_connector_key_is_refused_with_the_rename() -> None:
+    # Trial finding 1: the plugin was silent (HiSparse read as off) and the fix removed the entry.
+    tree = pd_decode(host_pool_gib=256)
+    child = tree["kv_connector_extra_config"]["connectors"][1]
+    child["kv_conector"] = child.pop("kv_connector")
+    with pytest.raises(ValueError) as raised:
+        engine_args(kv_transfer_config=tree, tensor_parallel_size=8).create_engine_config()
+    text = str(raised.value)
+    assert "error[missing_kv_connector]" in text and "rename it to" in text
+    assert '"kv_connector": "HiSparseConnector"}]}}' in text  # in the flags: HiSparse stays on
+    assert '"host_pool_gib": 256' in text
+
+
+def test_errors_of_a_config_that_means_hisparse_are_not_silent() -> None:
+    # "conectors": the check finds no HiSparseConnector, but the tree names one.
+    tree = pd_decode()
+    tree["kv_connector_extra_config"] = {"conectors": tree["kv_connector_extra_config"]["connectors"]}
+    args = vllm_plugin.serve_args_of(engine_args(kv_transfer_config=tree))
+    assert not hisparse_rs.check_args(args).hisparse_enabled
+    with pytest.raises(ValueError, match="empty_multi_connector"):
+        engine_args(kv_transfer_config=tree, tensor_parallel_size=8).create_engine_config()
+
+
+def test_the_config_is_read_from_hf_config_path_first() -> None:
+    llama = ROOT / "tests" / "data" / "models" / "llama-3.1-8b"
+    args = vllm_plugin.serve_args_of(
+        EngineArgs(model=str(llama), hf_config_path=str(DSV32), skip_tokenizer_init=True)
+    )
+    assert args["hf_config_path"] == str(DSV32)
+    report = hisparse_rs.check_args({**args, "kv_transfer_config": pd_decode(), "tensor_parallel_size": 8})
+    assert report.valid and report.model is not None
+    assert report.model.architecture == "DeepseekV32ForCausalLM"
 
 
 def test_a_valid_config_goes_through_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:

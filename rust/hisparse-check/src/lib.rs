@@ -2,7 +2,8 @@
 //! own flag names. One entry point, [`run`], serves the Rust binary and the
 //! `hisparse-check` console script that pip installs (through the PyO3 module).
 //!
-//! Exit codes: 0 valid, 1 invalid configuration, 2 usage or I/O error.
+//! Exit codes: 0 valid, 1 invalid configuration, 2 usage or I/O error (a
+//! reader that closed the pipe: quiet, 0).
 
 mod argv;
 mod render;
@@ -42,6 +43,10 @@ struct Cli {
     /// Model: a local config.json, a directory containing one, or a cached model id.
     #[arg(long)]
     model: Option<String>,
+    /// Where the model's config.json is read from instead of MODEL (a file, a
+    /// directory or a cached model id), as vLLM reads it.
+    #[arg(long, value_name = "PATH")]
+    hf_config_path: Option<String>,
     /// Branch, tag or commit of a model id in the Hugging Face cache (default main).
     #[arg(long, value_name = "REVISION")]
     revision: Option<String>,
@@ -192,7 +197,8 @@ accepted and listed as ignored.
 --plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
   bash examples/dsv32-decode-pd.sh --plan --gpu h200 --context-length 128K
 
-Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error.";
+Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error
+(a closed pipe, as in `| head`, is quiet: 0).";
 
 fn parse_max_model_len(text: &str) -> Result<i64, String> {
     if text.trim().eq_ignore_ascii_case("auto") || text.trim() == "-1" {
@@ -261,7 +267,7 @@ where
         }
     };
     if parsed.cli.plot.is_some() {
-        let _ = writeln!(stderr, "hisparse-check: error: --plot draws with matplotlib, which runs in Python: use the hisparse-check that pip installs (pip install 'hisparse_rs[plot]'), or hisparse_rs.plot_plan()");
+        let _ = writeln!(stderr, "hisparse-check: error: --plot draws with matplotlib, which runs in Python: use the hisparse-check that pip installs with the plot extra (pip install 'hisparse_rs[plot]' (from a checkout of this repository: pip install '.[plot]')), or hisparse_rs.plot_plan()");
         return (EXIT_USAGE, None);
     }
     let json_output = parsed.cli.json;
@@ -319,8 +325,8 @@ where
     )
 }
 
-/// Write the result and flush: a full disk, a closed pipe or a closed stdout
-/// is an error, not a silent exit 0.
+/// Write the result and flush: a full disk or a closed stdout is an error,
+/// not a silent exit 0 (a closed pipe is quiet: [`write_failed`]).
 fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
     stdout_open()?;
     writeln!(stdout, "{text}")?;
@@ -376,7 +382,14 @@ where
     run_with_plan(texts, env)
 }
 
+/// A failed write of the result: exit 2 with a message (a full disk, a closed
+/// stdout), except for a reader that closed the pipe (`| head -3`): that is
+/// quiet and exit 0, as in ripgrep (crates/core/main.rs) and Unix tools that
+/// die of SIGPIPE, which Rust ignores.
 fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return (EXIT_VALID, None);
+    }
     let _ = writeln!(
         stderr,
         "hisparse-check: error: cannot write the result to stdout: {e}"
@@ -441,6 +454,7 @@ fn parse(args: &[String]) -> Result<Parsed, Usage> {
         .map_err(Usage::Clap)?;
     let nothing = cli.model.is_none()
         && cli.model_positional.is_none()
+        && cli.hf_config_path.is_none()
         && cli.kv_transfer_config.is_none()
         && cli.attention_config.is_none();
     if nothing {
@@ -466,6 +480,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         // As in `vllm serve MODEL --model X`, the positional model wins.
         model: cli.model_positional.or(cli.model),
         revision: cli.revision,
+        hf_config_path: cli.hf_config_path,
         hf_config: None,
         tensor_parallel_size: cli.tensor_parallel_size,
         pipeline_parallel_size: cli.pipeline_parallel_size,

@@ -1,8 +1,9 @@
 //! Human-readable report: resolved settings with provenance, then warnings,
 //! then errors, each with what was given, what is allowed and the fix.
 
+use hisparse_core::config::args::flag_name;
 use hisparse_core::config::report::ModelSummary;
-use hisparse_core::{Diagnostic, Provenance, Report, Resolved};
+use hisparse_core::{Code, Diagnostic, Provenance, Report, Resolved};
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -83,21 +84,27 @@ pub fn human(report: &Report) -> String {
                     format!("{v} B per block (vLLM's residency resolver)")
                 }));
             }
+            // One column, as wide as the longest name.
+            let w = rows
+                .iter()
+                .map(|(name, _, _)| name.len())
+                .max()
+                .unwrap_or(0);
             for (name, value, prov) in rows {
-                let _ = writeln!(out, "  {name:<21} {value}");
-                let _ = writeln!(out, "  {:<21}   {}", "", provenance(prov));
+                let _ = writeln!(out, "  {name:<w$} {value}");
+                let _ = writeln!(out, "  {:<w$}   {}", "", provenance(prov));
             }
             if let Some(ours) = h.triton_resolver_shared_memory_bytes {
                 let _ = writeln!(
                     out,
-                    "  {:<21}   hisparse_rs Triton resolver: {ours} B per program",
+                    "  {:<w$}   hisparse_rs Triton resolver: {ours} B per program",
                     ""
                 );
             }
             if let Some(g) = &report.gpu {
                 let _ = writeln!(
                     out,
-                    "  {:<21}   {} allows {} B per block ({})",
+                    "  {:<w$}   {} allows {} B per block ({})",
                     "", g.name, g.max_shared_memory_per_block, g.shared_memory_source
                 );
             }
@@ -109,15 +116,38 @@ pub fn human(report: &Report) -> String {
             );
         }
         (None, false) => {
-            let _ = writeln!(
-                out,
-                "\nHiSparse: not configured (no HiSparseConnector and no hisparse_config)"
-            );
+            // A flag that could configure HiSparse and is not JSON: unknown, not off.
+            let unread: Vec<String> = report
+                .errors
+                .iter()
+                .filter(|e| e.code == Code::InvalidJson)
+                .map(|e| e.path.to_string())
+                .filter(|p| p == "kv_transfer_config" || p == "attention_config")
+                .map(|p| flag_name(&p))
+                .collect();
+            let _ = if unread.is_empty() {
+                writeln!(
+                    out,
+                    "\nHiSparse: not configured (no HiSparseConnector and no hisparse_config)"
+                )
+            } else {
+                writeln!(
+                    out,
+                    "\nHiSparse: unknown: {} could not be read (not valid JSON, see the errors)",
+                    unread.join(" and ")
+                )
+            };
         }
     }
     ignored(&mut out, &report.ignored_flags);
     section(&mut out, "warning", &report.warnings);
     section(&mut out, "error", &report.errors);
+    if let Some(flags) = &report.fixed_flags {
+        let _ = writeln!(
+            out,
+            "\nWith every fix applied, change these vllm serve flags:\n  {flags}"
+        );
+    }
     let verdict = if report.valid { "valid" } else { "INVALID" };
     let _ = write!(
         out,

@@ -320,7 +320,7 @@ fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
                 gib(x.hisparse_gpu_bytes_per_request),
                 gib(x.host_kv_bytes_per_request),
                 x.min_host_pool_gib
-                    .map_or_else(|| "?".to_owned(), |g| format!("{g}")),
+                    .map_or_else(|| "?".to_owned(), |g| format!("{g:.2}")),
             ]
         })
         .collect();

@@ -685,7 +685,9 @@ fn plot_needs_the_python_entry_point() {
     let o = run(&args, None);
     assert_eq!(o.code, Some(2));
     assert!(
-        o.stderr.contains("pip install 'hisparse_rs[plot]'"),
+        o.stderr.contains("pip install 'hisparse_rs[plot]'")
+            && o.stderr
+                .contains("from a checkout of this repository: pip install '.[plot]'"),
         "{}",
         o.stderr
     );
@@ -868,6 +870,39 @@ fn an_unwritable_stdout_is_an_error_exit() {
             err.contains("cannot write the result to stdout"),
             "{extra:?}: {err}"
         );
+    }
+}
+
+/// `hisparse-check ... | head -3`: a reader that closed the pipe is not an
+/// error (it printed "cannot write the result to stdout: Broken pipe" and
+/// exited 2); quiet and exit 0, as ripgrep. The read end is closed before the
+/// child starts, so its first write fails with EPIPE.
+#[test]
+fn a_closed_pipe_is_quiet() {
+    use std::os::unix::io::FromRawFd;
+    let model = repo("tests/data/models/deepseek-v3.2");
+    for extra in [&[][..], &["--json"][..], &["--help"][..]] {
+        let mut fds = [0; 2];
+        // SAFETY: pipe writes two descriptors into `fds`; each is owned once below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors from pipe(), owned by nothing else.
+        let (reader, writer) = unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        drop(reader);
+        let out = Command::new(BIN)
+            .args([model.as_str(), "--kv-transfer-config", HISPARSE])
+            .args(extra)
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {err}");
+        assert!(err.is_empty(), "{extra:?}: {err}");
     }
 }
 

@@ -14,6 +14,7 @@
 //!   memory is known, instead of the start-up minimum that holds one request.
 
 use crate::config::args::ServeArgs;
+use crate::config::fixed_flags::fixed_flags;
 use crate::config::fixes::{fixed_args, resolve_advised};
 use crate::config::model::ModelInfo;
 use crate::config::report::{Provenance, Report};
@@ -69,6 +70,7 @@ pub(crate) fn check_with_model(
             }
         }
     }
+    report.fixed_flags = fixed_flags(args, &report.errors);
     Ok((report, model, gpu))
 }
 

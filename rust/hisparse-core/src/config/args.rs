@@ -25,6 +25,13 @@ pub struct ServeArgs {
     /// `--revision`: the branch, tag or commit of a model id (default `main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// `--hf-config-path`: where the model's config is read from instead of
+    /// `model` (a local config.json, a directory containing one, or a model id
+    /// in the local cache, at `revision`), as vLLM 0.33 reads it
+    /// (`ModelConfig.__post_init__`: `get_config(self.hf_config_path or self.model, ...)`,
+    /// vllm/config/model.py:680-682; the revision resolved for that repo, :647-652).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_config_path: Option<String>,
     /// The model's HF `config.json` already parsed (instead of `model`).
     #[serde(
         default,
@@ -332,15 +339,16 @@ impl ServeArgs {
         Ok((ServeArgs::deserialize(&Value::Object(kept))?, errors))
     }
 
-    /// The model's HF config: `hf_config` if given, else `model`'s config.json.
-    /// Returns `Ok(None)` when neither is given. Files are read whole (at most
+    /// The model's HF config: `hf_config` if given, else the config.json of
+    /// `hf_config_path` or, without it, of `model` (as vLLM 0.33, see
+    /// `hf_config_path`). Returns `Ok(None)` when none is given. Files are read whole (at most
     /// [`crate::limits::MAX_MODEL_CONFIG_BYTES`], regular files only) and parsed
     /// once per content ([`super::model_file`]), so repeated checks stay cheap.
     pub fn load_hf_config(&self) -> Result<Option<(Arc<Value>, String)>, LoadError> {
         if let Some(cfg) = self.hf_config.as_ref().filter(|v| !v.is_null()) {
             return Ok(Some((Arc::new(cfg.clone()), "hf_config".to_owned())));
         }
-        let Some(model) = &self.model else {
+        let Some(model) = self.hf_config_path.as_ref().or(self.model.as_ref()) else {
             return Ok(None);
         };
         // A local path first, as vLLM; else a model id in the Hugging Face cache.

@@ -135,7 +135,12 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         };
         tree.nodes.push(node.path.clone());
         let role = check_fields(obj, &node, out);
-        let connector = obj.get("kv_connector").and_then(Value::as_str);
+        // A name under a misspelled key (its missing_kv_connector or unknown_key
+        // error renames the key) counts, so a HiSparseConnector stays one.
+        let connector = obj
+            .get("kv_connector")
+            .and_then(Value::as_str)
+            .or_else(|| misspelled_connector(obj).map(|(_, name)| name));
         // A misspelled HiSparseConnector (its unknown_connector error carries the
         // fix) is validated as HiSparse, so every error shows up in one pass.
         let connector = match connector {
@@ -551,26 +556,20 @@ fn check_fields(
             out.push(d);
         }
     }
+    let misspelled = misspelled_connector(obj);
     if node.depth > 0
         && connector.is_none()
         && !matches!(obj.get("kv_connector"), Some(v) if !v.is_null())
     {
-        out.push(
-            Diagnostic::error(
-                Code::MissingKvConnector,
-                path.key("kv_connector"),
-                format!("the child connector at {path} has no kv_connector"),
-            )
-            .allowed(format!("one of {}", quoted(KNOWN_CONNECTORS)))
-            .hint(format!(
-                "name the connector in {} (e.g. \"NixlConnector\"), or remove the entry",
-                path.key("kv_connector")
-            ))
-            .fix(vec![FixOp::Remove {
-                path: node.removal.clone(),
-            }]),
-        );
+        out.push(missing_connector(
+            path,
+            node,
+            misspelled,
+            module_path.is_some(),
+        ));
     }
+    // The name under a misspelled key is the connector the fixes give.
+    let connector = connector.or(misspelled.map(|(_, name)| name));
 
     let role = match obj.get("kv_role") {
         None | Some(Value::Null) => None,
@@ -601,6 +600,7 @@ fn check_fields(
     };
     if connector.is_some() && obj.get("kv_role").is_none_or(Value::is_null) {
         let at = path.key("kv_role");
+        let role = suggested_role(connector, node);
         out.push(
             Diagnostic::error(
                 Code::MissingKvRole,
@@ -608,9 +608,13 @@ fn check_fields(
                 format!("kv_role is required when kv_connector is set ({path} has none)"),
             )
             .allowed(format!("one of {}", quoted(KV_ROLES)))
+            .hint(format!(
+                "set {at} to \"{role}\" ({})",
+                role_reason(connector, node)
+            ))
             .fix(vec![FixOp::Set {
                 path: at,
-                value: json!(suggested_role(connector, node)),
+                value: json!(role),
             }]),
         );
     }
@@ -655,6 +659,92 @@ fn check_fields(
 
 fn is_hisparse_typo(name: &str) -> bool {
     !KNOWN_CONNECTORS.contains(&name) && closest(name, KNOWN_CONNECTORS) == Some(HISPARSE)
+}
+
+/// A `kv_connector` written under a misspelled key (`kv_conector`) of a
+/// connector that has none: the key and the name it holds.
+fn misspelled_connector(obj: &Map<String, Value>) -> Option<(&str, &str)> {
+    if obj.get("kv_connector").is_some_and(|v| !v.is_null()) {
+        return None;
+    }
+    obj.iter().find_map(|(key, value)| {
+        let misspelled = key != "connectors"
+            && !KV_TRANSFER_FIELDS.contains(&key.as_str())
+            && !KV_TRANSFER_REMOVED.contains(&key.as_str())
+            && closest(key, KV_TRANSFER_FIELDS) == Some("kv_connector");
+        Some((key.as_str(), value.as_str().filter(|_| misspelled)?))
+    })
+}
+
+/// A child connector without a kv_connector. Under a misspelled key, the fix
+/// renames the key, keeping the user's name (or the registered one it is a
+/// misspelling of) and everything else; otherwise it removes the entry.
+fn missing_connector(
+    path: &FieldPath,
+    node: &Node<'_>,
+    misspelled: Option<(&str, &str)>,
+    custom_module: bool,
+) -> Diagnostic {
+    let at = path.key("kv_connector");
+    let mut d = Diagnostic::error(
+        Code::MissingKvConnector,
+        at.clone(),
+        match misspelled {
+            Some((key, _)) => {
+                format!("the child connector at {path} has no kv_connector, but a {key}")
+            }
+            None => format!("the child connector at {path} has no kv_connector"),
+        },
+    )
+    .allowed(format!("one of {}", quoted(KNOWN_CONNECTORS)));
+    if let Some((_, name)) = misspelled {
+        d = d.given(&json!(name));
+    }
+    let renamed = misspelled.and_then(|(key, name)| {
+        let from = path.key(key);
+        let rename = FixOp::Move {
+            from: from.clone(),
+            to: at.clone(),
+        };
+        if custom_module || KNOWN_CONNECTORS.contains(&name) {
+            return Some((
+                format!("{from} reads as a misspelling of kv_connector: rename it to {at}, keeping \"{name}\""),
+                vec![rename],
+            ));
+        }
+        let best = closest(name, KNOWN_CONNECTORS)?;
+        Some((
+            format!("{from} reads as a misspelling of kv_connector, and \"{name}\" as one of \"{best}\": rename it to {at} and set it to \"{best}\""),
+            vec![
+                rename,
+                FixOp::Set {
+                    path: at.clone(),
+                    value: json!(best),
+                },
+            ],
+        ))
+    });
+    match renamed {
+        Some((hint, fix)) => d.hint(hint).fix(fix),
+        None => d
+            .hint(format!(
+                "name the connector in {at} (e.g. \"NixlConnector\"), or remove the entry"
+            ))
+            .fix(vec![FixOp::Remove {
+                path: node.removal.clone(),
+            }]),
+    }
+}
+
+/// Why [`suggested_role`] picks its role, in words for the fix.
+fn role_reason(connector: Option<&str>, node: &Node<'_>) -> String {
+    if connector == Some(HISPARSE) {
+        return "HiSparseConnector both spills to and loads from the host pool".to_owned();
+    }
+    match node.parent_role.as_deref() {
+        Some(r @ ("kv_producer" | "kv_consumer")) => format!("the MultiConnector's role, {r}"),
+        _ => "no role is given here or on a MultiConnector above, so the fix takes kv_both, which sends and receives KV; on a P/D decode node set kv_consumer instead, on a P/D prefill node kv_producer".to_owned(),
+    }
 }
 
 fn suggested_role(connector: Option<&str>, node: &Node<'_>) -> &'static str {
@@ -854,6 +944,52 @@ fn report_multiple(sites: &[HiSparseSite], out: &mut Vec<Diagnostic>) {
             .allowed("exactly one HiSparseConnector")
             .hint(format!("remove the HiSparseConnector at {}", extra.path))
             .fix(extra.removal.clone()),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint_at(tree: &Value, path: &str) -> String {
+        let mut out = Vec::new();
+        walk(tree, &mut out);
+        let d = out
+            .iter()
+            .find(|d| d.code == Code::MissingKvRole && d.path.to_string() == path)
+            .unwrap_or_else(|| panic!("no missing_kv_role at {path}: {out:?}"));
+        d.hint.clone().unwrap()
+    }
+
+    #[test]
+    fn a_missing_role_without_one_above_says_why_kv_both_and_what_pd_wants() {
+        // Trial finding 10: no role on the MultiConnector nor on the Nixl child.
+        let tree = json!({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector"},
+            {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}]}});
+        for path in [
+            "kv_transfer_config.kv_role",
+            "kv_transfer_config.kv_connector_extra_config.connectors[0].kv_role",
+        ] {
+            let hint = hint_at(&tree, path);
+            assert!(
+                hint.contains("\"kv_both\"")
+                    && hint.contains("decode node set kv_consumer")
+                    && hint.contains("prefill node kv_producer"),
+                "{path}: {hint}"
+            );
+        }
+        // With the MultiConnector's role, the child takes it, and says so.
+        let tree = json!({"kv_connector": "MultiConnector", "kv_role": "kv_consumer", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector"}]}});
+        let hint = hint_at(
+            &tree,
+            "kv_transfer_config.kv_connector_extra_config.connectors[0].kv_role",
+        );
+        assert!(
+            hint.contains("\"kv_consumer\" (the MultiConnector's role"),
+            "{hint}"
         );
     }
 }

@@ -289,15 +289,33 @@ pub(crate) fn resolve_advised(
     let Some(fixed) = fixed_args(args, &report) else {
         return Ok((report, model));
     };
-    let offered = match (needed, advice) {
+    let given = needed.as_ref().map(|n| n.gib);
+    let offered = match (given, advice) {
         (Some(n), Some(a)) => Some(n.max(a.gib)),
         (n, a) => n.or(a.map(|a| a.gib)),
     };
     if let Ok((_, _, Some(after))) = resolve_once(&fixed, gpu, None) {
-        if offered.is_none_or(|o| o < after) {
+        // The other fixes change the blocks start-up counts (a block size, a
+        // context, a dtype): the pool offered says which figures it is for.
+        let recounted = needed.as_ref().is_some_and(|n| {
+            (n.block_size, n.min_blocks, n.host_block_stride)
+                != (after.block_size, after.min_blocks, after.host_block_stride)
+        });
+        let advised = advice.is_some_and(|a| a.gib >= after.gib);
+        if offered.is_none_or(|o| o < after.gib) || (recounted && !advised) {
+            let gib = given.map_or(after.gib, |g| g.max(after.gib));
+            let counted = format!(
+                "block_size {}: {} host blocks of {} B",
+                after.block_size, after.min_blocks, after.host_block_stride
+            );
+            let what = if gib > after.gib {
+                format!("{gib} GiB is the start-up minimum as given, and more than the {} GiB start-up needs once the other fixes of this report are applied ({counted})", after.gib)
+            } else {
+                format!("{gib} GiB is the start-up minimum once the other fixes of this report are applied ({counted})")
+            };
             let joint = PoolAdvice {
-                gib: after,
-                holds: format!("{after} GiB is the start-up minimum once the other fixes of this report are applied: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
+                gib,
+                holds: format!("{what}: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
             };
             (report, model, _) = resolve_once(args, gpu, Some(&joint))?;
         }
@@ -312,7 +330,7 @@ const JOINT_MAX_NESTING: usize = 64;
 
 /// Whether every JSON field nests at most [`JOINT_MAX_NESTING`] levels
 /// (measured without recursion).
-fn shallow(args: &ServeArgs) -> bool {
+pub(crate) fn shallow(args: &ServeArgs) -> bool {
     let mut stack: Vec<(&Value, usize)> = args
         .json_fields()
         .into_iter()

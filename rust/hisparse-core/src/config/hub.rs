@@ -111,15 +111,16 @@ fn is_safe_revision(revision: &str) -> bool {
 pub fn locate(model: &str, revision: Option<&str>, cache: &HubCache) -> Result<PathBuf, LoadError> {
     let rev = revision.unwrap_or("main");
     let mut looked = vec![format!("{model}: not a local file or directory")];
-    let not_cached =
-        |looked: Vec<String>| LoadError::ModelNotCached {
+    let not_cached = |looked: Vec<String>| {
+        LoadError::ModelNotCached {
             model: model.to_owned(),
             looked,
             fetch: format!(
-            "huggingface-cli download {model} {CONFIG_NAME}{} (or put a local config.json path)",
+            "hf download {model} {CONFIG_NAME}{} (huggingface_hub >= 1.0; or put a local config.json path)",
             revision.map(|r| format!(" --revision {r}")).unwrap_or_default()
         ),
-        };
+        }
+    };
     if !is_repo_id(model) {
         return Err(LoadError::ModelNotFound {
             path: model.to_owned(),
@@ -267,10 +268,7 @@ mod tests {
             err.contains("models--org--other: no such directory"),
             "{err}"
         );
-        assert!(
-            err.contains("huggingface-cli download org/other config.json"),
-            "{err}"
-        );
+        assert!(err.contains("hf download org/other config.json"), "{err}");
         assert!(locate("org/m", Some("../../etc"), &cache).is_err());
         std::fs::remove_dir_all(root).unwrap();
     }

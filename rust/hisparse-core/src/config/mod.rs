@@ -3,12 +3,13 @@
 //! Hugging Face cache ids), resolve and validate (`resolve`, `validate` for
 //! HiSparse, `misplaced` for its settings in the wrong place, `startup` for
 //! vLLM's other start-up rules), settle a report's fixes jointly (`fixes`),
-//! and report (`report`); `deviations` lists where the verdict knowingly
-//! differs from vLLM 0.33.0's.
+//! write them as `vllm serve` flags (`fixed_flags`), and report (`report`);
+//! `deviations` lists where the verdict knowingly differs from vLLM 0.33.0's.
 
 pub mod args;
 pub mod connectors;
 pub mod deviations;
+pub mod fixed_flags;
 pub(crate) mod fixes;
 pub mod hub;
 pub(crate) mod misplaced;

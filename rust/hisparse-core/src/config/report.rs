@@ -123,6 +123,12 @@ pub struct Report {
     /// (`--port 8000`), as given. Empty from Python.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_flags: Vec<String>,
+    /// The `vllm serve` flags (and environment) to change, with every fix of
+    /// this report applied, e.g. `--block-size 64 --kv-transfer-config '{...}'`:
+    /// pasted in place of the flags given, they pass (`config::fixed_flags`).
+    /// Absent when no fix changes a flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_flags: Option<String>,
 }
 
 impl Report {
@@ -141,6 +147,7 @@ impl Report {
             warnings,
             gpu: None,
             ignored_flags: Vec::new(),
+            fixed_flags: None,
         }
     }
 

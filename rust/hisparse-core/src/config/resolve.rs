@@ -8,6 +8,7 @@
 
 use crate::config::args::{LoadError, ServeArgs};
 use crate::config::connectors::{self, ConnectorTree};
+use crate::config::fixed_flags::fixed_flags;
 use crate::config::model::{self, ModelInfo};
 use crate::config::report::{ModelSummary, Report};
 use crate::config::schema::{
@@ -15,7 +16,7 @@ use crate::config::schema::{
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
     SPECULATIVE_FIELDS,
 };
-use crate::config::validate::{self, PoolAdvice};
+use crate::config::validate::{self, PoolAdvice, StartupNeed};
 use crate::config::{fixes, misplaced, startup};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
@@ -64,20 +65,29 @@ pub fn resolve_on(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    fixes::resolve_advised(args, gpu, None)
+    let (mut report, model) = fixes::resolve_advised(args, gpu, None)?;
+    report.fixed_flags = fixed_flags(args, &report.errors);
+    Ok((report, model))
 }
 
 /// One resolution: the report (errors settled, see `config::fixes`), the
-/// model facts and the start-up minimum host pool when the sizes are known.
+/// model facts and what start-up needs of the host pool when the sizes are known.
 pub(crate) fn resolve_once(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
     advice: Option<&PoolAdvice>,
-) -> Result<(Report, Option<ModelInfo>, Option<f64>), LoadError> {
+) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
-        // Flags that are not JSON: report them alone rather than guess around them.
-        return Ok((Report::from_diagnostics(d), None, None));
+        // Flags that are not JSON: report them alone rather than guess around
+        // them, under the model they were given with when it reads.
+        let mut report = Report::from_diagnostics(d);
+        report.model = args
+            .load_hf_config()
+            .ok()
+            .flatten()
+            .map(|(cfg, source)| summary(&model::read(&cfg, None), source));
+        return Ok((report, None, None));
     }
     let args: &ServeArgs = &normalized;
     scan_shell_variables(args, &mut d);
@@ -130,7 +140,7 @@ pub(crate) fn resolve_once(
         enabled,
         &mut d,
     );
-    let mut needed_gib = None;
+    let mut needed = None;
     let hisparse = if enabled {
         let misplaced = misplaced::find(args, &tree);
         let ctx = validate::Ctx {
@@ -145,7 +155,7 @@ pub(crate) fn resolve_once(
             advice,
             misplaced: &misplaced,
         };
-        ctx.validate(&mut d, &mut needed_gib)
+        ctx.validate(&mut d, &mut needed)
     } else {
         None
     };
@@ -153,14 +163,20 @@ pub(crate) fn resolve_once(
     let mut report = Report::from_diagnostics(d);
     fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
-    report.model = model.as_ref().map(|(info, source)| ModelSummary {
-        source: source.clone(),
-        architecture: info.architecture.clone(),
-        model_type: info.model_type.clone(),
-    });
+    report.model = model
+        .as_ref()
+        .map(|(info, source)| summary(info, source.clone()));
     report.gpu = gpu.cloned();
     report.hisparse = if report.valid { hisparse } else { None };
-    Ok((report, model.map(|(info, _)| info), needed_gib))
+    Ok((report, model.map(|(info, _)| info), needed))
+}
+
+fn summary(info: &ModelInfo, source: String) -> ModelSummary {
+    ModelSummary {
+        source,
+        architecture: info.architecture.clone(),
+        model_type: info.model_type.clone(),
+    }
 }
 
 fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
@@ -172,6 +188,7 @@ fn scan_shell_variables(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     for (name, value) in [
         ("model", &args.model),
         ("revision", &args.revision),
+        ("hf_config_path", &args.hf_config_path),
         ("kv_cache_dtype", &args.kv_cache_dtype),
         ("platform", &args.platform),
     ] {

@@ -44,6 +44,16 @@ pub(crate) struct PoolAdvice {
     pub(crate) holds: String,
 }
 
+/// What start-up needs of the host pool: the smallest pool, in GiB, and the
+/// blocks it is counted in.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StartupNeed {
+    pub(crate) gib: f64,
+    pub(crate) block_size: u32,
+    pub(crate) min_blocks: u64,
+    pub(crate) host_block_stride: u64,
+}
+
 /// The model-dependent part of the resolved settings.
 struct Sizing {
     index_topk: Resolved<u32>,
@@ -105,11 +115,11 @@ impl Ctx<'_> {
     }
 
     /// Validate HiSparse; returns the resolved settings (None when invalid) and
-    /// sets `needed_gib` to the start-up minimum pool when the model's sizes are known.
+    /// sets `needed` to what start-up needs of the pool when the model's sizes are known.
     pub(crate) fn validate(
         &self,
         d: &mut Vec<Diagnostic>,
-        needed_gib: &mut Option<f64>,
+        needed: &mut Option<StartupNeed>,
     ) -> Option<ResolvedHiSparse> {
         let site = self.tree.sites.first();
         let enabled = match (self.explicit, site) {
@@ -156,7 +166,14 @@ impl Ctx<'_> {
         }
         // Model-dependent sizing; its errors never stop the connector checks below.
         let sizing = model.and_then(|m| self.size(m, d));
-        *needed_gib = sizing.as_ref().and_then(|s| s.needed_gib);
+        *needed = sizing.as_ref().and_then(|s| {
+            Some(StartupNeed {
+                gib: s.needed_gib?,
+                block_size: s.block_size.value,
+                min_blocks: s.min_blocks,
+                host_block_stride: s.host_block_stride.as_ref()?.value,
+            })
+        });
         let Some(site) = site else {
             // A model that cannot use HiSparse gets no connector: its error's fix turns HiSparse off.
             let rejected = d.iter().any(|e| {
@@ -1234,24 +1251,21 @@ impl Ctx<'_> {
                     needed.map_or(meant, |n| meant.max(n)),
                     format!("host_pool_gib is a plain number of GiB, not {raw}"),
                 ),
-                None => (
-                    suggestion,
-                    format!("{raw} is not a number of GiB; {suggestion} GiB {holds}"),
-                ),
+                None => (suggestion, format!("{raw} is not a number of GiB; {holds}")),
             });
         };
         let blocks = sizing.and_then(|s| {
             let stride = s.host_block_stride.as_ref()?.value;
-            Some((pool_blocks(gib, stride), s.min_blocks))
+            Some((pool_blocks(gib, stride), s.min_blocks, s.block_size.value))
         });
         match blocks {
             _ if !((gib * GIB).is_finite() && gib > 0.0) || raw.is_boolean() => Err((
                 suggestion,
-                format!("{raw} is not a positive number of GiB; {suggestion} GiB {holds}"),
+                format!("{raw} is not a positive number of GiB; {holds}"),
             )),
-            Some((have, need)) if have < need => Err((
+            Some((have, need, block_size)) if have < need => Err((
                 suggestion,
-                format!("{gib} GiB holds {have} host blocks, fewer than the {need} start-up needs; {suggestion} GiB {holds}"),
+                format!("{gib} GiB holds {have} host blocks of {block_size} tokens, fewer than the {need} that start-up needs as given; {holds}"),
             )),
             _ => Ok(gib),
         }
