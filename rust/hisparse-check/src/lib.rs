@@ -261,7 +261,7 @@ where
                 .and_then(|()| e.print())
                 .and_then(|()| std::io::stdout().flush())
             {
-                return write_failed(&mut stderr, &io);
+                return write_failed(&mut stderr, &io, EXIT_VALID);
             }
             return (EXIT_VALID, None);
         }
@@ -297,17 +297,15 @@ where
         } else {
             render::human(&report)
         };
+        let verdict = if report.valid {
+            EXIT_VALID
+        } else {
+            EXIT_INVALID
+        };
         if let Err(e) = print(&mut stdout, &text) {
-            return write_failed(&mut stderr, &e);
+            return write_failed(&mut stderr, &e, verdict);
         }
-        return (
-            if report.valid {
-                EXIT_VALID
-            } else {
-                EXIT_INVALID
-            },
-            None,
-        );
+        return (verdict, None);
     };
     plan.warnings.extend(parsed.warnings);
     plan.ignored_flags = parsed.ignored;
@@ -316,13 +314,11 @@ where
     } else {
         render_plan::plan(&plan)
     };
+    let verdict = if plan.valid { EXIT_VALID } else { EXIT_INVALID };
     if let Err(e) = print(&mut stdout, &text) {
-        return write_failed(&mut stderr, &e);
+        return write_failed(&mut stderr, &e, verdict);
     }
-    (
-        if plan.valid { EXIT_VALID } else { EXIT_INVALID },
-        Some(plan),
-    )
+    (verdict, Some(plan))
 }
 
 /// Write the result and flush: a full disk or a closed stdout is an error,
@@ -386,9 +382,11 @@ where
 /// stdout), except for a reader that closed the pipe (`| head -3`): that is
 /// quiet and exit 0, as in ripgrep (crates/core/main.rs) and Unix tools that
 /// die of SIGPIPE, which Rust ignores.
-fn write_failed(stderr: &mut impl Write, e: &std::io::Error) -> (i32, Option<Plan>) {
+fn write_failed(stderr: &mut impl Write, e: &std::io::Error, verdict: i32) -> (i32, Option<Plan>) {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        return (EXIT_VALID, None);
+        // The reader has what it wanted (`| head`): quiet, and the exit code is
+        // still the verdict, so `set -o pipefail` sees an invalid configuration.
+        return (verdict, None);
     }
     let _ = writeln!(
         stderr,

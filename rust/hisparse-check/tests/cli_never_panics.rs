@@ -875,13 +875,20 @@ fn an_unwritable_stdout_is_an_error_exit() {
 
 /// `hisparse-check ... | head -3`: a reader that closed the pipe is not an
 /// error (it printed "cannot write the result to stdout: Broken pipe" and
-/// exited 2); quiet and exit 0, as ripgrep. The read end is closed before the
-/// child starts, so its first write fails with EPIPE.
+/// exited 2); quiet, and the exit status is still the verdict (0 valid, 1
+/// invalid), so `set -o pipefail` sees an invalid configuration. The read end
+/// is closed before the child starts, so its first write fails with EPIPE.
 #[test]
 fn a_closed_pipe_is_quiet() {
     use std::os::unix::io::FromRawFd;
     let model = repo("tests/data/models/deepseek-v3.2");
-    for extra in [&[][..], &["--json"][..], &["--help"][..]] {
+    for (extra, code) in [
+        (&[][..], 0),
+        (&["--json"][..], 0),
+        (&["--help"][..], 0),
+        (&["-tp", "3"][..], 1),
+        (&["-tp", "3", "--json"][..], 1),
+    ] {
         let mut fds = [0; 2];
         // SAFETY: pipe writes two descriptors into `fds`; each is owned once below.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
@@ -901,7 +908,7 @@ fn a_closed_pipe_is_quiet() {
             .output()
             .expect("run");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{extra:?}: {err}");
+        assert_eq!(out.status.code(), Some(code), "{extra:?}: {err}");
         assert!(err.is_empty(), "{extra:?}: {err}");
     }
 }
