@@ -136,6 +136,43 @@ fn a_misspelled_kv_connector_key_is_renamed_and_hisparse_stays_on() {
     }
 }
 
+/// Found after the trial: the MultiConnector's list under a misspelled key
+/// (`conectors`). The fix removed the whole --kv-transfer-config (HiSparse
+/// off); it renames the list, alone and with the fixes of errors inside it
+/// (whose paths are where the list is written).
+#[test]
+fn a_misspelled_connectors_list_is_renamed_and_hisparse_stays_on() {
+    let nixl_ok = json!({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"});
+    let nixl_no_role = json!({"kv_connector": "NixlConnector"});
+    let hs_ok = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 256}});
+    let hs_typo = json!({"kv_conector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 256}});
+    for (key, nixl, hs, errors) in [
+        ("conectors", &nixl_ok, &hs_ok, 1),
+        ("connector", &nixl_ok, &hs_ok, 1),
+        ("conectors", &nixl_no_role, &hs_typo, 3),
+    ] {
+        let a = args(json!({
+            "tensor_parallel_size": 8,
+            "kv_cache_dtype": "fp8_ds_mla",
+            "max_model_len": 128000,
+            "kv_transfer_config": {"kv_connector": "MultiConnector", "kv_role": "kv_consumer",
+                "kv_connector_extra_config": {key: [nixl, hs]}},
+        }));
+        let r = report(&a);
+        assert!(r.hisparse_enabled, "{key}");
+        assert_eq!(r.errors.len(), errors, "{key}: {:?}", r.errors);
+        assert!(r.errors.iter().any(|e| e.code == Code::EmptyMultiConnector
+            && e.path.to_string() == "kv_transfer_config.kv_connector_extra_config.connectors"));
+        let after = fixes_pass_alone_and_together(&a);
+        let h = after.hisparse.expect("HiSparse on after the fixes");
+        assert_eq!(h.host_pool_gib.value, 256.0, "{key}");
+        assert_eq!(
+            h.connector,
+            "kv_transfer_config.kv_connector_extra_config.connectors[1]"
+        );
+    }
+}
+
 /// Trial finding 7: `--hf-config-path` was listed as ignored, so the check
 /// read another config than vLLM, which reads `hf_config_path or model`
 /// (vllm/config/model.py:680).

@@ -182,6 +182,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             tree.sites.push(site);
         }
 
+        let mut misspelled_list = None;
         let (children, children_path) = match (
             extra.and_then(|e| e.get("connectors")),
             obj.get("connectors"),
@@ -194,7 +195,18 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             (Some(c), _) => (Some(c), extra_path.key("connectors")),
             // Misplaced `connectors` (reported by check_fields): walk them where they are.
             (None, Some(c)) => (Some(c), node.path.key("connectors")),
-            (None, None) => (None, extra_path.key("connectors")),
+            // A list under a misspelled key (`conectors`): vLLM reads none, but
+            // they are the children meant; the rename below is their fix.
+            (None, None) => match extra
+                .filter(|_| connector == Some(MULTI))
+                .and_then(misspelled_children)
+            {
+                Some((key, list)) => {
+                    misspelled_list = Some(key);
+                    (Some(list), extra_path.key(key))
+                }
+                None => (None, extra_path.key("connectors")),
+            },
         };
         if connector != Some(MULTI) {
             if let (Some(Value::Array(items)), Some(name)) = (children, connector) {
@@ -210,6 +222,26 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                 }
             }
             continue;
+        }
+        if let Some(key) = misspelled_list {
+            let connectors = extra_path.key("connectors");
+            out.push(
+                Diagnostic::error(
+                    Code::EmptyMultiConnector,
+                    connectors.clone(),
+                    format!("the MultiConnector at {} has no connectors list, but a {key} list, which vLLM does not read", node.path),
+                )
+                .allowed("a list of connector objects under connectors")
+                .hint(format!("{children_path} reads as a misspelling of connectors: rename it to {connectors}, keeping its connectors"))
+                .fix(vec![FixOp::Move {
+                    from: children_path.clone(),
+                    to: connectors.clone(),
+                }]),
+            );
+            out.push(vllm_crash(
+                &connectors,
+                "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
+            ));
         }
         let items = match children {
             Some(Value::Array(items)) if !items.is_empty() => items,
@@ -659,6 +691,20 @@ fn check_fields(
 
 fn is_hisparse_typo(name: &str) -> bool {
     !KNOWN_CONNECTORS.contains(&name) && closest(name, KNOWN_CONNECTORS) == Some(HISPARSE)
+}
+
+/// A MultiConnector's children written under a misspelled key
+/// (`conectors`) of an extra config that has no `connectors`: the key and
+/// the list.
+fn misspelled_children(extra: &Map<String, Value>) -> Option<(&str, &Value)> {
+    extra
+        .iter()
+        .find(|(key, value)| {
+            value.as_array().is_some_and(|l| !l.is_empty())
+                && key.as_str() != "connectors"
+                && closest(key, &["connectors"]).is_some()
+        })
+        .map(|(key, value)| (key.as_str(), value))
 }
 
 /// A `kv_connector` written under a misspelled key (`kv_conector`) of a
