@@ -148,12 +148,15 @@ def test_a_misspelled_kv_connector_key_is_refused_with_the_rename() -> None:
     assert '"host_pool_gib": 256' in text
 
 
-def test_errors_of_a_config_that_means_hisparse_are_not_silent() -> None:
-    # "conectors": the check finds no HiSparseConnector, but the tree names one.
+@pytest.mark.parametrize(("key", "found"), [("conectors", True), ("children", False)])
+def test_errors_of_a_config_that_means_hisparse_are_not_silent(key: str, found: bool) -> None:
+    # The list under another key: "conectors" reads as connectors (its children are
+    # checked, HiSparse on); under "children" the check finds no HiSparseConnector,
+    # but the tree names one. Either way vLLM would crash later: refused now.
     tree = pd_decode()
-    tree["kv_connector_extra_config"] = {"conectors": tree["kv_connector_extra_config"]["connectors"]}
+    tree["kv_connector_extra_config"] = {key: tree["kv_connector_extra_config"]["connectors"]}
     args = vllm_plugin.serve_args_of(engine_args(kv_transfer_config=tree))
-    assert not hisparse_rs.check_args(args).hisparse_enabled
+    assert hisparse_rs.check_args(args).hisparse_enabled is found
     with pytest.raises(ValueError, match="empty_multi_connector"):
         engine_args(kv_transfer_config=tree, tensor_parallel_size=8).create_engine_config()
 
