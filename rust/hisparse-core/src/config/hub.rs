@@ -149,6 +149,18 @@ pub fn locate(model: &str, revision: Option<&str>, cache: &HubCache) -> Result<P
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok());
     let commit = match read_ref {
+        // huggingface_hub reads a ref as written, without stripping it
+        // (file_download.py try_to_load_from_cache), so vLLM misses the
+        // snapshot of a ref written by `echo`: said, not printed across lines.
+        Some(hash) if hash.trim_end() != hash && !hash.trim_end().is_empty() => {
+            looked.push(format!(
+                "{}: {hash:?} ends with whitespace (a newline from echo?); huggingface_hub reads a ref as written, so vLLM would not find the snapshot either: write it without one, e.g. printf %s {} > {}",
+                ref_file.display(),
+                hash.trim_end(),
+                ref_file.display()
+            ));
+            return Err(not_cached(looked));
+        }
         Some(hash) => {
             looked.push(format!("{}: {hash}", ref_file.display()));
             hash
@@ -240,6 +252,27 @@ mod tests {
         assert_eq!(c.dir, PathBuf::from("/x/huggingface/hub"));
         let c = HubCache::from_env(env(&[("HOME", "/home/u")]));
         assert_eq!(c.dir, PathBuf::from("/home/u/.cache/huggingface/hub"));
+    }
+
+    #[test]
+    fn a_ref_with_a_trailing_newline_is_named() {
+        let dir = std::env::temp_dir().join(format!("hisparse-hub-nl-{}", std::process::id()));
+        let repo = dir.join("hub").join("models--org--m");
+        let hash = "0123456789abcdef0123456789abcdef01234567";
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::create_dir_all(repo.join("snapshots").join(hash)).unwrap();
+        std::fs::write(repo.join("snapshots").join(hash).join(CONFIG_NAME), "{}").unwrap();
+        std::fs::write(repo.join("refs").join("main"), format!("{hash}\n")).unwrap();
+        let cache = HubCache {
+            dir: dir.join("hub"),
+            source: "test".into(),
+        };
+        let err = locate("org/m", None, &cache).unwrap_err().to_string();
+        assert!(err.contains("ends with whitespace"), "{err}");
+        assert!(err.contains(&format!("printf %s {hash} >")), "{err}");
+        std::fs::write(repo.join("refs").join("main"), hash).unwrap();
+        assert!(locate("org/m", None, &cache).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
