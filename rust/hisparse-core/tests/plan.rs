@@ -444,6 +444,25 @@ fn invalid_configurations_have_no_plan() {
         assumed.kv_transfer_config["kv_connector"],
         "HiSparseConnector"
     );
+    // A prefill instance (kv_producer) never decodes: no assumed plan for it
+    // (a pool there is pinned and unused), said so; its decode peer plans.
+    for (role, plannable) in [("kv_producer", false), ("kv_consumer", true)] {
+        let prefill = ServeArgs {
+            hf_config: Some(model("deepseek-v3.2")),
+            kv_transfer_config: Some(
+                serde_json::json!({"kv_connector": "NixlConnector", "kv_role": role}),
+            ),
+            ..ServeArgs::default()
+        };
+        match plan(&prefill, &opts()) {
+            Ok((_, Some(p))) => assert!(plannable && p.assumed.is_some(), "{role}"),
+            Err(e) => assert!(
+                !plannable && e.to_string().contains("prefill instance"),
+                "{role}: {e}"
+            ),
+            Ok((_, None)) => panic!("{role}: neither a plan nor an error"),
+        }
+    }
     // Options out of range are usage errors.
     for bad in [
         PlanOptions {

@@ -356,6 +356,13 @@ fn plan_assumed(
     apply_fix(&mut doc, &add).map_err(nothing)?;
     let first = ServeArgs::from_json(doc).map_err(|e| nothing(e.to_string()))?;
     let (r, _, _) = check_with_model(&first, options, false)?;
+    // A prefill (kv_producer) instance never decodes: a pool there is pinned
+    // and unused, so there is nothing to plan (the check warns the same).
+    if r.warnings.iter().any(|w| w.code == Code::KvProducerRole) {
+        return Err(nothing(
+            "this is a prefill instance (its kv_transfer_config is kv_producer): HiSparse serves decoding, and a pool here would be allocated but never used; plan the decode instance's configuration (kv_consumer) instead".to_owned(),
+        ));
+    }
     let too_small =
         |d: &&Diagnostic| matches!(d.code, Code::HostPoolTooSmall | Code::HostPoolLimitsContext);
     let others: Vec<String> = r
