@@ -6,18 +6,11 @@
 //! - dotted flags (`--kv-transfer-config.kv_role kv_both`, `--x.y+ a,b`) are
 //!   collected into one JSON object per flag, passed as if written in JSON.
 
-use crate::vllm_flags::{VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
+use crate::vllm_flags::{negatable, VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
 use hisparse_core::config::args::{flag_name, JSON_FIELDS};
 use hisparse_core::files::read_regular;
 use hisparse_core::limits::MAX_SERVE_CONFIG_BYTES;
 use serde_json::{Map, Value};
-
-/// Flags that have a `--no-` form (argparse `BooleanOptionalAction`).
-const NEGATABLE: &[&str] = &[
-    "scheduler-reserve-full-isl",
-    "disable-hybrid-kv-cache-manager",
-    "enable-expert-parallel",
-];
 
 /// Deepest dotted flag accepted (`--a.b.c` is 2 deep): the merge and the JSON
 /// it builds recurse, so argv must not choose the depth. Real configs nest < 10.
@@ -62,9 +55,7 @@ pub fn set_aside_unknown(
             continue;
         }
         let optimization_level = !long && name.starts_with("-O");
-        let negated = name
-            .strip_prefix("no-")
-            .filter(|b| VLLM_BOOLEAN_FLAGS.contains(b));
+        let negated = name.strip_prefix("no-").filter(|b| negatable(b));
         if !(VLLM_FLAGS.contains(&name.as_str()) || negated.is_some() || optimization_level) {
             let dashes = if long { "--" } else { "" };
             let candidates: Vec<&str> = known
@@ -392,7 +383,7 @@ fn config_argv(
         match &e.value {
             Py::Bool(true) => out.push(format!("--{key}")),
             Py::Bool(false) => {
-                if NEGATABLE.contains(&key.as_str()) {
+                if negatable(key) {
                     out.push(format!("--no-{key}"));
                 }
             }
