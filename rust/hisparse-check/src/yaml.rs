@@ -16,10 +16,17 @@
 //! Refused, with the file named (exit 2): tags outside that set
 //! (`!!python/object`, a local `!foo`: `safe_load` refuses them too);
 //! `!!binary`, `!!set`, `!!omap`, `!!pairs` (vLLM passes a Python repr, or
-//! `json.dumps` fails on them: no flag takes one); what PyYAML itself fails on
-//! (an undefined or circular alias, a duplicate anchor, an unhashable key, a
-//! merge of a non-mapping, `0x_`, an invalid date, more than one document);
-//! and a date inside a mapping (`json.dumps` raises TypeError in vLLM).
+//! `json.dumps` fails on them: no flag takes one), both once the node is
+//! built, as SafeConstructor raises (a merged pair skipped for its key is
+//! never built); what PyYAML itself fails on (an undefined or circular
+//! alias, a duplicate anchor, an unhashable key, a merge of a non-mapping,
+//! `0x_`, an invalid date, more than one document, a decimal int of more
+//! than 4300 digits); and what vLLM's flattening fails on: a date inside a
+//! mapping (`json.dumps` raises TypeError), an int of more than 4300 digits
+//! passed on (`str()` raises ValueError: Python's `int_max_str_digits`), a
+//! flag name that is not text passed on (`"--" + key` raises TypeError).
+//! Explicit `!!int` / `!!float` text is read as SafeConstructor reads it,
+//! through Python's `int()` / `float()` (`!!int ' 8 '` is 8, `!!int 0o17` 15).
 //! Bounds: depth [`MAX_JSON_DEPTH`], and [`MAX_INPUT_BYTES`] of values once
 //! aliases are expanded (PyYAML shares aliased nodes; JSON cannot, so an
 //! alias bomb is refused instead of expanded).
@@ -47,17 +54,36 @@ pub enum Py {
     Dict(Vec<(Py, Py)>),
 }
 
-/// A Python int: within i128, or (decimal notation only) its digits.
+/// A Python int: within i128, or its decimal digits (with the sign), or one
+/// too long for Python's `str()`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PyInt {
     Small(i128),
     Big(String),
+    /// More than [`INT_MAX_STR_DIGITS`] decimal digits: PyYAML builds it (from
+    /// hex, octal, binary or base 60), but `str()` and `json.dumps` raise
+    /// ValueError on it, so vLLM fails where the file passes it on.
+    Huge,
+}
+
+/// CPython's `sys.int_info.default_max_str_digits` (3.11+): `int(text)` and
+/// `str(int)` raise ValueError beyond this many decimal digits.
+pub const INT_MAX_STR_DIGITS: usize = 4300;
+
+fn huge_int() -> String {
+    format!("an integer of more than {INT_MAX_STR_DIGITS} decimal digits: vLLM's str() / json.dumps raises ValueError on it (Python's int_max_str_digits)")
 }
 
 /// One top-level entry of the serve file: key, 1-based line, value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
+    /// The key's text; a key that is not text (`1:`, `~:`) as its `str()`,
+    /// with `text` false.
     pub key: String,
+    /// Whether the key is text. vLLM's `"--" + key` raises TypeError on any
+    /// other key, but only where it runs: a false value (`f"--no-{key}"`)
+    /// or an empty list passes nothing and raises nothing.
+    pub text: bool,
     pub line: usize,
     pub value: Py,
 }
@@ -94,16 +120,24 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         }
     };
     let (dict, lines) = b.dict(&pairs).map_err(err)?;
-    dict.into_iter()
+    Ok(dict
+        .into_iter()
         .zip(lines)
         .map(|((k, value), line)| match k {
-            Py::Str(key) => Ok(Entry { key, line, value }),
-            other => Err(err(format!(
-                "line {line}: the flag name {} is not text (vLLM's \"--\" + key raises TypeError); quote it",
-                py_str(&other).unwrap_or_default()
-            ))),
+            Py::Str(key) => Entry {
+                key,
+                text: true,
+                line,
+                value,
+            },
+            other => Entry {
+                key: py_str(&other).unwrap_or_default(),
+                text: false,
+                line,
+                value,
+            },
         })
-        .collect()
+        .collect())
 }
 
 /// Python `str(value)`: how vLLM passes a top-level scalar (or a list item) on.
@@ -114,6 +148,7 @@ pub fn py_str(value: &Py) -> Result<String, String> {
         Py::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
         Py::Int(PyInt::Small(i)) => i.to_string(),
         Py::Int(PyInt::Big(digits)) => digits.clone(),
+        Py::Int(PyInt::Huge) => return Err(huge_int()),
         Py::Float(f) => py_float_repr(*f),
         Py::Str(s) | Py::Date(s) | Py::DateTime(s) => s.clone(),
         Py::List(_) | Py::Dict(_) => {
@@ -144,6 +179,7 @@ pub fn to_json(value: &Py) -> Result<Value, String> {
             }
         }
         Py::Int(PyInt::Big(digits)) => float_json(digits.parse::<f64>().unwrap_or(f64::INFINITY))?,
+        Py::Int(PyInt::Huge) => return Err(huge_int()),
         Py::Float(f) => match Number::from_f64(*f) {
             Some(n) => Value::Number(n),
             None if f.is_nan() => Value::from("nan"),
@@ -376,17 +412,23 @@ enum Node {
     Seq(Vec<NodeRef>),
     /// Key, value and the key's line.
     Map(Vec<(NodeRef, NodeRef, usize)>),
+    /// A node whose tag SafeConstructor cannot build (or that no flag
+    /// takes): an error once it is built, as in PyYAML, and only then (a
+    /// merged pair skipped for its key is never built).
+    Refused(String),
 }
 
 enum Frame {
     Seq {
         items: Vec<NodeRef>,
         anchor: Option<String>,
+        refused: Option<String>,
     },
     Map {
         pairs: Vec<(NodeRef, NodeRef, usize)>,
         key: Option<(NodeRef, usize)>,
         anchor: Option<String>,
+        refused: Option<String>,
     },
 }
 
@@ -436,30 +478,45 @@ impl Composer<'_> {
                 plain,
                 line,
             } => {
-                let tag = self.scalar_tag(&value, tag.as_deref(), plain)?;
-                let node = Rc::new(RefCell::new(Node::Scalar { tag, value }));
+                let node = match self.scalar_tag(&value, tag.as_deref(), plain) {
+                    Ok(tag) => Node::Scalar { tag, value },
+                    Err(refused) => Node::Refused(refused),
+                };
+                let node = Rc::new(RefCell::new(node));
                 self.anchor(anchor, &node)?;
                 self.add(node, line)
             }
             Event::SequenceStart { tag, anchor } => {
-                self.collection_tag(tag.as_deref(), "seq")?;
+                let refused = self.collection_tag(tag.as_deref(), "seq").err();
                 self.open(Frame::Seq {
                     items: Vec::new(),
                     anchor,
+                    refused,
                 })
             }
             Event::MappingStart { tag, anchor } => {
-                self.collection_tag(tag.as_deref(), "map")?;
+                let refused = self.collection_tag(tag.as_deref(), "map").err();
                 self.open(Frame::Map {
                     pairs: Vec::new(),
                     key: None,
                     anchor,
+                    refused,
                 })
             }
             Event::End => {
                 let (node, anchor) = match self.stack.pop().expect("libyaml pairs starts and ends")
                 {
-                    Frame::Seq { items, anchor } => (Node::Seq(items), anchor),
+                    Frame::Seq {
+                        refused: Some(refused),
+                        anchor,
+                        ..
+                    }
+                    | Frame::Map {
+                        refused: Some(refused),
+                        anchor,
+                        ..
+                    } => (Node::Refused(refused), anchor),
+                    Frame::Seq { items, anchor, .. } => (Node::Seq(items), anchor),
                     Frame::Map { pairs, anchor, .. } => (Node::Map(self.flatten(pairs)?), anchor),
                 };
                 let node = Rc::new(RefCell::new(node));
@@ -567,7 +624,7 @@ impl Composer<'_> {
         match tag {
             None | Some("!") => Ok(()),
             Some(t) if t.strip_prefix(CORE) == Some(kind) => Ok(()),
-            Some(t) => Err(refused(self.file, t)),
+            Some(t) => Err(refused(t)),
         }
     }
 
@@ -581,7 +638,7 @@ impl Composer<'_> {
         plain: bool,
     ) -> Result<&'static str, String> {
         let tag = match tag {
-            Some("!") => return Ok(resolve(value)),
+            Some("!") => return Ok(resolve_nonspecific(value)),
             None if plain => return Ok(resolve(value)),
             None => return Ok("str"),
             Some(t) => t,
@@ -601,12 +658,12 @@ impl Composer<'_> {
             .and_then(|t| BUILT.iter().find(|b| **b == t))
         {
             Some(t) => Ok(t),
-            None => Err(refused(self.file, tag)),
+            None => Err(refused(tag)),
         }
     }
 }
 
-fn refused(file: &str, tag: &str) -> String {
+fn refused(tag: &str) -> String {
     let shown = match tag.strip_prefix(CORE) {
         Some(rest) => format!("!!{rest}"),
         None => tag.to_owned(),
@@ -616,11 +673,11 @@ fn refused(file: &str, tag: &str) -> String {
         .is_some_and(|t| ["binary", "set", "omap", "pairs"].contains(&t));
     if standard {
         format!(
-            "--config {file}: the YAML tag {shown} is not read: vLLM passes its Python repr, or json.dumps raises on it, and no flag takes one; write the plain value"
+            "the YAML tag {shown} is not read: vLLM passes its Python repr, or json.dumps raises on it, and no flag takes one; write the plain value"
         )
     } else {
         format!(
-            "--config {file}: the YAML tag {shown} is refused: vLLM reads --config with yaml.safe_load, which accepts only YAML's standard tags (!!str, !!int, !!float, !!bool, !!null, !!map, !!seq, ...); remove the tag and write the plain value"
+            "the YAML tag {shown} is refused: vLLM reads --config with yaml.safe_load, which accepts only YAML's standard tags (!!str, !!int, !!float, !!bool, !!null, !!map, !!seq, ...); remove the tag and write the plain value"
         )
     }
 }
@@ -684,6 +741,7 @@ impl Builder {
                 self.charge(0)?;
                 Ok(Py::Dict(self.dict(pairs)?.0))
             }
+            Node::Refused(why) => Err(why.clone()),
         }
     }
 
@@ -759,6 +817,7 @@ impl KeyId {
             Py::Bool(b) => KeyId::Num(i128::from(*b)),
             Py::Int(PyInt::Small(i)) => KeyId::Num(*i),
             Py::Int(PyInt::Big(d)) => KeyId::Big(d.clone()),
+            Py::Int(PyInt::Huge) => KeyId::NaN(position), // never passed on: str() raises
             Py::Float(f) if f.is_nan() => KeyId::NaN(position),
             Py::Float(f) if f.fract() == 0.0 && f.abs() < 1.7e38 => KeyId::Num(*f as i128),
             Py::Float(f) => KeyId::Float(f.to_bits()),
@@ -792,6 +851,18 @@ fn resolve(v: &str) -> &'static str {
         "value"
     } else {
         "str"
+    }
+}
+
+/// The tag a `!`-tagged scalar of any style gets: the implicit resolvers,
+/// whose regexps end in `$`, which Python's `re` also matches before one
+/// final line break (`! |` block scalars end in one: `! |\n  010\n` is 8);
+/// the resolvers are picked by the first character, and a lone `\n` has none.
+fn resolve_nonspecific(value: &str) -> &'static str {
+    match value.strip_suffix('\n') {
+        Some("") => "str",
+        Some(v) => resolve(v),
+        None => resolve(value),
     }
 }
 
@@ -960,56 +1031,198 @@ fn is_int(v: &str) -> bool {
     c.done() || (c.sexagesimal_tail() && c.done())
 }
 
-/// SafeConstructor `construct_yaml_int` on text the resolver (or `!!int`) gave it.
+/// SafeConstructor `construct_yaml_int` on text the resolver (or a tag)
+/// gave it, step by step: underscores removed, one sign read off, then
+/// `0`, `0b` (`int(rest, 2)`), `0x` (`int(rest, 16)`), a leading `0`
+/// (`int(text, 8)`), base 60 (`int()` of each part), else `int(text)`.
+/// None where Python raises.
 fn construct_int(v: &str) -> Option<PyInt> {
     let s = v.replace('_', "");
-    let (neg, body) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s.strip_prefix('+').unwrap_or(&s)),
+    let first = s.chars().next()?; // value[0]: IndexError on ""
+    let neg = first == '-';
+    let body = if first == '-' || first == '+' {
+        &s[1..]
+    } else {
+        &s[..]
     };
-    let signed = |x: i128| if neg { -x } else { x };
-    let radix = |digits: &str, r: u32| {
-        i128::from_str_radix(digits, r)
-            .ok()
-            .filter(|_| !digits.is_empty())
-    };
-    if body == "0" {
-        return Some(PyInt::Small(0));
-    }
-    if let Some(d) = body.strip_prefix("0b") {
-        return radix(d, 2).map(|x| PyInt::Small(signed(x)));
-    }
-    if let Some(d) = body.strip_prefix("0x") {
-        return radix(d, 16).map(|x| PyInt::Small(signed(x)));
-    }
-    if body.starts_with('0') {
-        return radix(body, 8).map(|x| PyInt::Small(signed(x)));
-    }
-    if body.contains(':') {
-        let mut total: i128 = 0;
+    let mag = if body == "0" {
+        Int::Small(0)
+    } else if let Some(d) = body.strip_prefix("0b") {
+        python_int(d, 2)?
+    } else if let Some(d) = body.strip_prefix("0x") {
+        python_int(d, 16)?
+    } else if body.starts_with('0') {
+        python_int(body, 8)?
+    } else if body.contains(':') {
+        // sum(int(part) * 60**k), the last part k = 0.
+        let mut total = Int::Small(0);
         for part in body.split(':') {
-            total = total.checked_mul(60)?.checked_add(part.parse().ok()?)?;
+            total = total.mul_add(60, python_int(part, 10)?)?;
         }
-        return Some(PyInt::Small(signed(total)));
-    }
-    if body.is_empty() || !body.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    Some(match body.parse::<i128>() {
-        Ok(x) => PyInt::Small(signed(x)),
-        Err(_) => {
-            let digits = body.trim_start_matches('0');
-            PyInt::Big(format!("{}{digits}", if neg { "-" } else { "" }))
-        }
-    })
+        total
+    } else {
+        python_int(body, 10)?
+    };
+    Some(mag.signed(neg).into_py())
 }
 
-/// SafeConstructor `construct_yaml_float`.
+/// Python `int(text, base)` (text without underscores): surrounding
+/// whitespace and one sign allowed, the base's `0b` / `0o` / `0x` prefix
+/// allowed, ASCII digits; base 10 refuses more than [`INT_MAX_STR_DIGITS`]
+/// digits (ValueError).
+fn python_int(text: &str, base: u32) -> Option<Int> {
+    let t = text.trim_matches(char::is_whitespace);
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let prefix = match base {
+        2 => Some("0b"),
+        8 => Some("0o"),
+        16 => Some("0x"),
+        _ => None,
+    };
+    let t = match prefix {
+        Some(p) if t.len() > 2 && t[..2].eq_ignore_ascii_case(p) => &t[2..],
+        _ => t,
+    };
+    if t.is_empty() || !t.chars().all(|c| c.is_digit(base)) {
+        return None;
+    }
+    if base == 10 && t.len() > INT_MAX_STR_DIGITS {
+        return None;
+    }
+    Some(Int::parse(t, base).signed(neg))
+}
+
+/// An int as PyYAML computes it: i128, or a magnitude in base 10^9 limbs
+/// (least significant first) with a sign. Values beyond
+/// [`INT_MAX_STR_DIGITS`] decimal digits stop growing (Python's `str()` of
+/// them raises): the work is bounded by that, not by the input.
+#[derive(Clone, Debug)]
+enum Int {
+    Small(i128),
+    Big { neg: bool, limbs: Vec<u32> },
+    Huge,
+}
+
+const LIMB: u64 = 1_000_000_000;
+const MAX_LIMBS: usize = INT_MAX_STR_DIGITS / 9 + 2;
+
+impl Int {
+    fn parse(digits: &str, base: u32) -> Int {
+        let mut v = Int::Small(0);
+        for c in digits.chars() {
+            // Leading zeros add nothing; the bound counts significant digits.
+            v = match v.mul_add(base, Int::Small(i128::from(c.to_digit(base).unwrap_or(0)))) {
+                Some(v) => v,
+                None => return Int::Huge,
+            };
+        }
+        v
+    }
+
+    fn signed(self, neg: bool) -> Int {
+        match self {
+            Int::Small(x) if neg => Int::Small(-x),
+            Int::Big { neg: n, limbs } => Int::Big {
+                neg: n != neg,
+                limbs,
+            },
+            other => other,
+        }
+    }
+
+    /// `self * m + add`; None where a big value would meet a negative one
+    /// (only an explicit `!!int` with signed base-60 parts asks for that).
+    fn mul_add(self, m: u32, add: Int) -> Option<Int> {
+        if let (Int::Small(x), Int::Small(a)) = (&self, &add) {
+            if let Some(r) = x.checked_mul(i128::from(m)).and_then(|y| y.checked_add(*a)) {
+                return Some(Int::Small(r));
+            }
+        }
+        let magnitude = |v: Int| match v {
+            Int::Small(x) if x >= 0 => Some(Some(Int::limbs_of(x as u128))),
+            Int::Big { neg: false, limbs } => Some(Some(limbs)),
+            Int::Huge => Some(None),
+            _ => None,
+        };
+        let (Some(mut limbs), Some(add)) = (magnitude(self)?, magnitude(add)?) else {
+            return Some(Int::Huge);
+        };
+        let mut carry: u128 = 0;
+        for limb in limbs.iter_mut() {
+            let v = u128::from(*limb) * u128::from(m) + carry;
+            *limb = (v % u128::from(LIMB)) as u32;
+            carry = v / u128::from(LIMB);
+        }
+        while carry > 0 {
+            limbs.push((carry % u128::from(LIMB)) as u32);
+            carry /= u128::from(LIMB);
+        }
+        let mut carry = 0u64;
+        for i in 0..limbs.len().max(add.len()) {
+            if i == limbs.len() {
+                limbs.push(0);
+            }
+            let v = u64::from(limbs[i]) + u64::from(add.get(i).copied().unwrap_or(0)) + carry;
+            limbs[i] = (v % LIMB) as u32;
+            carry = v / LIMB;
+        }
+        if carry > 0 {
+            limbs.push(carry as u32);
+        }
+        if limbs.len() > MAX_LIMBS {
+            return Some(Int::Huge);
+        }
+        Some(Int::Big { neg: false, limbs })
+    }
+
+    fn limbs_of(mut x: u128) -> Vec<u32> {
+        let mut limbs = Vec::new();
+        while x > 0 {
+            limbs.push((x % u128::from(LIMB)) as u32);
+            x /= u128::from(LIMB);
+        }
+        limbs
+    }
+
+    fn into_py(self) -> PyInt {
+        match self {
+            Int::Small(x) => PyInt::Small(x),
+            Int::Huge => PyInt::Huge,
+            Int::Big { neg, limbs } => {
+                let mut digits = String::new();
+                for (i, limb) in limbs.iter().rev().enumerate() {
+                    if i == 0 {
+                        digits.push_str(&limb.to_string());
+                    } else {
+                        digits.push_str(&format!("{limb:09}"));
+                    }
+                }
+                if let Ok(x) = digits.parse::<i128>() {
+                    return PyInt::Small(if neg { -x } else { x });
+                }
+                if digits.len() > INT_MAX_STR_DIGITS {
+                    return PyInt::Huge;
+                }
+                PyInt::Big(format!("{}{digits}", if neg { "-" } else { "" }))
+            }
+        }
+    }
+}
+
+/// SafeConstructor `construct_yaml_float`: underscores removed, lower
+/// case, one sign read off; `.inf`, `.nan`, base 60 (summed from the last
+/// part up, as PyYAML does, each part `float()`), else `float()`.
 fn construct_float(v: &str) -> Option<f64> {
-    let s = v.replace('_', "").to_ascii_lowercase();
-    let (sign, body) = match s.strip_prefix('-') {
-        Some(rest) => (-1.0, rest),
-        None => (1.0, s.strip_prefix('+').unwrap_or(&s)),
+    let s = v.replace('_', "").to_lowercase();
+    let first = s.chars().next()?;
+    let sign = if first == '-' { -1.0 } else { 1.0 };
+    let body = if first == '-' || first == '+' {
+        &s[1..]
+    } else {
+        &s[..]
     };
     if body == ".inf" {
         return Some(sign * f64::INFINITY);
@@ -1018,29 +1231,39 @@ fn construct_float(v: &str) -> Option<f64> {
         return Some(f64::NAN);
     }
     if body.contains(':') {
+        let parts = body
+            .split(':')
+            .map(python_float)
+            .collect::<Option<Vec<f64>>>()?;
         let mut total = 0.0;
-        for part in body.split(':') {
-            total = total * 60.0 + python_float(part)?;
+        let mut base = Int::Small(1);
+        for part in parts.iter().rev() {
+            // float * int: the int correctly rounded to a float first.
+            let b = match &base {
+                Int::Small(b) => *b as f64,
+                big => match big.clone().into_py() {
+                    PyInt::Big(d) => d.parse().unwrap_or(f64::INFINITY),
+                    _ => f64::INFINITY,
+                },
+            };
+            total += part * b;
+            base = base.mul_add(60, Int::Small(0))?;
         }
         return Some(sign * total);
     }
     python_float(body).map(|f| sign * f)
 }
 
-/// Python `float(text)` for what the float resolver or `!!float` passes
-/// (underscores removed, lower case).
+/// Python `float(text)` on what the float resolver or a tag passes
+/// (underscores removed, lower case): surrounding whitespace, a sign,
+/// `inf` / `infinity` / `nan`, decimal notation. Rust's parser reads the
+/// same ASCII forms.
 fn python_float(t: &str) -> Option<f64> {
-    if matches!(t, "inf" | "infinity") {
-        return Some(f64::INFINITY); // an explicit !!float inf
-    }
-    if t == "nan" {
-        return Some(f64::NAN);
-    }
-    let ok = !t.is_empty()
-        && t.bytes().any(|c| c.is_ascii_digit())
-        && t.bytes()
-            .all(|c| c.is_ascii_digit() || b".eE+-".contains(&c));
-    if !ok {
+    let t = t.trim_matches(char::is_whitespace);
+    let ascii = t
+        .bytes()
+        .all(|c| c.is_ascii_digit() || b".e+-infatyINFATY".contains(&c));
+    if !ascii {
         return None;
     }
     t.parse().ok()
@@ -1130,7 +1353,8 @@ fn timestamp(v: &str) -> Option<Timestamp> {
 /// SafeConstructor `construct_yaml_timestamp`: a `date` or a `datetime`,
 /// as their `str()`; None where Python's constructors raise.
 fn construct_timestamp(v: &str) -> Option<Py> {
-    let t = timestamp(v)?;
+    // timestamp_regexp ends in `$`: one final line break is allowed.
+    let t = timestamp(v.strip_suffix('\n').unwrap_or(v))?;
     let leap = t.year % 4 == 0 && (t.year % 100 != 0 || t.year % 400 == 0);
     let days = [
         31,
