@@ -11,7 +11,11 @@
 //! wraps): plain scalars are resolved with PyYAML's implicit resolvers
 //! (`resolver.py`, in their order: bool, float, int, merge, null, timestamp,
 //! value) and built with `SafeConstructor`'s rules; quoted and block scalars
-//! are strings; explicit tags are taken from `safe_load`'s set.
+//! are strings; explicit tags are taken from `safe_load`'s set. Where
+//! libyaml's scanner reads differently from PyYAML's pure-Python one (which
+//! `safe_load` uses), PyYAML is followed: a tab outside quoted and block
+//! scalars and comments is an error, `%YAML 1.x` takes any minor version,
+//! unknown directives are skipped.
 //!
 //! Refused, with the file named (exit 2): tags outside that set
 //! (`!!python/object`, a local `!foo`: `safe_load` refuses them too);
@@ -100,8 +104,13 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         anchors: HashMap::new(),
         root: None,
         documents: 0,
+        tabs_ok: Vec::new(),
     };
-    events(text, file, |e| c.event(e))?;
+    let text = pyyaml_directives(text);
+    events(&text, file, |e| c.event(e))?;
+    tabs(&text, &c.tabs_ok).map_err(|(line, column)| {
+        format!("--config {file} is not valid YAML as vLLM reads it: a tab at line {line} column {column}; PyYAML (vLLM's yaml.safe_load) reads tabs only inside quoted or block scalars and comments (found character '\\t' that cannot start any token); indent and separate with spaces")
+    })?;
     let err = |what: String| format!("--config {file}: {what}");
     let Some(root) = c.root else {
         return Err(err(
@@ -278,6 +287,107 @@ pub fn py_float_repr(f: f64) -> String {
 }
 
 // ---------------------------------------------------------------------------
+// Where PyYAML's scanner (pure Python; vLLM's safe_load does not use
+// libyaml) reads differently from libyaml.
+
+/// The directive lines before the document, made what libyaml reads as
+/// PyYAML reads them (same length, so marks stay put): `%YAML 1.x` with
+/// any minor version (PyYAML's `process_directives` refuses only a major
+/// other than 1; libyaml also refuses minors other than 1 and 2) becomes
+/// `%YAML 1.1`; a directive of another name than YAML or TAG (PyYAML skips
+/// its line; libyaml refuses it) becomes a comment.
+fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out: Option<String> = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let body = if at == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        let offset = at + (line.len() - body.len());
+        at += line.len();
+        let content = body.trim_start_matches(' ');
+        if content.trim_end().is_empty() || content.starts_with('#') {
+            continue;
+        }
+        let Some(directive) = body.strip_prefix('%') else {
+            break;
+        };
+        let name_len = directive
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(directive.len());
+        let (name, rest) = directive.split_at(name_len);
+        let mut fix = |from: usize, with: &str| {
+            let o = out.get_or_insert_with(|| text.to_owned());
+            o.replace_range(from..from + with.len(), with);
+        };
+        match name {
+            "TAG" => {}
+            "YAML" => {
+                let version = rest.trim_start_matches(' ');
+                let start = offset + 1 + name_len + (rest.len() - version.len());
+                let len = version
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(version.len());
+                let v = &version[..len];
+                if let Some((major, minor)) = v.split_once('.') {
+                    let digits = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit());
+                    if digits(major)
+                        && digits(minor)
+                        && major.trim_start_matches('0') == "1"
+                        && v.len() >= 3
+                    {
+                        fix(start, &format!("1.1{}", " ".repeat(v.len() - 3)));
+                    }
+                }
+            }
+            "" => {}
+            _ if rest.is_empty() || rest.starts_with([' ', '\n', '\r']) => fix(offset, "#"),
+            _ => {}
+        }
+    }
+    match out {
+        Some(o) => std::borrow::Cow::Owned(o),
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// The first tab PyYAML refuses, as 1-based (line, column): one outside
+/// quoted and block scalars (`ok`, from libyaml's marks) and comments.
+/// PyYAML's scanner skips only spaces between tokens and ends plain scalars
+/// at a tab (`scan_to_next_token`, `scan_plain_spaces`), where libyaml
+/// takes tabs as separation.
+fn tabs(text: &str, ok: &[((usize, usize), (usize, usize))]) -> Result<(), (usize, usize)> {
+    if !text.contains('\t') {
+        return Ok(());
+    }
+    let inside = |p: (usize, usize)| ok.iter().any(|(a, b)| *a <= p && p < *b);
+    let (mut line, mut col) = (0, 0);
+    let mut comment = false;
+    let mut prev_blank = true;
+    let mut chars = text.trim_start_matches('\u{feff}').chars().peekable();
+    while let Some(c) = chars.next() {
+        if matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}') {
+            if c == '\r' {
+                chars.next_if_eq(&'\n');
+            }
+            (line, col, comment, prev_blank) = (line + 1, 0, false, true);
+            continue;
+        }
+        if !comment && !inside((line, col)) {
+            if c == '\t' {
+                return Err((line + 1, col + 1));
+            }
+            comment = c == '#' && prev_blank;
+        }
+        prev_blank = c == ' ' || c == '\t';
+        col += 1;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
 // libyaml's events.
 
 /// One parser event, copied out of libyaml's structures.
@@ -290,6 +400,10 @@ enum Event {
         anchor: Option<String>,
         plain: bool,
         line: usize,
+        /// Where a quoted or block scalar's text is, as (line, column) from
+        /// 0 (a block scalar's from the line after its header): the only
+        /// places besides comments where PyYAML reads a tab.
+        tabs_ok: Option<((usize, usize), (usize, usize))>,
     },
     SequenceStart {
         tag: Option<String>,
@@ -351,6 +465,17 @@ fn events(
                 unsafe_y::YAML_SCALAR_EVENT => {
                     let s = &e.data.scalar;
                     let bytes = std::slice::from_raw_parts(s.value, s.length as usize);
+                    let (start, end) = (
+                        (e.start_mark.line as usize, e.start_mark.column as usize),
+                        (e.end_mark.line as usize, e.end_mark.column as usize),
+                    );
+                    let tabs_ok = match s.style {
+                        unsafe_y::YAML_SINGLE_QUOTED_SCALAR_STYLE
+                        | unsafe_y::YAML_DOUBLE_QUOTED_SCALAR_STYLE => Some((start, end)),
+                        unsafe_y::YAML_LITERAL_SCALAR_STYLE
+                        | unsafe_y::YAML_FOLDED_SCALAR_STYLE => Some(((start.0 + 1, 0), end)),
+                        _ => None,
+                    };
                     (
                         Some(Event::Scalar {
                             value: String::from_utf8_lossy(bytes).into_owned(),
@@ -358,6 +483,7 @@ fn events(
                             anchor: cstr(s.anchor),
                             plain: s.plain_implicit,
                             line: e.start_mark.line as usize + 1,
+                            tabs_ok,
                         }),
                         false,
                     )
@@ -438,6 +564,7 @@ struct Composer<'a> {
     anchors: HashMap<String, NodeRef>,
     root: Option<NodeRef>,
     documents: usize,
+    tabs_ok: Vec<((usize, usize), (usize, usize))>,
 }
 
 impl Composer<'_> {
@@ -477,7 +604,9 @@ impl Composer<'_> {
                 anchor,
                 plain,
                 line,
+                tabs_ok,
             } => {
+                self.tabs_ok.extend(tabs_ok);
                 let node = match self.scalar_tag(&value, tag.as_deref(), plain) {
                     Ok(tag) => Node::Scalar { tag, value },
                     Err(refused) => Node::Refused(refused),
