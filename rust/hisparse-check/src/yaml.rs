@@ -105,6 +105,7 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         root: None,
         documents: 0,
         tabs_ok: Vec::new(),
+        merged: 0,
     };
     let text = pyyaml_directives(text);
     events(&text, file, |e| c.event(e))?;
@@ -565,7 +566,13 @@ struct Composer<'a> {
     root: Option<NodeRef>,
     documents: usize,
     tabs_ok: Vec<((usize, usize), (usize, usize))>,
+    /// Pairs copied by `<<` merges so far.
+    merged: usize,
 }
+
+/// Most pairs `<<` merges may copy, all merges together: one per
+/// [`NODE_BYTES`] of the values bound.
+const MAX_MERGED_PAIRS: usize = MAX_INPUT_BYTES / NODE_BYTES;
 
 impl Composer<'_> {
     fn err(&self, what: impl std::fmt::Display) -> String {
@@ -697,18 +704,26 @@ impl Composer<'_> {
     /// (CPython shares the one-character strings, so `a` from two mappings
     /// is one object, `ab` is two); `=` keys become text.
     fn flatten(
-        &self,
+        &mut self,
         pairs: Vec<(NodeRef, NodeRef, usize)>,
     ) -> Result<Vec<(NodeRef, NodeRef, usize)>, String> {
+        let file = self.file;
+        let merged = &mut self.merged;
         let mut merge: Vec<(NodeRef, NodeRef, usize)> = Vec::new();
         let mut seen: std::collections::HashSet<KeyObject> = std::collections::HashSet::new();
         let mut own = Vec::new();
         let mut take = |from: &NodeRef, line: usize| -> Result<(), String> {
             let Node::Map(sub) = &*from.borrow() else {
-                return Err(self.err(format!(
-                    "line {line}: << merges a mapping or a list of mappings, not anything else"
-                )));
+                return Err(format!(
+                    "--config {file}: line {line}: << merges a mapping or a list of mappings, not anything else"
+                ));
             };
+            // Each merge copies the pairs it names: a chain of merges copies
+            // quadratically many (PyYAML too), so the copies are bounded.
+            *merged += sub.len();
+            if *merged > MAX_MERGED_PAIRS {
+                return Err(format!("--config {file}: its << merges copy more than {MAX_MERGED_PAIRS} pairs (README \"Limits\": {MAX_INPUT_BYTES} bytes of values); a serve file merges a few"));
+            }
             for (k, v, l) in sub {
                 if seen.insert(KeyObject::of(k)) {
                     merge.push((k.clone(), v.clone(), *l));
@@ -1623,6 +1638,14 @@ mod tests {
         }
         let err = load(&doc, "f").unwrap_err();
         assert!(err.contains("alias expanded"), "{err}");
+        // A chain of merges, each copying the last mapping's pairs: quadratic
+        // copies from a linear file, refused at the bound (within a second).
+        let mut doc = "m0: &m0 {a: 1}\n".to_owned();
+        for i in 1..2000 {
+            doc.push_str(&format!("m{i}: &m{i} {{<<: *m{}, k{i}: 1}}\n", i - 1));
+        }
+        let err = load(&doc, "f").unwrap_err();
+        assert!(err.contains("merges copy more than"), "{err}");
     }
 
     #[test]
