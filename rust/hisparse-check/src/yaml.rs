@@ -354,12 +354,17 @@ fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A (line, column) position from 0, as libyaml's marks give it.
+type Mark = (usize, usize);
+/// Where a scalar's text starts and ends.
+type Span = (Mark, Mark);
+
 /// The first tab PyYAML refuses, as 1-based (line, column): one outside
 /// quoted and block scalars (`ok`, from libyaml's marks) and comments.
 /// PyYAML's scanner skips only spaces between tokens and ends plain scalars
 /// at a tab (`scan_to_next_token`, `scan_plain_spaces`), where libyaml
 /// takes tabs as separation.
-fn tabs(text: &str, ok: &[((usize, usize), (usize, usize))]) -> Result<(), (usize, usize)> {
+fn tabs(text: &str, ok: &[Span]) -> Result<(), Mark> {
     if !text.contains('\t') {
         return Ok(());
     }
@@ -404,7 +409,7 @@ enum Event {
         /// Where a quoted or block scalar's text is, as (line, column) from
         /// 0 (a block scalar's from the line after its header): the only
         /// places besides comments where PyYAML reads a tab.
-        tabs_ok: Option<((usize, usize), (usize, usize))>,
+        tabs_ok: Option<Span>,
     },
     SequenceStart {
         tag: Option<String>,
@@ -565,7 +570,7 @@ struct Composer<'a> {
     anchors: HashMap<String, NodeRef>,
     root: Option<NodeRef>,
     documents: usize,
-    tabs_ok: Vec<((usize, usize), (usize, usize))>,
+    tabs_ok: Vec<Span>,
     /// Pairs copied by `<<` merges so far.
     merged: usize,
 }
