@@ -349,7 +349,7 @@ fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {
 /// vLLM `load_config_file`: a YAML mapping of flag names to values (read as
 /// `yaml.safe_load` reads it: [`crate::yaml`]), flattened to argv, and where
 /// each key is in the file.
-fn load_config_file(file: &str) -> Result<(Vec<String>, Origins), String> {
+pub fn load_config_file(file: &str) -> Result<(Vec<String>, Origins), String> {
     if !(file.ends_with(".yaml") || file.ends_with(".yml")) {
         return Err(format!(
             "--config {file}: the config file must be .yaml or .yml"
@@ -564,8 +564,8 @@ mod tests {
     /// file (tests/vllm/test_yaml_vectors.py checks the vectors against it).
     #[test]
     fn config_files_read_as_vllm_reads_them() {
-        // HISPARSE_YAML_VECTORS: another file of cases in this form (what
-        // tests/vllm/serve_yaml_fuzz.py writes, to triage generated files).
+        // HISPARSE_YAML_VECTORS: another file of cases in this form (to
+        // triage many generated files at once against this reader).
         let path = std::env::var("HISPARSE_YAML_VECTORS").unwrap_or_else(|_| {
             concat!(
                 env!("CARGO_MANIFEST_DIR"),
