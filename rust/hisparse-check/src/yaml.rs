@@ -120,6 +120,7 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
     };
     let mut b = Builder {
         budget: MAX_INPUT_BYTES,
+        depth: 0,
     };
     let pairs = match &*root.borrow() {
         Node::Map(pairs) => pairs.clone(),
@@ -368,7 +369,17 @@ fn tabs(text: &str, ok: &[Span]) -> Result<(), Mark> {
     if !text.contains('\t') {
         return Ok(());
     }
-    let inside = |p: (usize, usize)| ok.iter().any(|(a, b)| *a <= p && p < *b);
+    // Positions only grow: one pass over the spans, in order (linear time;
+    // asking every span for every character was quadratic).
+    let mut spans = ok.to_vec();
+    spans.sort_unstable();
+    let mut next = 0;
+    let mut inside = |p: Mark| {
+        while spans.get(next).is_some_and(|(_, end)| *end <= p) {
+            next += 1;
+        }
+        spans.get(next).is_some_and(|(start, _)| *start <= p)
+    };
     let (mut line, mut col) = (0, 0);
     let mut comment = false;
     let mut prev_blank = true;
@@ -548,6 +559,31 @@ enum Node {
     /// takes): an error once it is built, as in PyYAML, and only then (a
     /// merged pair skipped for its key is never built).
     Refused(String),
+}
+
+/// Dropped without recursion: aliases can chain nodes far deeper than the
+/// file nests (each 100-deep list holding an alias of the last), and a
+/// recursive drop of that chain overflowed the stack.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        let take = |node: &mut Node, stack: &mut Vec<NodeRef>| match node {
+            Node::Seq(items) => stack.append(items),
+            Node::Map(pairs) => {
+                for (k, v, _) in pairs.drain(..) {
+                    stack.push(k);
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        };
+        take(self, &mut stack);
+        while let Some(n) = stack.pop() {
+            if let Ok(cell) = Rc::try_unwrap(n) {
+                take(&mut cell.into_inner(), &mut stack);
+            }
+        }
+    }
 }
 
 enum Frame {
@@ -860,6 +896,10 @@ impl KeyObject {
 /// alias's node is built again each time it is used: JSON cannot share it).
 struct Builder {
     budget: usize,
+    /// Collections open: aliases can nest deeper than the file's own
+    /// nesting (an alias of a 100-deep list inside a 100-deep list), so the
+    /// depth bound is checked here too (the building recurses).
+    depth: usize,
 }
 
 impl Builder {
@@ -872,7 +912,22 @@ impl Builder {
 
     fn value(&mut self, node: &NodeRef) -> Result<Py, String> {
         let node = node.borrow();
-        match &*node {
+        let collection = matches!(&*node, Node::Seq(_) | Node::Map(_));
+        if collection {
+            self.depth += 1;
+            if self.depth > MAX_JSON_DEPTH {
+                return Err(format!("its values, with every alias expanded, nest deeper than {MAX_JSON_DEPTH} levels (README \"Limits\")"));
+            }
+        }
+        let built = self.build(&node);
+        if collection {
+            self.depth -= 1;
+        }
+        built
+    }
+
+    fn build(&mut self, node: &Node) -> Result<Py, String> {
+        match node {
             Node::Scalar { tag, value } => {
                 self.charge(value.len())?;
                 construct_scalar(tag, value)
@@ -1651,6 +1706,14 @@ mod tests {
         }
         let err = load(&doc, "f").unwrap_err();
         assert!(err.contains("merges copy more than"), "{err}");
+        // Aliases nesting deeper than the file does: the depth bound, not the stack.
+        let nest = |inner: &str| format!("{}{inner}{}", "[".repeat(100), "]".repeat(100));
+        let mut doc = format!("a0: &a0 {}\n", nest("x"));
+        for i in 1..50 {
+            doc.push_str(&format!("a{i}: &a{i} {}\n", nest(&format!("*a{}", i - 1))));
+        }
+        let err = load(&doc, "f").unwrap_err();
+        assert!(err.contains("nest deeper than"), "{err}");
     }
 
     #[test]
