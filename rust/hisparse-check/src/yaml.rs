@@ -297,9 +297,11 @@ pub fn py_float_repr(f: f64) -> String {
 /// any minor version (PyYAML's `process_directives` refuses only a major
 /// other than 1; libyaml also refuses minors other than 1 and 2) becomes
 /// `%YAML 1.1`; a directive of another name than YAML or TAG (PyYAML skips
-/// its line; libyaml refuses it) becomes a comment.
+/// its line; libyaml refuses it) becomes a comment. Only where a `---`
+/// follows, as both require.
 fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out: Option<String> = None;
+    let mut started = false;
     let mut at = 0;
     for line in text.split_inclusive('\n') {
         let body = if at == 0 {
@@ -314,6 +316,13 @@ fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
             continue;
         }
         let Some(directive) = body.strip_prefix('%') else {
+            // Directives need a `---` after them (PyYAML: expected
+            // '<document start>'); without one the text stays as it is,
+            // and libyaml refuses it too.
+            let start = body
+                .strip_prefix("---")
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\n', '\r']));
+            started = start;
             break;
         };
         let name_len = directive
@@ -350,8 +359,8 @@ fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     match out {
-        Some(o) => std::borrow::Cow::Owned(o),
-        None => std::borrow::Cow::Borrowed(text),
+        Some(o) if started => std::borrow::Cow::Owned(o),
+        _ => std::borrow::Cow::Borrowed(text),
     }
 }
 
