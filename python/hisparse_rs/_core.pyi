@@ -29,6 +29,7 @@ __all__ = [
     "ResidencyResolver",
     "ResolveResult",
     "__version__",
+    "_config_file_argv",
     "apply_fix_json",
     "check_json",
     "error_codes",
