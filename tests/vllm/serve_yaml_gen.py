@@ -334,6 +334,9 @@ def serve_file(rng: random.Random) -> str:
                 "a: {!!merge x: {b: 1}}\n",
                 "a:\n  <<: !!map {b: 1}\n",
                 "1: false\n~: []\n",
+                "a: !!int 0xaé\n",
+                "a: !!int 'é0'\n",
+                "a: !!float 'é.5'\n",
             ]
         )
     doc = Doc(rng)

@@ -1296,7 +1296,7 @@ fn python_int(text: &str, base: u32) -> Option<Int> {
         _ => None,
     };
     let t = match prefix {
-        Some(p) if t.len() > 2 && t[..2].eq_ignore_ascii_case(p) => &t[2..],
+        Some(p) if t.len() > 2 && t.get(..2).is_some_and(|h| h.eq_ignore_ascii_case(p)) => &t[2..],
         _ => t,
     };
     if t.is_empty() || !t.chars().all(|c| c.is_digit(base)) {
