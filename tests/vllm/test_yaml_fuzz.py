@@ -30,6 +30,16 @@ from hypothesis import strategies as st
 from hisparse_rs import _core
 
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# Refusals that are ours alone, named (tests/vectors/serve_config_yaml.json has one
+# of each, with what vLLM passes): an alias inside the node it names (PyYAML builds
+# a recursive value, or merges a mapping into itself); and two places where
+# libyaml's scanner refuses what PyYAML's reads: a block scalar's first line
+# indented with spaces then a tab, a flow plain scalar ended by ':' before ']'.
+LIBYAML_ONLY = (
+    "circular reference",
+    "found a tab character where an indentation space is expected",
+    "found unexpected ':'",
+)
 
 
 def _has(value: Any, seen: set[int] | None = None) -> bool:
@@ -108,7 +118,7 @@ def check(text: str, path: Path) -> None:
         assert got is None, f"{text!r}: vLLM fails, hisparse-check gives {got}"
         assert str(path) in error, f"{text!r}: the error does not name the file: {error}"
     elif got is None:
-        assert deliberate(text) or "circular reference" in error, (
+        assert deliberate(text) or any(known in error for known in LIBYAML_ONLY), (
             f"{text!r}: vLLM gives {want}, we fail: {error}"
         )
     else:

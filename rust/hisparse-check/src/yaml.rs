@@ -107,7 +107,8 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         tabs_ok: Vec::new(),
         merged: 0,
     };
-    let text = pyyaml_directives(text);
+    let text = universal_newlines(text);
+    let text = pyyaml_directives(&text);
     events(&text, file, |e| c.event(e))?;
     tabs(&text, &c.tabs_ok).map_err(|(line, column)| {
         format!("--config {file} is not valid YAML as vLLM reads it: a tab at line {line} column {column}; PyYAML (vLLM's yaml.safe_load) reads tabs only inside quoted or block scalars and comments (found character '\\t' that cannot start any token); indent and separate with spaces")
@@ -292,6 +293,21 @@ pub fn py_float_repr(f: f64) -> String {
 // Where PyYAML's scanner (pure Python; vLLM's safe_load does not use
 // libyaml) reads differently from libyaml.
 
+/// The text as vLLM's `open(file_path)` gives it to PyYAML
+/// (`argparse_utils.py:644`, text mode): `\r\n` and `\r` read as `\n`.
+fn universal_newlines(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\r') {
+        std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// YAML's line breaks (PyYAML's and libyaml's alike).
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
 /// The directive lines before the document, made what libyaml reads as
 /// PyYAML reads them (same length, so marks stay put): `%YAML 1.x` with
 /// any minor version (PyYAML's `process_directives` refuses only a major
@@ -303,7 +319,7 @@ fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out: Option<String> = None;
     let mut started = false;
     let mut at = 0;
-    for line in text.split_inclusive('\n') {
+    for line in text.split_inclusive(is_break) {
         let body = if at == 0 {
             line.trim_start_matches('\u{feff}')
         } else {
@@ -319,9 +335,9 @@ fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
             // Directives need a `---` after them (PyYAML: expected
             // '<document start>'); without one the text stays as it is,
             // and libyaml refuses it too.
-            let start = body
-                .strip_prefix("---")
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\n', '\r']));
+            let start = body.strip_prefix("---").is_some_and(|rest| {
+                rest.is_empty() || rest.starts_with(|c| c == ' ' || c == '\t' || is_break(c))
+            });
             started = start;
             break;
         };
@@ -354,7 +370,9 @@ fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
                 }
             }
             "" => {}
-            _ if rest.is_empty() || rest.starts_with([' ', '\n', '\r']) => fix(offset, "#"),
+            _ if rest.is_empty() || rest.starts_with(|c| c == ' ' || is_break(c)) => {
+                fix(offset, "#")
+            }
             _ => {}
         }
     }
@@ -394,7 +412,7 @@ fn tabs(text: &str, ok: &[Span]) -> Result<(), Mark> {
     let mut prev_blank = true;
     let mut chars = text.trim_start_matches('\u{feff}').chars().peekable();
     while let Some(c) = chars.next() {
-        if matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}') {
+        if is_break(c) {
             if c == '\r' {
                 chars.next_if_eq(&'\n');
             }
@@ -568,6 +586,10 @@ enum Node {
     /// takes): an error once it is built, as in PyYAML, and only then (a
     /// merged pair skipped for its key is never built).
     Refused(String),
+    /// A mapping with such a tag: still merged by `<<` (PyYAML's
+    /// `flatten_mapping` takes any mapping node, whatever its tag), an
+    /// error once built itself.
+    RefusedMap(String, Vec<(NodeRef, NodeRef, usize)>),
 }
 
 /// Dropped without recursion: aliases can chain nodes far deeper than the
@@ -578,7 +600,7 @@ impl Drop for Node {
         let mut stack = Vec::new();
         let take = |node: &mut Node, stack: &mut Vec<NodeRef>| match node {
             Node::Seq(items) => stack.append(items),
-            Node::Map(pairs) => {
+            Node::Map(pairs) | Node::RefusedMap(_, pairs) => {
                 for (k, v, _) in pairs.drain(..) {
                     stack.push(k);
                     stack.push(v);
@@ -696,12 +718,13 @@ impl Composer<'_> {
                         refused: Some(refused),
                         anchor,
                         ..
-                    }
-                    | Frame::Map {
+                    } => (Node::Refused(refused), anchor),
+                    Frame::Map {
                         refused: Some(refused),
+                        pairs,
                         anchor,
                         ..
-                    } => (Node::Refused(refused), anchor),
+                    } => (Node::RefusedMap(refused, self.flatten(pairs)?), anchor),
                     Frame::Seq { items, anchor, .. } => (Node::Seq(items), anchor),
                     Frame::Map { pairs, anchor, .. } => (Node::Map(self.flatten(pairs)?), anchor),
                 };
@@ -763,7 +786,7 @@ impl Composer<'_> {
         let mut seen: std::collections::HashSet<KeyObject> = std::collections::HashSet::new();
         let mut own = Vec::new();
         let mut take = |from: &NodeRef, line: usize| -> Result<(), String> {
-            let Node::Map(sub) = &*from.borrow() else {
+            let (Node::Map(sub) | Node::RefusedMap(_, sub)) = &*from.borrow() else {
                 return Err(format!(
                     "--config {file}: line {line}: << merges a mapping or a list of mappings, not anything else"
                 ));
@@ -954,7 +977,7 @@ impl Builder {
                 self.charge(0)?;
                 Ok(Py::Dict(self.dict(pairs)?.0))
             }
-            Node::Refused(why) => Err(why.clone()),
+            Node::Refused(why) | Node::RefusedMap(why, _) => Err(why.clone()),
         }
     }
 
