@@ -335,6 +335,9 @@ def serve_file(rng: random.Random) -> str:
                 "a:\n  <<: !!map {b: 1}\n",
                 "1: false\n~: []\n",
                 "a: !!int 0xaé\n",
+                "a: {k: v?}\n",
+                "a: [1?2, b]\n",
+                "a: b?c\n",
                 "a: !!int 'é0'\n",
                 "a: !!float 'é.5'\n",
             ]

@@ -448,6 +448,8 @@ enum Event {
         /// 0 (a block scalar's from the line after its header): the only
         /// places besides comments where PyYAML reads a tab.
         tabs_ok: Option<Span>,
+        /// A plain scalar inside `[ ]` or `{ }`.
+        flow_plain: bool,
     },
     SequenceStart {
         tag: Option<String>,
@@ -486,6 +488,8 @@ fn events(
         }
         let parser = parser.as_mut_ptr();
         unsafe_y::yaml_parser_set_input_string(parser, text.as_ptr(), text.len() as u64);
+        // Whether each open collection is a flow one (`[ ]`, `{ }`).
+        let mut flow: Vec<bool> = Vec::new();
         let result = loop {
             let mut event = MaybeUninit::<unsafe_y::yaml_event_t>::uninit();
             if unsafe_y::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
@@ -528,25 +532,36 @@ fn events(
                             plain: s.plain_implicit,
                             line: e.start_mark.line as usize + 1,
                             tabs_ok,
+                            flow_plain: s.style == unsafe_y::YAML_PLAIN_SCALAR_STYLE
+                                && flow.last() == Some(&true),
                         }),
                         false,
                     )
                 }
                 unsafe_y::YAML_SEQUENCE_START_EVENT => (
-                    Some(Event::SequenceStart {
-                        tag: cstr(e.data.sequence_start.tag),
-                        anchor: cstr(e.data.sequence_start.anchor),
-                    }),
+                    {
+                        flow.push(
+                            e.data.sequence_start.style == unsafe_y::YAML_FLOW_SEQUENCE_STYLE,
+                        );
+                        Some(Event::SequenceStart {
+                            tag: cstr(e.data.sequence_start.tag),
+                            anchor: cstr(e.data.sequence_start.anchor),
+                        })
+                    },
                     false,
                 ),
                 unsafe_y::YAML_MAPPING_START_EVENT => (
-                    Some(Event::MappingStart {
-                        tag: cstr(e.data.mapping_start.tag),
-                        anchor: cstr(e.data.mapping_start.anchor),
-                    }),
+                    {
+                        flow.push(e.data.mapping_start.style == unsafe_y::YAML_FLOW_MAPPING_STYLE);
+                        Some(Event::MappingStart {
+                            tag: cstr(e.data.mapping_start.tag),
+                            anchor: cstr(e.data.mapping_start.anchor),
+                        })
+                    },
                     false,
                 ),
                 unsafe_y::YAML_SEQUENCE_END_EVENT | unsafe_y::YAML_MAPPING_END_EVENT => {
+                    flow.pop();
                     (Some(Event::End), false)
                 }
                 _ => (None, false), // stream start, document end
@@ -684,8 +699,16 @@ impl Composer<'_> {
                 plain,
                 line,
                 tabs_ok,
+                flow_plain,
             } => {
                 self.tabs_ok.extend(tabs_ok);
+                if flow_plain && value.contains('?') {
+                    // PyYAML's scan_plain ends a plain scalar at '?' inside
+                    // [ ] or { }, and its parser then fails; libyaml reads on.
+                    return Err(self.err(format!(
+                        "line {line}: {value:?} inside [ ] or {{ }}: vLLM's yaml.safe_load (PyYAML) ends a plain scalar at '?' there and fails (expected ',' or ']'); quote it"
+                    )));
+                }
                 let node = match self.scalar_tag(&value, tag.as_deref(), plain) {
                     Ok(tag) => Node::Scalar { tag, value },
                     Err(refused) => Node::Refused(refused),
