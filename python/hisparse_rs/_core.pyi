@@ -29,6 +29,7 @@ __all__ = [
     "ResidencyResolver",
     "ResolveResult",
     "__version__",
+    "_config_file_argv",
     "apply_fix_json",
     "check_json",
     "error_codes",
@@ -422,6 +423,12 @@ def run_cli(argv: list[str]) -> int:
 
 def run_cli_plan(argv: list[str]) -> tuple[int, Plan | None]:
     """Like run_cli, also returning the plan that --plan made."""
+
+def _config_file_argv(path: str) -> list[str]:
+    """The argv vLLM 0.33 makes of a --config serve file, as hisparse-check reads it (private: for tests).
+
+    A mapping value is its JSON text. Raises ValueError with hisparse-check's message (naming the file).
+    """
 
 def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:
     """Plan capacity for serve args (as check_json takes them) with planner options (JSON).

@@ -222,6 +222,15 @@ fn parse_tokens(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is not a token count (examples: 131072, 128k, 128K)"))
 }
 
+/// The argv vLLM 0.33 makes of a `--config` serve file
+/// (`FlexibleArgumentParser.load_config_file`): the YAML read as
+/// `yaml.safe_load` reads it and flattened as vLLM flattens it (a mapping
+/// value as its JSON text). Err: the message hisparse-check prints, naming
+/// the file. For the differential test against vLLM (tests/vllm/test_yaml_fuzz.py).
+pub fn config_file_argv(file: &str) -> Result<Vec<String>, String> {
+    argv::load_config_file(file).map(|(argv, _)| argv)
+}
+
 /// Run `hisparse-check` on `args` (without the program name) and return the exit code.
 /// `env` looks up environment variables (the process environment in the binary).
 pub fn run<I, S>(args: I, env: impl Fn(&str) -> Option<String>) -> i32

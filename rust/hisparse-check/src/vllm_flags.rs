@@ -356,7 +356,8 @@ pub const VLLM_FLAGS: &[&str] = &[
     "worker-extension-cls",
 ];
 
-/// The boolean ones (bool fields; argparse also accepts `--no-NAME` for most): they take no value.
+/// The boolean ones (bool fields; argparse also accepts `--no-NAME` for most:
+/// [`negatable`]): they take no value.
 pub const VLLM_BOOLEAN_FLAGS: &[&str] = &[
     "aggregate-engine-logging",
     "allow-credentials",
@@ -452,3 +453,21 @@ pub const VLLM_BOOLEAN_FLAGS: &[&str] = &[
     "use-replayssm",
     "use-tqdm-on-load",
 ];
+
+/// The boolean flags declared `action="store_true"`, which have no `--no-`
+/// form (`vllm/engine/arg_utils.py`: `--data-parallel-multi-port-external-lb`
+/// line 1295, `--disable-log-stats` 1920, `--aggregate-engine-logging` 1926;
+/// `--enable-mm-processor-stats` the same way); every other boolean flag is
+/// a bool field, which `arg_utils.py` line 386 gives
+/// `argparse.BooleanOptionalAction`.
+const STORE_TRUE_FLAGS: &[&str] = &[
+    "aggregate-engine-logging",
+    "data-parallel-multi-port-external-lb",
+    "disable-log-stats",
+    "enable-mm-processor-stats",
+];
+
+/// Whether `--no-NAME` is a `vllm serve` option (`name` without dashes).
+pub fn negatable(name: &str) -> bool {
+    VLLM_BOOLEAN_FLAGS.contains(&name) && !STORE_TRUE_FLAGS.contains(&name)
+}

@@ -11,15 +11,26 @@
 //! wraps): plain scalars are resolved with PyYAML's implicit resolvers
 //! (`resolver.py`, in their order: bool, float, int, merge, null, timestamp,
 //! value) and built with `SafeConstructor`'s rules; quoted and block scalars
-//! are strings; explicit tags are taken from `safe_load`'s set.
+//! are strings; explicit tags are taken from `safe_load`'s set. Where
+//! libyaml's scanner reads differently from PyYAML's pure-Python one (which
+//! `safe_load` uses), PyYAML is followed: a tab outside quoted and block
+//! scalars and comments is an error, `%YAML 1.x` takes any minor version,
+//! unknown directives are skipped.
 //!
 //! Refused, with the file named (exit 2): tags outside that set
 //! (`!!python/object`, a local `!foo`: `safe_load` refuses them too);
 //! `!!binary`, `!!set`, `!!omap`, `!!pairs` (vLLM passes a Python repr, or
-//! `json.dumps` fails on them: no flag takes one); what PyYAML itself fails on
-//! (an undefined or circular alias, a duplicate anchor, an unhashable key, a
-//! merge of a non-mapping, `0x_`, an invalid date, more than one document);
-//! and a date inside a mapping (`json.dumps` raises TypeError in vLLM).
+//! `json.dumps` fails on them: no flag takes one), both once the node is
+//! built, as SafeConstructor raises (a merged pair skipped for its key is
+//! never built); what PyYAML itself fails on (an undefined or circular
+//! alias, a duplicate anchor, an unhashable key, a merge of a non-mapping,
+//! `0x_`, an invalid date, more than one document, a decimal int of more
+//! than 4300 digits); and what vLLM's flattening fails on: a date inside a
+//! mapping (`json.dumps` raises TypeError), an int of more than 4300 digits
+//! passed on (`str()` raises ValueError: Python's `int_max_str_digits`), a
+//! flag name that is not text passed on (`"--" + key` raises TypeError).
+//! Explicit `!!int` / `!!float` text is read as SafeConstructor reads it,
+//! through Python's `int()` / `float()` (`!!int ' 8 '` is 8, `!!int 0o17` 15).
 //! Bounds: depth [`MAX_JSON_DEPTH`], and [`MAX_INPUT_BYTES`] of values once
 //! aliases are expanded (PyYAML shares aliased nodes; JSON cannot, so an
 //! alias bomb is refused instead of expanded).
@@ -47,17 +58,36 @@ pub enum Py {
     Dict(Vec<(Py, Py)>),
 }
 
-/// A Python int: within i128, or (decimal notation only) its digits.
+/// A Python int: within i128, or its decimal digits (with the sign), or one
+/// too long for Python's `str()`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PyInt {
     Small(i128),
     Big(String),
+    /// More than [`INT_MAX_STR_DIGITS`] decimal digits: PyYAML builds it (from
+    /// hex, octal, binary or base 60), but `str()` and `json.dumps` raise
+    /// ValueError on it, so vLLM fails where the file passes it on.
+    Huge,
+}
+
+/// CPython's `sys.int_info.default_max_str_digits` (3.11+): `int(text)` and
+/// `str(int)` raise ValueError beyond this many decimal digits.
+pub const INT_MAX_STR_DIGITS: usize = 4300;
+
+fn huge_int() -> String {
+    format!("an integer of more than {INT_MAX_STR_DIGITS} decimal digits: vLLM's str() / json.dumps raises ValueError on it (Python's int_max_str_digits)")
 }
 
 /// One top-level entry of the serve file: key, 1-based line, value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
+    /// The key's text; a key that is not text (`1:`, `~:`) as its `str()`,
+    /// with `text` false.
     pub key: String,
+    /// Whether the key is text. vLLM's `"--" + key` raises TypeError on any
+    /// other key, but only where it runs: a false value (`f"--no-{key}"`)
+    /// or an empty list passes nothing and raises nothing.
+    pub text: bool,
     pub line: usize,
     pub value: Py,
 }
@@ -74,8 +104,15 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         anchors: HashMap::new(),
         root: None,
         documents: 0,
+        tabs_ok: Vec::new(),
+        merged: 0,
     };
-    events(text, file, |e| c.event(e))?;
+    let text = universal_newlines(text);
+    let text = pyyaml_directives(&text);
+    events(&text, file, |e| c.event(e))?;
+    tabs(&text, &c.tabs_ok).map_err(|(line, column)| {
+        format!("--config {file} is not valid YAML as vLLM reads it: a tab at line {line} column {column}; PyYAML (vLLM's yaml.safe_load) reads tabs only inside quoted or block scalars and comments (found character '\\t' that cannot start any token); indent and separate with spaces")
+    })?;
     let err = |what: String| format!("--config {file}: {what}");
     let Some(root) = c.root else {
         return Err(err(
@@ -84,6 +121,7 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
     };
     let mut b = Builder {
         budget: MAX_INPUT_BYTES,
+        depth: 0,
     };
     let pairs = match &*root.borrow() {
         Node::Map(pairs) => pairs.clone(),
@@ -94,16 +132,24 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         }
     };
     let (dict, lines) = b.dict(&pairs).map_err(err)?;
-    dict.into_iter()
+    Ok(dict
+        .into_iter()
         .zip(lines)
         .map(|((k, value), line)| match k {
-            Py::Str(key) => Ok(Entry { key, line, value }),
-            other => Err(err(format!(
-                "line {line}: the flag name {} is not text (vLLM's \"--\" + key raises TypeError); quote it",
-                py_str(&other).unwrap_or_default()
-            ))),
+            Py::Str(key) => Entry {
+                key,
+                text: true,
+                line,
+                value,
+            },
+            other => Entry {
+                key: py_str(&other).unwrap_or_default(),
+                text: false,
+                line,
+                value,
+            },
         })
-        .collect()
+        .collect())
 }
 
 /// Python `str(value)`: how vLLM passes a top-level scalar (or a list item) on.
@@ -114,6 +160,7 @@ pub fn py_str(value: &Py) -> Result<String, String> {
         Py::Bool(b) => if *b { "True" } else { "False" }.to_owned(),
         Py::Int(PyInt::Small(i)) => i.to_string(),
         Py::Int(PyInt::Big(digits)) => digits.clone(),
+        Py::Int(PyInt::Huge) => return Err(huge_int()),
         Py::Float(f) => py_float_repr(*f),
         Py::Str(s) | Py::Date(s) | Py::DateTime(s) => s.clone(),
         Py::List(_) | Py::Dict(_) => {
@@ -144,6 +191,7 @@ pub fn to_json(value: &Py) -> Result<Value, String> {
             }
         }
         Py::Int(PyInt::Big(digits)) => float_json(digits.parse::<f64>().unwrap_or(f64::INFINITY))?,
+        Py::Int(PyInt::Huge) => return Err(huge_int()),
         Py::Float(f) => match Number::from_f64(*f) {
             Some(n) => Value::Number(n),
             None if f.is_nan() => Value::from("nan"),
@@ -242,6 +290,148 @@ pub fn py_float_repr(f: f64) -> String {
 }
 
 // ---------------------------------------------------------------------------
+// Where PyYAML's scanner (pure Python; vLLM's safe_load does not use
+// libyaml) reads differently from libyaml.
+
+/// The text as vLLM's `open(file_path)` gives it to PyYAML
+/// (`argparse_utils.py:644`, text mode): `\r\n` and `\r` read as `\n`.
+fn universal_newlines(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\r') {
+        std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// YAML's line breaks (PyYAML's and libyaml's alike).
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// The directive lines before the document, made what libyaml reads as
+/// PyYAML reads them (same length, so marks stay put): `%YAML 1.x` with
+/// any minor version (PyYAML's `process_directives` refuses only a major
+/// other than 1; libyaml also refuses minors other than 1 and 2) becomes
+/// `%YAML 1.1`; a directive of another name than YAML or TAG (PyYAML skips
+/// its line; libyaml refuses it) becomes a comment. Only where a `---`
+/// follows, as both require.
+fn pyyaml_directives(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out: Option<String> = None;
+    let mut started = false;
+    let mut at = 0;
+    for line in text.split_inclusive(is_break) {
+        let body = if at == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        let offset = at + (line.len() - body.len());
+        at += line.len();
+        let content = body.trim_start_matches(' ');
+        if content.trim_end().is_empty() || content.starts_with('#') {
+            continue;
+        }
+        let Some(directive) = body.strip_prefix('%') else {
+            // Directives need a `---` after them (PyYAML: expected
+            // '<document start>'); without one the text stays as it is,
+            // and libyaml refuses it too.
+            let start = body.strip_prefix("---").is_some_and(|rest| {
+                rest.is_empty() || rest.starts_with(|c| c == ' ' || c == '\t' || is_break(c))
+            });
+            started = start;
+            break;
+        };
+        let name_len = directive
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(directive.len());
+        let (name, rest) = directive.split_at(name_len);
+        let mut fix = |from: usize, with: &str| {
+            let o = out.get_or_insert_with(|| text.to_owned());
+            o.replace_range(from..from + with.len(), with);
+        };
+        match name {
+            "TAG" => {}
+            "YAML" => {
+                let version = rest.trim_start_matches(' ');
+                let start = offset + 1 + name_len + (rest.len() - version.len());
+                let len = version
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(version.len());
+                let v = &version[..len];
+                if let Some((major, minor)) = v.split_once('.') {
+                    let digits = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit());
+                    if digits(major)
+                        && digits(minor)
+                        && major.trim_start_matches('0') == "1"
+                        && v.len() >= 3
+                    {
+                        fix(start, &format!("1.1{}", " ".repeat(v.len() - 3)));
+                    }
+                }
+            }
+            "" => {}
+            _ if rest.is_empty() || rest.starts_with(|c| c == ' ' || is_break(c)) => {
+                fix(offset, "#")
+            }
+            _ => {}
+        }
+    }
+    match out {
+        Some(o) if started => std::borrow::Cow::Owned(o),
+        _ => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// A (line, column) position from 0, as libyaml's marks give it.
+type Mark = (usize, usize);
+/// Where a scalar's text starts and ends.
+type Span = (Mark, Mark);
+
+/// The first tab PyYAML refuses, as 1-based (line, column): one outside
+/// quoted and block scalars (`ok`, from libyaml's marks) and comments.
+/// PyYAML's scanner skips only spaces between tokens and ends plain scalars
+/// at a tab (`scan_to_next_token`, `scan_plain_spaces`), where libyaml
+/// takes tabs as separation.
+fn tabs(text: &str, ok: &[Span]) -> Result<(), Mark> {
+    if !text.contains('\t') {
+        return Ok(());
+    }
+    // Positions only grow: one pass over the spans, in order (linear time;
+    // asking every span for every character was quadratic).
+    let mut spans = ok.to_vec();
+    spans.sort_unstable();
+    let mut next = 0;
+    let mut inside = |p: Mark| {
+        while spans.get(next).is_some_and(|(_, end)| *end <= p) {
+            next += 1;
+        }
+        spans.get(next).is_some_and(|(start, _)| *start <= p)
+    };
+    let (mut line, mut col) = (0, 0);
+    let mut comment = false;
+    let mut prev_blank = true;
+    let mut chars = text.trim_start_matches('\u{feff}').chars().peekable();
+    while let Some(c) = chars.next() {
+        if is_break(c) {
+            if c == '\r' {
+                chars.next_if_eq(&'\n');
+            }
+            (line, col, comment, prev_blank) = (line + 1, 0, false, true);
+            continue;
+        }
+        if !comment && !inside((line, col)) {
+            if c == '\t' {
+                return Err((line + 1, col + 1));
+            }
+            comment = c == '#' && prev_blank;
+        }
+        prev_blank = c == ' ' || c == '\t';
+        col += 1;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
 // libyaml's events.
 
 /// One parser event, copied out of libyaml's structures.
@@ -254,6 +444,12 @@ enum Event {
         anchor: Option<String>,
         plain: bool,
         line: usize,
+        /// Where a quoted or block scalar's text is, as (line, column) from
+        /// 0 (a block scalar's from the line after its header): the only
+        /// places besides comments where PyYAML reads a tab.
+        tabs_ok: Option<Span>,
+        /// A plain scalar inside `[ ]` or `{ }`.
+        flow_plain: bool,
     },
     SequenceStart {
         tag: Option<String>,
@@ -292,6 +488,8 @@ fn events(
         }
         let parser = parser.as_mut_ptr();
         unsafe_y::yaml_parser_set_input_string(parser, text.as_ptr(), text.len() as u64);
+        // Whether each open collection is a flow one (`[ ]`, `{ }`).
+        let mut flow: Vec<bool> = Vec::new();
         let result = loop {
             let mut event = MaybeUninit::<unsafe_y::yaml_event_t>::uninit();
             if unsafe_y::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
@@ -315,6 +513,17 @@ fn events(
                 unsafe_y::YAML_SCALAR_EVENT => {
                     let s = &e.data.scalar;
                     let bytes = std::slice::from_raw_parts(s.value, s.length as usize);
+                    let (start, end) = (
+                        (e.start_mark.line as usize, e.start_mark.column as usize),
+                        (e.end_mark.line as usize, e.end_mark.column as usize),
+                    );
+                    let tabs_ok = match s.style {
+                        unsafe_y::YAML_SINGLE_QUOTED_SCALAR_STYLE
+                        | unsafe_y::YAML_DOUBLE_QUOTED_SCALAR_STYLE => Some((start, end)),
+                        unsafe_y::YAML_LITERAL_SCALAR_STYLE
+                        | unsafe_y::YAML_FOLDED_SCALAR_STYLE => Some(((start.0 + 1, 0), end)),
+                        _ => None,
+                    };
                     (
                         Some(Event::Scalar {
                             value: String::from_utf8_lossy(bytes).into_owned(),
@@ -322,25 +531,37 @@ fn events(
                             anchor: cstr(s.anchor),
                             plain: s.plain_implicit,
                             line: e.start_mark.line as usize + 1,
+                            tabs_ok,
+                            flow_plain: s.style == unsafe_y::YAML_PLAIN_SCALAR_STYLE
+                                && flow.last() == Some(&true),
                         }),
                         false,
                     )
                 }
                 unsafe_y::YAML_SEQUENCE_START_EVENT => (
-                    Some(Event::SequenceStart {
-                        tag: cstr(e.data.sequence_start.tag),
-                        anchor: cstr(e.data.sequence_start.anchor),
-                    }),
+                    {
+                        flow.push(
+                            e.data.sequence_start.style == unsafe_y::YAML_FLOW_SEQUENCE_STYLE,
+                        );
+                        Some(Event::SequenceStart {
+                            tag: cstr(e.data.sequence_start.tag),
+                            anchor: cstr(e.data.sequence_start.anchor),
+                        })
+                    },
                     false,
                 ),
                 unsafe_y::YAML_MAPPING_START_EVENT => (
-                    Some(Event::MappingStart {
-                        tag: cstr(e.data.mapping_start.tag),
-                        anchor: cstr(e.data.mapping_start.anchor),
-                    }),
+                    {
+                        flow.push(e.data.mapping_start.style == unsafe_y::YAML_FLOW_MAPPING_STYLE);
+                        Some(Event::MappingStart {
+                            tag: cstr(e.data.mapping_start.tag),
+                            anchor: cstr(e.data.mapping_start.anchor),
+                        })
+                    },
                     false,
                 ),
                 unsafe_y::YAML_SEQUENCE_END_EVENT | unsafe_y::YAML_MAPPING_END_EVENT => {
+                    flow.pop();
                     (Some(Event::End), false)
                 }
                 _ => (None, false), // stream start, document end
@@ -376,17 +597,52 @@ enum Node {
     Seq(Vec<NodeRef>),
     /// Key, value and the key's line.
     Map(Vec<(NodeRef, NodeRef, usize)>),
+    /// A node whose tag SafeConstructor cannot build (or that no flag
+    /// takes): an error once it is built, as in PyYAML, and only then (a
+    /// merged pair skipped for its key is never built).
+    Refused(String),
+    /// A mapping with such a tag: still merged by `<<` (PyYAML's
+    /// `flatten_mapping` takes any mapping node, whatever its tag), an
+    /// error once built itself.
+    RefusedMap(String, Vec<(NodeRef, NodeRef, usize)>),
+}
+
+/// Dropped without recursion: aliases can chain nodes far deeper than the
+/// file nests (each 100-deep list holding an alias of the last), and a
+/// recursive drop of that chain overflowed the stack.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        let take = |node: &mut Node, stack: &mut Vec<NodeRef>| match node {
+            Node::Seq(items) => stack.append(items),
+            Node::Map(pairs) | Node::RefusedMap(_, pairs) => {
+                for (k, v, _) in pairs.drain(..) {
+                    stack.push(k);
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        };
+        take(self, &mut stack);
+        while let Some(n) = stack.pop() {
+            if let Ok(cell) = Rc::try_unwrap(n) {
+                take(&mut cell.into_inner(), &mut stack);
+            }
+        }
+    }
 }
 
 enum Frame {
     Seq {
         items: Vec<NodeRef>,
         anchor: Option<String>,
+        refused: Option<String>,
     },
     Map {
         pairs: Vec<(NodeRef, NodeRef, usize)>,
         key: Option<(NodeRef, usize)>,
         anchor: Option<String>,
+        refused: Option<String>,
     },
 }
 
@@ -396,7 +652,14 @@ struct Composer<'a> {
     anchors: HashMap<String, NodeRef>,
     root: Option<NodeRef>,
     documents: usize,
+    tabs_ok: Vec<Span>,
+    /// Pairs copied by `<<` merges so far.
+    merged: usize,
 }
+
+/// Most pairs `<<` merges may copy, all merges together: one per
+/// [`NODE_BYTES`] of the values bound.
+const MAX_MERGED_PAIRS: usize = MAX_INPUT_BYTES / NODE_BYTES;
 
 impl Composer<'_> {
     fn err(&self, what: impl std::fmt::Display) -> String {
@@ -435,31 +698,57 @@ impl Composer<'_> {
                 anchor,
                 plain,
                 line,
+                tabs_ok,
+                flow_plain,
             } => {
-                let tag = self.scalar_tag(&value, tag.as_deref(), plain)?;
-                let node = Rc::new(RefCell::new(Node::Scalar { tag, value }));
+                self.tabs_ok.extend(tabs_ok);
+                if flow_plain && value.contains('?') {
+                    // PyYAML's scan_plain ends a plain scalar at '?' inside
+                    // [ ] or { }, and its parser then fails; libyaml reads on.
+                    return Err(self.err(format!(
+                        "line {line}: {value:?} inside [ ] or {{ }}: vLLM's yaml.safe_load (PyYAML) ends a plain scalar at '?' there and fails (expected ',' or ']'); quote it"
+                    )));
+                }
+                let node = match self.scalar_tag(&value, tag.as_deref(), plain) {
+                    Ok(tag) => Node::Scalar { tag, value },
+                    Err(refused) => Node::Refused(refused),
+                };
+                let node = Rc::new(RefCell::new(node));
                 self.anchor(anchor, &node)?;
                 self.add(node, line)
             }
             Event::SequenceStart { tag, anchor } => {
-                self.collection_tag(tag.as_deref(), "seq")?;
+                let refused = self.collection_tag(tag.as_deref(), "seq").err();
                 self.open(Frame::Seq {
                     items: Vec::new(),
                     anchor,
+                    refused,
                 })
             }
             Event::MappingStart { tag, anchor } => {
-                self.collection_tag(tag.as_deref(), "map")?;
+                let refused = self.collection_tag(tag.as_deref(), "map").err();
                 self.open(Frame::Map {
                     pairs: Vec::new(),
                     key: None,
                     anchor,
+                    refused,
                 })
             }
             Event::End => {
                 let (node, anchor) = match self.stack.pop().expect("libyaml pairs starts and ends")
                 {
-                    Frame::Seq { items, anchor } => (Node::Seq(items), anchor),
+                    Frame::Seq {
+                        refused: Some(refused),
+                        anchor,
+                        ..
+                    } => (Node::Refused(refused), anchor),
+                    Frame::Map {
+                        refused: Some(refused),
+                        pairs,
+                        anchor,
+                        ..
+                    } => (Node::RefusedMap(refused, self.flatten(pairs)?), anchor),
+                    Frame::Seq { items, anchor, .. } => (Node::Seq(items), anchor),
                     Frame::Map { pairs, anchor, .. } => (Node::Map(self.flatten(pairs)?), anchor),
                 };
                 let node = Rc::new(RefCell::new(node));
@@ -511,18 +800,26 @@ impl Composer<'_> {
     /// (CPython shares the one-character strings, so `a` from two mappings
     /// is one object, `ab` is two); `=` keys become text.
     fn flatten(
-        &self,
+        &mut self,
         pairs: Vec<(NodeRef, NodeRef, usize)>,
     ) -> Result<Vec<(NodeRef, NodeRef, usize)>, String> {
+        let file = self.file;
+        let merged = &mut self.merged;
         let mut merge: Vec<(NodeRef, NodeRef, usize)> = Vec::new();
         let mut seen: std::collections::HashSet<KeyObject> = std::collections::HashSet::new();
         let mut own = Vec::new();
         let mut take = |from: &NodeRef, line: usize| -> Result<(), String> {
-            let Node::Map(sub) = &*from.borrow() else {
-                return Err(self.err(format!(
-                    "line {line}: << merges a mapping or a list of mappings, not anything else"
-                )));
+            let (Node::Map(sub) | Node::RefusedMap(_, sub)) = &*from.borrow() else {
+                return Err(format!(
+                    "--config {file}: line {line}: << merges a mapping or a list of mappings, not anything else"
+                ));
             };
+            // Each merge copies the pairs it names: a chain of merges copies
+            // quadratically many (PyYAML too), so the copies are bounded.
+            *merged += sub.len();
+            if *merged > MAX_MERGED_PAIRS {
+                return Err(format!("--config {file}: its << merges copy more than {MAX_MERGED_PAIRS} pairs (README \"Limits\": {MAX_INPUT_BYTES} bytes of values); a serve file merges a few"));
+            }
             for (k, v, l) in sub {
                 if seen.insert(KeyObject::of(k)) {
                     merge.push((k.clone(), v.clone(), *l));
@@ -567,7 +864,7 @@ impl Composer<'_> {
         match tag {
             None | Some("!") => Ok(()),
             Some(t) if t.strip_prefix(CORE) == Some(kind) => Ok(()),
-            Some(t) => Err(refused(self.file, t)),
+            Some(t) => Err(refused(t)),
         }
     }
 
@@ -581,7 +878,7 @@ impl Composer<'_> {
         plain: bool,
     ) -> Result<&'static str, String> {
         let tag = match tag {
-            Some("!") => return Ok(resolve(value)),
+            Some("!") => return Ok(resolve_nonspecific(value)),
             None if plain => return Ok(resolve(value)),
             None => return Ok("str"),
             Some(t) => t,
@@ -601,12 +898,12 @@ impl Composer<'_> {
             .and_then(|t| BUILT.iter().find(|b| **b == t))
         {
             Some(t) => Ok(t),
-            None => Err(refused(self.file, tag)),
+            None => Err(refused(tag)),
         }
     }
 }
 
-fn refused(file: &str, tag: &str) -> String {
+fn refused(tag: &str) -> String {
     let shown = match tag.strip_prefix(CORE) {
         Some(rest) => format!("!!{rest}"),
         None => tag.to_owned(),
@@ -616,11 +913,11 @@ fn refused(file: &str, tag: &str) -> String {
         .is_some_and(|t| ["binary", "set", "omap", "pairs"].contains(&t));
     if standard {
         format!(
-            "--config {file}: the YAML tag {shown} is not read: vLLM passes its Python repr, or json.dumps raises on it, and no flag takes one; write the plain value"
+            "the YAML tag {shown} is not read: vLLM passes its Python repr, or json.dumps raises on it, and no flag takes one; write the plain value"
         )
     } else {
         format!(
-            "--config {file}: the YAML tag {shown} is refused: vLLM reads --config with yaml.safe_load, which accepts only YAML's standard tags (!!str, !!int, !!float, !!bool, !!null, !!map, !!seq, ...); remove the tag and write the plain value"
+            "the YAML tag {shown} is refused: vLLM reads --config with yaml.safe_load, which accepts only YAML's standard tags (!!str, !!int, !!float, !!bool, !!null, !!map, !!seq, ...); remove the tag and write the plain value"
         )
     }
 }
@@ -654,6 +951,10 @@ impl KeyObject {
 /// alias's node is built again each time it is used: JSON cannot share it).
 struct Builder {
     budget: usize,
+    /// Collections open: aliases can nest deeper than the file's own
+    /// nesting (an alias of a 100-deep list inside a 100-deep list), so the
+    /// depth bound is checked here too (the building recurses).
+    depth: usize,
 }
 
 impl Builder {
@@ -666,7 +967,22 @@ impl Builder {
 
     fn value(&mut self, node: &NodeRef) -> Result<Py, String> {
         let node = node.borrow();
-        match &*node {
+        let collection = matches!(&*node, Node::Seq(_) | Node::Map(_));
+        if collection {
+            self.depth += 1;
+            if self.depth > MAX_JSON_DEPTH {
+                return Err(format!("its values, with every alias expanded, nest deeper than {MAX_JSON_DEPTH} levels (README \"Limits\")"));
+            }
+        }
+        let built = self.build(&node);
+        if collection {
+            self.depth -= 1;
+        }
+        built
+    }
+
+    fn build(&mut self, node: &Node) -> Result<Py, String> {
+        match node {
             Node::Scalar { tag, value } => {
                 self.charge(value.len())?;
                 construct_scalar(tag, value)
@@ -684,6 +1000,7 @@ impl Builder {
                 self.charge(0)?;
                 Ok(Py::Dict(self.dict(pairs)?.0))
             }
+            Node::Refused(why) | Node::RefusedMap(why, _) => Err(why.clone()),
         }
     }
 
@@ -759,6 +1076,7 @@ impl KeyId {
             Py::Bool(b) => KeyId::Num(i128::from(*b)),
             Py::Int(PyInt::Small(i)) => KeyId::Num(*i),
             Py::Int(PyInt::Big(d)) => KeyId::Big(d.clone()),
+            Py::Int(PyInt::Huge) => KeyId::NaN(position), // never passed on: str() raises
             Py::Float(f) if f.is_nan() => KeyId::NaN(position),
             Py::Float(f) if f.fract() == 0.0 && f.abs() < 1.7e38 => KeyId::Num(*f as i128),
             Py::Float(f) => KeyId::Float(f.to_bits()),
@@ -792,6 +1110,18 @@ fn resolve(v: &str) -> &'static str {
         "value"
     } else {
         "str"
+    }
+}
+
+/// The tag a `!`-tagged scalar of any style gets: the implicit resolvers,
+/// whose regexps end in `$`, which Python's `re` also matches before one
+/// final line break (`! |` block scalars end in one: `! |\n  010\n` is 8);
+/// the resolvers are picked by the first character, and a lone `\n` has none.
+fn resolve_nonspecific(value: &str) -> &'static str {
+    match value.strip_suffix('\n') {
+        Some("") => "str",
+        Some(v) => resolve(v),
+        None => resolve(value),
     }
 }
 
@@ -960,56 +1290,198 @@ fn is_int(v: &str) -> bool {
     c.done() || (c.sexagesimal_tail() && c.done())
 }
 
-/// SafeConstructor `construct_yaml_int` on text the resolver (or `!!int`) gave it.
+/// SafeConstructor `construct_yaml_int` on text the resolver (or a tag)
+/// gave it, step by step: underscores removed, one sign read off, then
+/// `0`, `0b` (`int(rest, 2)`), `0x` (`int(rest, 16)`), a leading `0`
+/// (`int(text, 8)`), base 60 (`int()` of each part), else `int(text)`.
+/// None where Python raises.
 fn construct_int(v: &str) -> Option<PyInt> {
     let s = v.replace('_', "");
-    let (neg, body) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s.strip_prefix('+').unwrap_or(&s)),
+    let first = s.chars().next()?; // value[0]: IndexError on ""
+    let neg = first == '-';
+    let body = if first == '-' || first == '+' {
+        &s[1..]
+    } else {
+        &s[..]
     };
-    let signed = |x: i128| if neg { -x } else { x };
-    let radix = |digits: &str, r: u32| {
-        i128::from_str_radix(digits, r)
-            .ok()
-            .filter(|_| !digits.is_empty())
-    };
-    if body == "0" {
-        return Some(PyInt::Small(0));
-    }
-    if let Some(d) = body.strip_prefix("0b") {
-        return radix(d, 2).map(|x| PyInt::Small(signed(x)));
-    }
-    if let Some(d) = body.strip_prefix("0x") {
-        return radix(d, 16).map(|x| PyInt::Small(signed(x)));
-    }
-    if body.starts_with('0') {
-        return radix(body, 8).map(|x| PyInt::Small(signed(x)));
-    }
-    if body.contains(':') {
-        let mut total: i128 = 0;
+    let mag = if body == "0" {
+        Int::Small(0)
+    } else if let Some(d) = body.strip_prefix("0b") {
+        python_int(d, 2)?
+    } else if let Some(d) = body.strip_prefix("0x") {
+        python_int(d, 16)?
+    } else if body.starts_with('0') {
+        python_int(body, 8)?
+    } else if body.contains(':') {
+        // sum(int(part) * 60**k), the last part k = 0.
+        let mut total = Int::Small(0);
         for part in body.split(':') {
-            total = total.checked_mul(60)?.checked_add(part.parse().ok()?)?;
+            total = total.mul_add(60, python_int(part, 10)?)?;
         }
-        return Some(PyInt::Small(signed(total)));
-    }
-    if body.is_empty() || !body.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    Some(match body.parse::<i128>() {
-        Ok(x) => PyInt::Small(signed(x)),
-        Err(_) => {
-            let digits = body.trim_start_matches('0');
-            PyInt::Big(format!("{}{digits}", if neg { "-" } else { "" }))
-        }
-    })
+        total
+    } else {
+        python_int(body, 10)?
+    };
+    Some(mag.signed(neg).into_py())
 }
 
-/// SafeConstructor `construct_yaml_float`.
+/// Python `int(text, base)` (text without underscores): surrounding
+/// whitespace and one sign allowed, the base's `0b` / `0o` / `0x` prefix
+/// allowed, ASCII digits; base 10 refuses more than [`INT_MAX_STR_DIGITS`]
+/// digits (ValueError).
+fn python_int(text: &str, base: u32) -> Option<Int> {
+    let t = text.trim_matches(char::is_whitespace);
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let prefix = match base {
+        2 => Some("0b"),
+        8 => Some("0o"),
+        16 => Some("0x"),
+        _ => None,
+    };
+    let t = match prefix {
+        Some(p) if t.len() > 2 && t.get(..2).is_some_and(|h| h.eq_ignore_ascii_case(p)) => &t[2..],
+        _ => t,
+    };
+    if t.is_empty() || !t.chars().all(|c| c.is_digit(base)) {
+        return None;
+    }
+    if base == 10 && t.len() > INT_MAX_STR_DIGITS {
+        return None;
+    }
+    Some(Int::parse(t, base).signed(neg))
+}
+
+/// An int as PyYAML computes it: i128, or a magnitude in base 10^9 limbs
+/// (least significant first) with a sign. Values beyond
+/// [`INT_MAX_STR_DIGITS`] decimal digits stop growing (Python's `str()` of
+/// them raises): the work is bounded by that, not by the input.
+#[derive(Clone, Debug)]
+enum Int {
+    Small(i128),
+    Big { neg: bool, limbs: Vec<u32> },
+    Huge,
+}
+
+const LIMB: u64 = 1_000_000_000;
+const MAX_LIMBS: usize = INT_MAX_STR_DIGITS / 9 + 2;
+
+impl Int {
+    fn parse(digits: &str, base: u32) -> Int {
+        let mut v = Int::Small(0);
+        for c in digits.chars() {
+            // Leading zeros add nothing; the bound counts significant digits.
+            v = match v.mul_add(base, Int::Small(i128::from(c.to_digit(base).unwrap_or(0)))) {
+                Some(v) => v,
+                None => return Int::Huge,
+            };
+        }
+        v
+    }
+
+    fn signed(self, neg: bool) -> Int {
+        match self {
+            Int::Small(x) if neg => Int::Small(-x),
+            Int::Big { neg: n, limbs } => Int::Big {
+                neg: n != neg,
+                limbs,
+            },
+            other => other,
+        }
+    }
+
+    /// `self * m + add`; None where a big value would meet a negative one
+    /// (only an explicit `!!int` with signed base-60 parts asks for that).
+    fn mul_add(self, m: u32, add: Int) -> Option<Int> {
+        if let (Int::Small(x), Int::Small(a)) = (&self, &add) {
+            if let Some(r) = x.checked_mul(i128::from(m)).and_then(|y| y.checked_add(*a)) {
+                return Some(Int::Small(r));
+            }
+        }
+        let magnitude = |v: Int| match v {
+            Int::Small(x) if x >= 0 => Some(Some(Int::limbs_of(x as u128))),
+            Int::Big { neg: false, limbs } => Some(Some(limbs)),
+            Int::Huge => Some(None),
+            _ => None,
+        };
+        let (Some(mut limbs), Some(add)) = (magnitude(self)?, magnitude(add)?) else {
+            return Some(Int::Huge);
+        };
+        let mut carry: u128 = 0;
+        for limb in limbs.iter_mut() {
+            let v = u128::from(*limb) * u128::from(m) + carry;
+            *limb = (v % u128::from(LIMB)) as u32;
+            carry = v / u128::from(LIMB);
+        }
+        while carry > 0 {
+            limbs.push((carry % u128::from(LIMB)) as u32);
+            carry /= u128::from(LIMB);
+        }
+        let mut carry = 0u64;
+        for i in 0..limbs.len().max(add.len()) {
+            if i == limbs.len() {
+                limbs.push(0);
+            }
+            let v = u64::from(limbs[i]) + u64::from(add.get(i).copied().unwrap_or(0)) + carry;
+            limbs[i] = (v % LIMB) as u32;
+            carry = v / LIMB;
+        }
+        if carry > 0 {
+            limbs.push(carry as u32);
+        }
+        if limbs.len() > MAX_LIMBS {
+            return Some(Int::Huge);
+        }
+        Some(Int::Big { neg: false, limbs })
+    }
+
+    fn limbs_of(mut x: u128) -> Vec<u32> {
+        let mut limbs = Vec::new();
+        while x > 0 {
+            limbs.push((x % u128::from(LIMB)) as u32);
+            x /= u128::from(LIMB);
+        }
+        limbs
+    }
+
+    fn into_py(self) -> PyInt {
+        match self {
+            Int::Small(x) => PyInt::Small(x),
+            Int::Huge => PyInt::Huge,
+            Int::Big { neg, limbs } => {
+                let mut digits = String::new();
+                for (i, limb) in limbs.iter().rev().enumerate() {
+                    if i == 0 {
+                        digits.push_str(&limb.to_string());
+                    } else {
+                        digits.push_str(&format!("{limb:09}"));
+                    }
+                }
+                if let Ok(x) = digits.parse::<i128>() {
+                    return PyInt::Small(if neg { -x } else { x });
+                }
+                if digits.len() > INT_MAX_STR_DIGITS {
+                    return PyInt::Huge;
+                }
+                PyInt::Big(format!("{}{digits}", if neg { "-" } else { "" }))
+            }
+        }
+    }
+}
+
+/// SafeConstructor `construct_yaml_float`: underscores removed, lower
+/// case, one sign read off; `.inf`, `.nan`, base 60 (summed from the last
+/// part up, as PyYAML does, each part `float()`), else `float()`.
 fn construct_float(v: &str) -> Option<f64> {
-    let s = v.replace('_', "").to_ascii_lowercase();
-    let (sign, body) = match s.strip_prefix('-') {
-        Some(rest) => (-1.0, rest),
-        None => (1.0, s.strip_prefix('+').unwrap_or(&s)),
+    let s = v.replace('_', "").to_lowercase();
+    let first = s.chars().next()?;
+    let sign = if first == '-' { -1.0 } else { 1.0 };
+    let body = if first == '-' || first == '+' {
+        &s[1..]
+    } else {
+        &s[..]
     };
     if body == ".inf" {
         return Some(sign * f64::INFINITY);
@@ -1018,29 +1490,39 @@ fn construct_float(v: &str) -> Option<f64> {
         return Some(f64::NAN);
     }
     if body.contains(':') {
+        let parts = body
+            .split(':')
+            .map(python_float)
+            .collect::<Option<Vec<f64>>>()?;
         let mut total = 0.0;
-        for part in body.split(':') {
-            total = total * 60.0 + python_float(part)?;
+        let mut base = Int::Small(1);
+        for part in parts.iter().rev() {
+            // float * int: the int correctly rounded to a float first.
+            let b = match &base {
+                Int::Small(b) => *b as f64,
+                big => match big.clone().into_py() {
+                    PyInt::Big(d) => d.parse().unwrap_or(f64::INFINITY),
+                    _ => f64::INFINITY,
+                },
+            };
+            total += part * b;
+            base = base.mul_add(60, Int::Small(0))?;
         }
         return Some(sign * total);
     }
     python_float(body).map(|f| sign * f)
 }
 
-/// Python `float(text)` for what the float resolver or `!!float` passes
-/// (underscores removed, lower case).
+/// Python `float(text)` on what the float resolver or a tag passes
+/// (underscores removed, lower case): surrounding whitespace, a sign,
+/// `inf` / `infinity` / `nan`, decimal notation. Rust's parser reads the
+/// same ASCII forms.
 fn python_float(t: &str) -> Option<f64> {
-    if matches!(t, "inf" | "infinity") {
-        return Some(f64::INFINITY); // an explicit !!float inf
-    }
-    if t == "nan" {
-        return Some(f64::NAN);
-    }
-    let ok = !t.is_empty()
-        && t.bytes().any(|c| c.is_ascii_digit())
-        && t.bytes()
-            .all(|c| c.is_ascii_digit() || b".eE+-".contains(&c));
-    if !ok {
+    let t = t.trim_matches(char::is_whitespace);
+    let ascii = t
+        .bytes()
+        .all(|c| c.is_ascii_digit() || b".e+-infatyINFATY".contains(&c));
+    if !ascii {
         return None;
     }
     t.parse().ok()
@@ -1130,7 +1612,8 @@ fn timestamp(v: &str) -> Option<Timestamp> {
 /// SafeConstructor `construct_yaml_timestamp`: a `date` or a `datetime`,
 /// as their `str()`; None where Python's constructors raise.
 fn construct_timestamp(v: &str) -> Option<Py> {
-    let t = timestamp(v)?;
+    // timestamp_regexp ends in `$`: one final line break is allowed.
+    let t = timestamp(v.strip_suffix('\n').unwrap_or(v))?;
     let leap = t.year % 4 == 0 && (t.year % 100 != 0 || t.year % 400 == 0);
     let days = [
         31,
@@ -1270,6 +1753,22 @@ mod tests {
         }
         let err = load(&doc, "f").unwrap_err();
         assert!(err.contains("alias expanded"), "{err}");
+        // A chain of merges, each copying the last mapping's pairs: quadratic
+        // copies from a linear file, refused at the bound (within a second).
+        let mut doc = "m0: &m0 {a: 1}\n".to_owned();
+        for i in 1..2000 {
+            doc.push_str(&format!("m{i}: &m{i} {{<<: *m{}, k{i}: 1}}\n", i - 1));
+        }
+        let err = load(&doc, "f").unwrap_err();
+        assert!(err.contains("merges copy more than"), "{err}");
+        // Aliases nesting deeper than the file does: the depth bound, not the stack.
+        let nest = |inner: &str| format!("{}{inner}{}", "[".repeat(100), "]".repeat(100));
+        let mut doc = format!("a0: &a0 {}\n", nest("x"));
+        for i in 1..50 {
+            doc.push_str(&format!("a{i}: &a{i} {}\n", nest(&format!("*a{}", i - 1))));
+        }
+        let err = load(&doc, "f").unwrap_err();
+        assert!(err.contains("nest deeper than"), "{err}");
     }
 
     #[test]

@@ -219,6 +219,19 @@ fn run_cli_plan(py: Python<'_>, argv: Vec<Bound<'_, PyString>>) -> PyResult<(i32
     Ok((code, p.map(Plan::from)))
 }
 
+/// The argv vLLM 0.33 makes of a `--config` serve file (hisparse-check's
+/// reader; a mapping value as its JSON text). Raises ValueError with
+/// hisparse-check's message. Private: for tests/vllm/test_yaml_fuzz.py.
+#[pyfunction(name = "_config_file_argv")]
+fn config_file_argv(py: Python<'_>, path: &str) -> PyResult<Vec<String>> {
+    let path = path.to_owned();
+    gil::detach(py, || {
+        gil::no_panic(|| hisparse_check::config_file_argv(&path))
+    })
+    .map_err(gil::internal_error)?
+    .map_err(PyValueError::new_err)
+}
+
 /// The GPU `--gpu NAME` means: a `--gpu` name (`h200`) or the name the driver
 /// reports (`NVIDIA H200`), as a dict (name, description, platform, arch,
 /// memory_gib, max_shared_memory_per_block and the source of each figure).
@@ -273,6 +286,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(config_file_argv, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
