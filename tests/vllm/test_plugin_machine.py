@@ -276,6 +276,8 @@ def test_the_multi_node_dp_launch_counts_this_nodes_replicas(monkeypatch: pytest
     over = hisparse_rs.check_args(vllm_plugin.serve_args_of(engine_args(300, **launch)), **node.options)
     assert [e.code for e in over.errors] == ["host_memory_exceeded"]  # 8 x 300 GiB > 95 % of 2048
     assert "across 8 pools" in over.errors[0].message
+    with pytest.raises(ValueError, match="across 8 pools"):
+        engine_args(300, **launch).create_engine_config()
     # An external-LB rank runs alone: vLLM's rules for the local size are not those of the internal LB.
     external = vllm_plugin.serve_args_of(engine_args(200, **launch, data_parallel_rank=3))
     assert "data_parallel_size_local" not in external
