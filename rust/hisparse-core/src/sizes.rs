@@ -382,17 +382,22 @@ mod tests {
         assert_eq!(min_host_blocks(163_840, 64), 2562);
     }
 
-    #[test]
-    fn a_replica_within_one_node_shares_its_pool() {
-        let p = |tp, dp, nnodes| Parallel {
+    /// TP x DP over `nnodes`, `dp_local` a node; no PP, DCP or PCP.
+    fn parallel(tp: i64, dp: i64, nnodes: i64, dp_local: Option<i64>) -> Parallel {
+        Parallel {
             tp,
             pp: 1,
             dcp: 1,
             pcp: 1,
             dp,
             nnodes,
-            dp_local: None,
-        };
+            dp_local,
+        }
+    }
+
+    #[test]
+    fn a_replica_within_one_node_shares_its_pool() {
+        let p = |tp, dp, nnodes| parallel(tp, dp, nnodes, None);
         // vLLM 0.33 infers data_parallel_size_local = world / nnodes / (TP x PP x PCP).
         assert_eq!(p(2, 2, 2).nnodes_within_dp(), 1);
         assert_eq!(p(2, 1, 2).nnodes_within_dp(), 2);
@@ -412,15 +417,7 @@ mod tests {
 
     #[test]
     fn data_parallel_size_local_places_the_replicas() {
-        let p = |tp, dp, nnodes, dp_local| Parallel {
-            tp,
-            pp: 1,
-            dcp: 1,
-            pcp: 1,
-            dp,
-            nnodes,
-            dp_local,
-        };
+        let p = parallel;
         // vLLM's multi-node DP launch: -dp 16 -dpl 8 on each node, no --nnodes.
         assert_eq!(p(1, 16, 1, Some(8)).dp_local(), 8);
         assert_eq!(p(1, 16, 1, Some(8)).pools_on_this_node(1), 8);
