@@ -216,6 +216,39 @@ def test_machines_from_python() -> None:
         hisparse_rs.check(DSV32, gpu=200)  # type: ignore[arg-type]
 
 
+def test_data_parallel_size_local_counts_this_nodes_pools() -> None:
+    """The new-user trial's multi-node DP launch, -dp 16 --data-parallel-size-local 8 on each node:
+    the node pins 8 pools, not 16 (vLLM 0.33 arg_utils.py:2486)."""
+
+    def kv(gib: float) -> dict[str, Any]:
+        return {
+            "kv_connector": "HiSparseConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {"host_pool_gib": gib},
+        }
+
+    launch: dict[str, Any] = {
+        "data_parallel_size": 16,
+        "data_parallel_size_local": 8,
+        "enable_expert_parallel": True,
+        "kv_cache_dtype": "fp8_ds_mla",
+    }
+    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=kv(200), **launch)
+    assert args["data_parallel_size_local"] == 8
+    assert hisparse_rs.check_args(args, gpu="h200", host_memory_gib=2048).valid
+    over = hisparse_rs.check(DSV32, kv_transfer_config=kv(300), gpu="h200", host_memory_gib=2048, **launch)
+    assert [e.code for e in over.errors] == ["host_memory_exceeded"]  # 8 x 300 GiB > 95 % of 2048
+    assert "across 8 pools" in over.errors[0].message
+    plan = hisparse_rs.plan(DSV32, kv_transfer_config=kv(200), host_memory_gib=2048, **launch)
+    assert plan.valid and plan.host.pools_per_node == 8
+    # More replicas on this node than the deployment has: vLLM's ParallelConfig refuses it.
+    bad_args = hisparse_rs.serve_args(DSV32, data_parallel_size=4, data_parallel_size_local=8)
+    bad = hisparse_rs.check_args(bad_args)
+    assert [(e.code, str(e.path)) for e in bad.errors] == [("invalid_value", "data_parallel_size_local")]
+    fixed = hisparse_rs.apply_fix(bad_args, bad.errors[0].fix)
+    assert fixed["data_parallel_size_local"] == 4 and hisparse_rs.check_args(fixed).valid
+
+
 def test_gpus_by_the_names_their_drivers_report_and_the_ram_in_words() -> None:
     """What the vLLM plugin passes: the device's name and memory, the RAM and what it is."""
     h200 = hisparse_rs.gpu_spec("NVIDIA H200")

@@ -115,6 +115,7 @@ def check(
     tensor_parallel_size: int | None = None,
     pipeline_parallel_size: int | None = None,
     data_parallel_size: int | None = None,
+    data_parallel_size_local: int | None = None,
     decode_context_parallel_size: int | None = None,
     prefill_context_parallel_size: int | None = None,
     nnodes: int | None = None,
@@ -152,7 +153,12 @@ def check(
             the JSON flags of ``vllm serve``, as mappings or JSON text.
         tensor_parallel_size ... disable_hybrid_kv_cache_manager: as the
             ``vllm serve`` flags of the same names (None: vLLM's default);
-            ``nnodes`` is ``--nnodes``, the nodes of the deployment.
+            ``nnodes`` is ``--nnodes``, the nodes of the deployment;
+            ``data_parallel_size_local`` (``--data-parallel-size-local``) the
+            DP replicas this node runs, 0 ..= ``data_parallel_size`` (vLLM 0.33
+            ``ParallelConfig``, vllm/config/parallel.py:150, :545; unset: all of
+            them, or an even share over ``nnodes``): ``host_memory_gib`` is
+            checked against this node's pools.
             ``max_model_len`` is in tokens, -1 for auto;
             ``gpu_memory_utilization`` a fraction in (0, 1] (default 0.92);
             ``kv_cache_memory_bytes`` bytes per GPU. The last four are read
@@ -188,6 +194,7 @@ def check(
         tensor_parallel_size=tensor_parallel_size,
         pipeline_parallel_size=pipeline_parallel_size,
         data_parallel_size=data_parallel_size,
+        data_parallel_size_local=data_parallel_size_local,
         decode_context_parallel_size=decode_context_parallel_size,
         prefill_context_parallel_size=prefill_context_parallel_size,
         nnodes=nnodes,

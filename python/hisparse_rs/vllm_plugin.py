@@ -58,13 +58,14 @@ creator check at :403). The plugin tells the check the node it runs on:
 - the RAM: ``psutil.virtual_memory().available``, the figure vLLM compares
   against, read now, before the weights load (vLLM reads it later, when less
   is free: the plugin is not the stricter one for a single pool). The check
-  counts every pool on this node (the deployment's pools over ``--nnodes``),
+  counts every pool on this node (those of the DP replicas it runs:
+  ``--data-parallel-size-local``, else an even share over ``--nnodes``),
   where vLLM checks each pool alone as it is allocated: pools that fit one
   at a time but not together are refused here, with the deviation
   ``host_pools_fit_alone`` beside the error. When this process cannot know
   which pools this node holds (the Ray executor or DP backend, an external
-  launcher, ``--data-parallel-size-local`` other than an even share,
-  external-LB DP ranks), the RAM check is skipped, with one log line.
+  launcher, external-LB DP ranks), the RAM check is skipped, with one log
+  line.
 
 What breaks it on another vLLM version: ``create_engine_config`` renamed or no
 longer the single entry to ``VllmConfig``; general plugins loaded after it, or
@@ -127,6 +128,7 @@ _SCALARS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "data_parallel_size",
+    "data_parallel_size_local",
     "decode_context_parallel_size",
     "prefill_context_parallel_size",
     "nnodes",
@@ -329,6 +331,12 @@ def serve_args_of(engine_args: Any) -> dict[str, Any]:
         value = getattr(engine_args, name, None)
         if isinstance(value, bool | int | float | str):
             args[name] = value
+    if _external_lb(engine_args):
+        # An external-LB DP rank runs alone (vLLM 0.33 requires
+        # --data-parallel-size-local 1 or unset there and skips the node-group
+        # rule, arg_utils.py:2476, parallel.py:825): hisparse_rs' rules for
+        # data_parallel_size_local are those of the internal load balancer.
+        args.pop("data_parallel_size_local", None)
     kv = getattr(engine_args, "kv_transfer_config", None)
     if kv is not None:
         args["kv_transfer_config"] = _kv_transfer_json(kv)
@@ -475,29 +483,28 @@ def _available_host_memory() -> int | None:
         return None
 
 
+def _external_lb(engine_args: Any) -> bool:
+    """Whether this process is one external-LB DP rank (vLLM 0.33 arg_utils.py:2447)."""
+    return getattr(engine_args, "data_parallel_rank", None) is not None or bool(
+        getattr(engine_args, "data_parallel_external_lb", False)
+    )
+
+
 def _pools_not_known(engine_args: Any) -> str | None:
     """Why this process cannot know which host pools this node pins (None: it can).
 
-    hisparse_rs counts the deployment's pools over ``--nnodes``, as vLLM
-    spreads its ranks (arg_utils.py:2398-2446); other placements are not
-    this process's to see.
+    hisparse_rs counts the pools of this node's DP replicas as vLLM places
+    them: ``--data-parallel-size-local`` when given, else an even share over
+    ``--nnodes`` (arg_utils.py:2398-2535); other placements are not this
+    process's to see.
     """
     backend = getattr(engine_args, "distributed_executor_backend", None)
     if backend not in (None, "mp", "uni"):
         return f"the {backend if isinstance(backend, str) else 'custom'} executor places the ranks"
     if getattr(engine_args, "data_parallel_backend", "mp") == "ray":
         return "Ray places the DP ranks"
-    if getattr(engine_args, "data_parallel_rank", None) is not None or getattr(
-        engine_args, "data_parallel_external_lb", False
-    ):
+    if _external_lb(engine_args):
         return "each external-LB process runs one DP rank, and this node may run several"
-    local = getattr(engine_args, "data_parallel_size_local", None)
-    dp = int(getattr(engine_args, "data_parallel_size", 1) or 1)
-    nnodes = max(int(getattr(engine_args, "nnodes", 1) or 1), 1)
-    if local is not None and local != max(dp // nnodes, 1):
-        return (
-            f"--data-parallel-size-local {local} is not an even share of {dp} DP replicas on {nnodes} node(s)"
-        )
     return None
 
 

@@ -1,9 +1,9 @@
 """hisparse_rs.check agrees with vLLM 0.33.0's own config code, or says where it knowingly differs.
 
 Hypothesis builds serve configurations (connector trees, malformed ones
-included; ``hisparse_config``; TP / PP / DCP / PCP / DP, nodes and executor
-backend; platform; cudagraph mode; reserve-full-isl; the hybrid KV cache
-manager flag; block size; KV cache dtype; MTP; the model configs in
+included; ``hisparse_config``; TP / PP / DCP / PCP / DP, the local DP size,
+nodes and executor backend; platform; cudagraph mode; reserve-full-isl; the
+hybrid KV cache manager flag; block size; KV cache dtype; MTP; the model configs in
 tests/data/models and ``hf_overrides``; VLLM_USE_V2_MODEL_RUNNER). Each runs
 through vLLM 0.33.0 (``vllm_pipeline.vllm_verdict``: its ``vllm serve``
 parser, ``create_engine_config()`` and the HiSparse stages it runs only after
@@ -219,6 +219,7 @@ def serve_args(draw: st.DrawFn) -> dict[str, Json]:
         "tensor_parallel_size": maybe([1, 2, 4, 8, 8, 3]),
         "pipeline_parallel_size": maybe([1, 2]),
         "data_parallel_size": maybe([1, 2]),
+        "data_parallel_size_local": maybe([1, 2]),
         "decode_context_parallel_size": maybe([1, 2, 4, 3]),
         "prefill_context_parallel_size": maybe([1, 2]),
         "nnodes": maybe([1, 2]),
@@ -305,6 +306,7 @@ def deployment(draw: st.DrawFn) -> dict[str, Json]:
             st.sampled_from([4096, 6144, 8192, 12288]),
         ),
         "data_parallel_size": st.sampled_from([1, 2]),
+        "data_parallel_size_local": st.sampled_from([1, 2]),
         "distributed_executor_backend": st.sampled_from(["mp", "uni"]),
         "nnodes": st.sampled_from([1, 2]),
     }
@@ -448,6 +450,30 @@ def tree(*children: Json) -> Json:
         "model": DSV32,
         "kv_transfer_config": HS,
         "speculative_config": {"method": "mtp", "num_speculative_tokens": 14},
+    }
+)
+# --data-parallel-size-local (new-user trial): more than the DP size; two a
+# node over --nnodes 2, one node group, so each TP 8 replica spans both nodes
+# and keeps private pools (packed stride); one a node, shared pools.
+@example({"model": DSV32, "kv_transfer_config": HS, "data_parallel_size_local": 2})
+@example(
+    {
+        "model": DSV32,
+        "kv_transfer_config": HS,
+        "tensor_parallel_size": 8,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 2,
+        "nnodes": 2,
+    }
+)
+@example(
+    {
+        "model": DSV32,
+        "kv_transfer_config": HS,
+        "tensor_parallel_size": 8,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 1,
+        "nnodes": 2,
     }
 )
 # host_pool_gib on the MultiConnector (vLLM ignores it there; the fix moves it);

@@ -246,7 +246,6 @@ def test_each_node_of_a_multi_node_deployment_counts_its_own_pools(monkeypatch: 
         ({"distributed_executor_backend": "ray"}, "the ray executor places the ranks"),
         ({"data_parallel_size": 2, "data_parallel_backend": "ray"}, "Ray places the DP ranks"),
         ({"data_parallel_size": 2, "data_parallel_rank": 1}, "external-LB process"),
-        ({"data_parallel_size": 4, "data_parallel_size_local": 2}, "--data-parallel-size-local 2"),
     ],
 )
 def test_the_ram_check_is_skipped_where_this_process_cannot_see_the_nodes_pools(
@@ -255,6 +254,33 @@ def test_the_ram_check_is_skipped_where_this_process_cannot_see_the_nodes_pools(
     node = vllm_plugin.machine(engine_args(**kwargs), "cuda")
     assert "host_memory_gib" not in node.options and node.options["gpu"] == "h200"
     assert len(node.skipped) == 1 and why in node.skipped[0] and "pinned host pools" in node.skipped[0]
+
+
+def test_the_multi_node_dp_launch_counts_this_nodes_replicas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's multi-node DP launch (new-user trial): -dp 16 --data-parallel-size-local 8 on each
+    node, no --nnodes: this node pins its 8 replicas' pools (arg_utils.py:2486), not 16."""
+    ram(monkeypatch, 2048, 2048)
+    launch = {
+        "tensor_parallel_size": 1,
+        "data_parallel_size": 16,
+        "data_parallel_size_local": 8,
+        "data_parallel_address": "10.0.0.1",
+        "enable_expert_parallel": True,
+    }
+    args = engine_args(200, **launch)
+    node = vllm_plugin.machine(args, "cuda")
+    assert node.skipped == () and node.options["host_memory_gib"] == 2048
+    serve = vllm_plugin.serve_args_of(args)
+    assert serve["data_parallel_size_local"] == 8
+    assert [e.code for e in hisparse_rs.check_args(serve, **node.options).errors] == []
+    over = hisparse_rs.check_args(vllm_plugin.serve_args_of(engine_args(300, **launch)), **node.options)
+    assert [e.code for e in over.errors] == ["host_memory_exceeded"]  # 8 x 300 GiB > 95 % of 2048
+    assert "across 8 pools" in over.errors[0].message
+    with pytest.raises(ValueError, match="across 8 pools"):
+        engine_args(300, **launch).create_engine_config()
+    # An external-LB rank runs alone: vLLM's rules for the local size are not those of the internal LB.
+    external = vllm_plugin.serve_args_of(engine_args(200, **launch, data_parallel_rank=3))
+    assert "data_parallel_size_local" not in external
 
 
 def test_an_even_share_of_dp_replicas_per_node_is_counted() -> None:

@@ -169,6 +169,7 @@ _SCALAR_FLAGS = {
     "tensor_parallel_size": "--tensor-parallel-size",
     "pipeline_parallel_size": "--pipeline-parallel-size",
     "data_parallel_size": "--data-parallel-size",
+    "data_parallel_size_local": "--data-parallel-size-local",
     "decode_context_parallel_size": "--decode-context-parallel-size",
     "prefill_context_parallel_size": "--prefill-context-parallel-size",
     "nnodes": "--nnodes",

@@ -21,6 +21,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-tp", "--tensor-parallel-size"),
     ("-pp", "--pipeline-parallel-size"),
     ("-dp", "--data-parallel-size"),
+    ("-dpl", "--data-parallel-size-local"),
     ("-dcp", "--decode-context-parallel-size"),
     ("-pcp", "--prefill-context-parallel-size"),
     ("-n", "--nnodes"),

@@ -74,13 +74,17 @@ struct Cli {
     /// Data-parallel size (also -dp).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     data_parallel_size: Option<i64>,
+    /// DP replicas this node runs, also -dpl (default: all of them, or an even
+    /// share over --nnodes): the host-memory check counts this node's pools.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    data_parallel_size_local: Option<i64>,
     /// Decode-context-parallel size, also -dcp (HiSparse needs 1).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     decode_context_parallel_size: Option<i64>,
     /// Prefill-context-parallel size (also -pcp).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     prefill_context_parallel_size: Option<i64>,
-    /// Nodes one replica spans (also -n): TP ranks share one HiSparse host pool only on one node.
+    /// Nodes of the deployment (also -n): TP ranks share one HiSparse host pool only when their replica is on one node.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     nnodes: Option<i64>,
     /// KV cache dtype: auto, bfloat16, fp8_ds_mla, fp8, ...
@@ -492,6 +496,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         tensor_parallel_size: cli.tensor_parallel_size,
         pipeline_parallel_size: cli.pipeline_parallel_size,
         data_parallel_size: cli.data_parallel_size,
+        data_parallel_size_local: cli.data_parallel_size_local,
         decode_context_parallel_size: cli.decode_context_parallel_size,
         prefill_context_parallel_size: cli.prefill_context_parallel_size,
         nnodes: cli.nnodes,

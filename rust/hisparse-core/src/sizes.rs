@@ -86,6 +86,8 @@ pub struct Parallel {
     pub dp: i64,
     /// `--nnodes`: the nodes of the whole deployment.
     pub nnodes: i64,
+    /// `--data-parallel-size-local`: DP replicas on this node, when given.
+    pub dp_local: Option<i64>,
 }
 
 impl Parallel {
@@ -98,23 +100,57 @@ impl Parallel {
             pcp: args.prefill_context_parallel_size.unwrap_or(1),
             dp: args.data_parallel_size.unwrap_or(1),
             nnodes: args.nnodes.unwrap_or(1),
+            dp_local: args.data_parallel_size_local,
         }
     }
 
-    /// Nodes one DP replica spans, with `data_parallel_size_local` inferred
-    /// as vLLM 0.33 does when it is not given (`EngineArgs.create_engine_config`,
-    /// `ParallelConfig.nnodes_within_dp`).
+    /// GPUs of one DP replica: PP x TP x PCP (vLLM 0.33 `world_size_within_dp`,
+    /// vllm/engine/arg_utils.py:2400).
+    fn world_within_dp(&self) -> i64 {
+        [self.pp, self.tp, self.pcp]
+            .iter()
+            .fold(1i64, |w, n| w.saturating_mul((*n).max(1)))
+    }
+
+    /// DP replicas on this node: vLLM 0.33's `data_parallel_size_local`
+    /// (`EngineArgs.create_engine_config`). Given, it is taken as is
+    /// (arg_utils.py:2486; clamped to 0 ..= DP, the range `ParallelConfig`
+    /// allows, vllm/config/parallel.py:150 and :545); unset with `--nnodes`,
+    /// this node's share of the world in whole replicas, at least 1
+    /// (arg_utils.py:2442-2446); unset on one node, every replica (:2535).
+    pub fn dp_local(&self) -> i64 {
+        let dp = self.dp.max(1);
+        match self.dp_local {
+            Some(n) => n.clamp(0, dp),
+            None if self.nnodes > 1 => {
+                let within = self.world_within_dp();
+                (within.saturating_mul(dp) / self.nnodes / within).max(1)
+            }
+            None => dp,
+        }
+    }
+
+    /// Nodes one DP replica spans (vLLM 0.33 `ParallelConfig.nnodes_within_dp`,
+    /// vllm/config/parallel.py:811-836): nnodes / (DP / dp_local) node groups,
+    /// 1 on one node. The layouts vLLM refuses there (dp_local 0, node groups
+    /// that do not divide nnodes; `check_launch` reports them) give the
+    /// quotient, at least 1.
     pub fn nnodes_within_dp(&self) -> i64 {
         if self.nnodes <= 1 {
             return 1;
         }
-        let within = [self.pp, self.tp, self.pcp]
-            .iter()
-            .fold(1i64, |w, n| w.saturating_mul((*n).max(1)));
-        let world = within.saturating_mul(self.dp.max(1));
-        let dp_local = (world / self.nnodes / within).max(1);
-        let node_groups = (self.dp.max(1) / dp_local).max(1);
+        let node_groups = (self.dp.max(1) / self.dp_local().max(1)).max(1);
         (self.nnodes / node_groups).max(1)
+    }
+
+    /// The ranks of `per_replica` pools each (1 shared, TP private) that pin
+    /// host pools on this node: dp_local replicas, each spread over
+    /// `nnodes_within_dp` nodes (vLLM 0.33 `local_world_size`,
+    /// parallel.py:839, times dp_local, v1/executor/multiproc_executor.py:147).
+    pub fn pools_on_this_node(&self, per_replica: u64) -> u64 {
+        (self.dp_local().max(0) as u64)
+            .saturating_mul(per_replica)
+            .div_ceil(self.nnodes_within_dp().max(1) as u64)
     }
 }
 
@@ -346,16 +382,22 @@ mod tests {
         assert_eq!(min_host_blocks(163_840, 64), 2562);
     }
 
-    #[test]
-    fn a_replica_within_one_node_shares_its_pool() {
-        let p = |tp, dp, nnodes| Parallel {
+    /// TP x DP over `nnodes`, `dp_local` a node; no PP, DCP or PCP.
+    fn parallel(tp: i64, dp: i64, nnodes: i64, dp_local: Option<i64>) -> Parallel {
+        Parallel {
             tp,
             pp: 1,
             dcp: 1,
             pcp: 1,
             dp,
             nnodes,
-        };
+            dp_local,
+        }
+    }
+
+    #[test]
+    fn a_replica_within_one_node_shares_its_pool() {
+        let p = |tp, dp, nnodes| parallel(tp, dp, nnodes, None);
         // vLLM 0.33 infers data_parallel_size_local = world / nnodes / (TP x PP x PCP).
         assert_eq!(p(2, 2, 2).nnodes_within_dp(), 1);
         assert_eq!(p(2, 1, 2).nnodes_within_dp(), 2);
@@ -371,6 +413,30 @@ mod tests {
             },
             None
         ));
+    }
+
+    #[test]
+    fn data_parallel_size_local_places_the_replicas() {
+        let p = parallel;
+        // vLLM's multi-node DP launch: -dp 16 -dpl 8 on each node, no --nnodes.
+        assert_eq!(p(1, 16, 1, Some(8)).dp_local(), 8);
+        assert_eq!(p(1, 16, 1, Some(8)).pools_on_this_node(1), 8);
+        assert_eq!(p(2, 16, 1, Some(8)).pools_on_this_node(2), 16);
+        // Unset: every replica on one node, an even share over --nnodes.
+        assert_eq!(p(1, 16, 1, None).dp_local(), 16);
+        assert_eq!(p(1, 16, 2, None).dp_local(), 8);
+        assert_eq!(p(16, 1, 2, None).pools_on_this_node(16), 8);
+        // DP 2 with 2 a node over 2 nodes: one node group, so each replica spans both.
+        assert_eq!(p(8, 2, 2, Some(2)).nnodes_within_dp(), 2);
+        assert_eq!(p(8, 2, 2, Some(2)).pools_on_this_node(8), 8);
+        assert_eq!(p(8, 2, 2, Some(1)).nnodes_within_dp(), 1);
+        assert!(!shared_host_pool("cuda", p(8, 2, 2, Some(2)), None));
+        assert!(shared_host_pool("cuda", p(8, 2, 2, Some(1)), None));
+        // A node that runs no replica pins no pool; out of range is clamped.
+        assert_eq!(p(1, 4, 1, Some(0)).pools_on_this_node(8), 0);
+        assert_eq!(p(1, 4, 1, Some(9)).dp_local(), 4);
+        assert_eq!(p(1, 4, 2, Some(0)).nnodes_within_dp(), 1);
+        assert_eq!(p(1, i64::MAX, i64::MAX, None).nnodes_within_dp(), 1);
     }
 
     #[test]

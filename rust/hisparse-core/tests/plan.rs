@@ -170,6 +170,83 @@ fn each_node_pins_its_share_of_the_pools() {
 }
 
 #[test]
+fn data_parallel_size_local_is_the_replicas_on_this_node() {
+    // The trial's launch (vLLM multi-node DP without --nnodes): -dp 16 -dpl 8
+    // on each node, TP 1, so this node pins 8 private pools, not 16
+    // (vllm/engine/arg_utils.py:2486). 8 x 200 GiB fit in 95 % of 2048 GiB.
+    let mut a = args("deepseek-v3.2", 200.0);
+    a.data_parallel_size = Some(16);
+    a.data_parallel_size_local = Some(8);
+    a.enable_expert_parallel = Some(true);
+    let p = planned(&a, &opts());
+    assert!(p.valid, "{:#?}", p.errors);
+    assert_eq!(p.host.pools_per_node, 8);
+    assert_eq!(p.host.pinned_bytes_per_node, 8 * p.host.pool_bytes);
+    assert!(p
+        .host
+        .mode_rule
+        .contains("8 DP replicas on this node (--data-parallel-size-local 8)"));
+    // 8 x 300 GiB = 2400 GiB do not: the fix is the largest pool 8 fit.
+    a.kv_transfer_config = Some(hisparse(300.0));
+    let (report, p) = plan(&a, &opts()).unwrap();
+    assert!(report.valid);
+    let p = p.unwrap();
+    assert!(!p.valid);
+    let e = &p.errors[0];
+    assert_eq!(e.code, Code::HostMemoryExceeded);
+    assert!(e.message.contains("across 8 pools"), "{}", e.message);
+    let mut doc = a.to_json();
+    apply_fix(&mut doc, &e.fix).unwrap();
+    let fixed = planned(&ServeArgs::from_json(doc).unwrap(), &opts());
+    assert!(fixed.valid, "{:#?}", fixed.errors);
+    assert!(fixed.host.host_pool_gib > 243.0 && fixed.host.host_pool_gib < 244.0);
+    // The same figures from check(), with the node's RAM given.
+    let node = PlanOptions {
+        gpu: Some("h200".into()),
+        ..opts()
+    };
+    a.kv_transfer_config = Some(hisparse(200.0));
+    assert!(hisparse_core::check::check(&a, &node).unwrap().valid);
+    a.kv_transfer_config = Some(hisparse(300.0));
+    let r = hisparse_core::check::check(&a, &node).unwrap();
+    assert_eq!(r.errors[0].code, Code::HostMemoryExceeded);
+    // Shared pools: DP 2 x TP 8, one replica a node, also with --nnodes 2.
+    let mut shared = args("deepseek-v3.2", 100.0);
+    shared.tensor_parallel_size = Some(8);
+    shared.data_parallel_size = Some(2);
+    shared.data_parallel_size_local = Some(1);
+    let one = planned(&shared, &opts());
+    assert_eq!(
+        (one.host.mode, one.host.pools_per_node),
+        (PoolMode::Shared, 1)
+    );
+    shared.nnodes = Some(2);
+    let two = planned(&shared, &opts());
+    assert_eq!(
+        (two.host.mode, two.host.pools_per_node),
+        (PoolMode::Shared, 1)
+    );
+    // Two a node over 2 nodes is one node group: each replica spans both
+    // nodes (parallel.py:811), so its TP ranks keep private pools, 8 a node.
+    shared.data_parallel_size_local = Some(2);
+    let spans = planned(&shared, &opts());
+    assert_eq!(
+        (spans.host.mode, spans.host.pools_per_node),
+        (PoolMode::Private, 8)
+    );
+    // A node that runs no replica (the API server alone) pins no pool.
+    let mut api = args("deepseek-v3.2", 1000.0);
+    api.data_parallel_size = Some(16);
+    api.data_parallel_size_local = Some(0);
+    let none = planned(&api, &opts());
+    assert!(none.valid, "{:#?}", none.errors);
+    assert_eq!(
+        (none.host.pools_per_node, none.host.pinned_bytes_per_node),
+        (0, 0)
+    );
+}
+
+#[test]
 fn pools_that_fit_alone_but_not_together_name_the_deviation() {
     // vLLM 0.33 checks each pool alone as its rank allocates it
     // (check_hisparse_host_memory): 4 private pools of 100 GiB on a node with

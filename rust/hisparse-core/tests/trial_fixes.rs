@@ -201,3 +201,68 @@ fn the_config_is_read_from_hf_config_path_first() {
         .iter()
         .any(|e| e.code == Code::ModelNotDsa));
 }
+
+/// `data_parallel_size_local` is checked as vLLM 0.33 reads it: 0 ..= DP
+/// (vllm/config/parallel.py:150, :545), and with `--nnodes` its node groups
+/// (DP / it) divide the nodes (parallel.py:826). Each fix passes alone and
+/// with the others, including the nnodes fix it depends on.
+#[test]
+fn data_parallel_size_local_out_of_range_is_fixed() {
+    for (doc, want) in [
+        (
+            json!({"data_parallel_size": 4, "data_parallel_size_local": 8}),
+            json!(4),
+        ),
+        (
+            json!({"data_parallel_size": 0, "data_parallel_size_local": 2}),
+            json!(1),
+        ),
+        (
+            json!({"data_parallel_size": 16, "data_parallel_size_local": 4, "nnodes": 2}),
+            json!(8),
+        ),
+        (
+            json!({"data_parallel_size": 16, "data_parallel_size_local": 0, "nnodes": 2}),
+            json!(8),
+        ),
+        (
+            json!({"data_parallel_size": 6, "data_parallel_size_local": 2, "nnodes": 2}),
+            json!(3),
+        ),
+        // vLLM's inference (1 a node) does not divide either: one node group.
+        (
+            json!({"data_parallel_size": 3, "tensor_parallel_size": 2, "data_parallel_size_local": 1, "nnodes": 2}),
+            json!(3),
+        ),
+        // nnodes 3 does not divide the world (16); its fix (2) is what dp_local's fix is for.
+        (
+            json!({"data_parallel_size": 16, "data_parallel_size_local": 4, "nnodes": 3}),
+            json!(8),
+        ),
+    ] {
+        let a = args(doc.clone());
+        let r = report(&a);
+        let d = r
+            .errors
+            .iter()
+            .find(|e| e.path.to_string() == "data_parallel_size_local")
+            .unwrap_or_else(|| panic!("{doc}: {:?}", r.errors));
+        assert_eq!(d.code, Code::InvalidValue);
+        let after = fixed(&a, &[d]).to_json();
+        assert_eq!(after["data_parallel_size_local"], want, "{doc}");
+        fixes_pass_alone_and_together(&a);
+    }
+    let negative = args(json!({"data_parallel_size": 4, "data_parallel_size_local": -1}));
+    let after = fixes_pass_alone_and_together(&negative);
+    assert!(after.errors.is_empty());
+    // In range: no error, on one node (0 runs no replica here) or over nodes.
+    for doc in [
+        json!({"data_parallel_size": 16, "data_parallel_size_local": 8}),
+        json!({"data_parallel_size": 16, "data_parallel_size_local": 0}),
+        json!({"data_parallel_size": 16, "data_parallel_size_local": 8, "nnodes": 2}),
+        json!({"data_parallel_size": 2, "data_parallel_size_local": 2, "nnodes": 2}),
+    ] {
+        let r = report(&args(doc.clone()));
+        assert!(r.valid, "{doc}: {:?}", r.errors);
+    }
+}

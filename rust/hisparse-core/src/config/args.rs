@@ -83,14 +83,22 @@ pub struct ServeArgs {
     /// `--data-parallel-size` / `-dp` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_parallel_size: Option<i64>,
+    /// `--data-parallel-size-local` / `-dpl`: the DP replicas this node runs
+    /// (vLLM 0.33 `EngineArgs.data_parallel_size_local`, vllm/engine/arg_utils.py:558,
+    /// flag at :1258). 0 ..= `data_parallel_size` (`ParallelConfig`,
+    /// vllm/config/parallel.py:150 and :545). Unset: every replica on this node,
+    /// or with `--nnodes` an even share (inferred at arg_utils.py:2442). The
+    /// host-pool check counts this node's pools from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel_size_local: Option<i64>,
     /// `--decode-context-parallel-size` / `-dcp` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_context_parallel_size: Option<i64>,
     /// `--prefill-context-parallel-size` / `-pcp` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_context_parallel_size: Option<i64>,
-    /// `--nnodes` / `-n`: nodes one DP replica spans (default 1); TP ranks
-    /// share one HiSparse host pool only on one node.
+    /// `--nnodes` / `-n`: the nodes of the deployment (default 1); TP ranks
+    /// share one HiSparse host pool only when their replica is on one node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nnodes: Option<i64>,
     /// `--kv-cache-dtype` (default "auto").

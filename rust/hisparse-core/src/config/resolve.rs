@@ -380,6 +380,46 @@ fn parse_compilation(value: Option<&Value>, d: &mut Vec<Diagnostic>) -> Option<S
     name.map(str::to_owned)
 }
 
+/// `data_parallel_size_local` in the range vLLM 0.33 `ParallelConfig` takes:
+/// 0 ..= `data_parallel_size` (`Field(ge=0)`, vllm/config/parallel.py:150;
+/// "must be <= data_parallel_size", :545). `dp` is the DP size after its own
+/// fix, so the two fixes pass together. Returns the value the other rules read.
+fn check_dp_local(given: Option<i64>, dp: i64, d: &mut Vec<Diagnostic>) -> Option<i64> {
+    let n = given?;
+    if (0..=dp).contains(&n) {
+        return Some(n);
+    }
+    let path = FieldPath::root("data_parallel_size_local");
+    let allowed = format!("0 ..= data_parallel_size ({dp}): the DP replicas this node runs");
+    let (message, hint, fixed) = if n < 0 {
+        (
+            format!("data_parallel_size_local must be at least 0, not {n}"),
+            "omit --data-parallel-size-local to run every replica on this node, or give the replicas this node runs".to_owned(),
+            None,
+        )
+    } else {
+        (
+            format!("data_parallel_size_local {n} is more than data_parallel_size {dp}: a node cannot run more DP replicas than the deployment has; vLLM {} ParallelConfig refuses it", crate::VLLM_VERSION),
+            format!("run at most the {dp} replicas on this node (--data-parallel-size-local {dp}), or raise --data-parallel-size to the whole deployment's replicas"),
+            Some(dp),
+        )
+    };
+    d.push(
+        Diagnostic::error(Code::InvalidValue, path.clone(), message)
+            .given(&json!(n))
+            .allowed(allowed)
+            .hint(hint)
+            .fix(vec![match fixed {
+                Some(v) => FixOp::Set {
+                    path,
+                    value: json!(v),
+                },
+                None => FixOp::Remove { path },
+            }]),
+    );
+    fixed
+}
+
 fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
     let at_least_one = |name: &str, v: Option<i64>, d: &mut Vec<Diagnostic>| -> i64 {
         match v {
@@ -433,6 +473,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         );
     }
     at_least_one("max_num_seqs", args.max_num_seqs, d);
+    let dp = at_least_one("data_parallel_size", args.data_parallel_size, d);
     let parallel = Parallel {
         tp: at_least_one("tensor_parallel_size", args.tensor_parallel_size, d),
         pp: at_least_one("pipeline_parallel_size", args.pipeline_parallel_size, d),
@@ -446,8 +487,9 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             args.prefill_context_parallel_size,
             d,
         ),
-        dp: at_least_one("data_parallel_size", args.data_parallel_size, d),
+        dp,
         nnodes: at_least_one("nnodes", args.nnodes, d),
+        dp_local: check_dp_local(args.data_parallel_size_local, dp, d),
     };
 
     let block_size = match args.block_size {

@@ -311,9 +311,13 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
     let world = [p.dp, p.pp, p.tp, p.pcp]
         .iter()
         .fold(1i64, |w, n| w.saturating_mul(*n));
+    // The nnodes the other rules see: the fix's, when it is refused, so the
+    // fixes pass together.
+    let mut nnodes = p.nnodes;
     if p.nnodes > 1 && world % p.nnodes != 0 {
         // world and nnodes are >= 1 here (at_least_one), so both convert.
         let fixed = largest_divisor_at_most(world.unsigned_abs(), p.nnodes.unsigned_abs());
+        nnodes = i64::try_from(fixed).unwrap_or(1);
         let path = FieldPath::root("nnodes");
         d.push(
             Diagnostic::error(
@@ -326,6 +330,7 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
             .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
         );
     }
+    check_node_groups(&Parallel { nnodes, ..*p }, d);
     let backend = args.distributed_executor_backend.as_deref();
     if p.pp > 1 && !matches!(backend, None | Some("mp" | "ray" | "external_launcher")) {
         let path = FieldPath::root("distributed_executor_backend");
@@ -355,6 +360,49 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
             .fix(vec![FixOp::Remove { path }]),
         );
     }
+}
+
+/// With `--nnodes` and a given `--data-parallel-size-local`, the DP replicas
+/// form DP / dp_local node groups, which must divide nnodes (vLLM 0.33
+/// `ParallelConfig.nnodes_within_dp`, vllm/config/parallel.py:820-835, read
+/// by the executor and the shared host pool rule; dp_local 0 divides by zero
+/// there). The fix is vLLM's own inference for an unset dp_local
+/// (arg_utils.py:2442), or every replica (one node group) when that does not
+/// divide either. vLLM skips the rule for external-LB DP ranks, which
+/// hisparse-check does not read (the plugin leaves dp_local out for them).
+fn check_node_groups(p: &Parallel, d: &mut Vec<Diagnostic>) {
+    let Some(local) = p.dp_local else { return };
+    let divides = |local: i64| local > 0 && p.nnodes % (p.dp / local).max(1) == 0;
+    if p.nnodes <= 1 || divides(local) {
+        return;
+    }
+    let inferred = Parallel {
+        dp_local: None,
+        ..*p
+    }
+    .dp_local();
+    let fixed = if divides(inferred) { inferred } else { p.dp };
+    let path = FieldPath::root("data_parallel_size_local");
+    let groups = if local == 0 {
+        "no node group (0 replicas a node)".to_owned()
+    } else {
+        format!(
+            "{} node groups (data_parallel_size {} / data_parallel_size_local {local})",
+            p.dp / local,
+            p.dp
+        )
+    };
+    d.push(
+        Diagnostic::error(
+            Code::InvalidValue,
+            path.clone(),
+            format!("with nnodes {}, data_parallel_size_local {local} makes {groups}, which do not divide the {} nodes; vLLM {} refuses it (ParallelConfig.nnodes_within_dp)", p.nnodes, p.nnodes, crate::VLLM_VERSION),
+        )
+        .given(&json!(local))
+        .allowed(format!("a data_parallel_size_local whose node groups (data_parallel_size / it) divide nnodes {}", p.nnodes))
+        .hint(format!("with --nnodes {}, run {fixed} DP replicas a node: --data-parallel-size-local {fixed}", p.nnodes))
+        .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+    );
 }
 
 /// MTP speculation drafts with the checkpoint's own MTP layers; vLLM 0.33
@@ -449,6 +497,7 @@ mod tests {
             pcp,
             dp: 1,
             nnodes: 1,
+            dp_local: None,
         }
     }
 

@@ -180,8 +180,9 @@ pub struct HostPlan {
     pub min_host_pool_gib: f64,
     /// Pinned bytes of one pool (host_blocks x stride, page-rounded).
     pub pool_bytes: u64,
-    /// Pools on one node: DP replicas (shared) or DP x TP ranks (private),
-    /// divided by `--nnodes` (vLLM spreads the world evenly over the nodes).
+    /// Pools on this node: its DP replicas (shared) or their TP ranks
+    /// (private). The replicas are `--data-parallel-size-local` when given,
+    /// else an even share over `--nnodes`, as vLLM 0.33 places them.
     pub pools_per_node: u64,
     pub pinned_bytes_per_node: u64,
     /// The node's host RAM the check used, bytes; null when unknown.
@@ -896,17 +897,17 @@ pub(crate) fn host_plan(
         parallel,
         args.distributed_executor_backend.as_deref(),
     );
-    // vLLM spreads the world evenly over --nnodes (world / nnodes ranks a
-    // node, `EngineArgs.create_engine_config`, arg_utils.py:2421): this
-    // node pins its share of the deployment's pools.
-    let nnodes = args.nnodes.unwrap_or(1).max(1) as u64;
-    let per_node = |pools: u64| pools.div_ceil(nnodes).max(1);
-    let nodes = if nnodes > 1 {
-        format!(" ({nnodes} nodes)")
-    } else {
-        String::new()
+    // This node pins the pools of the DP replicas it runs: --data-parallel-size-local
+    // when given, else vLLM's even share over --nnodes (`Parallel::dp_local`,
+    // vllm/engine/arg_utils.py:2442-2535), each replica spread over the nodes
+    // it spans (`nnodes_within_dp`, vllm/config/parallel.py:811).
+    let nnodes = args.nnodes.unwrap_or(1).max(1);
+    let nodes = match args.data_parallel_size_local {
+        Some(n) => format!(" (--data-parallel-size-local {n})"),
+        None if nnodes > 1 => format!(" ({nnodes} nodes)"),
+        None => String::new(),
     };
-    let replicas = match per_node(dp) {
+    let replicas = match parallel.dp_local() {
         1 => "1 DP replica".to_owned(),
         n => format!("{n} DP replicas"),
     };
@@ -914,18 +915,18 @@ pub(crate) fn host_plan(
         (
             PoolMode::Shared,
             format!("the {tp} TP ranks of each DP replica share one pool (vLLM 0.33 use_shared_hisparse_host_pool: CUDA, TP > 1, no PP/DCP, mp executor, a replica within one node); {replicas} on this node{nodes}"),
-            per_node(dp),
+            parallel.pools_on_this_node(1),
         )
     } else {
-        let ranks = tp.saturating_mul(dp);
+        let ranks = parallel.pools_on_this_node(tp);
         (
             PoolMode::Private,
             if tp > 1 {
-                format!("each of the {tp} x {dp} ranks pins its own pool, a full copy: MLA KV is replicated across TP ranks (vLLM 0.33 shares a pool only under the mp executor, with a replica on one node); {} of them on this node{nodes}", per_node(ranks))
+                format!("each of the {tp} x {dp} ranks pins its own pool, a full copy: MLA KV is replicated across TP ranks (vLLM 0.33 shares a pool only under the mp executor, with a replica on one node); {ranks} of them on this node{nodes}")
             } else {
                 format!("one pool per rank (TP 1); {replicas} on this node{nodes}")
             },
-            per_node(ranks),
+            ranks,
         )
     };
     let host_block_bytes = h.host_block_bytes.as_ref().map_or(0, |r| r.value);
