@@ -248,6 +248,15 @@ fn data_parallel_size_local_out_of_range_is_fixed() {
             .find(|e| e.path.to_string() == "data_parallel_size_local")
             .unwrap_or_else(|| panic!("{doc}: {:?}", r.errors));
         assert_eq!(d.code, Code::InvalidValue);
+        // 0 over nodes: vLLM divides by it (parallel.py:822), said as its crash.
+        let crash = r.warnings.iter().any(|w| {
+            w.code == Code::Vllm033Crash && w.path.to_string() == "data_parallel_size_local"
+        });
+        assert_eq!(
+            crash,
+            doc["data_parallel_size_local"] == 0 && doc.get("nnodes").is_some(),
+            "{doc}"
+        );
         let after = fixed(&a, &[d]).to_json();
         assert_eq!(after["data_parallel_size_local"], want, "{doc}");
         fixes_pass_alone_and_together(&a);

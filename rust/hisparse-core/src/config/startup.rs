@@ -401,8 +401,16 @@ fn check_node_groups(p: &Parallel, d: &mut Vec<Diagnostic>) {
         .given(&json!(local))
         .allowed(format!("a data_parallel_size_local whose node groups (data_parallel_size / it) divide nnodes {}", p.nnodes))
         .hint(format!("with --nnodes {}, run {fixed} DP replicas a node: --data-parallel-size-local {fixed}", p.nnodes))
-        .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+        .fix(vec![FixOp::Set { path: path.clone(), value: json!(fixed) }]),
     );
+    if local == 0 {
+        // parallel.py:821-822: data_parallel_size // data_parallel_size_local.
+        d.push(Diagnostic::warning(
+            Code::Vllm033Crash,
+            path,
+            format!("vLLM {} does not report this: it raises ZeroDivisionError (ParallelConfig.nnodes_within_dp divides data_parallel_size by data_parallel_size_local) at start-up", crate::VLLM_VERSION),
+        ));
+    }
 }
 
 /// MTP speculation drafts with the checkpoint's own MTP layers; vLLM 0.33
