@@ -264,7 +264,7 @@ pub fn plan(p: &Plan) -> String {
         a.min_host_pool_gib,
         a.min_host_pool_requests,
     ) {
-        (Some(t), Some(pool), Some(held)) if held < t => {
+        (Some(t), Some(pool), Some(held)) if capped(a) => {
             let _ = writeln!(
                 out,
                 "  host_pool_gib     {pool} GiB holds {held} of the {t} requests targeted at this context: the most this node's RAM pins, so the host binds (pins {} per node)",
@@ -292,8 +292,8 @@ pub fn plan(p: &Plan) -> String {
     let _ = writeln!(
         out,
         "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds{}; k = 1000 tokens, K = 1024)",
-        if h.host_memory_given {
-            ", at most what the node's RAM pins ((host): fewer requests)"
+        if p.sweep.iter().any(capped) {
+            ", at most what the node's RAM pins ((host): it holds fewer)"
         } else {
             ""
         }
@@ -325,6 +325,11 @@ pub fn plan(p: &Plan) -> String {
     out
 }
 
+/// Whether the node's RAM caps the suggested pool below its target.
+fn capped(x: &PlanPoint) -> bool {
+    matches!((x.min_host_pool_requests, x.target_requests), (Some(held), Some(t)) if held < t)
+}
+
 /// The sweep, right-aligned, each column as wide as its widest cell (a
 /// "1024 (max_num_seqs)" cell widens its column instead of shifting the row).
 fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
@@ -346,14 +351,10 @@ fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
                 requests(x.hisparse_requests, x.hisparse_limit),
                 gib(x.hisparse_gpu_bytes_per_request),
                 gib(x.host_kv_bytes_per_request),
-                match (
-                    x.min_host_pool_gib,
-                    x.min_host_pool_requests,
-                    x.target_requests,
-                ) {
-                    (Some(g), Some(held), Some(t)) if held < t => format!("{g:.2} (host)"),
-                    (Some(g), _, _) => format!("{g:.2}"),
-                    (None, _, _) => "?".to_owned(),
+                match x.min_host_pool_gib {
+                    Some(g) if capped(x) => format!("{g:.2} (host)"),
+                    Some(g) => format!("{g:.2}"),
+                    None => "?".to_owned(),
                 },
             ]
         })
