@@ -9,11 +9,17 @@ use hisparse_core::{resolve, Code, Report, ServeArgs};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-fn model() -> String {
+/// A bundled model's directory (tests/data/models/NAME).
+fn model_dir(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/deepseek-v3.2")
+        .join("../../tests/data/models")
+        .join(name)
         .display()
         .to_string()
+}
+
+fn model() -> String {
+    model_dir("deepseek-v3.2")
 }
 
 fn args(mut doc: Value) -> ServeArgs {
@@ -192,10 +198,7 @@ fn a_misspelled_connectors_list_is_renamed_and_hisparse_stays_on() {
 /// (vllm/config/model.py:680).
 #[test]
 fn the_config_is_read_from_hf_config_path_first() {
-    let llama = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/llama-3.1-8b")
-        .display()
-        .to_string();
+    let llama = model_dir("llama-3.1-8b");
     let hs = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}});
     let a = ServeArgs::from_json(json!({"model": llama, "hf_config_path": model(), "tensor_parallel_size": 8, "kv_transfer_config": hs}))
         .unwrap();
@@ -250,10 +253,7 @@ fn with_pool(doc: &Value, path: &str, pool: f64) -> ServeArgs {
 /// by what the node pins, holds fewer requests (the host binds), and passes.
 #[test]
 fn the_planned_pool_fits_the_nodes_ram() {
-    let glm = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/glm-5-fp8")
-        .display()
-        .to_string();
+    let glm = model_dir("glm-5-fp8");
     let hs = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}});
     let cases = [
         (
@@ -347,10 +347,7 @@ fn a_misplaced_pool_moved_into_place_fits_the_node() {
 /// alone and all of them together pass the node's check.
 #[test]
 fn a_misplaced_pool_too_large_with_other_errors_fits_the_node() {
-    let glm = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/glm-5-fp8")
-        .display()
-        .to_string();
+    let glm = model_dir("glm-5-fp8");
     let a = ServeArgs::from_json(json!({
         "model": glm,
         "tensor_parallel_size": 8,
@@ -379,10 +376,15 @@ fn a_misspelled_pool_in_a_misspelled_extra_config_keeps_the_users_value() {
             "kv_conector_extra_config": {"host_pool_gb": 64}},
     }));
     let r = report(&a);
+    let codes: Vec<_> = r.errors.iter().map(|e| e.code).collect();
+    assert_eq!(codes, [Code::UnknownKey], "{:?}", r.errors);
+    // Its fix says it renames the inner key too.
+    let hint = r.errors[0].hint.as_deref().unwrap();
     assert!(
-        !r.errors.iter().any(|e| e.code == Code::HostPoolGibMissing),
-        "{:?}",
-        r.errors
+        hint.contains(
+            "then move your 64 to kv_transfer_config.kv_connector_extra_config.host_pool_gib"
+        ),
+        "{hint}"
     );
     let after = fixes_pass_alone_and_together(&a);
     assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 64.0);

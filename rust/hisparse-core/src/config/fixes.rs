@@ -528,15 +528,22 @@ fn absorb(
         }
         for (i, e) in additions {
             let d = &mut report.errors[i];
-            // The node's RAM lowers the value this fix writes: say so.
-            if let (Code::HostMemoryExceeded, [FixOp::Set { value, .. }]) =
-                (e.code, e.fix.as_slice())
-            {
-                d.hint = Some(format!(
-                    "{}, as {value}: the largest host_pool_gib whose pools this node's RAM pins ({}, host_memory_exceeded)",
-                    d.hint.as_deref().unwrap_or("apply the fix"),
-                    e.message
-                ));
+            let hint = d.hint.as_deref().unwrap_or("apply the fix");
+            match (e.code, e.fix.as_slice()) {
+                // The node's RAM lowers the value this fix writes: say so.
+                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }]) => {
+                    d.hint = Some(format!(
+                        "{hint}, as {value}: the largest host_pool_gib whose pools this node's RAM pins ({}, host_memory_exceeded)",
+                        e.message
+                    ));
+                }
+                // A misspelled host_pool_gib inside what this fix moves is renamed too.
+                (Code::HostPoolGibMisplaced, _) => {
+                    if let Some(then) = &e.hint {
+                        d.hint = Some(format!("{hint}; then {then}"));
+                    }
+                }
+                _ => {}
             }
             d.fix.extend(e.fix);
             grown = true;
