@@ -153,6 +153,7 @@ def test_json_schema_is_stable() -> None:
         "hisparse_limit",
         "target_requests",
         "min_host_pool_gib",
+        "min_host_pool_requests",
     }
     # The Python objects expose the same fields as the JSON.
     p = plan(tensor_parallel_size=8, gpu_memory_gib=140)
@@ -187,6 +188,25 @@ def test_monotone_in_context_and_never_below_baseline(kv_gib: int, pool: int, tp
     for x in points:
         assert x.hisparse_requests is not None and x.baseline_requests is not None
         assert x.baseline_requests <= x.hisparse_requests <= seqs
+
+
+def test_the_suggested_pool_fits_the_nodes_ram() -> None:
+    # A 160 GiB node: the pool for what the GPUs hold (201.74 GiB) does not fit,
+    # so the plan suggests the most it pins, which holds fewer and passes the check.
+    p = plan(tensor_parallel_size=8, gpu_memory_gib=140, host_memory_gib=160)
+    at = p.at_context
+    assert at.target_requests == 33 and at.min_host_pool_gib == 152
+    assert at.min_host_pool_requests == 24
+    report = hisparse_rs.check(
+        DSV32,
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8_ds_mla",
+        kv_transfer_config=hisparse(at.min_host_pool_gib),
+        host_memory_gib=160,
+    )
+    assert report.valid, report.errors
+    roomy = plan(tensor_parallel_size=8, gpu_memory_gib=140).at_context
+    assert roomy.min_host_pool_requests == roomy.target_requests == 33
 
 
 @given(kv_gib=KV_GIB, pool=POOL_GIB, extra=st.integers(1, 1024))

@@ -326,7 +326,11 @@ class PlanPoint:
     """Capacity at ``context_length`` tokens per request, per DP replica.
 
     Request counts are None when the GPU KV room is unknown; limits name what
-    binds ("gpu", "host", "max_num_seqs" or "baseline").
+    binds ("gpu", "host", "max_num_seqs" or "baseline"). ``min_host_pool_gib``
+    is the smallest pool holding ``target_requests``, capped by what the node's
+    RAM pins when ``host_memory_gib`` is given (None when not even the start-up
+    minimum fits); ``min_host_pool_requests`` is what that pool holds, fewer
+    than ``target_requests`` when capped (the host binds).
     """
 
     @property
@@ -359,6 +363,8 @@ class PlanPoint:
     def target_requests(self) -> int | None: ...
     @property
     def min_host_pool_gib(self) -> float | None: ...
+    @property
+    def min_host_pool_requests(self) -> int | None: ...
 
 @final
 class Plan:

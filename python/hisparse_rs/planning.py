@@ -56,7 +56,10 @@ def plan(
         target_requests: requests the suggested ``min_host_pool_gib`` holds
             (default: what the GPU holds at ``context_length``).
         host_memory_gib: the serving node's RAM in GiB (default: this machine's
-            ``MemAvailable``); pinned pools must fit in 95 % of it.
+            ``MemAvailable``); pinned pools must fit in 95 % of it. When given,
+            the suggested ``min_host_pool_gib`` is at most what the node's
+            pools can pin, and ``min_host_pool_requests`` (fewer than
+            ``target_requests`` then) says what it holds.
         gpu_memory_gib: memory of one GPU in GiB, for the KV room
             (``gpu_memory_gib x gpu_memory_utilization - weights``), unless
             ``kv_cache_memory_bytes`` is given.

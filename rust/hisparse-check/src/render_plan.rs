@@ -255,21 +255,48 @@ pub fn plan(p: &Plan) -> String {
         a.host_limit,
         g.max_num_seqs
     );
-    if let (Some(t), Some(pool)) = (a.target_requests, a.min_host_pool_gib) {
-        let _ = writeln!(
-            out,
-            "  host_pool_gib     {pool} GiB holds {t} request{} of this context (pins {} per node)",
-            plural(t as usize),
-            match h.mode {
-                PoolMode::Shared => format!("{pool} GiB x {}", h.pools_per_node),
-                PoolMode::Private => format!("{pool} GiB x {} ranks", h.pools_per_node),
-            }
-        );
+    let pins = |pool: f64| match h.mode {
+        PoolMode::Shared => format!("{pool} GiB x {}", h.pools_per_node),
+        PoolMode::Private => format!("{pool} GiB x {} ranks", h.pools_per_node),
+    };
+    match (
+        a.target_requests,
+        a.min_host_pool_gib,
+        a.min_host_pool_requests,
+    ) {
+        (Some(t), Some(pool), Some(held)) if capped(a) => {
+            let _ = writeln!(
+                out,
+                "  host_pool_gib     {pool} GiB holds {held} of the {t} requests targeted at this context: the most this node's RAM pins, so the host binds (pins {} per node)",
+                pins(pool)
+            );
+        }
+        (Some(t), Some(pool), _) => {
+            let _ = writeln!(
+                out,
+                "  host_pool_gib     {pool} GiB holds {t} request{} of this context (pins {} per node)",
+                plural(t as usize),
+                pins(pool)
+            );
+        }
+        (Some(t), None, _) if h.host_memory_given => {
+            let _ = writeln!(
+                out,
+                "  host_pool_gib     none holds {t} request{} of this context: this node's RAM cannot pin even the start-up minimum",
+                plural(t as usize)
+            );
+        }
+        _ => {}
     }
 
     let _ = writeln!(
         out,
-        "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds; k = 1000 tokens, K = 1024)"
+        "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds{}; k = 1000 tokens, K = 1024)",
+        if p.sweep.iter().any(capped) {
+            ", at most what the node's RAM pins ((host): it holds fewer)"
+        } else {
+            ""
+        }
     );
     sweep_table(&mut out, &p.sweep);
     ignored(&mut out, &p.ignored_flags);
@@ -298,6 +325,11 @@ pub fn plan(p: &Plan) -> String {
     out
 }
 
+/// Whether the node's RAM caps the suggested pool below its target.
+fn capped(x: &PlanPoint) -> bool {
+    matches!((x.min_host_pool_requests, x.target_requests), (Some(held), Some(t)) if held < t)
+}
+
 /// The sweep, right-aligned, each column as wide as its widest cell (a
 /// "1024 (max_num_seqs)" cell widens its column instead of shifting the row).
 fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
@@ -319,8 +351,11 @@ fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
                 requests(x.hisparse_requests, x.hisparse_limit),
                 gib(x.hisparse_gpu_bytes_per_request),
                 gib(x.host_kv_bytes_per_request),
-                x.min_host_pool_gib
-                    .map_or_else(|| "?".to_owned(), |g| format!("{g:.2}")),
+                match x.min_host_pool_gib {
+                    Some(g) if capped(x) => format!("{g:.2} (host)"),
+                    Some(g) => format!("{g:.2}"),
+                    None => "?".to_owned(),
+                },
             ]
         })
         .collect();

@@ -15,14 +15,14 @@
 
 use crate::config::args::ServeArgs;
 use crate::config::fixed_flags::fixed_flags;
-use crate::config::fixes::{fixed_args, resolve_advised};
+use crate::config::fixes::{fixed_args, resolve_advised, MachineCheck};
 use crate::config::model::ModelInfo;
 use crate::config::report::{Provenance, Report};
 use crate::config::validate::PoolAdvice;
+use crate::diagnostic::Code;
 use crate::gpu::{self, GpuSpec};
 use crate::path::FieldPath;
 use crate::plan::{self, PlanError, PlanOptions};
-use crate::sizes;
 
 /// Check a serve configuration for the machines `options` describes (see the
 /// module docs). `Err` for an option out of range or an unknown `--gpu`
@@ -46,32 +46,47 @@ pub(crate) fn check_with_model(
         .transpose()
         .map_err(PlanError::Option)?;
     let options = &options.with_gpu(gpu.as_ref());
-    let (mut report, mut model) = resolve_advised(args, gpu.as_ref(), None)?;
-    if !report.valid {
+    // The host-RAM check runs inside the joint pass, so a fix whose result
+    // pins more than the node holds (a misplaced pool moved into place) takes
+    // its fix too.
+    let host_check = |a: &ServeArgs, r: &mut Report| host_ram_check(a, options, r);
+    let machine: Option<MachineCheck<'_>> =
+        (host_ram && options.host_memory_gib.is_some()).then_some(&host_check);
+    let (mut report, mut model) = resolve_advised(args, gpu.as_ref(), None, machine)?;
+    if report
+        .errors
+        .iter()
+        .any(|e| e.code != Code::HostMemoryExceeded)
+    {
         if let Some(advice) = binding_pool(args, options, gpu.as_ref(), &report) {
-            (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice))?;
-        }
-    }
-    if host_ram && options.host_memory_gib.is_some() {
-        if let Some(h) = report.hisparse.clone() {
-            let tp = args.tensor_parallel_size.unwrap_or(1).max(1) as u64;
-            let dp = args.data_parallel_size.unwrap_or(1).max(1) as u64;
-            let host = plan::host_plan(args, options, &h, tp, dp, &mut Vec::new());
-            let path = match &h.host_pool_gib.provenance {
-                Provenance::Explicit { path } => FieldPath::parse(path).ok(),
-                _ => None,
-            }
-            .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-            if let Some(e) = plan::host_memory_error(&host, &path) {
-                report.errors.push(e);
-                report.warnings.extend(plan::pools_fit_alone(&host, &path));
-                report.valid = false;
-                report.hisparse = None;
-            }
+            (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice), machine)?;
         }
     }
     report.fixed_flags = fixed_flags(args, &report.errors);
     Ok((report, model, gpu))
+}
+
+/// The pinned pools of a valid configuration against 95 % of the node's RAM
+/// (`options.host_memory_gib`): an error (with the warning when each pool
+/// fits alone) that makes the report invalid.
+fn host_ram_check(args: &ServeArgs, options: &PlanOptions, report: &mut Report) {
+    let Some(h) = report.hisparse.clone() else {
+        return;
+    };
+    let tp = args.tensor_parallel_size.unwrap_or(1).max(1) as u64;
+    let dp = args.data_parallel_size.unwrap_or(1).max(1) as u64;
+    let host = plan::host_plan(args, options, &h, tp, dp, &mut Vec::new());
+    let path = match &h.host_pool_gib.provenance {
+        Provenance::Explicit { path } => FieldPath::parse(path).ok(),
+        _ => None,
+    }
+    .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
+    if let Some(e) = plan::host_memory_error(&host, &path) {
+        report.errors.push(e);
+        report.warnings.extend(plan::pools_fit_alone(&host, &path));
+        report.valid = false;
+        report.hisparse = None;
+    }
 }
 
 /// The host pool that lets the GPUs bind, for the configuration the report's
@@ -87,26 +102,20 @@ fn binding_pool(
         return None;
     }
     let fixed = fixed_args(args, report)?;
-    let (r, model) = resolve_advised(&fixed, gpu, None).ok()?;
+    let (r, model) = resolve_advised(&fixed, gpu, None, None).ok()?;
     let (h, model) = (r.hisparse.clone()?, model?);
     let p = plan::plan_resolved(&fixed, options, &r, &h, &model, gpu).ok()?;
     let at = &p.at_context;
-    let (mut gib, target) = (at.min_host_pool_gib?, at.target_requests?);
+    // The planner caps the pool by the node's RAM when it is given.
+    let (gib, target, held) = (
+        at.min_host_pool_gib?,
+        at.target_requests?,
+        at.min_host_pool_requests?,
+    );
     if target == 0 {
         return None;
     }
-    let mut capped = false;
-    if let (Some(_), Some(usable)) = (options.host_memory_gib, p.host.usable_host_memory_bytes) {
-        let cap =
-            plan::largest_fitting_pool_gib(usable, p.host.pools_per_node, p.host.host_block_stride)
-                .filter(|c| *c >= p.host.min_host_pool_gib)?;
-        if cap < gib {
-            (gib, capped) = (cap, true);
-        }
-    }
-    let held =
-        sizes::pool_blocks(gib, p.host.host_block_stride) / at.host_blocks_per_request.max(1);
-    let why = match (capped, options.target_requests) {
+    let why = match (held < target, options.target_requests) {
         (true, _) => "as many as the node's RAM allows",
         (false, Some(_)) => "the --target-requests",
         (false, None) => "what the GPUs hold",
@@ -115,7 +124,7 @@ fn binding_pool(
         gib,
         holds: format!(
             "{gib} GiB holds {} requests of {} tokens per DP replica, {why} (hisparse-check --plan shows the sweep); the start-up minimum, {} GiB, holds one",
-            held.min(target),
+            held,
             at.context_length,
             p.host.min_host_pool_gib
         ),

@@ -619,11 +619,19 @@ proptest! {
         for x in &p.sweep {
             prop_assert!(x.hisparse_requests >= x.baseline_requests);
             prop_assert!(x.hisparse_requests.unwrap() <= p.gpu.max_num_seqs);
-            // The suggested pool really holds its target.
+            // The suggested pool really holds what it says: its target, or
+            // fewer only when the node's RAM caps it (and then it fits).
             if let (Some(n), Some(gib)) = (x.target_requests, x.min_host_pool_gib) {
-                let blocks = hisparse_core::sizes::pool_blocks(gib, p.host.host_block_stride);
-                prop_assert!(blocks / x.host_blocks_per_request >= n);
+                let stride = p.host.host_block_stride;
+                let blocks = hisparse_core::sizes::pool_blocks(gib, stride);
+                let held = x.min_host_pool_requests.unwrap();
+                prop_assert!(blocks / x.host_blocks_per_request >= held);
                 prop_assert!(blocks >= p.host.min_host_blocks);
+                if held < n {
+                    let pinned = (blocks * stride).div_ceil(4096) * 4096 * p.host.pools_per_node;
+                    prop_assert!(p.host.host_memory_given);
+                    prop_assert!(pinned <= p.host.usable_host_memory_bytes.unwrap());
+                }
             }
         }
     }

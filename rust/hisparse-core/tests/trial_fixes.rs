@@ -2,16 +2,24 @@
 //! fix text says what its figures assume, and each fix passes alone and
 //! with the other fixes of its report.
 
+use hisparse_core::check::check;
 use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::plan::{plan, PlanOptions};
 use hisparse_core::{resolve, Code, Report, ServeArgs};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-fn model() -> String {
+/// A bundled model's directory (tests/data/models/NAME).
+fn model_dir(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/deepseek-v3.2")
+        .join("../../tests/data/models")
+        .join(name)
         .display()
         .to_string()
+}
+
+fn model() -> String {
+    model_dir("deepseek-v3.2")
 }
 
 fn args(mut doc: Value) -> ServeArgs {
@@ -35,6 +43,18 @@ fn fixed(args: &ServeArgs, fixes: &[&hisparse_core::Diagnostic]) -> ServeArgs {
 /// Each fix alone removes its error; all of them together leave a valid
 /// configuration; returns that configuration's report.
 fn fixes_pass_alone_and_together(args: &ServeArgs) -> Report {
+    fixes_pass_alone_and_together_by(args, report)
+}
+
+/// [`fixes_pass_alone_and_together`] for the check of `options` (the node's RAM).
+fn fixes_pass_on(args: &ServeArgs, options: &PlanOptions) -> Report {
+    fixes_pass_alone_and_together_by(args, |a| check(a, options).unwrap())
+}
+
+fn fixes_pass_alone_and_together_by(
+    args: &ServeArgs,
+    report: impl Fn(&ServeArgs) -> Report,
+) -> Report {
     let r = report(args);
     assert!(!r.errors.is_empty());
     for d in &r.errors {
@@ -178,10 +198,7 @@ fn a_misspelled_connectors_list_is_renamed_and_hisparse_stays_on() {
 /// (vllm/config/model.py:680).
 #[test]
 fn the_config_is_read_from_hf_config_path_first() {
-    let llama = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/llama-3.1-8b")
-        .display()
-        .to_string();
+    let llama = model_dir("llama-3.1-8b");
     let hs = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}});
     let a = ServeArgs::from_json(json!({"model": llama, "hf_config_path": model(), "tensor_parallel_size": 8, "kv_transfer_config": hs}))
         .unwrap();
@@ -274,4 +291,183 @@ fn data_parallel_size_local_out_of_range_is_fixed() {
         let r = report(&args(doc.clone()));
         assert!(r.valid, "{doc}: {:?}", r.errors);
     }
+}
+/// The `--kv-transfer-config` of examples/dsv32-decode-pd.sh with `pool`.
+fn pd_with_pool(pool: Value) -> Value {
+    let mut kv: Value = serde_json::from_str(PD_NO_POOL).unwrap();
+    kv["kv_connector_extra_config"]["connectors"][1]["kv_connector_extra_config"] =
+        json!({"host_pool_gib": pool});
+    kv
+}
+
+fn on_node(gpu: &str, host_memory_gib: f64) -> PlanOptions {
+    PlanOptions {
+        gpu: Some(gpu.to_owned()),
+        host_memory_gib: Some(host_memory_gib),
+        ..PlanOptions::default()
+    }
+}
+
+/// `doc` (serve args as JSON) with host_pool_gib `pool` at `path`.
+fn with_pool(doc: &Value, path: &str, pool: f64) -> ServeArgs {
+    let mut doc = doc.clone();
+    let set = hisparse_core::FixOp::Set {
+        path: hisparse_core::FieldPath::parse(path).unwrap(),
+        value: json!(pool),
+    };
+    apply_fix(&mut doc, &[set]).unwrap();
+    ServeArgs::from_json(doc).unwrap()
+}
+
+/// Trial: `--plan` suggested a host_pool_gib the node's RAM cannot hold
+/// (207.86 GiB on a 160 GiB node; 367.16 GiB x 8 ranks on a 2048 GiB node),
+/// and the check then refused the pasted figure. With the node's RAM given,
+/// the suggestion at the planned context and in every sweep cell is capped
+/// by what the node pins, holds fewer requests (the host binds), and passes.
+#[test]
+fn the_planned_pool_fits_the_nodes_ram() {
+    let glm = model_dir("glm-5-fp8");
+    let hs = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}});
+    let cases = [
+        (
+            json!({"model": model(), "tensor_parallel_size": 8, "kv_cache_dtype": "fp8_ds_mla", "kv_transfer_config": pd_with_pool(json!(128))}),
+            "kv_transfer_config.kv_connector_extra_config.connectors[1].kv_connector_extra_config.host_pool_gib",
+            160.0,
+        ),
+        (
+            json!({"model": glm, "tensor_parallel_size": 16, "nnodes": 2, "kv_transfer_config": hs}),
+            "kv_transfer_config.kv_connector_extra_config.host_pool_gib",
+            2048.0,
+        ),
+    ];
+    for (doc, path, ram) in cases {
+        let options = on_node("h200", ram);
+        let (_, p) = plan(&ServeArgs::from_json(doc.clone()).unwrap(), &options).unwrap();
+        let p = p.unwrap();
+        assert!(p.valid, "{:?}", p.errors);
+        let at = &p.at_context;
+        let (target, held) = (
+            at.target_requests.unwrap(),
+            at.min_host_pool_requests.unwrap(),
+        );
+        assert!(
+            held < target,
+            "{ram} GiB: the node's RAM caps the pool ({held} of {target})"
+        );
+        let usable = p.host.usable_host_memory_bytes.unwrap();
+        for x in p.sweep.iter().chain([at]) {
+            let gib = x.min_host_pool_gib.expect("a pool that fits");
+            let r = check(&with_pool(&doc, path, gib), &options).unwrap();
+            assert!(
+                r.valid,
+                "{ram} GiB: host_pool_gib {gib} at {}: {:?}",
+                x.context_length, r.errors
+            );
+            // About the most the node pins: 0.05 GiB more does not fit.
+            if x.min_host_pool_requests < x.target_requests {
+                let r = check(&with_pool(&doc, path, gib + 0.05), &options).unwrap();
+                assert!(
+                    r.errors.iter().any(|e| e.code == Code::HostMemoryExceeded),
+                    "{gib} + 0.05 GiB fits {usable} B"
+                );
+            }
+        }
+    }
+}
+
+/// Trial: a pool misplaced on the MultiConnector, larger than the node's RAM.
+/// The fix moved the 2000 into place, and the fixed flags then failed
+/// host_memory_exceeded; the move now lowers it to what the node pins, and
+/// says so. A pool that fits is moved as given.
+#[test]
+fn a_misplaced_pool_moved_into_place_fits_the_node() {
+    let multi = |pool: f64| {
+        args(json!({
+            "tensor_parallel_size": 8,
+            "kv_transfer_config": {"kv_connector": "MultiConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": {"host_pool_gib": pool, "connectors": [
+                    {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+                    {"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}]}},
+        }))
+    };
+    let options = PlanOptions {
+        host_memory_gib: Some(1024.0),
+        ..PlanOptions::default()
+    };
+    let a = multi(2000.0);
+    let r = check(&a, &options).unwrap();
+    let codes: Vec<_> = r.errors.iter().map(|e| e.code).collect();
+    assert_eq!(codes, [Code::HostPoolGibMisplaced]);
+    assert!(
+        r.errors[0].hint.as_deref().unwrap().contains("as 972.79"),
+        "{:?}",
+        r.errors[0].hint
+    );
+    assert!(r
+        .fixed_flags
+        .as_deref()
+        .unwrap()
+        .contains(r#""host_pool_gib": 972.79"#));
+    let after = fixes_pass_on(&a, &options);
+    assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 972.79);
+    // A pool that fits keeps the user's value.
+    let after = fixes_pass_on(&multi(500.0), &options);
+    assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 500.0);
+}
+
+/// The same with other errors in the launch (GLM-5, a misplaced pool too
+/// large for the node, a block size, a misspelled flag value): every fix
+/// alone and all of them together pass the node's check.
+#[test]
+fn a_misplaced_pool_too_large_with_other_errors_fits_the_node() {
+    let glm = model_dir("glm-5-fp8");
+    let a = ServeArgs::from_json(json!({
+        "model": glm,
+        "tensor_parallel_size": 8,
+        "block_size": 16,
+        "attention_config": {"hisparse_config": {"host_pool_gib": 3000}},
+        "compilation_config": {"cudagraph_mod": "FULL"},
+        "kv_transfer_config": serde_json::from_str::<Value>(PD_NO_POOL).unwrap(),
+    }))
+    .unwrap();
+    let options = on_node("h200", 2048.0);
+    let r = check(&a, &options).unwrap();
+    assert!(r.errors.len() >= 2, "{:?}", r.errors);
+    let after = fixes_pass_on(&a, &options);
+    assert!(after.hisparse.unwrap().host_pool_gib.value < 3000.0);
+}
+
+/// Trial: `kv_conector_extra_config: {host_pool_gb: 64}` (both keys
+/// misspelled). The fixes together set a one-request pool beside the stale
+/// host_pool_gb, dropping the 64; the unknown_key fix alone kept it. Now
+/// both keys are renamed, alone and together, and nothing is left behind.
+#[test]
+fn a_misspelled_pool_in_a_misspelled_extra_config_keeps_the_users_value() {
+    let a = args(json!({
+        "tensor_parallel_size": 8,
+        "kv_transfer_config": {"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+            "kv_conector_extra_config": {"host_pool_gb": 64}},
+    }));
+    let r = report(&a);
+    let codes: Vec<_> = r.errors.iter().map(|e| e.code).collect();
+    assert_eq!(codes, [Code::UnknownKey], "{:?}", r.errors);
+    // Its fix says it renames the inner key too.
+    let hint = r.errors[0].hint.as_deref().unwrap();
+    assert!(
+        hint.contains(
+            "then move your 64 to kv_transfer_config.kv_connector_extra_config.host_pool_gib"
+        ),
+        "{hint}"
+    );
+    let after = fixes_pass_alone_and_together(&a);
+    assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 64.0);
+    let all: Vec<_> = r.errors.iter().collect();
+    let doc = fixed(&a, &all).to_json();
+    assert_eq!(
+        doc["kv_transfer_config"]["kv_connector_extra_config"],
+        json!({"host_pool_gib": 64})
+    );
+    assert!(doc["kv_transfer_config"]
+        .get("kv_conector_extra_config")
+        .is_none());
 }

@@ -656,6 +656,7 @@ pub struct PlanPoint {
     hisparse_limit: Option<&'static str>,
     target_requests: Option<u64>,
     min_host_pool_gib: Option<f64>,
+    min_host_pool_requests: Option<u64>,
 }
 
 impl From<&CorePoint> for PlanPoint {
@@ -676,6 +677,7 @@ impl From<&CorePoint> for PlanPoint {
             hisparse_limit: limit(p.hisparse_limit),
             target_requests: p.target_requests,
             min_host_pool_gib: p.min_host_pool_gib,
+            min_host_pool_requests: p.min_host_pool_requests,
         }
     }
 }

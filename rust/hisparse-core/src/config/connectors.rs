@@ -6,6 +6,7 @@
 //! explicit stack, so hostile nesting cannot overflow it), bounded by
 //! [`MAX_DEPTH`], and reports every problem with its exact path.
 
+use crate::config::misplaced::is_host_pool_key;
 use crate::config::schema::{
     check_keys, closest, kind, lax_bool, lax_int, quoted, type_error, KNOWN_CONNECTORS, KV_ROLES,
     KV_TRANSFER_FIELDS, KV_TRANSFER_REMOVED,
@@ -954,12 +955,17 @@ fn top_children(obj: &Map<String, Value>, path: &FieldPath) -> Option<(FieldPath
     }
 }
 
-/// Whether an unknown key of this connector holds an object with `host_pool_gib`
-/// (e.g. `kv_extra_config`): the user's value exists, just in the wrong place.
+/// Whether an unknown key of this connector holds an object with
+/// `host_pool_gib`, or a misspelling of it (`kv_extra_config`,
+/// `{"kv_conector_extra_config": {"host_pool_gb": 64}}`): the user's value
+/// exists, just in the wrong place. Its `unknown_key` fix moves the object,
+/// and the joint pass renames a misspelled key inside it.
 fn misplaced_host_pool(node: &Node<'_>) -> bool {
     node.value.as_object().is_some_and(|obj| {
         obj.iter().any(|(k, v)| {
-            !KV_TRANSFER_FIELDS.contains(&k.as_str()) && v.get("host_pool_gib").is_some()
+            !KV_TRANSFER_FIELDS.contains(&k.as_str())
+                && v.as_object()
+                    .is_some_and(|o| o.keys().any(|key| is_host_pool_key(key, true)))
         })
     })
 }

@@ -30,7 +30,7 @@ use crate::config::args::{LoadError, ServeArgs};
 use crate::config::model::ModelInfo;
 use crate::config::report::Report;
 use crate::config::resolve::resolve_once;
-use crate::config::validate::PoolAdvice;
+use crate::config::validate::{PoolAdvice, StartupNeed};
 use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
 use crate::path::{FieldPath, Seg};
@@ -281,8 +281,9 @@ pub(crate) fn resolve_advised(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
     advice: Option<&PoolAdvice>,
+    machine: Option<MachineCheck<'_>>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    let (mut report, mut model, needed) = resolve_once(args, gpu, advice)?;
+    let (mut report, mut model, needed) = resolve_checked(args, gpu, advice, machine)?;
     if !shallow(args) {
         return Ok((report, model)); // no copies of values nested this deep (see `shallow`)
     }
@@ -317,11 +318,31 @@ pub(crate) fn resolve_advised(
                 gib,
                 holds: format!("{what}: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
             };
-            (report, model, _) = resolve_once(args, gpu, Some(&joint))?;
+            (report, model, _) = resolve_checked(args, gpu, Some(&joint), machine)?;
         }
     }
-    absorb(args, gpu, &mut report);
+    absorb(args, gpu, machine, &mut report);
     Ok((report, model))
+}
+
+/// A check of a resolved configuration against the machines it runs on (the
+/// node's host RAM, [`crate::check`]): it adds its errors to a valid report.
+/// The joint pass runs it on every configuration a fix gives, so a fix whose
+/// result it rejects takes its fix too ([`absorb`]).
+pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, &mut Report);
+
+/// [`resolve_once`], then the machine check, when there is one.
+fn resolve_checked(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    advice: Option<&PoolAdvice>,
+    machine: Option<MachineCheck<'_>>,
+) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
+    let (mut report, model, needed) = resolve_once(args, gpu, advice)?;
+    if let Some(check) = machine {
+        check(args, &mut report);
+    }
+    Ok((report, model, needed))
 }
 
 /// Nesting up to which the joint pass copies the JSON fields (real serve
@@ -362,12 +383,17 @@ const ABSORB_ROUNDS: usize = 4;
 /// The configuration after all fixes names places as they are after every
 /// removal; they are the places the fixes name only when no fix removes or
 /// moves a list item, so below a list item only that case is absorbed.
-fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
+fn absorb(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    machine: Option<MachineCheck<'_>>,
+    report: &mut Report,
+) {
     for _ in 0..ABSORB_ROUNDS {
         let Some(fixed) = fixed_args(args, report) else {
             return;
         };
-        let Ok((after, _, _)) = resolve_once(&fixed, gpu, None) else {
+        let Ok((after, _, _)) = resolve_checked(&fixed, gpu, None, machine) else {
             return;
         };
         let shifts = report.errors.iter().flat_map(|d| &d.fix).any(|op| {
@@ -441,7 +467,7 @@ fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
             }
             e
         };
-        let mut additions: Vec<(usize, Vec<FixOp>)> = Vec::new();
+        let mut additions: Vec<(usize, Diagnostic)> = Vec::new();
         for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
             // e and its fix lie at or below `w`: through object keys only, or
             // anywhere inside a value one fix set whole and no other fix edits.
@@ -489,7 +515,7 @@ fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
                             return None;
                         }
                         let a = alone[i]
-                            .get_or_insert_with(|| alone_errors(args, gpu, &errors[i]))
+                            .get_or_insert_with(|| alone_errors(args, gpu, machine, &errors[i]))
                             .iter()
                             .find(|a| a.code == e.code && a.path == e.path)?;
                         let ops = joint_ops(&a.fix, &e.fix)?;
@@ -497,11 +523,29 @@ fn absorb(args: &ServeArgs, gpu: Option<&GpuSpec>, report: &mut Report) {
                     })
                 });
             if let Some((i, e)) = owner {
-                additions.push((i, e.fix));
+                additions.push((i, e));
             }
         }
-        for (i, ops) in additions {
-            report.errors[i].fix.extend(ops);
+        for (i, e) in additions {
+            let d = &mut report.errors[i];
+            let hint = d.hint.as_deref().unwrap_or("apply the fix");
+            match (e.code, e.fix.as_slice()) {
+                // The node's RAM lowers the value this fix writes: say so.
+                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }]) => {
+                    d.hint = Some(format!(
+                        "{hint}, as {value}: the largest host_pool_gib whose pools this node's RAM pins ({}, host_memory_exceeded)",
+                        e.message
+                    ));
+                }
+                // A misspelled host_pool_gib inside what this fix moves is renamed too.
+                (Code::HostPoolGibMisplaced, _) => {
+                    if let Some(then) = &e.hint {
+                        d.hint = Some(format!("{hint}; then {then}"));
+                    }
+                }
+                _ => {}
+            }
+            d.fix.extend(e.fix);
             grown = true;
         }
         if !grown {
@@ -548,7 +592,12 @@ fn joint_ops(alone: &[FixOp], joint: &[FixOp]) -> Option<Vec<FixOp>> {
 }
 
 /// The errors `args` has after `d`'s fix alone (none when it does not apply).
-fn alone_errors(args: &ServeArgs, gpu: Option<&GpuSpec>, d: &Diagnostic) -> Vec<Diagnostic> {
+fn alone_errors(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    machine: Option<MachineCheck<'_>>,
+    d: &Diagnostic,
+) -> Vec<Diagnostic> {
     if d.fix.is_empty() {
         return Vec::new();
     }
@@ -559,7 +608,7 @@ fn alone_errors(args: &ServeArgs, gpu: Option<&GpuSpec>, d: &Diagnostic) -> Vec<
     let Ok(one) = ServeArgs::from_json(doc) else {
         return Vec::new();
     };
-    resolve_once(&one, gpu, None).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
+    resolve_checked(&one, gpu, None, machine).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
 }
 
 /// `args` with every error's fix of `report` applied in order; None when

@@ -56,7 +56,7 @@ impl Misplaced {
 }
 
 /// `host_pool_gib`, or a misspelling of it (`host_pool_gb`, `hostpoolgib`).
-fn is_host_pool_key(key: &str, typos: bool) -> bool {
+pub(crate) fn is_host_pool_key(key: &str, typos: bool) -> bool {
     key == HOST_POOL_GIB || (typos && closest(key, &[HOST_POOL_GIB]).is_some())
 }
 

@@ -65,7 +65,7 @@ pub fn resolve_on(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    let (mut report, model) = fixes::resolve_advised(args, gpu, None)?;
+    let (mut report, model) = fixes::resolve_advised(args, gpu, None, None)?;
     report.fixed_flags = fixed_flags(args, &report.errors);
     Ok((report, model))
 }

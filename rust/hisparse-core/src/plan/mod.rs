@@ -252,8 +252,15 @@ pub struct PlanPoint {
     pub hisparse_limit: Option<Limit>,
     /// Requests the host-pool figure below is sized for.
     pub target_requests: Option<u64>,
-    /// The smallest host_pool_gib holding target_requests requests (and starting).
+    /// The smallest host_pool_gib holding target_requests requests (and
+    /// starting), capped by what the node's RAM pins when it is given
+    /// (`--host-memory-gib`): a suggestion the check passes. None when even
+    /// the start-up minimum does not fit the node.
     pub min_host_pool_gib: Option<f64>,
+    /// Requests of this context min_host_pool_gib holds: target_requests, or
+    /// fewer when the node's RAM caps the pool (the host then binds).
+    #[serde(default)]
+    pub min_host_pool_requests: Option<u64>,
 }
 
 /// The capacity plan of one valid HiSparse configuration.
@@ -472,6 +479,9 @@ struct Planner<'a> {
     host: HostPlan,
     gpu: GpuPlan,
     host_pool_path: Option<FieldPath>,
+    /// The largest host_pool_gib the node's RAM pins, when it is given
+    /// (Some(None): not even the start-up minimum fits).
+    pool_cap: Option<Option<f64>>,
     warnings: Vec<Diagnostic>,
 }
 
@@ -567,6 +577,15 @@ impl<'a> Planner<'a> {
             Provenance::Explicit { path } => FieldPath::parse(path).ok(),
             _ => None,
         };
+        // A pool the planner suggests must pass the check: with the node's
+        // RAM given, no larger than what its pools can pin.
+        let pool_cap = match (host.host_memory_given, host.usable_host_memory_bytes) {
+            (true, Some(usable)) => Some(
+                largest_fitting_pool_gib(usable, host.pools_per_node, host.host_block_stride)
+                    .filter(|c| *c >= host.min_host_pool_gib),
+            ),
+            _ => None,
+        };
         Ok(Planner {
             h,
             model: report.model.clone(),
@@ -576,6 +595,7 @@ impl<'a> Planner<'a> {
             host,
             gpu,
             host_pool_path,
+            pool_cap,
             warnings,
         })
     }
@@ -623,12 +643,20 @@ impl<'a> Planner<'a> {
         let target = self
             .target_requests
             .or_else(|| gpu_limit.map(|g| g.min(seqs)));
-        let min_host_pool_gib = target.map(|n| {
+        let stride = self.host.host_block_stride;
+        let min_host_pool_gib = target.and_then(|n| {
             let blocks = n
                 .saturating_mul(per_request_blocks)
                 .max(self.host.min_host_blocks);
-            sizes::min_pool_gib(blocks, self.host.host_block_stride)
+            let gib = sizes::min_pool_gib(blocks, stride);
+            match self.pool_cap {
+                Some(cap) => cap.map(|c| gib.min(c)),
+                None => Some(gib),
+            }
         });
+        let min_host_pool_requests = target
+            .zip(min_host_pool_gib)
+            .map(|(n, gib)| n.min(fit(sizes::pool_blocks(gib, stride), per_request_blocks)));
         PlanPoint {
             context_length: context,
             host_kv_bytes_per_request: context.saturating_mul(s.mla_bytes_per_token),
@@ -646,6 +674,7 @@ impl<'a> Planner<'a> {
             hisparse_limit: hisparse.map(|x| x.1),
             target_requests: target,
             min_host_pool_gib,
+            min_host_pool_requests,
         }
     }
 
