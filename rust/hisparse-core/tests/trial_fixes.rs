@@ -146,14 +146,19 @@ fn a_misspelled_kv_connector_key_is_renamed_and_hisparse_stays_on() {
         assert!(r.hisparse_enabled, "{name}");
         let codes: Vec<_> = r.errors.iter().map(|e| e.code).collect();
         assert_eq!(codes, [Code::MissingKvConnector], "{name}");
-        let after = fixes_pass_alone_and_together(&a);
-        let h = after.hisparse.expect("HiSparse on after the fix");
-        assert_eq!(h.host_pool_gib.value, 256.0, "{name}");
-        assert_eq!(
-            h.connector,
-            "kv_transfer_config.kv_connector_extra_config.connectors[1]"
-        );
+        hisparse_kept(fixes_pass_alone_and_together(&a), name);
     }
+}
+
+/// After the fixes: HiSparse on, the user's 256 GiB kept, the connector at
+/// the MultiConnector's second place.
+fn hisparse_kept(after: Report, case: &str) {
+    let h = after.hisparse.expect("HiSparse on after the fixes");
+    assert_eq!(h.host_pool_gib.value, 256.0, "{case}");
+    assert_eq!(
+        h.connector, "kv_transfer_config.kv_connector_extra_config.connectors[1]",
+        "{case}"
+    );
 }
 
 /// Found after the trial: the MultiConnector's list under a misspelled key
@@ -183,13 +188,7 @@ fn a_misspelled_connectors_list_is_renamed_and_hisparse_stays_on() {
         assert_eq!(r.errors.len(), errors, "{key}: {:?}", r.errors);
         assert!(r.errors.iter().any(|e| e.code == Code::EmptyMultiConnector
             && e.path.to_string() == "kv_transfer_config.kv_connector_extra_config.connectors"));
-        let after = fixes_pass_alone_and_together(&a);
-        let h = after.hisparse.expect("HiSparse on after the fixes");
-        assert_eq!(h.host_pool_gib.value, 256.0, "{key}");
-        assert_eq!(
-            h.connector,
-            "kv_transfer_config.kv_connector_extra_config.connectors[1]"
-        );
+        hisparse_kept(fixes_pass_alone_and_together(&a), key);
     }
 }
 
