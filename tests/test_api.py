@@ -96,6 +96,13 @@ def test_the_fixes_as_serve_flags() -> None:
     fixed = dict(block_size=64, kv_transfer_config=json.loads(report.fixed_flags.split("'")[1]))
     assert hisparse_rs.check(DSV32, tensor_parallel_size=8, **fixed).valid
     assert hisparse_rs.check(DSV32, kv_transfer_config=PD, tensor_parallel_size=8).fixed_flags is None
+    assert report.fixed_env is None
+    # The environment apart from the flags (a flags line with `unset VAR` in it failed when pasted).
+    off = hisparse_rs.check(
+        DSV32, kv_transfer_config=PD, tensor_parallel_size=8, vllm_use_v2_model_runner="0"
+    )
+    assert (off.fixed_flags, off.fixed_env) == (None, "unset VLLM_USE_V2_MODEL_RUNNER")
+    assert json.loads(off.to_json())["fixed_env"] == off.fixed_env
 
 
 def test_messages_name_what_the_user_needs() -> None:

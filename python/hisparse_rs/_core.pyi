@@ -183,12 +183,20 @@ class Report:
         """The GPU named with ``gpu=`` (its figures and their sources), or None."""
     @property
     def fixed_flags(self) -> str | None:
-        """The ``vllm serve`` flags (and environment) to change with every fix applied, as shell text.
+        """The ``vllm serve`` flags to change with every fix applied, as shell text.
 
-        E.g. ``--block-size 64 --kv-transfer-config '{...}'``; ``(remove --flag)`` and
-        ``unset VAR`` for what the fixes remove. Given in place of those flags, they pass;
-        JSON flags are given whole (vLLM's dotted flags replace a JSON flag instead of
-        editing it). None when no fix changes a flag (the model and platform are not flags).
+        E.g. ``--block-size 64 --kv-transfer-config '{...}'``; ``(remove --flag)`` for what
+        the fixes remove. Given in place of those flags (with :attr:`fixed_env` applied),
+        they pass; JSON flags are given whole (vLLM's dotted flags replace a JSON flag
+        instead of editing it). None when no fix changes a flag (the model and platform
+        are not flags).
+        """
+    @property
+    def fixed_env(self) -> str | None:
+        """The environment variables the fixes change, as shell text run before ``vllm serve``.
+
+        E.g. ``unset VLLM_USE_V2_MODEL_RUNNER``; ``VAR=value`` for one they set. None when no
+        fix changes one.
         """
     @property
     def schema_version(self) -> int: ...

@@ -571,6 +571,9 @@ def render(report: Any, node: Machine | None = None) -> str:
     flags = report.fixed_flags
     if flags:
         lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]
+    env = report.fixed_env
+    if env:
+        lines += ["", "With every fix applied, change the environment (before vllm serve):", f"  {env}"]
     if node is not None and (node.checked or node.skipped):
         lines.append("")
         if node.checked:

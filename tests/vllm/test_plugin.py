@@ -135,6 +135,17 @@ def test_the_flags_of_the_report_make_a_config_that_vllm_starts() -> None:
     assert "--block-size 64" in flags
 
 
+def test_the_environment_fix_has_its_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Trial 2: `unset VAR` inside the flags line failed when pasted after the command.
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    with pytest.raises(ValueError) as raised:
+        engine_args(kv_transfer_config=pd_decode(), tensor_parallel_size=8).create_engine_config()
+    lines = str(raised.value).splitlines()
+    lead = "With every fix applied, change the environment (before vllm serve):"
+    assert lines[lines.index(lead) + 1].strip() == "unset VLLM_USE_V2_MODEL_RUNNER"
+    assert not any("unset" in line for line in lines if line.startswith("  --"))
+
+
 def test_a_misspelled_kv_connector_key_is_refused_with_the_rename() -> None:
     # Trial finding 1: the plugin was silent (HiSparse read as off) and the fix removed the entry.
     tree = pd_decode(host_pool_gib=256)

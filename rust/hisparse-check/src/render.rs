@@ -148,6 +148,12 @@ pub fn human(report: &Report) -> String {
             "\nWith every fix applied, change these vllm serve flags:\n  {flags}"
         );
     }
+    if let Some(env) = &report.fixed_env {
+        let _ = writeln!(
+            out,
+            "\nWith every fix applied, change the environment (before vllm serve):\n  {env}"
+        );
+    }
     let verdict = if report.valid { "valid" } else { "INVALID" };
     let _ = write!(
         out,

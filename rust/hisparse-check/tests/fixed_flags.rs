@@ -128,3 +128,57 @@ fn a_valid_configuration_prints_no_flags() {
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains(LEAD), "{text}");
 }
+
+/// Trial 2: an environment fix (`unset VLLM_USE_V2_MODEL_RUNNER`) was printed
+/// inside the flags line, which then failed when pasted after the command.
+/// The environment comes on its own line (and as `fixed_env` in `--json`):
+/// run before the command, with the flags pasted in place, the check passes.
+#[test]
+fn the_environment_comes_apart_from_the_flags() {
+    const ENV_LEAD: &str = "With every fix applied, change the environment (before vllm serve):";
+    let flags = [
+        ("-tp", Some("8")),
+        ("--block-size", Some("16")),
+        ("--kv-transfer-config", Some(PD)),
+    ];
+    let mut line = format!(
+        "VLLM_USE_V2_MODEL_RUNNER=0; export VLLM_USE_V2_MODEL_RUNNER; {} {}",
+        quote(BIN),
+        quote(&model())
+    );
+    for (flag, value) in &flags {
+        line.push_str(&format!(" {flag} {}", quote(value.unwrap())));
+    }
+    let run = |line: &str| {
+        let out = Command::new("sh").args(["-c", line]).output().expect("sh");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = run(&line);
+    assert_eq!(code, 1, "{text}");
+    let after = |lead: &str| {
+        text.lines()
+            .skip_while(|l| *l != lead)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {lead:?} in:\n{text}"))
+            .trim()
+            .to_owned()
+    };
+    let (printed, env) = (after(LEAD), after(ENV_LEAD));
+    assert_eq!(env, "unset VLLM_USE_V2_MODEL_RUNNER");
+    assert!(!printed.contains("VLLM_"), "{printed}");
+    let (_, json) = run(&format!("{line} --json"));
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["fixed_env"], env.as_str());
+    assert_eq!(report["fixed_flags"], printed.as_str());
+    // The printed flags replace --block-size and --kv-transfer-config.
+    let fixed = format!(
+        "VLLM_USE_V2_MODEL_RUNNER=0; export VLLM_USE_V2_MODEL_RUNNER; {env}; {} {} -tp 8 {printed}",
+        quote(BIN),
+        quote(&model())
+    );
+    let (code, text) = run(&fixed);
+    assert_eq!(code, 0, "{fixed}:\n{text}");
+}

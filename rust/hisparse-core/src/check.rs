@@ -62,7 +62,8 @@ pub(crate) fn check_with_model(
             (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice), machine)?;
         }
     }
-    report.fixed_flags = fixed_flags(args, &report.errors);
+    let fixed = fixed_flags(args, &report.errors);
+    (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
     Ok((report, model, gpu))
 }
 

@@ -112,14 +112,20 @@ impl Report {
                 .and_then(|g| serde_json::to_value(g).ok()),
         )
     }
-    /// The `vllm serve` flags (and environment) to change with every fix of
-    /// this report applied, as shell text (`--block-size 64 --kv-transfer-config
-    /// '{...}'`; `(remove --flag)`, `unset VAR`): given in place of those flags,
-    /// they pass. JSON flags are given whole (vLLM's dotted flags replace a JSON
-    /// flag instead of editing it). None when no fix changes a flag.
+    /// The `vllm serve` flags to change with every fix of this report applied,
+    /// as shell text (`--block-size 64 --kv-transfer-config '{...}'`;
+    /// `(remove --flag)`): given in place of those flags (with `fixed_env`
+    /// applied), they pass. JSON flags are given whole (vLLM's dotted flags
+    /// replace a JSON flag instead of editing it). None when no fix changes a flag.
     #[getter]
     fn fixed_flags(&self) -> Option<&str> {
         self.0.fixed_flags.as_deref()
+    }
+    /// The environment variables the fixes change, as shell text run before
+    /// `vllm serve` (`unset VAR`, `VAR=value`). None when no fix changes one.
+    #[getter]
+    fn fixed_env(&self) -> Option<&str> {
+        self.0.fixed_env.as_deref()
     }
     /// Version of the JSON schema.
     #[getter]

@@ -1,7 +1,9 @@
 //! The `vllm serve` flags after every fix of a report: what a user pastes in
 //! place of their own flags. `hisparse-check` prints them, its `--json` and
 //! the Python `Report` carry them as `fixed_flags`, and the vLLM plugin's
-//! refusal ends with them.
+//! refusal ends with them. Environment variables the fixes change are not
+//! flags: they come apart, as `fixed_env` (`unset VAR`, `VAR=value`), so the
+//! flags line pastes after `vllm serve` as it is.
 //!
 //! A JSON flag is given whole: vLLM's dotted flags replace a JSON flag of the
 //! same name instead of editing it (see `describe_fix`). Values are quoted
@@ -15,13 +17,25 @@ use crate::diagnostic::Diagnostic;
 use serde_json::Value;
 use std::io;
 
-/// The flags (and environment) that change `args` into `args` with every fix
-/// of `errors` applied, in report order (the order they pass together in):
-/// scalar flags first, then JSON flags and the environment, each by name.
-/// `(remove --flag)` for a flag the fixes remove, `unset VAR` for an
-/// environment variable. None when no fix changes a flag (the model and the
-/// platform are not flags) or the fixes do not apply.
-pub fn fixed_flags(args: &ServeArgs, errors: &[Diagnostic]) -> Option<String> {
+/// What changes `args` into `args` with every fix of `errors` applied (in
+/// report order, the order they pass together in), as shell text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FixedFlags {
+    /// The `vllm serve` flags: scalar flags first, then JSON flags, each by
+    /// name; `(remove --flag)` for a flag the fixes remove. None when no fix
+    /// changes a flag (the model and the platform are not flags).
+    pub flags: Option<String>,
+    /// The environment variables, by name: `unset VAR` for one the fixes
+    /// remove, `VAR=value` for one they set. None when no fix changes one.
+    pub env: Option<String>,
+}
+
+/// [`FixedFlags`] of a report: both None when the fixes do not apply.
+pub fn fixed_flags(args: &ServeArgs, errors: &[Diagnostic]) -> FixedFlags {
+    changes(args, errors).unwrap_or_default()
+}
+
+fn changes(args: &ServeArgs, errors: &[Diagnostic]) -> Option<FixedFlags> {
     if errors.iter().all(|e| e.fix.is_empty()) || !shallow(args) {
         return None;
     }
@@ -39,18 +53,20 @@ pub fn fixed_flags(args: &ServeArgs, errors: &[Diagnostic]) -> Option<String> {
         .filter(|k| was.get(*k) != now.get(*k))
         .collect();
     let env = |k: &str| !k.chars().any(|c| c.is_ascii_lowercase());
-    keys.sort_by_key(|k| (JSON_FIELDS.contains(k) || env(k), *k));
-    let parts: Vec<String> = keys
+    keys.sort_by_key(|k| (JSON_FIELDS.contains(k), *k));
+    let (env_keys, flag_keys): (Vec<&str>, Vec<&str>) = keys.into_iter().partition(|k| env(k));
+    let vars: Vec<String> = env_keys
+        .into_iter()
+        .map(|key| match now.get(key).filter(|v| !v.is_null()) {
+            None => format!("unset {key}"),
+            Some(Value::String(s)) => format!("{key}={}", shell_quote(s)),
+            Some(v) => format!("{key}={}", shell_quote(&v.to_string())),
+        })
+        .collect();
+    let parts: Vec<String> = flag_keys
         .into_iter()
         .map(|key| {
             let value = now.get(key).filter(|v| !v.is_null());
-            if env(key) {
-                return match value {
-                    None => format!("unset {key}"),
-                    Some(Value::String(s)) => format!("{key}={}", shell_quote(s)),
-                    Some(v) => format!("{key}={}", shell_quote(&v.to_string())),
-                };
-            }
             let flag = flag_name(key);
             match value {
                 None => format!("(remove {flag})"),
@@ -62,7 +78,11 @@ pub fn fixed_flags(args: &ServeArgs, errors: &[Diagnostic]) -> Option<String> {
             }
         })
         .collect();
-    (!parts.is_empty()).then(|| parts.join(" "))
+    let text = |v: Vec<String>| (!v.is_empty()).then(|| v.join(" "));
+    Some(FixedFlags {
+        flags: text(parts),
+        env: text(vars),
+    })
 }
 
 /// A word for a POSIX shell, as Python's `shlex.quote`: unchanged when it has
@@ -130,7 +150,7 @@ mod tests {
     }
 
     #[test]
-    fn scalars_first_then_json_flags_and_the_environment() {
+    fn scalars_first_then_json_flags_and_the_environment_apart() {
         let args = ServeArgs::from_json(json!({
             "model": "m",
             "block_size": 16,
@@ -165,10 +185,14 @@ mod tests {
             },
         ];
         let errors = [Diagnostic::error(Code::InvalidValue, p("block_size"), "x").fix(fix)];
+        let fixed = fixed_flags(&args, &errors);
         assert_eq!(
-            fixed_flags(&args, &errors).unwrap(),
-            r#"--block-size 64 (remove --scheduler-reserve-full-isl) unset VLLM_USE_V2_MODEL_RUNNER (remove --compilation-config) --kv-transfer-config '{"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}'"#
+            fixed.flags.as_deref(),
+            Some(
+                r#"--block-size 64 (remove --scheduler-reserve-full-isl) (remove --compilation-config) --kv-transfer-config '{"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}'"#
+            )
         );
-        assert_eq!(fixed_flags(&args, &[]), None);
+        assert_eq!(fixed.env.as_deref(), Some("unset VLLM_USE_V2_MODEL_RUNNER"));
+        assert_eq!(fixed_flags(&args, &[]), FixedFlags::default());
     }
 }

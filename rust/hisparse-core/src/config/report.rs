@@ -123,12 +123,16 @@ pub struct Report {
     /// (`--port 8000`), as given. Empty from Python.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_flags: Vec<String>,
-    /// The `vllm serve` flags (and environment) to change, with every fix of
-    /// this report applied, e.g. `--block-size 64 --kv-transfer-config '{...}'`:
-    /// pasted in place of the flags given, they pass (`config::fixed_flags`).
-    /// Absent when no fix changes a flag.
+    /// The `vllm serve` flags to change, with every fix of this report
+    /// applied, e.g. `--block-size 64 --kv-transfer-config '{...}'`: pasted in
+    /// place of the flags given (with `fixed_env` applied), they pass
+    /// (`config::fixed_flags`). Absent when no fix changes a flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_flags: Option<String>,
+    /// The environment variables the fixes change, as shell text run before
+    /// `vllm serve` (`unset VLLM_USE_V2_MODEL_RUNNER`). Absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_env: Option<String>,
 }
 
 impl Report {
@@ -148,6 +152,7 @@ impl Report {
             gpu: None,
             ignored_flags: Vec::new(),
             fixed_flags: None,
+            fixed_env: None,
         }
     }
 

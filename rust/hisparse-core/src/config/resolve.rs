@@ -66,7 +66,8 @@ pub fn resolve_on(
     gpu: Option<&GpuSpec>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
     let (mut report, model) = fixes::resolve_advised(args, gpu, None, None)?;
-    report.fixed_flags = fixed_flags(args, &report.errors);
+    let fixed = fixed_flags(args, &report.errors);
+    (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
     Ok((report, model))
 }
 
