@@ -192,6 +192,38 @@ fn a_misspelled_connectors_list_is_renamed_and_hisparse_stays_on() {
     }
 }
 
+/// Break-it: a misspelled `conectors` beside a real `connectors` list (or
+/// `[]`) was silent, HiSparse off as in vLLM, which reads only `connectors`:
+/// a warning names the ignored connectors, and its fix moves them in.
+#[test]
+fn misspelled_connectors_beside_real_ones_are_named() {
+    let nixl = json!({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"});
+    let hs = json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 256}});
+    for listed in [json!([nixl]), json!([])] {
+        let a = args(json!({
+            "tensor_parallel_size": 8,
+            "kv_transfer_config": {"kv_connector": "MultiConnector", "kv_role": "kv_consumer",
+                "kv_connector_extra_config": {"connectors": listed, "conectors": [hs]}},
+        }));
+        let r = report(&a);
+        assert!(r.valid && !r.hisparse_enabled, "{listed}: {:?}", r.errors);
+        let w = r
+            .warnings
+            .iter()
+            .find(|w| w.code == Code::UnknownKey)
+            .unwrap_or_else(|| panic!("{listed}: {:?}", r.warnings));
+        assert!(w.message.contains("HiSparseConnector"), "{}", w.message);
+        let after = report(&fixed(&a, &[w]));
+        assert!(
+            after.valid && after.hisparse_enabled,
+            "{listed}: {:?}",
+            after.errors
+        );
+        let h = after.hisparse.unwrap();
+        assert_eq!(h.host_pool_gib.value, 256.0);
+    }
+}
+
 /// Trial finding 7: `--hf-config-path` was listed as ignored, so the check
 /// read another config than vLLM, which reads `hf_config_path or model`
 /// (vllm/config/model.py:680).

@@ -184,30 +184,36 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         }
 
         let mut misspelled_list = None;
-        let (children, children_path) = match (
-            extra.and_then(|e| e.get("connectors")),
-            obj.get("connectors"),
-        ) {
+        // A list under a misspelled key (`conectors`): vLLM reads none of it.
+        let misspelled = extra
+            .filter(|_| connector == Some(MULTI))
+            .and_then(misspelled_children);
+        let listed = extra.and_then(|e| e.get("connectors"));
+        // No connectors list (vLLM asserts one), but a list under the
+        // misspelled key: those are the children meant, walked where they
+        // are; the rename below is their fix.
+        let meant = misspelled.filter(|_| obj.get("connectors").is_none() && listed.is_none());
+        let (children, children_path) = match (meant, listed, obj.get("connectors")) {
+            (Some((key, list)), _, _) => {
+                misspelled_list = Some(key);
+                (Some(list), extra_path.key(key))
+            }
             // An empty list beside misplaced children: the misplaced_connectors
             // fix moves them in, so they are the children.
-            (Some(Value::Array(c)), Some(m)) if c.is_empty() => {
+            (None, Some(Value::Array(c)), Some(m)) if c.is_empty() => {
                 (Some(m), node.path.key("connectors"))
             }
-            (Some(c), _) => (Some(c), extra_path.key("connectors")),
-            // Misplaced `connectors` (reported by check_fields): walk them where they are.
-            (None, Some(c)) => (Some(c), node.path.key("connectors")),
-            // A list under a misspelled key (`conectors`): vLLM reads none, but
-            // they are the children meant; the rename below is their fix.
-            (None, None) => match extra
-                .filter(|_| connector == Some(MULTI))
-                .and_then(misspelled_children)
-            {
-                Some((key, list)) => {
-                    misspelled_list = Some(key);
-                    (Some(list), extra_path.key(key))
+            (None, Some(c), _) => {
+                // Beside a connectors list (even `[]`, which vLLM starts
+                // with): vLLM ignores the misspelled ones.
+                if let (Some((key, list)), true) = (misspelled, c.is_array()) {
+                    out.push(ignored_children(&extra_path, key, list));
                 }
-                None => (None, extra_path.key("connectors")),
-            },
+                (Some(c), extra_path.key("connectors"))
+            }
+            // Misplaced `connectors` (reported by check_fields): walk them where they are.
+            (None, None, Some(c)) => (Some(c), node.path.key("connectors")),
+            (None, None, None) => (None, extra_path.key("connectors")),
         };
         if connector != Some(MULTI) {
             if let (Some(Value::Array(items)), Some(name)) = (children, connector) {
@@ -692,6 +698,32 @@ fn check_fields(
 
 fn is_hisparse_typo(name: &str) -> bool {
     !KNOWN_CONNECTORS.contains(&name) && closest(name, KNOWN_CONNECTORS) == Some(HISPARSE)
+}
+
+/// Connectors under a misspelled key (`conectors`) beside a MultiConnector's
+/// `connectors` list: vLLM reads only the latter. The fix moves them in
+/// (lists concatenate); a warning, as vLLM starts without them.
+fn ignored_children(extra_path: &FieldPath, key: &str, list: &Value) -> Diagnostic {
+    let from = extra_path.key(key);
+    let to = extra_path.key("connectors");
+    let n = list.as_array().map_or(0, Vec::len);
+    let names: Vec<&str> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("kv_connector").and_then(Value::as_str))
+        .collect();
+    Diagnostic::warning(
+        Code::UnknownKey,
+        from.clone(),
+        format!(
+            "{from} reads as a misspelling of connectors: vLLM reads only {to}, and starts without the {n} connector{} in {key} ({})",
+            if n == 1 { "" } else { "s" },
+            if names.is_empty() { "unnamed".to_owned() } else { names.join(", ") }
+        ),
+    )
+    .hint(format!("move them into {to}"))
+    .fix(vec![FixOp::Move { from, to }])
 }
 
 /// A MultiConnector's children written under a misspelled key

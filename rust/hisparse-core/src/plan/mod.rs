@@ -805,6 +805,9 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
             host.pools_per_node,
             if host.pools_per_node == 1 { "" } else { "s" }
         ),
+        PoolMode::Private if host.pools_per_node == 1 => {
+            "1 pool (private mode: one per rank, 1 rank)".to_owned()
+        }
         PoolMode::Private => format!(
             "{} pools (private mode: one per rank, {} ranks)",
             host.pools_per_node, host.pools_per_node
