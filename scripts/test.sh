@@ -15,28 +15,34 @@ step() { printf '\n== %s\n' "$*"; }
 export PIP_NO_CACHE_DIR=1
 df -h . | sed 's/^/disk: /'
 
+# venv_install VENV SPEC: create VENV if needed and pip install SPEC into it.
+# torch and CUDA come as GB-sized wheels; a dropped connection must not fail
+# the run, so pip resumes downloads and the whole install is retried.
+venv_install() {
+  local venv=$1 spec=$2 attempt
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  for attempt in 1 2 3; do
+    if "$venv/bin/python" -m pip install --quiet --retries 10 --resume-retries 10 --timeout 60 "$spec"; then
+      return 0
+    fi
+    echo "pip install $spec into $venv failed (attempt $attempt)" >&2
+    if [ "$attempt" = 3 ]; then
+      df -h . >&2
+      exit 1
+    fi
+    sleep 10
+  done
+}
+
 step "python environment (.venv)"
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
+# The kernels extra (torch, triton, numpy) too: every kernel test runs in CI
+# (torch from PyPI brings ~4 GB of CUDA wheels).
+venv_install .venv ".[test,kernels]"
 # shellcheck disable=SC1091
 . .venv/bin/activate
-python -m pip install --quiet --upgrade pip
-# The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
-# torch from PyPI brings ~4 GB of CUDA wheels; a dropped connection must not
-# fail the run, so pip resumes downloads and the whole install is retried.
-for attempt in 1 2 3; do
-  if python -m pip install --quiet --retries 10 --resume-retries 10 --timeout 60 ".[test,kernels]"; then
-    break
-  fi
-  if [ "$attempt" = 3 ]; then
-    echo "pip install failed 3 times" >&2
-    df -h . >&2
-    exit 1
-  fi
-  echo "pip install failed (attempt $attempt); retrying" >&2
-  sleep 10
-done
 
 step "rust: fmt, clippy, tests"
 cargo fmt --all -- --check
@@ -64,25 +70,9 @@ HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cach
 step "vLLM 0.33.0: the plugin and the differential test (.venv-vllm)"
 # vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
 # tests get their own venv, made from this project's files: the vllm extra
-# (vllm==0.33.0) and the test extra. vLLM brings ~7 GB of wheels (torch and
-# CUDA); as above, pip resumes downloads and the install is retried.
+# (vllm==0.33.0) and the test extra (vLLM brings ~7 GB of wheels: torch and CUDA).
 deactivate
-if [ ! -x .venv-vllm/bin/python ]; then
-  python3 -m venv .venv-vllm
-fi
-.venv-vllm/bin/python -m pip install --quiet --upgrade pip
-for attempt in 1 2 3; do
-  if .venv-vllm/bin/python -m pip install --quiet --retries 10 --resume-retries 10 --timeout 60 ".[test,vllm]"; then
-    break
-  fi
-  if [ "$attempt" = 3 ]; then
-    echo "pip install (vLLM) failed 3 times" >&2
-    df -h . >&2
-    exit 1
-  fi
-  echo "pip install (vLLM) failed (attempt $attempt); retrying" >&2
-  sleep 10
-done
+venv_install .venv-vllm ".[test,vllm]"
 # One pytest session, one vLLM import; gcc builds the no-device driver stub
 # (tests/vllm/README.md).
 (cd tests/vllm && HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" ../../.venv-vllm/bin/python -m pytest . -p no:cacheprovider)
