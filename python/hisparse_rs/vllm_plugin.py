@@ -248,8 +248,9 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
     except Exception as e:  # a bug here must not stop vLLM
         logger.warning("hisparse_rs preflight skipped: %s: %s", type(e).__name__, e)
         return True
-    if not report.hisparse_enabled and not (report.errors and _hisparse_meant(args)):
-        if _hisparse_meant(args):  # e.g. a HiSparseConnector vLLM will not see: say so
+    meant = not report.hisparse_enabled and _hisparse_meant(args)
+    if not report.hisparse_enabled and not (report.errors and meant):
+        if meant:  # e.g. a HiSparseConnector vLLM will not see: say so
             for w in report.warnings:
                 logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
         os.environ[_CHECKED_ENV] = fingerprint
