@@ -74,9 +74,7 @@ fn host_ram_check(args: &ServeArgs, options: &PlanOptions, report: &mut Report) 
     let Some(h) = report.hisparse.clone() else {
         return;
     };
-    let tp = args.tensor_parallel_size.unwrap_or(1).max(1) as u64;
-    let dp = args.data_parallel_size.unwrap_or(1).max(1) as u64;
-    let host = plan::host_plan(args, options, &h, tp, dp, &mut Vec::new());
+    let host = plan::host_plan(args, options, &h, &mut Vec::new());
     let path = match &h.host_pool_gib.provenance {
         Provenance::Explicit { path } => FieldPath::parse(path).ok(),
         _ => None,

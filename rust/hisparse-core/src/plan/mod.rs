@@ -560,9 +560,8 @@ impl<'a> Planner<'a> {
             hisparse_block_bytes: layout.block_bytes,
         };
 
-        let tp = args.tensor_parallel_size.unwrap_or(1).max(1) as u64;
-        let dp = args.data_parallel_size.unwrap_or(1).max(1) as u64;
-        let host = host_plan(args, options, h, tp, dp, &mut warnings);
+        let (tp, dp) = tp_dp(args);
+        let host = host_plan(args, options, h, &mut warnings);
         let gpu = gpu_plan(
             args,
             options,
@@ -911,14 +910,24 @@ pub(crate) fn largest_fitting_pool_gib(usable: u64, pools: u64, stride: u64) -> 
     None
 }
 
+/// TP and DP sizes as given, at least 1.
+fn tp_dp(args: &ServeArgs) -> (u64, u64) {
+    let size = |n: Option<i64>| n.unwrap_or(1).max(1) as u64;
+    (
+        size(args.tensor_parallel_size),
+        size(args.data_parallel_size),
+    )
+}
+
+/// The host pools of a resolved configuration on this node: mode, blocks,
+/// bytes, and what this node pins against its RAM.
 pub(crate) fn host_plan(
     args: &ServeArgs,
     options: &PlanOptions,
     h: &ResolvedHiSparse,
-    tp: u64,
-    dp: u64,
     warnings: &mut Vec<Diagnostic>,
 ) -> HostPlan {
+    let (tp, dp) = tp_dp(args);
     let platform = args.platform.as_deref().unwrap_or("cuda");
     let parallel = sizes::Parallel {
         tp: tp as i64,
