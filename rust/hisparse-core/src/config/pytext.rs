@@ -107,8 +107,9 @@ pub enum JsonFlag {
 /// float literal beyond f64 (`1e400`), which Python reads as infinity; for
 /// [`JsonFlag::Dataclass`], numbers with a k/m/g/t or K/M/G/T suffix outside
 /// strings. serde_json's values hold no NaN or infinity, so such a number is
-/// the string that Python's `float()` reads back as it (`"NaN"`,
-/// `"Infinity"`, `"-Infinity"`): the check reads it as `float()` does where
+/// the string that Python's `float()` reads back as it, spelled as Python
+/// spells the float (`"nan"`, `"inf"`, `"-inf"`, as the Python binding
+/// passes a float NaN): the check reads it as `float()` does where
 /// it reads numbers (`schema::py_float`), and refuses it where an int, bool
 /// or choice is read, as vLLM's pydantic fields do. An integer literal beyond
 /// f64 (309 digits or more, an exact int in Python) stays an error.
@@ -214,9 +215,9 @@ fn is_word(b: u8) -> bool {
 /// The extra form starting `rest`, if one does: its length and its replacement.
 fn token_at(rest: &str, flag: JsonFlag) -> Option<(usize, String)> {
     for (word, value) in [
-        ("-Infinity", "\"-Infinity\""),
-        ("Infinity", "\"Infinity\""),
-        ("NaN", "\"NaN\""),
+        ("-Infinity", "\"-inf\""),
+        ("Infinity", "\"inf\""),
+        ("NaN", "\"nan\""),
     ] {
         if rest.starts_with(word) && !rest[word.len()..].bytes().next().is_some_and(is_word) {
             return Some((word.len(), value.to_owned()));
@@ -243,11 +244,7 @@ fn token_at(rest: &str, flag: JsonFlag) -> Option<(usize, String)> {
     if float {
         let v: f64 = literal.parse().ok()?;
         if v.is_infinite() {
-            let name = if v < 0.0 {
-                "\"-Infinity\""
-            } else {
-                "\"Infinity\""
-            };
+            let name = if v < 0.0 { "\"-inf\"" } else { "\"inf\"" };
             return Some((number, name.to_owned()));
         }
     }
@@ -348,7 +345,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             v,
-            json!({"a": "NaN", "b": ["Infinity", "-Infinity"], "c": "Infinity", "d": "-Infinity", "e": "NaN x", "f": 0.0})
+            json!({"a": "nan", "b": ["inf", "-inf"], "c": "inf", "d": "-inf", "e": "NaN x", "f": 0.0})
         );
         // Inside strings nothing changes; other bare words stay errors.
         assert_eq!(
