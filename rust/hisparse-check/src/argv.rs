@@ -530,8 +530,13 @@ fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {
         .ok_or("--config expects a YAML file path")?;
     let consumed = 2;
     let (config_args, origins) = load_config_file(&file)?;
-    let mut out = config_args;
-    out.extend_from_slice(&args[..index]);
+    // vLLM `_pull_args_from_config`: a model given first on the command line
+    // stays first (`vllm serve MODEL --config f.yaml`), so a list-valued flag
+    // from the file (`served-model-name: [a, b]`) does not take it.
+    let model_first = index > 0 && !args[0].starts_with('-');
+    let mut out: Vec<String> = args[..usize::from(model_first)].to_vec();
+    out.extend(config_args);
+    out.extend_from_slice(&args[usize::from(model_first)..index]);
     out.extend_from_slice(&args[index + consumed..]);
     Ok((out, origins))
 }
@@ -768,7 +773,7 @@ mod tests {
         let file = dir.join("serve.yaml");
         std::fs::write(
             &file,
-            "served-model-name: [a, b]\nheadless: true\ntrust-remote-code: false\n",
+            "headless: true\ntrust-remote-code: false\nserved-model-name: [a, b]\n",
         )
         .unwrap();
         let (kept, ignored) =
@@ -778,11 +783,11 @@ mod tests {
         assert_eq!(
             ignored,
             s(&[
+                "--headless",
+                "--no-trust-remote-code",
                 "--served-model-name",
                 "a",
-                "b",
-                "--headless",
-                "--no-trust-remote-code"
+                "b"
             ])
         );
     }

@@ -113,7 +113,7 @@ fn yaml_lists_fill_list_valued_flags() {
     std::fs::write(
         &file,
         format!(
-            "served-model-name:\n  - a\n  - b\nheadless: true\nkv-transfer-config: '{}'\n",
+            "kv-transfer-config: '{}'\nheadless: true\nserved-model-name:\n  - a\n  - b\n",
             kv("")
         ),
     )
