@@ -150,6 +150,8 @@ ACCEPTED = [
     ["-O", "2"],
     ["--dtype", "bfloat16"],
     ["--seed", "-1"],
+    ["--hf-token"],
+    ["-qfp8", "--tensor-parallel", "1"],
     ["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 1, "x": NaN}'],
     ["--hf-overrides", '{"rope_theta": 1e400}'],
 ]
@@ -163,6 +165,7 @@ REFUSED = [
     ["--max"],
     ["--seed", "-1e5"],
     ["--port", "8000", "9000"],
+    ["--port", "--", "8000"],
     ["--max-lora-rank", "7"],
 ]
 

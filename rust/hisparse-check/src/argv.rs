@@ -203,7 +203,7 @@ pub fn set_aside_unknown(
             }
             (Takes::StoreTrue | Takes::Bool | Takes::Help, None) => {}
             (_, Some(v)) => values.push(v),
-            (Takes::One, None) => match it.next_if(|w| is_value(w)) {
+            (Takes::One, None) => match it.next_if(|w| w != "--" && is_value(w)) {
                 Some(v) => values.push(v),
                 None => return Err(vllm_refuses(&spelled, "expected one argument")),
             },
@@ -747,6 +747,7 @@ mod tests {
                 "expected at least one argument",
             ),
             (&["m", "--port"], "expected one argument"),
+            (&["m", "--port", "--", "1"], "expected one argument"),
             (&["m", "--port", "--seed", "1"], "expected one argument"),
             (&["m", "--seed", "-1e5"], "expected one argument"),
             (&["m", "--headless=1"], "ignored explicit argument"),
