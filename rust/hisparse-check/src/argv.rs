@@ -4,7 +4,9 @@
 //!   flags so that flags on the command line win;
 //! - underscores in flag names become dashes (`--max_model_len`);
 //! - dotted flags (`--kv-transfer-config.kv_role kv_both`, `--x.y+ a,b`) are
-//!   collected into one JSON object per flag, passed as if written in JSON.
+//!   collected into one JSON object per flag, passed as if written in JSON;
+//! - then each word is read as argparse reads it ([`set_aside_unknown`]),
+//!   with the table of `vllm serve` options in `vllm_flags`.
 
 use crate::vllm_flags::{self, negatable, Flag, Takes, VLLM_FLAGS};
 use hisparse_core::config::args::{flag_name, JSON_FIELDS};
