@@ -269,22 +269,14 @@ fn unknown_flag(arg: &str, known: &[String], origins: &Origins, next: Option<&St
         .map(String::as_str)
         .chain(vllm_names.iter().map(String::as_str))
         .collect();
-    // --enable-X where only a store_true --disable-X... has a --no- form: say so.
-    let opposite = name
-        .strip_prefix("enable-")
-        .map(|rest| format!("disable-{rest}"))
-        .filter(|o| vllm_flags::lookup(&format!("--no-{o}")).is_some());
     // A HiSparse setting written as a flag: say where it goes, with the value given.
     let value = next
         .filter(|v| !v.starts_with('-') || negative_number(v))
         .map_or("VALUE", String::as_str);
     let hint = match hisparse_setting_flag(name, value) {
         Some(hint) => hint,
+        // (--enable-X for a boolean --disable-X is a spelling vLLM has: EnableDisableAction.)
         None => match hisparse_core::config::schema::closest(name, &candidates) {
-            // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
-            _ if opposite.is_some() => {
-                format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
-            }
             Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
             Some(best) => format!("; did you mean --{best}?"),
             None => String::new(),
