@@ -240,6 +240,14 @@ fn with_value(spelled: &str, explicit: Option<String>) -> String {
     }
 }
 
+/// `enable-X` where vLLM has only a store_true `--disable-X` (`--disable-log-stats`).
+fn store_true_inverse(name: &str) -> bool {
+    name.strip_prefix("enable-").is_some_and(|rest| {
+        vllm_flags::lookup(&format!("--disable-{rest}"))
+            .is_some_and(|(f, _)| f.takes == Takes::StoreTrue)
+    })
+}
+
 /// argparse's refusal of an option's values, as `vllm serve` prints it.
 fn vllm_refuses(spelled: &str, what: &str) -> String {
     format!(
@@ -276,6 +284,10 @@ fn unknown_flag(arg: &str, known: &[String], origins: &Origins, next: Option<&St
     let hint = match hisparse_setting_flag(name, value) {
         Some(hint) => hint,
         // (--enable-X for a boolean --disable-X is a spelling vLLM has: EnableDisableAction.)
+        None if store_true_inverse(name) => format!(
+            "; vLLM has only --{} (store_true): leave the flag out for vLLM's default",
+            name.replacen("enable-", "disable-", 1)
+        ),
         None => match hisparse_core::config::schema::closest(name, &candidates) {
             Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
             Some(best) => format!("; did you mean --{best}?"),
@@ -746,6 +758,10 @@ mod tests {
             (&["m", "--seed", "-1e5"], "expected one argument"),
             (&["m", "--headless=1"], "ignored explicit argument"),
             (&["m", "--no-headless"], "unrecognized flag --no-headless"),
+            (
+                &["m", "--enable-log-stats"],
+                "vLLM has only --disable-log-stats",
+            ),
             (&["m", "--dtype", "float7"], "invalid choice: \"float7\""),
             (&["m", "--max-lora-rank", "7"], "invalid choice"),
             (&["m", "--max"], "ambiguous option: --max could match"),
