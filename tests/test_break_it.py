@@ -635,6 +635,70 @@ def test_console_script_on_a_closed_stdout_exits_non_zero() -> None:
         assert "cannot write the result to stdout" in proc.stderr
 
 
+def test_console_script_on_a_read_only_stdout_exits_non_zero() -> None:
+    # `hisparse-check ... 1</dev/null`: writes fail with EBADF, which Rust's
+    # stdout takes as written (exit 0 with the result lost, issue 17).
+    exe = Path(sys.executable).parent / "hisparse-check"
+    with open(os.devnull) as read_only:
+        proc = subprocess.run(
+            [str(exe), DSV32, "--kv-transfer-config", json.dumps(HS)],
+            stdout=read_only,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot write the result to stdout" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [
+        (["--served-model-name", "a", "b"], 0),
+        (["--api-key", "a", "b", "-tp", "8", "--headless"], 0),
+        (["--served-model-name"], 2),
+        (["--headless=yes"], 2),
+        (["--dtype", "half", "--dtype", "int3"], 2),
+        (["--m"], 2),  # ambiguous: --max-model-len, --model, ...
+        (["--", "--port"], 2),  # after --, words are positional
+        (["-O"], 2),
+        (["--optimization-level"], 2),
+        (["-qfp8", "-O=3"], 0),
+    ],
+)
+def test_hostile_flag_forms_exit_as_vllm_would(extra: list[str], code: int) -> None:
+    assert hisparse_rs._core.run_cli([DSV32, "--kv-transfer-config", json.dumps(HS), *extra]) == code
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1E+309", '[NaN, {"a": Infinity}]'],
+)
+def test_json_text_with_pythons_numbers_is_read(text: str) -> None:
+    # Where no check reads the value, it passes as vLLM passes it; as host_pool_gib,
+    # float() of it is checked (vLLM: int(inf * 2**30) is an OverflowError).
+    kv = json.dumps({**HS, "kv_connector_extra_config": {"host_pool_gib": 64, "x": "@"}}).replace('"@"', text)
+    assert hisparse_rs.check(DSV32, kv_transfer_config=kv).valid
+    pool = json.dumps(HS).replace("64", text) if text[0] != "[" else None
+    if pool is not None:
+        r = hisparse_rs.check(DSV32, kv_transfer_config=pool)
+        assert not r.valid and "invalid_json" not in [c for c, _ in codes(r)]
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-NaN", "+Infinity", "NaNx", "Infinity1", "1e400e"])
+def test_json_text_python_refuses_is_invalid_json(text: str) -> None:
+    kv = json.dumps({**HS, "kv_connector_extra_config": {"host_pool_gib": 64, "x": "@"}}).replace('"@"', text)
+    assert [c for c, _ in codes(hisparse_rs.check(DSV32, kv_transfer_config=kv))] == ["invalid_json"]
+
+
+@given(st.integers(min_value=-(10**30), max_value=10**30), st.sampled_from(["", " ", "\t", "\n"]))
+def test_the_v2_runner_variable_reads_as_int_reads_it(n: int, pad: str) -> None:
+    text = f"{pad}{n:_}{pad}" if n % 2 else f"{pad}{n}{pad}"
+    r = hisparse_rs.check(DSV32, kv_transfer_config=HS, vllm_use_v2_model_runner=text)
+    assert ("model_runner_v2_disabled" in [c for c, _ in codes(r)]) == (int(text) == 0)
+    assert "invalid_value" not in [c for c, _ in codes(r)]
+
+
 def test_an_argument_that_is_not_utf8_is_named_not_not_found(tmp_path: Path) -> None:
     # A Latin-1 directory name: it exists, but was read with a replacement
     # character and reported as "model config not found".

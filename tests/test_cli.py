@@ -548,3 +548,42 @@ def test_the_example_says_it_builds_on_first_run(tmp_path: Path) -> None:
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and "cargo-ran" in proc.stdout
     assert "building hisparse-check with cargo (first run only, about 100 s" in proc.stderr
+
+
+def test_every_vllm_flag_form_is_read(tmp_path: Path) -> None:
+    # Issue 17: nargs lists (vLLM's nargs="+"), store_true, the
+    # EnableDisableAction inverse, abbreviations, -O3; and the YAML list form.
+    kv = json.dumps(PD)
+    for extra in (
+        ["--served-model-name", "a", "b"],
+        ["--api-key", "k1", "k2", "--headless", "--disable-prefix-caching", "-O3"],
+        ["--max-model", "4096", "--dtype", "bfloat16"],
+    ):
+        proc = run(DSV32, "--kv-transfer-config", kv, *extra)
+        assert proc.returncode == 0, (extra, proc.stderr)
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(f"served-model-name:\n  - a\n  - b\nkv-transfer-config: '{kv}'\n")
+    report = as_json(DSV32, "--config", str(serve))
+    assert report["valid"] and report["ignored_flags"] == ["--served-model-name", "a", "b"]
+    for extra, needle in (
+        (["--served-model-name"], "expected at least one argument"),
+        (["--dtype", "float7"], "invalid choice"),
+        (["--no-headless"], "unrecognized flag --no-headless"),
+    ):
+        proc = run(DSV32, "--kv-transfer-config", kv, *extra)
+        assert proc.returncode == 2 and needle in proc.stderr, (extra, proc.stderr)
+
+
+def test_json_flags_read_pythons_numbers() -> None:
+    # vLLM's json.loads and pydantic read NaN, Infinity and 1e400 (inf).
+    text = json.dumps(PD).replace('"host_pool_gib": 128', '"host_pool_gib": 128, "x": 1e400, "y": NaN')
+    assert "NaN" in text
+    proc = run(DSV32, "--kv-transfer-config", text, "--hf-overrides", '{"rope_theta": Infinity}', "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_v2_runner_variable_is_read_with_pythons_int() -> None:
+    kv = json.dumps(PD)
+    for value, code in (("1_0", 0), (" 1 ", 0), ("9" * 23, 0), ("0_0", 1), ("1.0", 1)):
+        out = run(DSV32, "--kv-transfer-config", kv, "--json", env={"VLLM_USE_V2_MODEL_RUNNER": value})
+        assert out.returncode == code, (value, out.stdout)

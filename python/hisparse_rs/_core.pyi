@@ -30,6 +30,7 @@ __all__ = [
     "ResolveResult",
     "__version__",
     "_config_file_argv",
+    "_vllm_flag_table",
     "apply_fix_json",
     "check_json",
     "error_codes",
@@ -442,6 +443,13 @@ def _config_file_argv(path: str) -> list[str]:
     """The argv vLLM 0.33 makes of a --config serve file, as hisparse-check reads it (private: for tests).
 
     A mapping value is its JSON text. Raises ValueError with hisparse-check's message (naming the file).
+    """
+
+def _vllm_flag_table() -> str:
+    """hisparse-check's table of vllm serve flags as JSON (private: for tests/vllm/test_flag_table.py).
+
+    {"vllm": "0.33.0", "flags": [{"name", "option_strings", "negative_option_strings",
+    "nargs", "takes_value", "choices", "int_choices"}, ...]}.
     """
 
 def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:

@@ -4,10 +4,13 @@
 //!   flags so that flags on the command line win;
 //! - underscores in flag names become dashes (`--max_model_len`);
 //! - dotted flags (`--kv-transfer-config.kv_role kv_both`, `--x.y+ a,b`) are
-//!   collected into one JSON object per flag, passed as if written in JSON.
+//!   collected into one JSON object per flag, passed as if written in JSON;
+//! - then each word is read as argparse reads it ([`set_aside_unknown`]),
+//!   with the table of `vllm serve` options in `vllm_flags`.
 
-use crate::vllm_flags::{negatable, VLLM_BOOLEAN_FLAGS, VLLM_FLAGS};
+use crate::vllm_flags::{self, negatable, Flag, Takes, VLLM_FLAGS};
 use hisparse_core::config::args::{flag_name, JSON_FIELDS};
+use hisparse_core::config::pytext::{human_readable, json_loads, py_int, JsonFlag};
 use hisparse_core::files::read_regular;
 use hisparse_core::limits::MAX_SERVE_CONFIG_BYTES;
 use serde_json::{Map, Value};
@@ -16,100 +19,290 @@ use serde_json::{Map, Value};
 /// it builds recurse, so argv must not choose the depth. Real configs nest < 10.
 const MAX_DOTTED_DEPTH: usize = 64;
 
-/// vLLM's multi-letter single-dash aliases.
-const SHORT_ALIASES: &[(&str, &str)] = &[
-    ("-tp", "--tensor-parallel-size"),
-    ("-pp", "--pipeline-parallel-size"),
-    ("-dp", "--data-parallel-size"),
-    ("-dpl", "--data-parallel-size-local"),
-    ("-dcp", "--decode-context-parallel-size"),
-    ("-pcp", "--prefill-context-parallel-size"),
-    ("-n", "--nnodes"),
-    ("-cc", "--compilation-config"),
-    ("-ep", "--enable-expert-parallel"),
-];
+/// What argparse makes of one argv word (Python 3.11 `_parse_optional`).
+enum Word {
+    /// A value or a positional argument ('A').
+    Value,
+    /// An option of `flag`, as `spelled` (its full spelling, after an
+    /// abbreviation), with the value after `=` or glued to a short option.
+    Option {
+        flag: Option<&'static Flag>,
+        spelled: String,
+        off: bool,
+        explicit: Option<String>,
+    },
+    /// An option nobody has.
+    Unknown(String),
+}
 
-/// Split normalized argv into what clap knows (`known` long names) and the
-/// other `vllm serve` flags with their values; a flag vLLM does not have either
-/// is an error, as in vLLM. A vLLM flag takes the next token as its value
-/// unless it is boolean or that token is itself a flag.
+/// argparse's negative-number pattern (`^-\d+$|^-\d*\.\d+$`): such a word is
+/// a value, as `vllm serve` has no option that looks like a number.
+fn negative_number(word: &str) -> bool {
+    let Some(rest) = word.strip_prefix('-') else {
+        return false;
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    digits(rest)
+        || rest
+            .split_once('.')
+            .is_some_and(|(a, b)| (a.is_empty() || digits(a)) && digits(b))
+}
+
+/// Classify `word` as argparse does: an exact option spelling, `--opt=value`,
+/// a unique prefix of one (`--max-model 4096`, argparse's `allow_abbrev`), a
+/// short option with its value glued on (`-qfp8`), a negative number or a
+/// word with a space (values), or an unknown option. `ours` are the
+/// spellings only hisparse-check has (`--json`, `--plan`, ...).
+fn classify(word: &str, ours: &[String]) -> Result<Word, String> {
+    if word.len() < 2 || !word.starts_with('-') || word == "--" {
+        return Ok(Word::Value);
+    }
+    let option = |spelled: &str, explicit: Option<String>| -> Option<Word> {
+        if ours.iter().any(|o| o == spelled) {
+            return Some(Word::Option {
+                flag: None,
+                spelled: spelled.to_owned(),
+                off: false,
+                explicit,
+            });
+        }
+        vllm_flags::lookup(spelled).map(|(flag, off)| Word::Option {
+            flag: Some(flag),
+            spelled: spelled.to_owned(),
+            off,
+            explicit,
+        })
+    };
+    if let Some(w) = option(word, None) {
+        return Ok(w);
+    }
+    if let Some((name, value)) = word.split_once('=') {
+        if let Some(w) = option(name, Some(value.to_owned())) {
+            return Ok(w);
+        }
+    }
+    // argparse `_get_option_tuples`: every spelling the word is a prefix of.
+    #[allow(clippy::map_identity)] // shortens the 'static spellings to ours'
+    let every: Vec<&str> = vllm_flags::option_strings()
+        .map(|s| s)
+        .chain(ours.iter().map(String::as_str))
+        .collect();
+    let mut matches: Vec<(String, Option<String>)> = Vec::new();
+    if word.starts_with("--") {
+        let (prefix, explicit) = match word.split_once('=') {
+            Some((p, v)) => (p, Some(v.to_owned())),
+            None => (word, None),
+        };
+        matches.extend(
+            every
+                .iter()
+                .filter(|s| s.starts_with(prefix))
+                .map(|s| ((*s).to_owned(), explicit.clone())),
+        );
+    } else {
+        let short = &word[..word.char_indices().nth(2).map_or(word.len(), |(i, _)| i)];
+        let glued = &word[short.len()..];
+        for s in every {
+            if s == short {
+                matches.push((s.to_owned(), Some(glued.to_owned())));
+            } else if s.starts_with(word) {
+                matches.push((s.to_owned(), None));
+            }
+        }
+    }
+    matches.sort();
+    match matches.len() {
+        0 => {}
+        1 => {
+            let (spelled, explicit) = matches.remove(0);
+            return Ok(option(&spelled, explicit).unwrap_or(Word::Unknown(word.to_owned())));
+        }
+        _ => {
+            let names: Vec<&str> = matches.iter().map(|(s, _)| s.as_str()).collect();
+            return Err(format!(
+                "ambiguous option: {word} could match {} (vllm serve {} refuses it too)",
+                names.join(", "),
+                hisparse_core::VLLM_VERSION
+            ));
+        }
+    }
+    if negative_number(word) || word.contains(' ') {
+        return Ok(Word::Value);
+    }
+    Ok(Word::Unknown(word.to_owned()))
+}
+
+/// Split normalized argv into what clap reads (its own flags, spelled as
+/// clap spells them, and every value or positional word) and the other
+/// `vllm serve` flags with their values; a flag vLLM does not have either is
+/// an error, as in vLLM. Each vLLM flag takes values as its row of
+/// [`VLLM_FLAGS`] says: one, one or more (`--served-model-name a b`), an
+/// optional one, or none (store_true, `--no-` forms), and only its choices.
+/// `known` are clap's long names without dashes; those that are vLLM flags
+/// too are checked, the others (`json`, `plan`, ...) are hisparse-check's.
 pub fn set_aside_unknown(
     args: Vec<String>,
     known: &[String],
     origins: &Origins,
 ) -> Result<(Vec<String>, Vec<String>), String> {
-    let is_value = |t: &str| !t.starts_with('-') || t.parse::<f64>().is_ok();
+    let ours: Vec<String> = known
+        .iter()
+        .filter(|k| vllm_flags::lookup(&format!("--{k}")).is_none())
+        .map(|k| format!("--{k}"))
+        .chain(["-V".to_owned()])
+        .collect();
+    let is_value = |w: &str| matches!(classify(w, &ours), Ok(Word::Value));
     let mut kept = Vec::with_capacity(args.len());
     let mut ignored = Vec::new();
     let mut it = args.into_iter().peekable();
     while let Some(arg) = it.next() {
-        let (name, long) = if let Some(long) = arg.strip_prefix("--") {
-            (long.split('=').next().unwrap_or_default().to_owned(), true)
-        } else if arg.len() > 1 && !is_value(&arg) && arg != "-h" && arg != "-V" {
-            (arg.split('=').next().unwrap_or_default().to_owned(), false)
-        } else {
+        if arg == "--" {
+            // argparse: everything after `--` is positional.
             kept.push(arg);
-            continue;
+            kept.extend(it);
+            break;
+        }
+        let (flag, spelled, off, explicit) = match classify(&arg, &ours)? {
+            Word::Value => {
+                kept.push(arg);
+                continue;
+            }
+            Word::Unknown(name) => return Err(unknown_flag(&name, known, origins, it.peek())),
+            Word::Option {
+                flag: None,
+                spelled,
+                explicit,
+                ..
+            } => {
+                kept.push(with_value(&spelled, explicit));
+                continue;
+            }
+            Word::Option {
+                flag: Some(flag),
+                spelled,
+                off,
+                explicit,
+            } => (flag, spelled, off, explicit),
         };
-        if arg == "--" || (long && known.contains(&name)) {
-            kept.push(arg);
+        if known.iter().any(|k| k == flag.name) {
+            // A flag the check reads, in clap's spelling (clap takes its values).
+            let name = if off {
+                format!("--no-{}", flag.name)
+            } else {
+                format!("--{}", flag.name)
+            };
+            kept.push(with_value(&name, explicit));
             continue;
         }
-        let optimization_level = !long && name.starts_with("-O");
-        let negated = name.strip_prefix("no-").filter(|b| negatable(b));
-        if !(VLLM_FLAGS.contains(&name.as_str()) || negated.is_some() || optimization_level) {
-            let dashes = if long { "--" } else { "" };
-            let candidates: Vec<&str> = known
-                .iter()
-                .map(String::as_str)
-                .chain(VLLM_FLAGS.iter().copied())
-                .collect();
-            let opposite = name
-                .strip_prefix("enable-")
-                .map(|rest| format!("disable-{rest}"));
-            // A HiSparse setting written as a flag: say where it goes, with the value given.
-            let value = it
-                .peek()
-                .filter(|v| is_value(v))
-                .map_or("VALUE", String::as_str)
-                .to_owned();
-            let hint = match hisparse_setting_flag(&name, &value) {
-                Some(hint) => hint,
-                None => match hisparse_core::config::schema::closest(&name, &candidates) {
-                    // --enable-X where only --disable-X exists: its argparse negation is --no-disable-X.
-                    _ if opposite
-                        .as_ref()
-                        .is_some_and(|o| candidates.contains(&o.as_str())) =>
-                    {
-                        format!("; vLLM spells it --no-{}", opposite.unwrap_or_default())
-                    }
-                    Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
-                    Some(best) => format!("; did you mean --{best}?"),
-                    None => String::new(),
-                },
-            };
-            let from = origins
-                .iter()
-                .find(|(flag, _)| *flag == name)
-                .map(|(_, at)| format!(" in {at}"))
-                .unwrap_or_default();
-            return Err(format!(
-                "unrecognized flag {dashes}{name}{from} (vllm serve {} rejects it too){hint}",
-                hisparse_core::VLLM_VERSION
+        let mut values = Vec::new();
+        let glued = explicit.is_some();
+        match (flag.takes, explicit) {
+            (Takes::StoreTrue | Takes::Bool | Takes::Help, Some(v)) => {
+                return Err(vllm_refuses(
+                    &spelled,
+                    &format!("ignored explicit argument {v:?}"),
+                ));
+            }
+            (Takes::StoreTrue | Takes::Bool | Takes::Help, None) => {}
+            (_, Some(v)) => values.push(v),
+            (Takes::One, None) => match it.next_if(|w| w != "--" && is_value(w)) {
+                Some(v) => values.push(v),
+                None => return Err(vllm_refuses(&spelled, "expected one argument")),
+            },
+            (Takes::OneOrMore, None) => {
+                while let Some(v) = it.next_if(|w| w != "--" && is_value(w)) {
+                    values.push(v);
+                }
+                if values.is_empty() {
+                    return Err(vllm_refuses(&spelled, "expected at least one argument"));
+                }
+            }
+            (Takes::Optional, None) => values.extend(it.next_if(|w| w != "--" && is_value(w))),
+        }
+        if let Some(v) = values.iter().find(|v| !flag.accepts(v)) {
+            let choices: Vec<String> = flag.choices.iter().map(|c| format!("{c:?}")).collect();
+            return Err(vllm_refuses(
+                &spelled,
+                &format!("invalid choice: {v:?} (choose from {})", choices.join(", ")),
             ));
         }
-        let boolean = arg.contains('=')
-            || negated.is_some()
-            || VLLM_BOOLEAN_FLAGS.contains(&name.as_str())
-            || (optimization_level && name.len() > 2);
         ignored.push(arg);
-        if !boolean {
-            if let Some(value) = it.next_if(|t| is_value(t)) {
-                ignored.push(value);
-            }
-        }
+        // A value after `=` or glued on is in `arg` already.
+        ignored.extend(values.into_iter().skip(usize::from(glued)));
     }
     Ok((kept, ignored))
+}
+
+fn with_value(spelled: &str, explicit: Option<String>) -> String {
+    match explicit {
+        Some(v) => format!("{spelled}={v}"),
+        None => spelled.to_owned(),
+    }
+}
+
+/// `enable-X` where vLLM has only a store_true `--disable-X` (`--disable-log-stats`).
+fn store_true_inverse(name: &str) -> bool {
+    name.strip_prefix("enable-").is_some_and(|rest| {
+        vllm_flags::lookup(&format!("--disable-{rest}"))
+            .is_some_and(|(f, _)| f.takes == Takes::StoreTrue)
+    })
+}
+
+/// argparse's refusal of an option's values, as `vllm serve` prints it.
+fn vllm_refuses(spelled: &str, what: &str) -> String {
+    format!(
+        "argument {spelled}: {what} (vllm serve {} refuses it too)",
+        hisparse_core::VLLM_VERSION
+    )
+}
+
+/// The error for a flag neither vLLM nor hisparse-check has, with the
+/// closest flag or where a HiSparse setting goes.
+fn unknown_flag(arg: &str, known: &[String], origins: &Origins, next: Option<&String>) -> String {
+    let (name, dashes) = match arg.strip_prefix("--") {
+        Some(long) => (long.split('=').next().unwrap_or_default(), "--"),
+        None => (arg.split('=').next().unwrap_or_default(), ""),
+    };
+    let vllm_names: Vec<String> = VLLM_FLAGS
+        .iter()
+        .map(|f| f.name.to_owned())
+        .chain(
+            VLLM_FLAGS
+                .iter()
+                .flat_map(|f| f.aliases.iter().map(|a| (*a).to_owned())),
+        )
+        .collect();
+    let candidates: Vec<&str> = known
+        .iter()
+        .map(String::as_str)
+        .chain(vllm_names.iter().map(String::as_str))
+        .collect();
+    // A HiSparse setting written as a flag: say where it goes, with the value given.
+    let value = next
+        .filter(|v| !v.starts_with('-') || negative_number(v))
+        .map_or("VALUE", String::as_str);
+    let hint = match hisparse_setting_flag(name, value) {
+        Some(hint) => hint,
+        // (--enable-X for a boolean --disable-X is a spelling vLLM has: EnableDisableAction.)
+        None if store_true_inverse(name) => format!(
+            "; vLLM has only --{} (store_true): leave the flag out for vLLM's default",
+            name.replacen("enable-", "disable-", 1)
+        ),
+        None => match hisparse_core::config::schema::closest(name, &candidates) {
+            Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
+            Some(best) => format!("; did you mean --{best}?"),
+            None => String::new(),
+        },
+    };
+    let from = origins
+        .iter()
+        .find(|(flag, _)| flag == name)
+        .map(|(_, at)| format!(" in {at}"))
+        .unwrap_or_default();
+    format!(
+        "unrecognized flag {dashes}{name}{from} (vllm serve {} rejects it too){hint}",
+        hisparse_core::VLLM_VERSION
+    )
 }
 
 /// Where a HiSparse setting goes when it was written as a flag of its own
@@ -157,8 +350,22 @@ pub fn preprocess(args: &[String]) -> Result<(Vec<String>, Origins), String> {
     let mut out: Vec<String> = Vec::with_capacity(args.len());
     let mut dicts: Vec<(String, Value)> = Vec::new();
     let mut i = 0;
+    // vLLM: `-O <n>` is `--optimization-level <n>` for n in 0..=3.
+    let mut words: Vec<String> = Vec::with_capacity(args.len());
+    for (j, a) in args.iter().enumerate() {
+        if a == "-O"
+            && args
+                .get(j + 1)
+                .is_some_and(|n| ["0", "1", "2", "3"].contains(&n.as_str()))
+        {
+            words.push("--optimization-level".to_owned());
+        } else {
+            words.extend(normalize_name(a));
+        }
+    }
+    let args = words;
     while i < args.len() {
-        let arg = normalize_name(&args[i]);
+        let arg = args[i].clone();
         i += 1;
         let is_dotted =
             arg.starts_with('-') && arg.split('=').next().is_some_and(|name| name.contains('.'));
@@ -217,25 +424,45 @@ pub fn preprocess(args: &[String]) -> Result<(Vec<String>, Origins), String> {
     Ok((out, origins))
 }
 
-/// `--max_model_len=4` -> `--max-model-len=4`: dashes in the name up to the first '.'.
-fn normalize_name(arg: &str) -> String {
-    for (short, long) in SHORT_ALIASES {
-        if let Some(rest) = arg.strip_prefix(short) {
-            if rest.is_empty() || rest.starts_with(['=', '.']) {
-                return format!("{long}{rest}");
-            }
-        }
+/// vLLM's spelling fixes before argparse (`FlexibleArgumentParser.parse_args`):
+/// `--max_model_len=4` -> `--max-model-len=4` (dashes in the name up to the
+/// first '.'), `--help=WORD` -> `--help`, `-O3` / `-O=3` -> `--optimization-level 3`;
+/// and a short alias in its long spelling (`-tp.x` -> `--tensor-parallel-size.x`,
+/// so that dotted flags of an alias fold with its long form).
+fn normalize_name(arg: &str) -> Vec<String> {
+    if arg.starts_with("--help=") {
+        return vec!["--help".to_owned()];
     }
-    let Some(body) = arg.strip_prefix("--") else {
-        return arg.to_owned();
-    };
+    if let Some(level) = arg.strip_prefix("-O").filter(|l| !l.is_empty()) {
+        let level = level.strip_prefix('=').unwrap_or(level);
+        return vec!["--optimization-level".to_owned(), level.to_owned()];
+    }
+    if !arg.starts_with("--") {
+        let short = VLLM_FLAGS.iter().find_map(|f| {
+            f.aliases
+                .iter()
+                .filter(|a| !a.starts_with("--"))
+                .find_map(|a| {
+                    arg.strip_prefix(a)
+                        .filter(|rest| rest.is_empty() || rest.starts_with(['=', '.']))
+                        .map(|rest| format!("--{}{rest}", f.name))
+                })
+        });
+        return vec![short.unwrap_or_else(|| arg.to_owned())];
+    }
+    let body = &arg[2..];
     let end = body.find(['.', '=']).unwrap_or(body.len());
-    format!("--{}{}", body[..end].replace('_', "-"), &body[end..])
+    vec![format!(
+        "--{}{}",
+        body[..end].replace('_', "-"),
+        &body[end..]
+    )]
 }
 
-/// JSON if it parses, else a human-readable int (`80g`), else the string.
+/// vLLM's dotted value: `json.loads` if it parses (NaN included), else a
+/// human-readable int (`80g`), else the string.
 fn parse_dotted_value(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| match human_readable_int(text) {
+    json_loads(text, JsonFlag::Loads).unwrap_or_else(|_| match human_readable_int(text) {
         Some(n) => Value::from(n),
         None => Value::String(text.to_owned()),
     })
@@ -264,16 +491,16 @@ fn merge(original: &mut Value, update: Value) {
     }
 }
 
-/// vLLM `human_readable_int`: `1k` = 1000, `1K` = 1024, `25.6k` = 25600;
-/// decimals are refused with binary suffixes.
+/// vLLM `human_readable_int` (vllm/utils/argparse_utils.py): `1k` = 1000,
+/// `1K` = 1024, `25.6k` = 25600 (decimals are refused with binary
+/// suffixes), else Python's `int(value)` (`1_000`, ` 128 `).
 pub fn human_readable_int(text: &str) -> Option<i64> {
     let t = text.trim();
-    if let Some(n) = python_int(t) {
-        return Some(n);
+    if let Some(n) = py_int(t) {
+        return n.to_i64();
     }
-    let suffix = t.chars().last()?;
-    let number = &t[..t.len() - suffix.len_utf8()];
     // vLLM's pattern: (\d+(?:\.\d+)?) then one suffix letter.
+    let number = t.get(..t.len().checked_sub(1)?)?;
     let mut parts = number.splitn(2, '.');
     let whole = parts.next().unwrap_or_default();
     let frac = parts.next();
@@ -281,39 +508,7 @@ pub fn human_readable_int(text: &str) -> Option<i64> {
     if !digits(whole) || frac.is_some_and(|f| !digits(f)) {
         return None;
     }
-    let decimal = match suffix {
-        'k' => Some(1e3),
-        'm' => Some(1e6),
-        'g' => Some(1e9),
-        't' => Some(1e12),
-        _ => None,
-    };
-    if let Some(mult) = decimal {
-        return Some((number.parse::<f64>().ok()? * mult) as i64);
-    }
-    let shift = match suffix {
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        'T' => 40,
-        _ => return None,
-    };
-    number.parse::<i64>().ok()?.checked_mul(1i64 << shift)
-}
-
-/// Python `int(text)` for base-10 text: an optional sign, digits, single
-/// underscores between digits (`1_000`).
-fn python_int(t: &str) -> Option<i64> {
-    let body = t.strip_prefix(['+', '-']).unwrap_or(t);
-    let valid = !body.is_empty()
-        && !body.starts_with('_')
-        && !body.ends_with('_')
-        && !body.contains("__")
-        && body.chars().all(|c| c.is_ascii_digit() || c == '_');
-    if !valid {
-        return None;
-    }
-    t.replace('_', "").parse().ok()
+    human_readable(t)
 }
 
 fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {
@@ -341,8 +536,13 @@ fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {
         .ok_or("--config expects a YAML file path")?;
     let consumed = 2;
     let (config_args, origins) = load_config_file(&file)?;
-    let mut out = config_args;
-    out.extend_from_slice(&args[..index]);
+    // vLLM `_pull_args_from_config`: a model given first on the command line
+    // stays first (`vllm serve MODEL --config f.yaml`), so a list-valued flag
+    // from the file (`served-model-name: [a, b]`) does not take it.
+    let model_first = index > 0 && !args[0].starts_with('-');
+    let mut out: Vec<String> = args[..usize::from(model_first)].to_vec();
+    out.extend(config_args);
+    out.extend_from_slice(&args[usize::from(model_first)..index]);
     out.extend_from_slice(&args[index + consumed..]);
     Ok((out, origins))
 }
@@ -447,11 +647,17 @@ mod tests {
         );
     }
 
+    /// preprocess then set_aside_unknown, as `parse` runs them.
+    fn split(args: &[&str], known: &[&str]) -> Result<(Vec<String>, Vec<String>), String> {
+        let known: Vec<String> = known.iter().map(|k| (*k).to_owned()).collect();
+        let (args, origins) = preprocess(&s(args))?;
+        set_aside_unknown(args, &known, &origins)
+    }
+
     #[test]
     fn unknown_vllm_flags_are_set_aside_with_their_values() {
-        let known = vec!["model".to_owned(), "block-size".to_owned()];
-        let (kept, ignored) = set_aside_unknown(
-            s(&[
+        let (kept, ignored) = split(
+            &[
                 "m",
                 "--port",
                 "8000",
@@ -465,9 +671,8 @@ mod tests {
                 "--served-model-name=x",
                 "--seed",
                 "-1",
-            ]),
-            &known,
-            &Vec::new(),
+            ],
+            &["model", "block-size"],
         )
         .unwrap();
         assert_eq!(kept, s(&["m", "--block-size", "64"]));
@@ -478,12 +683,122 @@ mod tests {
                 "8000",
                 "--trust-remote-code",
                 "--enable-prefix-caching",
-                "-q",
+                "--quantization",
                 "fp8",
-                "-O3",
+                "--optimization-level",
+                "3",
                 "--served-model-name=x",
                 "--seed",
                 "-1"
+            ])
+        );
+    }
+
+    #[test]
+    fn every_argparse_form_takes_its_values() {
+        let known = [
+            "model",
+            "tensor-parallel-size",
+            "enable-expert-parallel",
+            "json",
+        ];
+        let ok = |args: &[&str]| split(args, &known).unwrap();
+        // nargs="+": every value up to the next option.
+        let (kept, ignored) = ok(&["m", "--served-model-name", "a", "b", "-tp", "8"]);
+        assert_eq!(kept, s(&["m", "--tensor-parallel-size", "8"]));
+        assert_eq!(ignored, s(&["--served-model-name", "a", "b"]));
+        // ... and a model after them is one of them, as in argparse.
+        assert_eq!(
+            ok(&["--served-model-name", "a", "m"]).0,
+            Vec::<String>::new()
+        );
+        // store_true and BooleanOptionalAction take none; the EnableDisableAction inverse.
+        let (kept, ignored) = ok(&[
+            "--headless",
+            "m",
+            "--disable-prefix-caching",
+            "--disable-expert-parallel",
+        ]);
+        assert_eq!(kept, s(&["m", "--no-enable-expert-parallel"]));
+        assert_eq!(ignored, s(&["--headless", "--disable-prefix-caching"]));
+        // Abbreviations and glued short values (argparse allow_abbrev).
+        let (kept, ignored) = ok(&[
+            "m",
+            "--tensor-parallel",
+            "2",
+            "--served-model",
+            "x",
+            "-qfp8",
+            "--js",
+        ]);
+        assert_eq!(kept, s(&["m", "--tensor-parallel-size", "2", "--json"]));
+        assert_eq!(ignored, s(&["--served-model", "x", "-qfp8"]));
+        // nargs="?": alone or with one value.
+        assert_eq!(
+            ok(&["m", "--hf-token", "--port", "1"]).1,
+            s(&["--hf-token", "--port", "1"])
+        );
+        assert_eq!(ok(&["m", "--hf-token", "t"]).1, s(&["--hf-token", "t"]));
+        // Choices: the given one, or None where vLLM's optional_type adds it.
+        assert_eq!(ok(&["m", "--dtype", "half"]).1, s(&["--dtype", "half"]));
+        assert_eq!(
+            ok(&["m", "--spec-method", "None"]).1,
+            s(&["--spec-method", "None"])
+        );
+        // `--`: the rest is positional.
+        assert_eq!(ok(&["--", "m"]).0, s(&["--", "m"]));
+        for (args, want) in [
+            (
+                &["m", "--served-model-name"][..],
+                "expected at least one argument",
+            ),
+            (&["m", "--port"], "expected one argument"),
+            (&["m", "--port", "--", "1"], "expected one argument"),
+            (&["m", "--port", "--seed", "1"], "expected one argument"),
+            (&["m", "--seed", "-1e5"], "expected one argument"),
+            (&["m", "--headless=1"], "ignored explicit argument"),
+            (&["m", "--no-headless"], "unrecognized flag --no-headless"),
+            (
+                &["m", "--enable-log-stats"],
+                "vLLM has only --disable-log-stats",
+            ),
+            (&["m", "--dtype", "float7"], "invalid choice: \"float7\""),
+            (&["m", "--max-lora-rank", "7"], "invalid choice"),
+            (&["m", "--max"], "ambiguous option: --max could match"),
+            (&["m", "-d", "1"], "ambiguous option: -d could match"),
+        ] {
+            let err = split(args, &known).unwrap_err();
+            assert!(err.contains(want), "{args:?}: {err}");
+            assert!(err.contains("vllm serve 0.33.0"), "{err}");
+        }
+        assert_eq!(
+            ok(&["m", "--max-lora-rank", "0_8"]).1,
+            s(&["--max-lora-rank", "0_8"])
+        );
+    }
+
+    #[test]
+    fn yaml_lists_fill_nargs_flags() {
+        let dir = std::env::temp_dir().join(format!("hisparse-flags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("serve.yaml");
+        std::fs::write(
+            &file,
+            "headless: true\ntrust-remote-code: false\nserved-model-name: [a, b]\n",
+        )
+        .unwrap();
+        let (kept, ignored) =
+            split(&["m", "--config", file.to_str().unwrap()], &["model"]).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(kept, s(&["m"]));
+        assert_eq!(
+            ignored,
+            s(&[
+                "--headless",
+                "--no-trust-remote-code",
+                "--served-model-name",
+                "a",
+                "b"
             ])
         );
     }
@@ -605,16 +920,20 @@ mod tests {
 
     #[test]
     fn underscores_become_dashes() {
-        assert_eq!(normalize_name("--max_model_len=4"), "--max-model-len=4");
+        let n = |a: &str| normalize_name(a).join(" ");
+        assert_eq!(n("--max_model_len=4"), "--max-model-len=4");
         assert_eq!(
-            normalize_name("--kv_transfer_config.kv_role"),
+            n("--kv_transfer_config.kv_role"),
             "--kv-transfer-config.kv_role"
         );
-        assert_eq!(normalize_name("-tp"), "--tensor-parallel-size");
+        assert_eq!(n("-tp"), "--tensor-parallel-size");
         assert_eq!(
-            normalize_name("-cc.cudagraph_mode"),
+            n("-cc.cudagraph_mode"),
             "--compilation-config.cudagraph_mode"
         );
-        assert_eq!(normalize_name("-tpx"), "-tpx");
+        assert_eq!(n("-tpx"), "-tpx");
+        assert_eq!(n("-O3"), "--optimization-level 3");
+        assert_eq!(n("-O=3"), "--optimization-level 3");
+        assert_eq!(n("--help=cache"), "--help");
     }
 }

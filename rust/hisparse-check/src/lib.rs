@@ -2,8 +2,10 @@
 //! own flag names. One entry point, [`run`], serves the Rust binary and the
 //! `hisparse-check` console script that pip installs (through the PyO3 module).
 //!
-//! Exit codes: 0 valid, 1 invalid configuration, 2 usage or I/O error (a
-//! reader that closed the pipe: quiet, 0).
+//! Exit codes: 0 valid, 1 invalid configuration, 2 usage or I/O error,
+//! including a result that cannot be written (a closed, read-only or full
+//! stdout). A reader that closed the pipe (`| head`) is quiet, and the exit
+//! code is still the verdict: it had the output it asked for.
 
 mod argv;
 mod render;
@@ -201,8 +203,9 @@ accepted and listed as ignored.
 --plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
   bash examples/dsv32-decode-pd.sh --plan --gpu h200 --context-length 128K
 
-Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error
-(a closed pipe, as in `| head`, is quiet: 0).";
+Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error (also a
+result that cannot be written: a closed, read-only or full stdout); a reader
+that closed the pipe, as in `| head`, is quiet and the status is the verdict.";
 
 fn parse_max_model_len(text: &str) -> Result<i64, String> {
     if text.trim().eq_ignore_ascii_case("auto") || text.trim() == "-1" {
@@ -233,6 +236,24 @@ fn parse_tokens(text: &str) -> Result<u64, String> {
 /// the file. For the differential test against vLLM (tests/vllm/test_yaml_fuzz.py).
 pub fn config_file_argv(file: &str) -> Result<Vec<String>, String> {
     argv::load_config_file(file).map(|(argv, _)| argv)
+}
+
+/// The table of `vllm serve` flags hisparse-check reads, as JSON
+/// (`vllm_flags::table_json`), for the test that compares it with vLLM's parser.
+pub fn vllm_flag_table_json() -> String {
+    vllm_flags::table_json()
+}
+
+/// Set by the binary when its stdout was closed at start (`hisparse-check
+/// ... >&-`): Rust's runtime then opens /dev/null on it before `main`, where
+/// the result would be lost with exit 0.
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// For the binary's `main`: stdout was closed when the process started, so
+/// the result cannot be written (exit 2, as the console script exits).
+pub fn stdout_closed_at_start() {
+    STDOUT_CLOSED_AT_START.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Run `hisparse-check` on `args` (without the program name) and return the exit code.
@@ -342,16 +363,25 @@ fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {
     stdout.flush()
 }
 
-/// Rust's stdout takes writes to a closed descriptor (EBADF) as written, so
-/// the result would be lost with exit status 0: ask the descriptor itself
-/// first. (The console script's Python keeps `>&-` closed; the binary's Rust
-/// runtime reopens a closed stdout on /dev/null before `main`, as `>/dev/null`.)
+/// Whether the result can be written at all. Rust's stdout takes a write to
+/// a closed or read-only descriptor (EBADF) as done, so the result would be
+/// lost with exit status 0: ask the descriptor itself first (closed: EBADF;
+/// open for reading only, `1</dev/null`: EBADF too), and what the binary saw
+/// before Rust's runtime reopened a closed stdout on /dev/null.
 fn stdout_open() -> std::io::Result<()> {
+    let bad = || std::io::Error::from_raw_os_error(libc::EBADF);
+    if STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(bad());
+    }
     #[cfg(unix)]
     {
-        // SAFETY: F_GETFD reads the descriptor's flags; it touches no memory.
-        if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+        // SAFETY: F_GETFL reads the descriptor's status flags; it touches no memory.
+        let flags = unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFL) };
+        if flags == -1 {
             return Err(std::io::Error::last_os_error());
+        }
+        if flags & libc::O_ACCMODE == libc::O_RDONLY {
+            return Err(bad());
         }
     }
     Ok(())

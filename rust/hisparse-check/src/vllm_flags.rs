@@ -1,473 +1,567 @@
-//! vLLM 0.33.0 `vllm serve` flag names, read off `EngineArgs` and
-//! `FrontendArgs` fields and the literal flags in `vllm/engine/arg_utils.py`,
-//! `vllm/entrypoints/common/cli_args.py` and `vllm/entrypoints/cli/serve.py`.
-//! `hisparse-check` accepts these (and lists them as not checked); any other
-//! flag is an error, as in vLLM.
+//! vLLM 0.33.0's `vllm serve` options as its argparse parser declares them
+//! (`vllm/entrypoints/common/cli_args.py` `make_arg_parser`, `FrontendArgs`
+//! and `AsyncEngineArgs.add_cli_args` in `vllm/engine/arg_utils.py`): one row
+//! per option, its long name, its other spellings, how it takes values and
+//! its choices. `hisparse-check` reads every `vllm serve` flag with this table
+//! (and lists those it does not check); any other flag is an error, as in
+//! vLLM. tests/vllm/test_flag_table.py compares [`table_json`] with vLLM's
+//! real parser, so the table cannot drift: adding a flag is adding a row.
 
-/// Every `vllm serve` flag: long names without dashes, single-dash short forms with theirs.
-pub const VLLM_FLAGS: &[&str] = &[
-    "-ac",
-    "-asc",
-    "-cc",
-    "-dc",
-    "-dcp",
-    "-dp",
-    "-dpa",
-    "-dpb",
-    "-dpe",
-    "-dph",
-    "-dpl",
-    "-dpm",
-    "-dpn",
-    "-dpp",
-    "-dpr",
-    "-ep",
-    "-n",
-    "-pcp",
-    "-pp",
-    "-q",
-    "-r",
-    "-sc",
-    "-tp",
-    "additional-config",
-    "aggregate-engine-logging",
-    "all2all-backend",
-    "allow-credentials",
-    "allow-deprecated-quantization",
-    "allowed-headers",
-    "allowed-local-media-path",
-    "allowed-media-domains",
-    "allowed-methods",
-    "allowed-origins",
-    "anthropic-disabled-thinking-effort",
-    "api-key",
-    "api-server-count",
-    "async-scheduling",
-    "attention-backend",
-    "attention-config",
-    "aux-output-config",
-    "block-size",
-    "chat-template",
-    "chat-template-content-format",
-    "code-revision",
-    "cohere-format",
-    "cohere-is-reasoning-model",
-    "collect-detailed-traces",
-    "compilation-config",
-    "config",
-    "config-format",
-    "convert",
-    "cp-kv-cache-interleave-size",
-    "cpu-distributed-timeout-seconds",
-    "cpu-offload-gb",
-    "cpu-offload-params",
-    "cudagraph-capture-sizes",
-    "cudagraph-metrics",
-    "custom-histogram-buckets",
-    "data-parallel-address",
-    "data-parallel-backend",
-    "data-parallel-external-lb",
-    "data-parallel-hybrid-lb",
-    "data-parallel-multi-port-external-lb",
-    "data-parallel-rank",
-    "data-parallel-rpc-port",
-    "data-parallel-size",
-    "data-parallel-size-local",
-    "data-parallel-start-rank",
-    "data-parallel-supervisor-port",
-    "dbo-decode-token-threshold",
-    "dbo-prefill-token-threshold",
-    "dcp-comm-backend",
-    "dcp-kv-cache-interleave-size",
-    "dcp-q-replicate",
-    "decode-context-parallel-size",
-    "default-chat-template-kwargs",
-    "default-mm-loras",
-    "device-ids",
-    "device-memory-utilization",
-    "diffusion-config",
-    "disable-access-log-for-endpoints",
-    "disable-cascade-attn",
-    "disable-chunked-mm-input",
-    "disable-custom-all-reduce",
-    "disable-fastapi-docs",
-    "disable-hybrid-kv-cache-manager",
-    "disable-log-stats",
-    "disable-nccl-for-dp-synchronization",
-    "disable-sliding-window",
-    "disable-uvicorn-access-log",
-    "distributed-executor-backend",
-    "distributed-timeout-seconds",
-    "download-dir",
-    "dp-supervisor-probe-failure-threshold",
-    "dp-supervisor-probe-interval-s",
-    "dp-supervisor-probe-timeout-s",
-    "dp-sync-interval",
-    "dtype",
-    "ec-manager-config",
-    "ec-transfer-config",
-    "elastic-ep-max-dp-size",
-    "enable-auto-tool-choice",
-    "enable-batch-sharded-sampling",
-    "enable-chunked-prefill",
-    "enable-cumem-allocator",
-    "enable-dbo",
-    "enable-elastic-ep",
-    "enable-ep-weight-filter",
-    "enable-eplb",
-    "enable-expert-parallel",
-    "enable-fault-tolerance",
-    "enable-flash-late-interaction",
-    "enable-flashinfer-autotune",
-    "enable-force-include-usage",
-    "enable-hc-sp",
-    "enable-layerwise-nvtx-tracing",
-    "enable-log-deltas",
-    "enable-log-outputs",
-    "enable-log-requests",
-    "enable-logging-iteration-details",
-    "enable-lora",
-    "enable-mamba-cache-stochastic-rounding",
-    "enable-mamba-shared-prefix-checkpoint",
-    "enable-mfu-metrics",
-    "enable-mixed-moe-lora-format",
-    "enable-mm-embeds",
-    "enable-mm-processor-stats",
-    "enable-moe-shared-loras",
-    "enable-nccl-comm-suspend",
-    "enable-offline-docs",
-    "enable-per-request-metrics",
-    "enable-prefix-caching",
-    "enable-prompt-embeds",
-    "enable-prompt-tokens-details",
-    "enable-request-id-headers",
-    "enable-return-routed-experts",
-    "enable-scale-out",
-    "enable-server-load-tracking",
-    "enable-shm-tensor-arena",
-    "enable-sleep-mode",
-    "enable-ssl-refresh",
-    "enable-tokenizer-info-endpoint",
-    "enable-tower-connector-lora",
-    "enable-trace-replay",
-    "enforce-eager",
-    "engram-config",
-    "eplb-config",
-    "exclude-tools-when-tool-choice-none",
-    "expert-placement-strategy",
-    "fail-on-environ-validation",
-    "fault-tolerance-config",
-    "fingerprint-mode",
-    "fingerprint-value",
-    "fully-sharded-loras",
-    "gdn-prefill-backend",
-    "generation-config",
-    "gpu-memory-utilization",
-    "grpc",
-    "grpc-port",
-    "h11-max-header-count",
-    "h11-max-incomplete-event-size",
-    "headless",
-    "help",
-    "hf-config-path",
-    "hf-overrides",
-    "hf-token",
-    "host",
-    "ignore-patterns",
-    "interleave-mm-strings",
-    "io-processor-plugin",
-    "ir-op-priority",
-    "jit-monitor-mode",
-    "jit-monitor-verbose",
-    "kda-decode-backend",
-    "kda-prefill-backend",
-    "kernel-config",
-    "kv-cache-dtype",
-    "kv-cache-dtype-skip-layers",
-    "kv-cache-memory-bytes",
-    "kv-cache-metrics",
-    "kv-cache-metrics-sample",
-    "kv-events-config",
-    "kv-offloading-backend",
-    "kv-offloading-size",
-    "kv-sharing-fast-prefill",
-    "kv-transfer-config",
-    "language-model-only",
-    "limit-mm-per-prompt",
-    "linear-backend",
-    "load-format",
-    "log-config-file",
-    "log-error-stack",
-    "log-level",
-    "logging-config",
-    "logits-processors",
-    "logprobs-mode",
-    "long-prefill-token-threshold",
-    "long-prefill-token-threshold-adaptive",
-    "lora-dtype",
-    "lora-modules",
-    "lora-target-modules",
-    "mamba-backend",
-    "mamba-block-size",
-    "mamba-cache-dtype",
-    "mamba-cache-mode",
-    "mamba-cache-philox-rounds",
-    "mamba-config",
-    "mamba-ssm-cache-dtype",
-    "mamba-ssu-algorithm",
-    "master-addr",
-    "master-port",
-    "max-cpu-loras",
-    "max-cudagraph-capture-size",
-    "max-log-len",
-    "max-logprobs",
-    "max-lora-cls-labels",
-    "max-lora-rank",
-    "max-loras",
-    "max-model-len",
-    "max-num-active-seqs",
-    "max-num-batched-tokens",
-    "max-num-queued-reqs",
-    "max-num-queued-tokens",
-    "max-num-scheduled-tokens",
-    "max-num-seqs",
-    "max-parallel-loading-workers",
-    "media-io-kwargs",
-    "middleware",
-    "mm-device-do-normalize",
-    "mm-encoder-attn-backend",
-    "mm-encoder-attn-dtype",
-    "mm-encoder-fp8-scale-path",
-    "mm-encoder-fp8-scale-save-margin",
-    "mm-encoder-fp8-scale-save-path",
-    "mm-encoder-only",
-    "mm-encoder-tp-mode",
-    "mm-hasher-algorithm",
-    "mm-ipc-gpu-memory-gb",
-    "mm-processor-cache-gb",
-    "mm-processor-cache-type",
-    "mm-processor-device",
-    "mm-processor-kwargs",
-    "mm-shm-cache-max-object-size-mb",
-    "mm-tensor-ipc",
-    "model",
-    "model-class-overrides",
-    "model-impl",
-    "model-loader-extra-config",
-    "model-weights",
-    "moe-backend",
-    "monokernel",
-    "nnodes",
-    "node-rank",
-    "num-gpu-blocks-override",
-    "numa-bind",
-    "numa-bind-cpus",
-    "numa-bind-nodes",
-    "offload-backend",
-    "offload-group-size",
-    "offload-num-in-group",
-    "offload-params",
-    "offload-prefetch-step",
-    "optimization-level",
-    "otlp-traces-endpoint",
-    "override-generation-config",
-    "per-request-spec-decode-metrics",
-    "performance-mode",
-    "pipeline-parallel-size",
-    "pooler-config",
-    "port",
-    "prefill-context-parallel-size",
-    "prefill-schedule-interval",
-    "prefix-cache-retention-interval",
-    "prefix-caching-hash-algo",
-    "prefix-match-unit",
-    "profiler-config",
-    "pt-load-map-location",
-    "quantization",
-    "quantization-config",
-    "ray-workers-use-nsight",
-    "reasoning-config",
-    "reasoning-effort-map",
-    "reasoning-parser",
-    "reasoning-parser-plugin",
-    "renderer-num-workers",
-    "replayssm-buffer-len",
-    "response-role",
-    "return-sampling-mask",
-    "return-tokens-as-token-ids",
-    "revision",
-    "root-path",
-    "runner",
-    "safetensors-load-strategy",
-    "safetensors-prefetch-block-size",
-    "safetensors-prefetch-num-threads",
-    "scheduler-cls",
-    "scheduler-reserve-full-isl",
-    "scheduling-policy",
-    "seed",
-    "served-model-name",
-    "show-hidden-metrics-for-version",
-    "shutdown-timeout",
-    "skip-mm-profiling",
-    "skip-tokenizer-init",
-    "sleep-mode-backend",
-    "sleep-mode-offload-cudagraph",
-    "sleep-preserve-parameter-names",
-    "sparse-indexer-topk-backend",
-    "spec-method",
-    "spec-model",
-    "spec-tokens",
-    "specialize-active-lora",
-    "speculative-config",
-    "sse-keep-alive-interval",
-    "ssl-ca-certs",
-    "ssl-cert-reqs",
-    "ssl-certfile",
-    "ssl-ciphers",
-    "ssl-keyfile",
-    "stream-interval",
-    "structured-outputs-config",
-    "swa-bounded-replay",
-    "tensor-parallel-size",
-    "tokenizer",
-    "tokenizer-mode",
-    "tokenizer-revision",
-    "tokens-only",
-    "tool-call-parser",
-    "tool-parser-plugin",
-    "tool-server",
-    "tool-strict-level",
-    "trust-remote-code",
-    "trust-request-chat-template",
-    "trust-request-mm-kwargs",
-    "ubatch-size",
-    "uds",
-    "use-fp64-gumbel",
-    "use-replayssm",
-    "use-tqdm-on-load",
-    "uvicorn-log-level",
-    "video-pruning-method",
-    "video-pruning-rate",
-    "watchdog-config",
-    "watermark",
-    "watermark-config",
-    "weight-transfer-config",
-    "worker-cls",
-    "worker-extension-cls",
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// How an option takes values, as argparse reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takes {
+    /// One value (`nargs=None`): `--port 8000`, `--port=8000`.
+    One,
+    /// One or more values (`nargs="+"`): `--served-model-name a b`.
+    OneOrMore,
+    /// An optional value (`nargs="?"`): alone, or with one value.
+    Optional,
+    /// No value, and no `--no-` form (`action="store_true"`).
+    StoreTrue,
+    /// No value, with a `--no-NAME` form (`argparse.BooleanOptionalAction`,
+    /// which vLLM's `EnableDisableAction` also spells `--disable-X` for
+    /// `--enable-X` and the other way round: `vllm/utils/argparse_utils.py`).
+    Bool,
+    /// `-h` / `--help` (clap's own).
+    Help,
+}
+
+/// One `vllm serve` option.
+#[derive(Debug)]
+pub struct Flag {
+    /// The long name without dashes.
+    pub name: &'static str,
+    /// Its other spellings, with their dashes (`-tp`).
+    pub aliases: &'static [&'static str],
+    pub takes: Takes,
+    /// The values argparse accepts (empty: any), as typed on the command
+    /// line; "None" stands for the `None` that vLLM's `optional_type` adds
+    /// (given as `None` or an empty string).
+    pub choices: &'static [&'static str],
+    /// Whether the choices are ints (`int(value)` is compared, as argparse
+    /// compares the converted value).
+    pub int_choices: bool,
+}
+
+const fn flag(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    takes: Takes,
+    choices: &'static [&'static str],
+) -> Flag {
+    Flag {
+        name,
+        aliases,
+        takes,
+        choices,
+        int_choices: false,
+    }
+}
+
+const fn int_choice_flag(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    takes: Takes,
+    choices: &'static [&'static str],
+) -> Flag {
+    Flag {
+        name,
+        aliases,
+        takes,
+        choices,
+        int_choices: true,
+    }
+}
+
+use Takes::{Bool, Help, One, OneOrMore, Optional, StoreTrue};
+
+/// Every `vllm serve` option, by long name (one row each; generated from
+/// vLLM's parser by the failure message of tests/vllm/test_flag_table.py).
+#[rustfmt::skip]
+pub const VLLM_FLAGS: &[Flag] = &[
+    flag("additional-config", &[], One, &[]),
+    flag("aggregate-engine-logging", &[], StoreTrue, &[]),
+    flag("all2all-backend", &[], One, &["allgather_reducescatter", "deepep_high_throughput", "deepep_low_latency", "deepep_v2", "flashinfer_all2allv", "flashinfer_nvlink_one_sided", "flashinfer_nvlink_two_sided", "moonep", "mori_high_throughput", "mori_low_latency", "naive", "nixl_ep", "pplx"]),
+    flag("allow-credentials", &[], Bool, &[]),
+    flag("allow-deprecated-quantization", &[], Bool, &[]),
+    flag("allowed-headers", &[], One, &[]),
+    flag("allowed-local-media-path", &[], One, &[]),
+    flag("allowed-media-domains", &[], OneOrMore, &[]),
+    flag("allowed-methods", &[], One, &[]),
+    flag("allowed-origins", &[], One, &[]),
+    flag("anthropic-disabled-thinking-effort", &[], One, &["auto", "high", "low", "max", "medium", "none", "xhigh"]),
+    flag("api-key", &[], OneOrMore, &[]),
+    flag("api-server-count", &["-asc"], One, &[]),
+    flag("async-scheduling", &[], Bool, &[]),
+    flag("attention-backend", &[], One, &[]),
+    flag("attention-config", &["-ac"], One, &[]),
+    flag("aux-output-config", &[], One, &[]),
+    flag("block-size", &[], One, &[]),
+    flag("chat-template", &[], One, &[]),
+    flag("chat-template-content-format", &[], One, &["auto", "openai", "string"]),
+    flag("code-revision", &[], One, &[]),
+    flag("cohere-format", &[], One, &[]),
+    flag("cohere-is-reasoning-model", &[], Bool, &[]),
+    flag("collect-detailed-traces", &[], OneOrMore, &["None", "all", "model", "worker"]),
+    flag("compilation-config", &["-cc"], One, &[]),
+    flag("config", &[], One, &[]),
+    flag("config-format", &[], One, &[]),
+    flag("convert", &[], One, &["auto", "classify", "embed", "none"]),
+    flag("cp-kv-cache-interleave-size", &[], One, &[]),
+    flag("cpu-distributed-timeout-seconds", &[], One, &[]),
+    flag("cpu-offload-gb", &[], One, &[]),
+    flag("cpu-offload-params", &[], OneOrMore, &[]),
+    flag("cudagraph-capture-sizes", &[], OneOrMore, &[]),
+    flag("cudagraph-metrics", &[], Bool, &[]),
+    flag("custom-histogram-buckets", &[], One, &[]),
+    flag("data-parallel-address", &["-dpa"], One, &[]),
+    flag("data-parallel-backend", &["-dpb"], One, &[]),
+    flag("data-parallel-external-lb", &["-dpe"], Bool, &[]),
+    flag("data-parallel-hybrid-lb", &["-dph"], Bool, &[]),
+    flag("data-parallel-multi-port-external-lb", &["-dpm"], StoreTrue, &[]),
+    flag("data-parallel-rank", &["-dpn"], One, &[]),
+    flag("data-parallel-rpc-port", &["-dpp"], One, &[]),
+    flag("data-parallel-size", &["-dp"], One, &[]),
+    flag("data-parallel-size-local", &["-dpl"], One, &[]),
+    flag("data-parallel-start-rank", &["-dpr"], One, &[]),
+    flag("data-parallel-supervisor-port", &[], One, &[]),
+    flag("dbo-decode-token-threshold", &[], One, &[]),
+    flag("dbo-prefill-token-threshold", &[], One, &[]),
+    flag("dcp-comm-backend", &[], One, &["None", "a2a", "ag_rs"]),
+    flag("dcp-kv-cache-interleave-size", &[], One, &[]),
+    flag("dcp-q-replicate", &[], Bool, &[]),
+    flag("decode-context-parallel-size", &["-dcp"], One, &[]),
+    flag("default-chat-template-kwargs", &[], One, &[]),
+    flag("default-mm-loras", &[], One, &[]),
+    flag("device-ids", &[], One, &[]),
+    flag("diffusion-config", &["-dc"], One, &[]),
+    flag("disable-access-log-for-endpoints", &[], One, &[]),
+    flag("disable-cascade-attn", &[], Bool, &[]),
+    flag("disable-chunked-mm-input", &[], Bool, &[]),
+    flag("disable-custom-all-reduce", &[], Bool, &[]),
+    flag("disable-fastapi-docs", &[], Bool, &[]),
+    flag("disable-hybrid-kv-cache-manager", &[], Bool, &[]),
+    flag("disable-log-stats", &[], StoreTrue, &[]),
+    flag("disable-nccl-for-dp-synchronization", &[], Bool, &[]),
+    flag("disable-sliding-window", &[], Bool, &[]),
+    flag("disable-uvicorn-access-log", &[], Bool, &[]),
+    flag("distributed-executor-backend", &[], One, &[]),
+    flag("distributed-timeout-seconds", &[], One, &[]),
+    flag("download-dir", &[], One, &[]),
+    flag("dp-supervisor-probe-failure-threshold", &[], One, &[]),
+    flag("dp-supervisor-probe-interval-s", &[], One, &[]),
+    flag("dp-supervisor-probe-timeout-s", &[], One, &[]),
+    flag("dp-sync-interval", &[], One, &[]),
+    flag("dtype", &[], One, &["auto", "bfloat16", "float", "float16", "float32", "half"]),
+    flag("ec-manager-config", &[], One, &[]),
+    flag("ec-transfer-config", &[], One, &[]),
+    flag("elastic-ep-max-dp-size", &[], One, &[]),
+    flag("enable-auto-tool-choice", &[], Bool, &[]),
+    flag("enable-batch-sharded-sampling", &[], Bool, &[]),
+    flag("enable-chunked-prefill", &[], Bool, &[]),
+    flag("enable-cumem-allocator", &[], Bool, &[]),
+    flag("enable-dbo", &[], Bool, &[]),
+    flag("enable-elastic-ep", &[], Bool, &[]),
+    flag("enable-ep-weight-filter", &[], Bool, &[]),
+    flag("enable-eplb", &[], Bool, &[]),
+    flag("enable-expert-parallel", &["-ep"], Bool, &[]),
+    flag("enable-fault-tolerance", &[], Bool, &[]),
+    flag("enable-flash-late-interaction", &[], Bool, &[]),
+    flag("enable-flashinfer-autotune", &[], Bool, &[]),
+    flag("enable-force-include-usage", &[], Bool, &[]),
+    flag("enable-hc-sp", &[], Bool, &[]),
+    flag("enable-layerwise-nvtx-tracing", &[], Bool, &[]),
+    flag("enable-log-deltas", &[], Bool, &[]),
+    flag("enable-log-outputs", &[], Bool, &[]),
+    flag("enable-log-requests", &[], Bool, &[]),
+    flag("enable-logging-iteration-details", &[], Bool, &[]),
+    flag("enable-lora", &[], Bool, &[]),
+    flag("enable-mamba-cache-stochastic-rounding", &[], Bool, &[]),
+    flag("enable-mamba-shared-prefix-checkpoint", &[], Bool, &[]),
+    flag("enable-mfu-metrics", &[], Bool, &[]),
+    flag("enable-mixed-moe-lora-format", &[], Bool, &[]),
+    flag("enable-mm-embeds", &[], Bool, &[]),
+    flag("enable-moe-shared-loras", &[], Bool, &[]),
+    flag("enable-nccl-comm-suspend", &[], Bool, &[]),
+    flag("enable-offline-docs", &[], Bool, &[]),
+    flag("enable-per-request-metrics", &[], Bool, &[]),
+    flag("enable-prefix-caching", &[], Bool, &[]),
+    flag("enable-prompt-embeds", &[], Bool, &[]),
+    flag("enable-prompt-tokens-details", &[], Bool, &[]),
+    flag("enable-request-id-headers", &[], Bool, &[]),
+    flag("enable-return-routed-experts", &[], Bool, &[]),
+    flag("enable-scale-out", &[], Bool, &[]),
+    flag("enable-server-load-tracking", &[], Bool, &[]),
+    flag("enable-shm-tensor-arena", &[], Bool, &[]),
+    flag("enable-sleep-mode", &[], Bool, &[]),
+    flag("enable-ssl-refresh", &[], Bool, &[]),
+    flag("enable-tokenizer-info-endpoint", &[], Bool, &[]),
+    flag("enable-tower-connector-lora", &[], Bool, &[]),
+    flag("enable-trace-replay", &[], Bool, &[]),
+    flag("enforce-eager", &[], Bool, &[]),
+    flag("engram-config", &[], One, &[]),
+    flag("eplb-config", &[], One, &[]),
+    flag("exclude-tools-when-tool-choice-none", &[], Bool, &[]),
+    flag("expert-placement-strategy", &[], One, &["linear", "round_robin"]),
+    flag("fail-on-environ-validation", &[], Bool, &[]),
+    flag("fault-tolerance-config", &[], One, &[]),
+    flag("fingerprint-mode", &[], One, &["custom", "full", "hash", "none"]),
+    flag("fingerprint-value", &[], One, &[]),
+    flag("fully-sharded-loras", &[], Bool, &[]),
+    flag("gdn-prefill-backend", &[], One, &["aiter_flydsl", "cutedsl", "flashinfer", "sycl", "triton"]),
+    flag("generation-config", &[], One, &[]),
+    flag("gpu-memory-utilization", &["--device-memory-utilization"], One, &[]),
+    flag("grpc", &[], StoreTrue, &[]),
+    flag("grpc-port", &[], One, &[]),
+    flag("h11-max-header-count", &[], One, &[]),
+    flag("h11-max-incomplete-event-size", &[], One, &[]),
+    flag("headless", &[], StoreTrue, &[]),
+    flag("help", &["-h"], Help, &[]),
+    flag("hf-config-path", &[], One, &[]),
+    flag("hf-overrides", &[], One, &[]),
+    flag("hf-token", &[], Optional, &[]),
+    flag("host", &[], One, &[]),
+    flag("ignore-patterns", &[], OneOrMore, &[]),
+    flag("interleave-mm-strings", &[], Bool, &[]),
+    flag("io-processor-plugin", &[], One, &[]),
+    flag("ir-op-priority", &[], One, &[]),
+    flag("jit-monitor-mode", &[], One, &["error", "warn"]),
+    flag("jit-monitor-verbose", &[], Bool, &[]),
+    flag("kda-decode-backend", &[], One, &["auto", "flashinfer", "native", "triton"]),
+    flag("kda-prefill-backend", &[], One, &["auto", "flashinfer", "flashkda", "fused", "triton"]),
+    flag("kernel-config", &[], One, &[]),
+    flag("kv-cache-dtype", &[], One, &[]),
+    flag("kv-cache-dtype-skip-layers", &[], OneOrMore, &[]),
+    flag("kv-cache-memory-bytes", &[], One, &[]),
+    flag("kv-cache-metrics", &[], Bool, &[]),
+    flag("kv-cache-metrics-sample", &[], One, &[]),
+    flag("kv-events-config", &[], One, &[]),
+    flag("kv-offloading-backend", &[], One, &["lmcache", "native"]),
+    flag("kv-offloading-size", &[], One, &[]),
+    flag("kv-sharing-fast-prefill", &[], Bool, &[]),
+    flag("kv-transfer-config", &[], One, &[]),
+    flag("language-model-only", &[], Bool, &[]),
+    flag("limit-mm-per-prompt", &[], One, &[]),
+    flag("linear-backend", &[], One, &["aiter", "auto", "b12x", "conch", "cutlass", "deep_gemm", "emulation", "exllama", "fbgemm", "flashinfer_b12x", "flashinfer_cudnn", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_trtllm", "humming", "machete", "marlin", "torch", "triton", "xpu", "xpu_woq"]),
+    flag("load-format", &[], One, &[]),
+    flag("log-config-file", &[], One, &[]),
+    flag("log-error-stack", &[], Bool, &[]),
+    flag("log-level", &[], One, &["CRITICAL", "DEBUG", "ERROR", "INFO", "NOTSET", "WARNING"]),
+    flag("logging-config", &[], One, &[]),
+    flag("logits-processors", &[], OneOrMore, &[]),
+    flag("logprobs-mode", &[], One, &["processed_logits", "processed_logprobs", "raw_logits", "raw_logprobs"]),
+    flag("long-prefill-token-threshold", &[], One, &[]),
+    flag("long-prefill-token-threshold-adaptive", &[], Bool, &[]),
+    flag("lora-dtype", &[], One, &["auto", "bfloat16", "float16"]),
+    flag("lora-modules", &[], OneOrMore, &[]),
+    flag("lora-target-modules", &[], OneOrMore, &[]),
+    flag("mamba-backend", &[], One, &[]),
+    flag("mamba-block-size", &[], One, &[]),
+    flag("mamba-cache-dtype", &[], One, &["auto", "bfloat16", "float16", "float32"]),
+    flag("mamba-cache-mode", &[], One, &["align", "none"]),
+    flag("mamba-cache-philox-rounds", &[], One, &[]),
+    flag("mamba-ssm-cache-dtype", &[], One, &["auto", "bfloat16", "float16", "float32"]),
+    flag("mamba-ssu-algorithm", &[], One, &["None", "auto", "horizontal", "simple", "vertical"]),
+    flag("master-addr", &[], One, &[]),
+    flag("master-port", &[], One, &[]),
+    flag("max-cpu-loras", &[], One, &[]),
+    flag("max-cudagraph-capture-size", &[], One, &[]),
+    flag("max-log-len", &[], One, &[]),
+    flag("max-logprobs", &[], One, &[]),
+    flag("max-lora-cls-labels", &[], One, &[]),
+    int_choice_flag("max-lora-rank", &[], One, &["1", "128", "16", "256", "32", "320", "512", "64", "8"]),
+    flag("max-loras", &[], One, &[]),
+    flag("max-model-len", &[], One, &[]),
+    flag("max-num-active-seqs", &[], One, &[]),
+    flag("max-num-batched-tokens", &[], One, &[]),
+    flag("max-num-queued-reqs", &[], One, &[]),
+    flag("max-num-queued-tokens", &[], One, &[]),
+    flag("max-num-scheduled-tokens", &[], One, &[]),
+    flag("max-num-seqs", &[], One, &[]),
+    flag("max-parallel-loading-workers", &[], One, &[]),
+    flag("media-io-kwargs", &[], One, &[]),
+    flag("middleware", &[], One, &[]),
+    flag("mm-device-do-normalize", &[], Bool, &[]),
+    flag("mm-encoder-attn-backend", &[], One, &[]),
+    flag("mm-encoder-attn-dtype", &[], One, &["None", "fp8"]),
+    flag("mm-encoder-fp8-scale-path", &[], One, &[]),
+    flag("mm-encoder-fp8-scale-save-margin", &[], One, &[]),
+    flag("mm-encoder-fp8-scale-save-path", &[], One, &[]),
+    flag("mm-encoder-only", &[], Bool, &[]),
+    flag("mm-encoder-tp-mode", &[], One, &["data", "weights"]),
+    flag("mm-hasher-algorithm", &[], One, &["blake3", "sha256", "sha512"]),
+    flag("mm-ipc-gpu-memory-gb", &[], One, &[]),
+    flag("mm-processor-cache-gb", &[], One, &[]),
+    flag("mm-processor-cache-type", &[], One, &["lru", "shm"]),
+    // vLLM adds current_platform.device_type (arg_utils.py:1569): cuda on the GPUs HiSparse runs on.
+    flag("mm-processor-device", &[], One, &["auto", "cpu", "cuda"]),
+    flag("mm-processor-kwargs", &[], One, &[]),
+    flag("mm-shm-cache-max-object-size-mb", &[], One, &[]),
+    flag("mm-tensor-ipc", &[], One, &["direct_rpc", "torch_shm"]),
+    flag("model", &[], One, &[]),
+    flag("model-class-overrides", &[], One, &[]),
+    flag("model-impl", &[], One, &[]),
+    flag("model-loader-extra-config", &[], One, &[]),
+    flag("moe-backend", &[], One, &["aiter", "aiter_mega_moe", "aiter_triton_mxfp4_bf16", "aiter_triton_mxfp4_mxfp4", "auto", "b12x", "batched_triton", "cutlass", "deep_gemm", "deep_gemm_mega_moe", "emulation", "flashinfer_b12x", "flashinfer_cutedsl", "flashinfer_cutlass", "flashinfer_moe_ep_cutedsl", "flashinfer_moe_ep_mega_deep_gemm", "flashinfer_trtllm", "flydsl", "hpc", "humming", "marlin", "rdna3", "triton", "triton_unfused"]),
+    flag("monokernel", &[], Bool, &[]),
+    flag("nnodes", &["-n"], One, &[]),
+    flag("node-rank", &["-r"], One, &[]),
+    flag("num-gpu-blocks-override", &[], One, &[]),
+    flag("numa-bind", &[], Bool, &[]),
+    flag("numa-bind-cpus", &[], OneOrMore, &[]),
+    flag("numa-bind-nodes", &[], OneOrMore, &[]),
+    flag("offload-backend", &[], One, &["auto", "prefetch", "uva"]),
+    flag("offload-group-size", &[], One, &[]),
+    flag("offload-num-in-group", &[], One, &[]),
+    flag("offload-params", &[], OneOrMore, &[]),
+    flag("offload-prefetch-step", &[], One, &[]),
+    flag("optimization-level", &[], One, &[]),
+    flag("otlp-traces-endpoint", &[], One, &[]),
+    flag("override-generation-config", &[], One, &[]),
+    flag("per-request-spec-decode-metrics", &[], One, &["detailed", "none", "summary"]),
+    flag("performance-mode", &[], One, &["balanced", "interactivity", "throughput"]),
+    flag("pipeline-parallel-size", &["-pp"], One, &[]),
+    flag("pooler-config", &[], One, &[]),
+    flag("port", &[], One, &[]),
+    flag("prefill-context-parallel-size", &["-pcp"], One, &[]),
+    flag("prefill-schedule-interval", &[], One, &[]),
+    flag("prefix-cache-retention-interval", &[], One, &[]),
+    flag("prefix-caching-hash-algo", &[], One, &["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]),
+    flag("prefix-match-unit", &[], One, &[]),
+    flag("profiler-config", &[], One, &[]),
+    flag("pt-load-map-location", &[], One, &[]),
+    flag("quantization", &["-q"], One, &[]),
+    flag("quantization-config", &[], One, &[]),
+    flag("ray-workers-use-nsight", &[], Bool, &[]),
+    flag("reasoning-config", &[], One, &[]),
+    flag("reasoning-effort-map", &[], One, &[]),
+    flag("reasoning-parser", &[], One, &[]),
+    flag("reasoning-parser-plugin", &[], One, &[]),
+    flag("renderer-num-workers", &[], One, &[]),
+    flag("replayssm-buffer-len", &[], One, &[]),
+    flag("response-role", &[], One, &[]),
+    flag("return-sampling-mask", &[], Bool, &[]),
+    flag("return-tokens-as-token-ids", &[], Bool, &[]),
+    flag("revision", &[], One, &[]),
+    flag("root-path", &[], One, &[]),
+    flag("runner", &[], One, &["auto", "draft", "generate", "pooling"]),
+    flag("safetensors-load-strategy", &[], One, &["None", "eager", "lazy", "prefetch", "torchao"]),
+    flag("safetensors-prefetch-block-size", &[], One, &[]),
+    flag("safetensors-prefetch-num-threads", &[], One, &[]),
+    flag("scheduler-cls", &[], One, &[]),
+    flag("scheduler-reserve-full-isl", &[], Bool, &[]),
+    flag("scheduling-policy", &[], One, &["fcfs", "priority"]),
+    flag("seed", &[], One, &[]),
+    flag("served-model-name", &[], OneOrMore, &[]),
+    flag("show-hidden-metrics-for-version", &[], One, &[]),
+    flag("shutdown-timeout", &[], One, &[]),
+    flag("skip-mm-profiling", &[], Bool, &[]),
+    flag("skip-tokenizer-init", &[], Bool, &[]),
+    flag("sleep-mode-backend", &[], One, &[]),
+    flag("sleep-mode-offload-cudagraph", &[], Bool, &[]),
+    flag("sleep-preserve-parameter-names", &[], OneOrMore, &[]),
+    flag("sparse-indexer-topk-backend", &[], One, &["aiter", "auto", "cooperative", "deep_select", "flashinfer", "per_row", "persistent", "torch"]),
+    flag("spec-method", &[], One, &["None", "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "custom_class", "deepseek_mtp", "dflash", "dots3_note_mtp", "draft_model", "dspark", "eagle", "eagle3", "ernie_mtp", "exaone4_5_mtp", "exaone_moe_mtp", "extract_hidden_states", "gemma4_mtp", "glm4_moe_lite_mtp", "glm4_moe_mtp", "glm5_next_mtp", "glm_ocr_mtp", "hy_v3_mtp", "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", "longcat_flash_mtp", "mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp", "mtp", "nemotron_h_mtp", "ngram", "ngram_gpu", "pangu_ultra_moe_mtp", "qwen3_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp", "step5_mtp", "suffix"]),
+    flag("spec-model", &[], One, &[]),
+    flag("spec-tokens", &[], One, &[]),
+    flag("specialize-active-lora", &[], Bool, &[]),
+    flag("speculative-config", &["-sc"], One, &[]),
+    flag("sse-keep-alive-interval", &[], One, &[]),
+    flag("ssl-ca-certs", &[], One, &[]),
+    flag("ssl-cert-reqs", &[], One, &[]),
+    flag("ssl-certfile", &[], One, &[]),
+    flag("ssl-ciphers", &[], One, &[]),
+    flag("ssl-keyfile", &[], One, &[]),
+    flag("stream-interval", &[], One, &[]),
+    flag("structured-outputs-config", &[], One, &[]),
+    flag("swa-bounded-replay", &[], Bool, &[]),
+    flag("tensor-parallel-size", &["-tp"], One, &[]),
+    flag("tokenizer", &[], One, &[]),
+    flag("tokenizer-mode", &[], One, &[]),
+    flag("tokenizer-revision", &[], One, &[]),
+    flag("tokens-only", &[], Bool, &[]),
+    flag("tool-call-parser", &[], One, &[]),
+    flag("tool-parser-plugin", &[], One, &[]),
+    flag("tool-server", &[], One, &[]),
+    flag("tool-strict-level", &[], One, &["None", "auto", "function", "parameter"]),
+    flag("trust-remote-code", &[], Bool, &[]),
+    flag("trust-request-chat-template", &[], Bool, &[]),
+    flag("trust-request-mm-kwargs", &[], Bool, &[]),
+    flag("ubatch-size", &[], One, &[]),
+    flag("uds", &[], One, &[]),
+    flag("use-fp64-gumbel", &[], Bool, &[]),
+    flag("use-replayssm", &[], Bool, &[]),
+    flag("use-tqdm-on-load", &[], Bool, &[]),
+    flag("uvicorn-log-level", &[], One, &["critical", "debug", "error", "info", "trace", "warning"]),
+    flag("video-pruning-method", &[], One, &["evs", "vidcom2"]),
+    flag("video-pruning-rate", &[], One, &[]),
+    flag("watchdog-config", &[], One, &[]),
+    flag("watermark", &[], One, &[]),
+    flag("watermark-config", &[], One, &[]),
+    flag("weight-transfer-config", &[], One, &[]),
+    flag("worker-cls", &[], One, &[]),
+    flag("worker-extension-cls", &[], One, &[]),
 ];
 
-/// The boolean ones (bool fields; argparse also accepts `--no-NAME` for most:
-/// [`negatable`]): they take no value.
-pub const VLLM_BOOLEAN_FLAGS: &[&str] = &[
-    "aggregate-engine-logging",
-    "allow-credentials",
-    "allow-deprecated-quantization",
-    "async-scheduling",
-    "cohere-is-reasoning-model",
-    "cudagraph-metrics",
-    "data-parallel-external-lb",
-    "data-parallel-hybrid-lb",
-    "data-parallel-multi-port-external-lb",
-    "dcp-q-replicate",
-    "disable-cascade-attn",
-    "disable-chunked-mm-input",
-    "disable-custom-all-reduce",
-    "disable-fastapi-docs",
-    "disable-hybrid-kv-cache-manager",
-    "disable-log-stats",
-    "disable-nccl-for-dp-synchronization",
-    "disable-sliding-window",
-    "disable-uvicorn-access-log",
-    "enable-auto-tool-choice",
-    "enable-batch-sharded-sampling",
-    "enable-chunked-prefill",
-    "enable-cumem-allocator",
-    "enable-dbo",
-    "enable-elastic-ep",
-    "enable-ep-weight-filter",
-    "enable-eplb",
-    "enable-expert-parallel",
-    "enable-fault-tolerance",
-    "enable-flash-late-interaction",
-    "enable-flashinfer-autotune",
-    "enable-force-include-usage",
-    "enable-hc-sp",
-    "enable-layerwise-nvtx-tracing",
-    "enable-log-deltas",
-    "enable-log-outputs",
-    "enable-log-requests",
-    "enable-logging-iteration-details",
-    "enable-lora",
-    "enable-mamba-cache-stochastic-rounding",
-    "enable-mamba-shared-prefix-checkpoint",
-    "enable-mfu-metrics",
-    "enable-mixed-moe-lora-format",
-    "enable-mm-embeds",
-    "enable-mm-processor-stats",
-    "enable-moe-shared-loras",
-    "enable-nccl-comm-suspend",
-    "enable-offline-docs",
-    "enable-per-request-metrics",
-    "enable-prefix-caching",
-    "enable-prompt-embeds",
-    "enable-prompt-tokens-details",
-    "enable-request-id-headers",
-    "enable-return-routed-experts",
-    "enable-scale-out",
-    "enable-server-load-tracking",
-    "enable-shm-tensor-arena",
-    "enable-sleep-mode",
-    "enable-ssl-refresh",
-    "enable-tokenizer-info-endpoint",
-    "enable-tower-connector-lora",
-    "enable-trace-replay",
-    "enforce-eager",
-    "exclude-tools-when-tool-choice-none",
-    "fail-on-environ-validation",
-    "fully-sharded-loras",
-    "interleave-mm-strings",
-    "jit-monitor-verbose",
-    "kv-cache-metrics",
-    "kv-sharing-fast-prefill",
-    "language-model-only",
-    "log-error-stack",
-    "long-prefill-token-threshold-adaptive",
-    "mm-device-do-normalize",
-    "mm-encoder-only",
-    "monokernel",
-    "numa-bind",
-    "ray-workers-use-nsight",
-    "return-sampling-mask",
-    "return-tokens-as-token-ids",
-    "scheduler-reserve-full-isl",
-    "skip-mm-profiling",
-    "skip-tokenizer-init",
-    "sleep-mode-offload-cudagraph",
-    "specialize-active-lora",
-    "swa-bounded-replay",
-    "tokens-only",
-    "trust-remote-code",
-    "trust-request-chat-template",
-    "trust-request-mm-kwargs",
-    "use-fp64-gumbel",
-    "use-replayssm",
-    "use-tqdm-on-load",
-];
+impl Flag {
+    /// Every spelling argparse registers for this option, with dashes, and
+    /// whether it turns the option off (`--no-X`; `--disable-X` for an
+    /// `--enable-X` row and the other way round).
+    pub fn option_strings(&self) -> Vec<(String, bool)> {
+        let long = format!("--{}", self.name);
+        let given: Vec<String> = std::iter::once(long)
+            .chain(self.aliases.iter().map(|a| (*a).to_owned()))
+            .collect();
+        let mut out = Vec::new();
+        for option in &given {
+            out.push((option.clone(), false));
+            // argparse.BooleanOptionalAction: --no- for every long spelling.
+            if self.takes == Bool {
+                if let Some(rest) = option.strip_prefix("--") {
+                    out.push((format!("--no-{rest}"), true));
+                }
+            }
+        }
+        if self.takes == Bool {
+            // EnableDisableAction: the inverse of each --enable-/--disable- spelling.
+            for option in &given {
+                if let Some(rest) = option.strip_prefix("--enable-") {
+                    out.push((format!("--disable-{rest}"), true));
+                } else if let Some(rest) = option.strip_prefix("--disable-") {
+                    out.push((format!("--enable-{rest}"), true));
+                }
+            }
+        }
+        out
+    }
 
-/// The boolean flags declared `action="store_true"`, which have no `--no-`
-/// form (`vllm/engine/arg_utils.py`: `--data-parallel-multi-port-external-lb`
-/// line 1295, `--disable-log-stats` 1920, `--aggregate-engine-logging` 1926;
-/// `--enable-mm-processor-stats` the same way); every other boolean flag is
-/// a bool field, which `arg_utils.py` line 386 gives
-/// `argparse.BooleanOptionalAction`.
-const STORE_TRUE_FLAGS: &[&str] = &[
-    "aggregate-engine-logging",
-    "data-parallel-multi-port-external-lb",
-    "disable-log-stats",
-    "enable-mm-processor-stats",
-];
+    /// argparse's `nargs` for this option (JSON: null, "+", "?" or 0).
+    fn nargs(&self) -> Value {
+        match self.takes {
+            One => Value::Null,
+            OneOrMore => json!("+"),
+            Optional => json!("?"),
+            StoreTrue | Bool | Help => json!(0),
+        }
+    }
 
-/// Whether `--no-NAME` is a `vllm serve` option (`name` without dashes).
+    /// Whether argparse accepts `value` for this option (its choices).
+    pub fn accepts(&self, value: &str) -> bool {
+        if self.choices.is_empty() {
+            return true;
+        }
+        // vLLM's optional_type: "" and "None" are None, which it adds to the choices.
+        if (value.is_empty() || value == "None") && self.choices.contains(&"None") {
+            return true;
+        }
+        if self.int_choices {
+            let given = hisparse_core::config::pytext::py_int(value).and_then(|n| n.to_i64());
+            return given.is_some_and(|n| {
+                self.choices
+                    .iter()
+                    .any(|c| c.parse::<i64>().ok() == Some(n))
+            });
+        }
+        self.choices.contains(&value)
+    }
+}
+
+/// Every option string of [`VLLM_FLAGS`] -> (its row, whether it turns it off).
+fn index() -> &'static HashMap<String, (&'static Flag, bool)> {
+    static INDEX: OnceLock<HashMap<String, (&'static Flag, bool)>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        VLLM_FLAGS
+            .iter()
+            .flat_map(|f| {
+                f.option_strings()
+                    .into_iter()
+                    .map(move |(s, neg)| (s, (f, neg)))
+            })
+            .collect()
+    })
+}
+
+/// The row of the option spelled `option` (with its dashes: `--port`, `-tp`,
+/// `--no-enable-prefix-caching`) and whether that spelling turns it off.
+pub fn lookup(option: &str) -> Option<(&'static Flag, bool)> {
+    index().get(option).copied()
+}
+
+/// Every option string of `vllm serve`, with dashes.
+pub fn option_strings() -> impl Iterator<Item = &'static str> {
+    index().keys().map(String::as_str)
+}
+
+/// Whether `--no-NAME` is a `vllm serve` option (`name` without dashes): what
+/// `load_config_file` writes for `NAME: false`.
 pub fn negatable(name: &str) -> bool {
-    VLLM_BOOLEAN_FLAGS.contains(&name) && !STORE_TRUE_FLAGS.contains(&name)
+    lookup(&format!("--no-{name}")).is_some()
+}
+
+/// The table as JSON, for tests/vllm/test_flag_table.py: one object per row
+/// with its option strings (those that turn it off apart), nargs, whether it
+/// takes a value, and its choices.
+pub fn table_json() -> String {
+    let rows: Vec<Value> = VLLM_FLAGS
+        .iter()
+        .map(|f| {
+            let (off, on): (Vec<_>, Vec<_>) =
+                f.option_strings().into_iter().partition(|(_, neg)| *neg);
+            json!({
+                "name": f.name,
+                "option_strings": on.into_iter().map(|(s, _)| s).collect::<Vec<_>>(),
+                "negative_option_strings": off.into_iter().map(|(s, _)| s).collect::<Vec<_>>(),
+                "nargs": f.nargs(),
+                "takes_value": matches!(f.takes, One | OneOrMore | Optional),
+                "choices": f.choices,
+                "int_choices": f.int_choices,
+            })
+        })
+        .collect();
+    json!({"vllm": hisparse_core::VLLM_VERSION, "flags": rows}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_option_string_names_one_row() {
+        let mut seen = std::collections::HashSet::new();
+        for f in VLLM_FLAGS {
+            for (s, _) in f.option_strings() {
+                assert!(seen.insert(s.clone()), "{s} is in two rows");
+            }
+        }
+        assert_eq!(seen.len(), index().len());
+    }
+
+    #[test]
+    fn boolean_spellings_are_argparses() {
+        let (f, off) = lookup("--no-enable-prefix-caching").unwrap();
+        assert_eq!((f.name, off), ("enable-prefix-caching", true));
+        assert!(lookup("--disable-prefix-caching").unwrap().1);
+        assert!(!lookup("--enable-prefix-caching").unwrap().1);
+        assert!(
+            lookup("--no-headless").is_none(),
+            "store_true has no --no- form"
+        );
+        assert!(negatable("trust-remote-code"));
+        assert!(!negatable("disable-log-stats"));
+        assert_eq!(lookup("-tp").unwrap().0.name, "tensor-parallel-size");
+    }
+
+    #[test]
+    fn choices_compare_as_argparse_converts_them() {
+        let (f, _) = lookup("--optimization-level").unwrap();
+        if f.int_choices {
+            assert!(f.accepts("3") && f.accepts(" 3") && f.accepts("0_3"));
+            assert!(!f.accepts("9") && !f.accepts("x"));
+        }
+        assert!(lookup("--port").unwrap().0.accepts("anything"));
+    }
 }

@@ -232,6 +232,15 @@ fn config_file_argv(py: Python<'_>, path: &str) -> PyResult<Vec<String>> {
     .map_err(PyValueError::new_err)
 }
 
+/// hisparse-check's table of `vllm serve` flags as JSON: one object per
+/// option (name, option_strings, negative_option_strings, nargs, takes_value,
+/// choices, int_choices). Private: for tests/vllm/test_flag_table.py, which
+/// compares it with vLLM's parser.
+#[pyfunction(name = "_vllm_flag_table")]
+fn vllm_flag_table() -> String {
+    hisparse_check::vllm_flag_table_json()
+}
+
 /// The GPU `--gpu NAME` means: a `--gpu` name (`h200`) or the name the driver
 /// reports (`NVIDIA H200`), as a dict (name, description, platform, arch,
 /// memory_gib, max_shared_memory_per_block and the source of each figure).
@@ -287,6 +296,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli, m)?)?;
     m.add_function(wrap_pyfunction!(config_file_argv, m)?)?;
+    m.add_function(wrap_pyfunction!(vllm_flag_table, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;

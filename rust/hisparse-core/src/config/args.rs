@@ -2,6 +2,7 @@
 //! vLLM's `EngineArgs` fields. The CLI fills it from flags, Python from
 //! keyword arguments, and test vectors from JSON; fixes edit its JSON form.
 
+use crate::config::pytext::{json_loads, JsonFlag, JsonSyntax};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::path::FieldPath;
 use serde::{Deserialize, Serialize};
@@ -148,13 +149,13 @@ pub struct ServeArgs {
 }
 
 /// Advice for a JSON flag that does not parse, by the most likely cause.
-fn json_hint(flag: &str, text: &str, e: &serde_json::Error) -> String {
-    let at = format!("line {} column {}", e.line(), e.column());
+fn json_hint(flag: &str, text: &str, e: &JsonSyntax) -> String {
+    let at = format!("line {} column {}", e.line, e.column);
     if text.contains('{') && !text.contains('"') {
         format!("the double quotes are gone, so the shell probably removed them: put the whole JSON in single quotes, {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value")
-    } else if e.is_eof() {
+    } else if e.eof {
         "the JSON ends early (a missing } or ], or the shell split it at a space: quote the whole value in single quotes)".to_owned()
-    } else if e.to_string().contains("trailing comma") {
+    } else if e.message.contains("trailing comma") {
         format!("remove the trailing comma at {at}")
     } else {
         format!("fix the JSON at {at}; keys and strings need double quotes")
@@ -230,6 +231,17 @@ pub const JSON_FIELDS: [&str; 5] = [
     "hf_overrides",
 ];
 
+/// How vLLM 0.33 reads each JSON flag's text (vllm/engine/arg_utils.py
+/// `_compute_kwargs`: a config dataclass goes through `parse_dataclass`;
+/// `--speculative-config` is `optional_type(json.loads)` (line 1864) and
+/// `--hf-overrides` `union_dict_and_str`, both `json.loads`).
+fn json_flag(field: &str) -> JsonFlag {
+    match field {
+        "kv_transfer_config" | "attention_config" | "compilation_config" => JsonFlag::Dataclass,
+        _ => JsonFlag::Loads,
+    }
+}
+
 /// The `vllm serve` flag of a field: `kv_transfer_config` -> `--kv-transfer-config`.
 pub fn flag_name(field: &str) -> String {
     format!("--{}", field.replace('_', "-"))
@@ -257,8 +269,10 @@ impl ServeArgs {
         ]
     }
 
-    /// A copy whose JSON-valued fields given as text are parsed. Text that is
-    /// not JSON becomes an `invalid_json` error and the field is dropped.
+    /// A copy whose JSON-valued fields given as text are parsed as vLLM
+    /// parses them ([`json_loads`]: `NaN`, `Infinity`, `1e400`, and `80g` in
+    /// a config dataclass). Text that does not parse becomes an
+    /// `invalid_json` error and the field is dropped.
     pub fn normalized(&self) -> (Cow<'_, ServeArgs>, Vec<Diagnostic>) {
         let has_text = self
             .json_fields()
@@ -273,7 +287,7 @@ impl ServeArgs {
             let Some(Value::String(text)) = slot.as_ref() else {
                 continue;
             };
-            match serde_json::from_str::<Value>(text) {
+            match json_loads(text, json_flag(field)) {
                 Ok(v) => *slot = Some(v),
                 Err(e) => {
                     errors.push(

@@ -1,4 +1,5 @@
-//! Serve-configuration resolution: parse (`args`, `schema`), walk the connector
+//! Serve-configuration resolution: parse (`args`, `schema`, `pytext` for
+//! text read as vLLM's Python reads it), walk the connector
 //! tree (`connectors`), read the model (`model`, `model_file`, `hub` for
 //! Hugging Face cache ids), resolve and validate (`resolve`, `validate` for
 //! HiSparse, `misplaced` for its settings in the wrong place, `startup` for
@@ -15,6 +16,7 @@ pub mod hub;
 pub(crate) mod misplaced;
 pub mod model;
 pub mod model_file;
+pub mod pytext;
 pub mod report;
 pub mod resolve;
 pub mod schema;

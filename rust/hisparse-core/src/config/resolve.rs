@@ -572,12 +572,13 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         }
         other => other.map(str::to_owned),
     };
-    // vLLM envs: maybe_convert_bool = bool(int(value)).
+    // vllm/envs.py:363 maybe_convert_bool: bool(int(value)), Python's int()
+    // (`1_0`, ` 1 `, `+1`, 23 digits; not `1.0`).
     let v2_runner = match args.vllm_use_v2_model_runner.as_deref() {
         None => None,
-        Some(s) => match s.trim().parse::<i64>() {
-            Ok(n) => Some(n != 0),
-            Err(_) => {
+        Some(s) => match crate::config::pytext::py_int(s) {
+            Some(n) => Some(!n.is_zero()),
+            None => {
                 let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
                 d.push(
                     Diagnostic::error(Code::InvalidValue, path.clone(), format!("VLLM_USE_V2_MODEL_RUNNER={s:?} is not an integer; vLLM {} fails to start on it", crate::VLLM_VERSION))

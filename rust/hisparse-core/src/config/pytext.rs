@@ -1,0 +1,389 @@
+//! Text read as vLLM's Python reads it: `int(text)` for environment
+//! variables (vllm/envs.py `maybe_convert_bool`: `bool(int(value))`) and
+//! `json.loads` for JSON flags (vllm/engine/arg_utils.py), which reads more
+//! than strict JSON.
+
+use serde_json::Value;
+
+/// CPython's limit on the digits `int(text)` converts
+/// (`sys.int_info.default_max_str_digits`, Python 3.11+): more is a ValueError.
+pub const PY_INT_MAX_STR_DIGITS: usize = 4300;
+
+/// An int as Python's `int(text)` reads it: any size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PyInt {
+    pub negative: bool,
+    /// Decimal digits without leading zeros ("0" for zero).
+    pub digits: String,
+}
+
+impl PyInt {
+    pub fn is_zero(&self) -> bool {
+        self.digits == "0"
+    }
+
+    /// The value, when it fits an i64.
+    pub fn to_i64(&self) -> Option<i64> {
+        let sign = if self.negative { "-" } else { "" };
+        format!("{sign}{}", self.digits).parse().ok()
+    }
+}
+
+/// Python's `str.isspace`, which `int()` strips: Unicode White_Space and the
+/// four ASCII separators U+001C..U+001F.
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python `int(text)` in base 10: surrounding whitespace, one sign, ASCII
+/// digits with single underscores between them (`1_0`), leading zeros, any
+/// size up to [`PY_INT_MAX_STR_DIGITS`] digits. None where Python raises
+/// ValueError (`1.0`, `0x1`, `1__0`, `- 1`, ""). Deviation: decimal digits
+/// outside ASCII (`int("١")` is 1 in Python) are refused.
+pub fn py_int(text: &str) -> Option<PyInt> {
+    let t = text.trim_matches(py_space);
+    let (negative, body) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let well_formed = !body.is_empty()
+        && !body.starts_with('_')
+        && !body.ends_with('_')
+        && !body.contains("__")
+        && body.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+    if !well_formed {
+        return None;
+    }
+    let digits: String = body.chars().filter(|c| *c != '_').collect();
+    if digits.len() > PY_INT_MAX_STR_DIGITS {
+        return None;
+    }
+    let digits = match digits.trim_start_matches('0') {
+        "" => "0".to_owned(),
+        rest => rest.to_owned(),
+    };
+    Some(PyInt {
+        negative: negative && digits != "0",
+        digits,
+    })
+}
+
+/// A JSON text that does not parse, at its place in the text as given.
+#[derive(Debug)]
+pub struct JsonSyntax {
+    /// serde_json's message, without its position.
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+    /// The text ends early.
+    pub eof: bool,
+}
+
+impl std::fmt::Display for JsonSyntax {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at line {} column {}",
+            self.message, self.line, self.column
+        )
+    }
+}
+
+/// How a JSON flag's text is read before its value is built
+/// (vllm/engine/arg_utils.py `_compute_kwargs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonFlag {
+    /// `json.loads` (`--speculative-config`, `--hf-overrides`).
+    Loads,
+    /// A config dataclass (`--kv-transfer-config`, `--attention-config`,
+    /// `--compilation-config`): `_expand_json_human_readable_numbers` first
+    /// (a bare `80g` outside strings is 80000000000, `1K` is 1024), then
+    /// pydantic's `validate_json`, which reads the same constants.
+    Dataclass,
+}
+
+/// A JSON flag's text as vLLM reads it, as a serde_json value. Beyond what
+/// serde_json reads: the constants `NaN`, `Infinity` and `-Infinity`, and a
+/// float literal beyond f64 (`1e400`), which Python reads as infinity; for
+/// [`JsonFlag::Dataclass`], numbers with a k/m/g/t or K/M/G/T suffix outside
+/// strings. serde_json's values hold no NaN or infinity, so such a number is
+/// the string that Python's `float()` reads back as it, spelled as Python
+/// spells the float (`"nan"`, `"inf"`, `"-inf"`, as the Python binding
+/// passes a float NaN): the check reads it as `float()` does where
+/// it reads numbers (`schema::py_float`), and refuses it where an int, bool
+/// or choice is read, as vLLM's pydantic fields do. An integer literal beyond
+/// f64 (309 digits or more, an exact int in Python) stays an error.
+pub fn json_loads(text: &str, flag: JsonFlag) -> Result<Value, JsonSyntax> {
+    let first = match serde_json::from_str::<Value>(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let (rewritten, edits) = rewrite(text, flag);
+    if edits.is_empty() {
+        return Err(syntax(&first, &[]));
+    }
+    serde_json::from_str::<Value>(&rewritten).map_err(|e| syntax(&e, &edits))
+}
+
+/// One replacement of the rewrite: on `line`, at rewritten `column` (1-based)
+/// the text grew by `grew` bytes (may be negative).
+struct Edit {
+    line: usize,
+    column: usize,
+    grew: isize,
+}
+
+fn syntax(e: &serde_json::Error, edits: &[Edit]) -> JsonSyntax {
+    let text = e.to_string();
+    let message = match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    };
+    let shift: isize = edits
+        .iter()
+        .filter(|d| d.line == e.line() && d.column < e.column())
+        .map(|d| d.grew)
+        .sum();
+    JsonSyntax {
+        message,
+        line: e.line(),
+        column: e.column().saturating_add_signed(-shift).max(1),
+        eof: e.is_eof(),
+    }
+}
+
+/// The text with Python's extra number forms replaced outside strings.
+fn rewrite(text: &str, flag: JsonFlag) -> (String, Vec<Edit>) {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut edits = Vec::new();
+    // Where the current line starts in `out`, and its number.
+    let (mut line, mut line_start) = (1usize, 0usize);
+    let copy = |out: &mut String, piece: &str, line: &mut usize, line_start: &mut usize| {
+        for (k, c) in piece.bytes().enumerate() {
+            if c == b'\n' {
+                *line += 1;
+                *line_start = out.len() + k + 1;
+            }
+        }
+        out.push_str(piece);
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'"' {
+            // A string, copied as it is (escapes included).
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j] != b'"' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            let end = (j + 1).min(bytes.len());
+            copy(&mut out, &text[i..end], &mut line, &mut line_start);
+            i = end;
+            continue;
+        }
+        let word_start = i == 0 || !is_word(bytes[i - 1]);
+        let token = if word_start {
+            token_at(&text[i..], flag)
+        } else {
+            None
+        };
+        match token {
+            Some((len, replacement)) => {
+                edits.push(Edit {
+                    line,
+                    column: out.len() - line_start + 1,
+                    grew: replacement.len() as isize - len as isize,
+                });
+                out.push_str(&replacement);
+                i += len;
+            }
+            None => {
+                // One character (the text is UTF-8: stay on boundaries).
+                let len = text[i..].chars().next().map_or(1, char::len_utf8);
+                copy(&mut out, &text[i..i + len], &mut line, &mut line_start);
+                i += len;
+            }
+        }
+    }
+    (out, edits)
+}
+
+fn is_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+}
+
+/// The extra form starting `rest`, if one does: its length and its replacement.
+fn token_at(rest: &str, flag: JsonFlag) -> Option<(usize, String)> {
+    for (word, value) in [
+        ("-Infinity", "\"-inf\""),
+        ("Infinity", "\"inf\""),
+        ("NaN", "\"nan\""),
+    ] {
+        if rest.starts_with(word) && !rest[word.len()..].bytes().next().is_some_and(is_word) {
+            return Some((word.len(), value.to_owned()));
+        }
+    }
+    let number = number_len(rest)?;
+    let literal = &rest[..number];
+    let after = rest[number..].bytes().next();
+    if flag == JsonFlag::Dataclass {
+        // vLLM's pattern: \b\d+(?:\.\d+)?[kKmMgGtT]\b, outside strings.
+        if let Some(suffix) = after.filter(|c| b"kKmMgGtT".contains(c)) {
+            let unsigned = literal.strip_prefix('-').unwrap_or(literal);
+            let end_ok = !rest[number + 1..].bytes().next().is_some_and(is_word);
+            let plain = !unsigned.contains(['e', 'E']);
+            if end_ok && plain {
+                let text = format!("{unsigned}{}", suffix as char);
+                let sign = if literal.starts_with('-') { "-" } else { "" };
+                // An expansion vLLM refuses (1.5K) is left for serde_json to refuse.
+                return human_readable(&text).map(|n| (number + 1, format!("{sign}{n}")));
+            }
+        }
+    }
+    let float = literal.contains(['.', 'e', 'E']);
+    if float {
+        let v: f64 = literal.parse().ok()?;
+        if v.is_infinite() {
+            let name = if v < 0.0 { "\"-inf\"" } else { "\"inf\"" };
+            return Some((number, name.to_owned()));
+        }
+    }
+    None
+}
+
+/// The length of the JSON number literal starting `rest` (`-?digits(.digits)?([eE][+-]?digits)?`).
+fn number_len(rest: &str) -> Option<usize> {
+    let b = rest.as_bytes();
+    let mut i = usize::from(b.first() == Some(&b'-'));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > start
+    };
+    if !digits(&mut i) {
+        return None;
+    }
+    if b.get(i) == Some(&b'.') {
+        let mut j = i + 1;
+        if digits(&mut j) {
+            i = j;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) {
+            i = j;
+        }
+    }
+    Some(i)
+}
+
+/// vLLM `human_readable_int` on a `\d+(\.\d+)?[kKmMgGtT]` token: decimal
+/// suffixes (k = 10^3 ... t = 10^12) take decimals (`int(float(n) * mult)`),
+/// binary ones (K = 2^10 ... T = 2^40) do not.
+pub fn human_readable(token: &str) -> Option<i64> {
+    let suffix = token.chars().last()?;
+    let number = &token[..token.len() - 1];
+    let decimal = match suffix {
+        'k' => Some(1e3),
+        'm' => Some(1e6),
+        'g' => Some(1e9),
+        't' => Some(1e12),
+        _ => None,
+    };
+    if let Some(mult) = decimal {
+        let v = number.parse::<f64>().ok()? * mult;
+        return (v.is_finite() && v.abs() < 9.2e18).then_some(v as i64);
+    }
+    let shift = match suffix {
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        'T' => 40,
+        _ => return None,
+    };
+    number.parse::<i64>().ok()?.checked_mul(1i64 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ints_read_as_python_reads_them() {
+        let n = |t: &str| py_int(t).map(|n| (n.negative, n.digits));
+        assert_eq!(n("1_0"), Some((false, "10".into())));
+        assert_eq!(n(" 1 "), Some((false, "1".into())));
+        assert_eq!(n("+1"), Some((false, "1".into())));
+        assert_eq!(n("-0"), Some((false, "0".into())));
+        assert_eq!(n("007"), Some((false, "7".into())));
+        assert_eq!(n("\u{1f}\u{a0}1\n"), Some((false, "1".into())));
+        let big = "12345678901234567890123";
+        assert_eq!(n(big), Some((false, big.into())));
+        assert!(py_int(big).unwrap().to_i64().is_none());
+        for refused in [
+            "", " ", "1.0", "0x1", "1__0", "_1", "1_", "- 1", "+-1", "1e3", "١",
+        ] {
+            assert_eq!(py_int(refused), None, "{refused:?}");
+        }
+        assert!(py_int(&"1".repeat(PY_INT_MAX_STR_DIGITS)).is_some());
+        assert!(py_int(&"1".repeat(PY_INT_MAX_STR_DIGITS + 1)).is_none());
+    }
+
+    #[test]
+    fn json_reads_pythons_constants_and_overflow() {
+        let v = json_loads(
+            r#"{"a": NaN, "b": [Infinity, -Infinity], "c": 1e400, "d": -1E+999, "e": "NaN x", "f": 1e-400}"#,
+            JsonFlag::Loads,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({"a": "nan", "b": ["inf", "-inf"], "c": "inf", "d": "-inf", "e": "NaN x", "f": 0.0})
+        );
+        // Inside strings nothing changes; other bare words stay errors.
+        assert_eq!(
+            json_loads(r#"["Infinity"]"#, JsonFlag::Loads).unwrap(),
+            json!(["Infinity"])
+        );
+        for refused in [
+            "[nan]",
+            "[inf]",
+            "[NaNa]",
+            "[-NaN]",
+            "[Infinityx]",
+            "{'a': 1}",
+            "[1,]",
+        ] {
+            assert!(json_loads(refused, JsonFlag::Loads).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn dataclass_flags_expand_human_readable_numbers() {
+        let text = r#"{"a": 80g, "b": 1K, "c": "1K", "d": 25.6k, "e": -2M}"#;
+        assert_eq!(
+            json_loads(text, JsonFlag::Dataclass).unwrap(),
+            json!({"a": 80_000_000_000i64, "b": 1024, "c": "1K", "d": 25600, "e": -2097152})
+        );
+        assert!(json_loads(text, JsonFlag::Loads).is_err());
+        assert!(json_loads(r#"{"a": 1.5K}"#, JsonFlag::Dataclass).is_err());
+    }
+
+    #[test]
+    fn errors_point_into_the_text_as_given() {
+        let e = json_loads("{\"a\": NaN, \"b\": NaN, \"c\": }", JsonFlag::Loads).unwrap_err();
+        let plain = serde_json::from_str::<Value>("{\"a\": 1.0, \"b\": 1.0, \"c\": }").unwrap_err();
+        assert_eq!((e.line, e.column), (plain.line(), plain.column()));
+        assert!(
+            e.to_string().starts_with("expected value at line 1 column"),
+            "{e}"
+        );
+    }
+}
