@@ -8,13 +8,16 @@ the PoolError of an allocation that does not fit. The Rust extension raises
 these two classes, so they are defined here, in Python, with typed attributes.
 It builds them without running ``__init__`` (``BaseException.__new__`` and
 attribute sets, so no Python code runs inside a Rust call): an ``__init__``
-must set nothing beyond ``args`` and the attributes documented here.
+must set nothing beyond ``args`` and the attributes documented here. The
+classes are handed to the extension when this module is imported, so no
+call imports them (an import inside a call can abort the process at exit).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hisparse_rs import _core
 from hisparse_rs._core import ModelLoadError
 
 if TYPE_CHECKING:
@@ -80,3 +83,7 @@ class HostPoolExhausted(PoolError):
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (type(self), (self.needed, self.free, str(self)))
+
+
+# The extension raises these; it gets them now, not by an import on its first error.
+_core._register_exceptions(PoolError, HostPoolExhausted)
