@@ -23,7 +23,10 @@ from hisparse_rs._core import ModelLoadError
 if TYPE_CHECKING:
     from hisparse_rs._core import Diagnostic, Report
 
-__all__ = ["ConfigError", "HostPoolExhausted", "ModelLoadError", "PoolError"]
+__all__ = ["ConfigError", "HostPoolExhausted", "ModelLoadError", "PoolError", "missing_extra"]
+
+# The optional extras (pyproject.toml [project.optional-dependencies]) and what they install.
+EXTRAS = {"kernels": "torch, triton", "plot": "matplotlib", "vllm": "vllm==0.33.0"}
 
 
 class ConfigError(ValueError):
@@ -83,6 +86,23 @@ class HostPoolExhausted(PoolError):
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (type(self), (self.needed, self.free, str(self)))
+
+
+def missing_extra(what: str, extra: str, err: ImportError) -> ModuleNotFoundError:
+    """The error for an optional dependency that cannot be imported: which
+    module, what needs it, and the extra that installs it (raise it ``from err``).
+
+    A ModuleNotFoundError (an ImportError) with the missing module's ``name``,
+    so code that catches either still does. ``extra`` is a key of :data:`EXTRAS`.
+    """
+    missing = err.name or "a dependency"
+    cause = "is not installed" if isinstance(err, ModuleNotFoundError) else f"cannot be imported ({err})"
+    return ModuleNotFoundError(
+        f"{what} needs the {extra!r} extra ({EXTRAS[extra]}): {missing} {cause}. "
+        f"Fix: pip install 'hisparse_rs[{extra}]' "
+        f"(from a checkout of this repository: pip install '.[{extra}]')",
+        name=err.name,
+    )
 
 
 # The extension raises these; it gets them now, not by an import on its first error.

@@ -47,10 +47,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import torch
 
 from hisparse_rs._core import HiSparseMetrics, HostKVPool, ResidencyResolver
-from hisparse_rs.exceptions import HostPoolExhausted, PoolError
+from hisparse_rs.exceptions import HostPoolExhausted, PoolError, missing_extra
+
+try:
+    import torch
+except ImportError as err:  # as hisparse_rs.kernels says it (tests/test_kernels_packaging.py)
+    raise missing_extra("hisparse_rs.DecodeRuntime", "kernels", err) from err
 from hisparse_rs.kernels import (
     BF16_ROW_BYTES,
     D_QK,
