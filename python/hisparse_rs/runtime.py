@@ -83,7 +83,7 @@ from hisparse_rs.pool import allocate_pool_buffer, layer_views
 if TYPE_CHECKING:
     from hisparse_rs.config import ResolvedConfig
 
-__all__ = ["CapturedLayer", "DecodeRuntime", "LayerResult"]
+__all__ = ["MAX_Q_HEADS", "CapturedLayer", "DecodeRuntime", "LayerResult"]
 
 # Pages of the newest tokens kept on the device per (request, layer): the page
 # being written and the one before it, as vLLM 0.33's layout retains them.
