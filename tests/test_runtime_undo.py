@@ -247,3 +247,35 @@ def test_a_replayed_layer_that_fails_is_undone(monkeypatch: pytest.MonkeyPatch) 
         assert_same_result(g, w)
     rt.end_step()
     assert rt.metrics.to_dict() == twin.metrics.to_dict() and states_of(rt) == states_of(twin)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_failed_undo_makes_the_runtime_refuse_every_call(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = Twins(path)
+    rt = t.rts[0]
+    layers = t.inputs(0)
+    rt.begin_step(["a", "b"])
+    name = "sparse_mla_decode_reference"
+    monkeypatch.setattr(runtime_module, name, failing(getattr(runtime_module, name), after=0))
+
+    def undo_fails(self: Any, undo: Any) -> None:
+        raise MemoryError("injected: out of memory while undoing")
+
+    monkeypatch.setattr(hisparse_rs.DecodeRuntime, "_rollback", undo_fails)
+    with pytest.raises(RuntimeError, match="DecodeRuntime is unusable") as info:
+        rt.forward_layer(0, *layers[0])
+    assert "injected: a kernel failed" in str(info.value) and "out of memory while undoing" in str(info.value)
+    monkeypatch.undo()
+    calls: list[Callable[[], object]] = [
+        lambda: rt.forward_layer(0, *layers[0]),
+        rt.end_step,
+        lambda: rt.begin_step(["a"]),
+        lambda: rt.add_request("c", torch.zeros(3, 4, D_QK, dtype=torch.bfloat16)),
+        lambda: rt.finish_request("a"),
+        lambda: rt.set_resolver("rust"),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="Build a new DecodeRuntime"):
+            call()

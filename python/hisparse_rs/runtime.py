@@ -422,6 +422,7 @@ class DecodeRuntime:
         self._upload_done: torch.cuda.Event | None = None
         self._step_counts = _StepCounts(None, self.num_index_groups)
         self._graph_pool: Any = None
+        self._unusable: str | None = None  # why, after a failure that could not be undone
 
     @staticmethod
     def _check_triton_runs(wanted: bool) -> None:
@@ -541,6 +542,7 @@ class DecodeRuntime:
                 (max_num_seqs requests resident), KV of the wrong shape, dtype or
                 kind (meta, requires_grad), more than max_model_len tokens, or a step is open.
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("add requests between steps (after end_step)")
         if not isinstance(request_id, str):
@@ -591,6 +593,7 @@ class DecodeRuntime:
 
         Raises PoolError ``unknown_request``; ValueError inside a step (nothing changes then).
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("finish requests between steps (after end_step)")
         if not isinstance(request_id, str) or request_id not in self._requests:
@@ -645,6 +648,7 @@ class DecodeRuntime:
         would have. Raises ValueError inside a step, for an unknown name, or when
         the Triton path cannot run here (nothing changes then).
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("switch resolvers between steps (after end_step)")
         if resolver not in RESOLVERS:
@@ -689,6 +693,7 @@ class DecodeRuntime:
         appears twice, ``num_new_tokens`` is not an int >= 1, or a request
         would pass max_model_len.
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("a step is already open: call end_step first")
         ids = list(request_ids)
@@ -857,8 +862,11 @@ class DecodeRuntime:
         left: hot slots the failed layer's miss plan may have overwritten are
         emptied in the restored states (their rows miss once more on the
         retry; the outputs are the same). The new KV rows it wrote are written
-        again by the retry.
+        again by the retry. Should the undo itself fail (out of memory while
+        restoring), this raises RuntimeError and the runtime refuses every
+        later call with RuntimeError: build a new one.
         """
+        self._check_usable()
         ids = self._step_ids
         if ids is None:
             raise ValueError("no open step: call begin_step first")
@@ -909,10 +917,26 @@ class DecodeRuntime:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         try:
             return run()
-        except BaseException:
+        except BaseException as failure:
             if undo is not None:
-                self._rollback(undo)
+                try:
+                    self._rollback(undo)
+                except BaseException as e:
+                    # The undo itself failed (out of memory, say): the group's states may be
+                    # half restored. Nothing may run on them: the runtime refuses every call.
+                    self._unusable = (
+                        f"a layer of index group {undo.group} failed ({failure!r}) and undoing it failed "
+                        f"too ({e!r}): its resolver states may not match the hot buffers"
+                    )
+                    raise RuntimeError(f"DecodeRuntime is unusable: {self._unusable}") from failure
             raise
+
+    def _check_usable(self) -> None:
+        if self._unusable is not None:
+            raise RuntimeError(
+                f"DecodeRuntime is unusable: {self._unusable}. Build a new DecodeRuntime and "
+                "admit the requests again (their prefill), as after a lost worker"
+            )
 
     def _rollback(self, undo: _Undo) -> None:
         """Put back what ``undo`` saved; slots a started gather may have written are emptied."""
@@ -969,6 +993,7 @@ class DecodeRuntime:
         over nothing from the hot buffer), ValueError for a top-k position
         outside its request (treated as padding).
         """
+        self._check_usable()
         if self._step_ids is None:
             raise ValueError("no open step")
         missing = sorted(set(range(self.num_layers)) - self._written)
@@ -1214,6 +1239,7 @@ class DecodeRuntime:
         Raises ValueError: a step is open, the Rust resolver path, wrong inputs,
         or ``batch > max_num_seqs``.
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("capture layers between steps (after end_step)")
         if self.resolver_path != "triton":
@@ -1277,6 +1303,7 @@ class CapturedLayer:
         or the runtime's buffers were reallocated since the capture (capture again).
         A failure while it runs is undone as :meth:`DecodeRuntime.forward_layer`'s.
         """
+        self._rt._check_usable()
         rt = self._rt
         ids = rt._step_ids
         if ids is None:
