@@ -928,15 +928,18 @@ class DecodeRuntime:
                         f"a layer of index group {undo.group} failed ({failure!r}) and undoing it failed "
                         f"too ({e!r}): its resolver states may not match the hot buffers"
                     )
-                    raise RuntimeError(f"DecodeRuntime is unusable: {self._unusable}") from failure
+                    raise self._unusable_error() from failure
             raise
+
+    def _unusable_error(self) -> RuntimeError:
+        return RuntimeError(
+            f"DecodeRuntime is unusable: {self._unusable}. Build a new DecodeRuntime and "
+            "admit the requests again (their prefill), as after a lost worker"
+        )
 
     def _check_usable(self) -> None:
         if self._unusable is not None:
-            raise RuntimeError(
-                f"DecodeRuntime is unusable: {self._unusable}. Build a new DecodeRuntime and "
-                "admit the requests again (their prefill), as after a lost worker"
-            )
+            raise self._unusable_error()
 
     def _rollback(self, undo: _Undo) -> None:
         """Put back what ``undo`` saved; slots a started gather may have written are emptied."""
