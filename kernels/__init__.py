@@ -22,14 +22,13 @@ fails otherwise.
 
 from __future__ import annotations
 
+from hisparse_rs.exceptions import missing_extra
+
 try:
     import torch  # noqa: F401
     import triton  # noqa: F401
 except ImportError as err:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        f"hisparse_rs.kernels needs torch and triton ({err.name} is missing). "
-        "Fix: pip install 'hisparse_rs[kernels]'"
-    ) from err
+    raise missing_extra("hisparse_rs.kernels", "kernels", err) from err
 
 from ._common import BF16_ROW_BYTES, D_NOPE, D_QK, D_ROPE, D_V, FP8_ROW_BYTES, INTERPRET
 from .decode_indices import finish_decode_indices, map_topk_positions

@@ -95,6 +95,7 @@ def _clear_rows(state_ptr, slots_ptr, counts_ptr, s, first_row, rows, width, BLO
 def _resolve_residency_kernel(
     topk_ptr,  # int32/int64 [rows, width] host rows (row stride topk_stride)
     state_ptr,  # int32/int64 [rows] state per row, -1 padded
+    live_ptr,  # int8 [num_states] nonzero: a live state (read only with CHECK_LIVE)
     slot_rows_ptr,  # int32 [num_states, DBS] host row per slot, -1 empty (updated)
     lru_ptr,  # int16 [num_states, DBS] slots, oldest first (updated)
     slots_ptr,  # int32 [rows, width] out; holds table entries between passes
@@ -122,11 +123,16 @@ def _resolve_residency_kernel(
     BLOCK_U: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_R: tl.constexpr,
+    CHECK_LIVE: tl.constexpr,
 ):
     TABLE: tl.constexpr = 1 << TABLE_BITS
     pid = tl.program_id(0)
     s = tl.load(state_ptr + pid).to(tl.int64)
-    if (s < 0) | (s >= num_states):
+    dead = (s < 0) | (s >= num_states)
+    if CHECK_LIVE:
+        # A freed or never-created id is as unknown as one out of range.
+        dead = dead | (tl.load(live_ptr + tl.where(dead, 0, s)) == 0)
+    if dead:
         if s != -1:
             tl.atomic_or(status_ptr + 2, FLAG_UNKNOWN_STATE, sem="relaxed")
         _clear_rows(state_ptr, slots_ptr, counts_ptr, s, pid, pid + 1, width, BLOCK_U)

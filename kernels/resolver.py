@@ -47,20 +47,24 @@ addresses. Outputs stay on the device:
   other states of the batch are resolved as if those rows were padded. That
   is the Rust resolver's result for the batch with the overflowing rows'
   ``state_index`` set to -1 (the tests hold exactly that);
-- ``FLAG_UNKNOWN_STATE``: a ``state_index`` outside ``[-1, num_states)``; that
-  row is treated as padding (the Rust call raises ``unknown_state``). A freed
-  state is not detected on the device: live states are the caller's
-  bookkeeping (:class:`TritonResidencyResolver` keeps it on the host);
+- ``FLAG_UNKNOWN_STATE``: a ``state_index`` outside ``[-1, num_states)``, or
+  (given ``live``, as :class:`TritonResidencyResolver` and ``DecodeRuntime``
+  pass it) a state freed or never created; that row is treated as padding
+  (the Rust call raises ``unknown_state`` and changes nothing). At width 0 too:
+  the Rust resolver checks the states of a batch without columns;
 - ``FLAG_TOO_MANY_ROWS``: more rows share a state than the workspace's
   ``max_rows_per_state``; that state is left unchanged, its rows resolve to -1.
 
-Host-side checks (shapes, dtypes, devices, top-k width) raise at once, before
-anything is launched, with the Rust resolver's codes where it has one.
+Host-side checks (shapes, dtypes, devices, top-k width, and inputs that
+overlap the outputs, ``slot_rows`` / ``lru`` or the workspace: the kernel
+would read what it writes) raise at once, before anything is launched, with
+the Rust resolver's codes where it has one.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import operator
 from dataclasses import dataclass
 
@@ -262,6 +266,13 @@ class ResolverWorkspace:
         self._members = ints(max_rows, cfg.max_members)
         self.device = dev
 
+    def scratch(self) -> dict[str, torch.Tensor]:
+        """The kernel's scratch tensors by name (nothing outside may alias them)."""
+        return {
+            name.removeprefix("_"): getattr(self, name)
+            for name in ("_keys", "_first", "_hit", "_rank", "_dummy", "_flags", "_miss_slot", "_new_lru")
+        } | {"members": self._members}
+
     @property
     def status(self) -> torch.Tensor:
         return self.outputs.status
@@ -333,6 +344,28 @@ def _check_int_tensor(name: str, t: torch.Tensor, dtypes: tuple[torch.dtype, ...
     )
 
 
+def _check_no_overlap(**tensors: torch.Tensor | None) -> None:
+    """ValueError when two of ``tensors`` share memory (byte ranges of their
+    storage intersect; a strided view counts by its extent): the kernel writes
+    some of them while it reads the others. Checked on the host from pointers
+    and strides, no launch."""
+    spans: list[tuple[int, int, str]] = []
+    for name, t in tensors.items():
+        if t is None or t.numel() == 0:
+            continue
+        extent = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride(), strict=True))
+        start = t.data_ptr()
+        spans.append((start, start + extent * t.element_size(), name))
+    spans.sort()
+    for (_, end, a), (start, _, b) in itertools.pairwise(spans):  # any overlap shows in a sorted pair
+        if start < end:
+            raise ValueError(
+                f"{_OP}: {a} and {b} share memory; the kernel writes one while it reads the other "
+                f"(a corrupt plan). Pass inputs that do not alias the outputs, slot_rows / lru, "
+                f"status or the workspace (e.g. {b}.clone())"
+            )
+
+
 def resolve_residency(
     topk_rows: torch.Tensor,
     state_index: torch.Tensor,
@@ -343,6 +376,7 @@ def resolve_residency(
     workspace: ResolverWorkspace,
     status: torch.Tensor | None = None,
     out: PlanBuffers | None = None,
+    live: torch.Tensor | None = None,
 ) -> ResidencyPlan:
     """Resolve a batch on the device (one kernel launch; no host synchronization).
 
@@ -358,6 +392,10 @@ def resolve_residency(
         status: int64 ``[4]`` to accumulate into (default: ``out``'s, zeroed).
         out: where the plan goes (default: the workspace's :class:`PlanBuffers`),
             e.g. one per index group whose later layers replay the plan.
+        live: int8 ``[num_states]``, nonzero for a live state
+            (:attr:`TritonResidencyResolver.live`); a row of a dead state is
+            flagged ``FLAG_UNKNOWN_STATE`` as one out of range. Default: every
+            state in range is live.
 
     Returns:
         :class:`ResidencyPlan` (views of ``out``).
@@ -367,11 +405,18 @@ def resolve_residency(
         ``shape_mismatch`` or ``batch_too_large`` (rows x width >
         ``MAX_RESOLVE_ENTRIES`` = 2**26, the Rust resolver's bound);
         ValueError for dtypes, devices, a meta tensor or one that requires
-        grad, or a batch larger than the workspace. Device-found errors:
-        ``status`` flags.
+        grad, a batch larger than the workspace, or tensors that share memory
+        where the kernel writes (``topk_rows`` a view of ``out``'s plan, say).
+        Device-found errors: ``status`` flags.
     """
     check_tensors(
-        _OP, topk_rows=topk_rows, state_index=state_index, slot_rows=slot_rows, lru=lru, status=status
+        _OP,
+        topk_rows=topk_rows,
+        state_index=state_index,
+        slot_rows=slot_rows,
+        lru=lru,
+        status=status,
+        live=live,
     )
     _check_int_tensor("topk_rows", topk_rows, (torch.int32, torch.int64), 2)
     _check_int_tensor("state_index", state_index, (torch.int32, torch.int64), 1)
@@ -409,11 +454,19 @@ def resolve_residency(
         )
     if not (slot_rows.is_contiguous() and lru.is_contiguous() and state_index.is_contiguous()):
         raise ValueError(f"{_OP}: slot_rows, lru and state_index must be contiguous")
+    if live is not None and (
+        live.dtype != torch.int8 or tuple(live.shape) != (slot_rows.shape[0],) or not live.is_contiguous()
+    ):
+        raise ValueError(
+            f"{_OP}: live must be int8 [num_states={slot_rows.shape[0]}] (contiguous), got {describe(live)}"
+        )
     if not 1 <= num_host_rows <= 2**31:
         raise ValueError(f"{_OP}: num_host_rows must be in 1 ..= 2^31, got {num_host_rows}")
     if rows and width and topk_rows.stride(1) != 1:
         topk_rows = topk_rows.contiguous()
-    check_launch_device(_OP, topk_rows, state_index, slot_rows, lru, ws._keys)
+    check_launch_device(
+        _OP, topk_rows, state_index, slot_rows, lru, ws._keys, *([] if live is None else [live])
+    )
     buffers = ws.outputs if out is None else out
     if buffers.max_rows < rows or buffers.topk < width or buffers.device != ws.device:
         raise ValueError(
@@ -433,14 +486,42 @@ def resolve_residency(
             f"{_OP}: status must be int64 [4] on {ws.device}, got {describe(status)} on {status.device}"
         )
     plan = buffers.views(rows, width, status)
+    _check_no_overlap(
+        topk_rows=topk_rows,
+        state_index=state_index,
+        live=live,
+        slot_rows=slot_rows,
+        lru=lru,
+        status=status,
+        slots=buffers.slots,
+        miss_host_rows=buffers.miss_host_rows,
+        miss_slots=buffers.miss_slots,
+        miss_counts=buffers.miss_counts,
+        miss_offsets=buffers.miss_offsets,
+        **{f"workspace.{name}": t for name, t in ws.scratch().items()},
+    )
     if rows == 0:
         return plan
     if width == 0:
+        # Nothing to resolve, but the states are checked as the Rust resolver checks them.
         plan.miss_counts.zero_()
+        _flag_unknown_states(state_index, live, slot_rows.shape[0], status)
     else:
-        resolve_launch(topk_rows, state_index, slot_rows, lru, plan, ws, num_host_rows).run()
+        resolve_launch(topk_rows, state_index, slot_rows, lru, plan, ws, num_host_rows, live).run()
     torch.cumsum(plan.miss_counts, 0, dtype=torch.int32, out=plan.miss_offsets[1:])
     return plan
+
+
+def _flag_unknown_states(
+    state_index: torch.Tensor, live: torch.Tensor | None, num_states: int, status: torch.Tensor
+) -> None:
+    """The kernel's state check for a batch without columns: ``FLAG_UNKNOWN_STATE``
+    in ``status[2]`` when a row's state is neither -1 nor live (device ops, no sync)."""
+    s = state_index.to(torch.int64)
+    dead = (s < -1) | (s >= num_states)
+    if live is not None:
+        dead |= (s >= 0) & (live[s.clamp(0, num_states - 1)] == 0)
+    status[2:3].bitwise_or_(dead.any().to(torch.int64) * FLAG_UNKNOWN_STATE)
 
 
 def resolve_launch(
@@ -451,6 +532,7 @@ def resolve_launch(
     plan: ResidencyPlan,
     workspace: ResolverWorkspace,
     num_host_rows: int,
+    live: torch.Tensor | None = None,
 ) -> Launch:
     """The kernel launch :func:`resolve_residency` makes for these (already checked)
     tensors, with at least one row and one column: one program per batch row,
@@ -464,6 +546,7 @@ def resolve_launch(
         (
             topk_rows,
             state_index,
+            state_index if live is None else live,  # not read without CHECK_LIVE
             slot_rows,
             lru,
             plan.slots,
@@ -486,7 +569,7 @@ def resolve_launch(
             slot_rows.shape[0],
             num_host_rows,
         ),
-        cfg.constexprs(),
+        {**cfg.constexprs(), "CHECK_LIVE": live is not None},
         num_warps=cfg.num_warps,
         num_stages=3,
         maxnreg=cfg.maxnreg,
@@ -515,8 +598,9 @@ def resolver_aot_launches(
     lru = torch.empty((num_states, device_buffer_size), dtype=torch.int16, device=meta)
     topk_rows = torch.empty((rows, topk), dtype=torch.int64, device=meta)
     state_index = torch.empty((rows,), dtype=torch.int64, device=meta)
+    live = torch.empty((num_states,), dtype=torch.int8, device=meta)
     plan = ws.outputs.views(rows, topk, ws.status)
-    return [resolve_launch(topk_rows, state_index, states, lru, plan, ws, num_host_rows)]
+    return [resolve_launch(topk_rows, state_index, states, lru, plan, ws, num_host_rows, live)]
 
 
 def _size_arg(name: str, value: object, bits: int) -> int:
@@ -565,7 +649,9 @@ class TritonResidencyResolver:
     Device memory: :attr:`state_bytes` (6 B per slot) per state, allocated for
     ``max_states`` up front, plus the :class:`ResolverWorkspace` for batches of
     up to ``max_rows`` rows, ``max_rows_per_state`` sharing a state.
-    State bookkeeping (which ids are live) stays on the host.
+    Which ids are live is kept on the host (the ids :meth:`new_state` hands
+    out) and on the device (:attr:`live`, int8 ``[max_states]``, which the
+    kernel reads: a freed or never-created id flags ``FLAG_UNKNOWN_STATE``).
 
     Arguments, state ids and imported states are taken as the Rust resolver
     takes them (any integer: numpy and torch ints too; the same ranges, rules
@@ -626,6 +712,9 @@ class TritonResidencyResolver:
         )
         self._lru_init = torch.arange(device_buffer_size, dtype=torch.int16, device=self.device)
         self.lru_all = self._lru_init.repeat(max_states, 1)
+        # Which ids are live, on the device for the kernel (a freed id resolves
+        # to FLAG_UNKNOWN_STATE, as Rust's unknown_state) and on the host.
+        self.live = torch.zeros(max_states, dtype=torch.int8, device=self.device)
         self._free = list(range(max_states))
         self._live: set[int] = set()
 
@@ -647,6 +736,7 @@ class TritonResidencyResolver:
             raise ValueError(f"all {self.max_states} states are in use (max_states); free a state first")
         s = heapq.heappop(self._free)
         self._clear(s)
+        self.live[s] = 1
         self._live.add(s)
         return s
 
@@ -673,6 +763,7 @@ class TritonResidencyResolver:
     def free_state(self, state: int) -> None:
         """Release a state. Raises PoolError ``unknown_state``."""
         s = self._state(state)
+        self.live[s] = 0
         self._live.remove(s)
         heapq.heappush(self._free, s)
 
@@ -744,4 +835,5 @@ class TritonResidencyResolver:
             num_host_rows=self.num_host_rows,
             workspace=self.workspace,
             status=status,
+            live=self.live,
         )

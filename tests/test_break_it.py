@@ -10,7 +10,10 @@ Each test holds one defect kind at its mechanism (README "Limits"):
 - ``check()`` never raises where it is documented not to.
 Threads, interpreter exit and the CLI's hostile files are part 2
 (``test_break_it_threads.py``) and ``test_cli.py`` / the Rust
-``cli_never_panics.rs``.
+``cli_never_panics.rs``. Failed DecodeRuntime calls (injected kernel failures
+after the resolve, on both resolver paths) are ``test_runtime_undo.py``; the
+Triton resolver's refusals (dead states, width 0, aliasing) are in
+``test_kernels_resolver.py``.
 """
 
 from __future__ import annotations
@@ -567,6 +570,10 @@ def _launchers() -> list[tuple[str, Callable[[torch.Tensor], Any]]]:
         ),
         ("finish_decode_indices", lambda x: k.finish_decode_indices(t, x, i)),
         ("resolve_residency", lambda x: k.resolve_residency(t, i, x, t, num_host_rows=1, workspace=ws)),
+        (
+            "resolve_residency",  # the live-state mask (issue 17 item 4)
+            lambda x: k.resolve_residency(t, i, t, t, num_host_rows=1, workspace=ws, live=x),
+        ),
     ]
 
 

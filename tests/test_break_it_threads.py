@@ -7,7 +7,9 @@ timeout, so a deadlock or an abort fails one test instead of the run:
   the pool's lock: a thread holding the GIL and waiting for the lock then
   deadlocked the process); at the end the pool and resolver invariants hold;
 - daemon threads inside pool and resolver calls when the interpreter exits
-  (they used to abort it: "FATAL: exception not rethrown");
+  (they used to abort it: "FATAL: exception not rethrown"), and daemon
+  threads making the process's first pool calls then (the calls imported
+  numpy and the exception classes lazily, and aborted it the same way);
 - a thread writing the top-k array while ``resolve`` reads it (it used to
   read the array twice and panic on a mismatch).
 Each child runs about a second; the timeouts are deadlock detectors, far
@@ -183,6 +185,38 @@ def test_daemon_threads_inside_calls_at_interpreter_exit() -> None:
     code = EXIT_WHILE_BUSY.format(model=str(MODELS / "deepseek-v3.2"))
     for _ in range(6):
         run_child(code)
+
+
+FIRST_CALL_AT_EXIT = """
+import sys, threading
+import hisparse_rs
+sys.setswitchinterval(1e-6)  # hand the GIL over as often as CPython allows
+r = hisparse_rs.ResidencyResolver(64, 8, 1000, 656)
+s = r.new_state()
+p = hisparse_rs.HostKVPool(16, 4, 656, 1)
+started = threading.Barrier(4)
+def first(call):
+    def run():
+        started.wait()
+        try: call()
+        except hisparse_rs.PoolError: pass
+    return run
+# Lists, not arrays: this process's Python code never imports numpy before the calls do.
+calls = [lambda: r.resolve([[0] * 8], [s]), lambda: r.export_state(s), lambda: p.free("unknown")]
+for c in calls:
+    threading.Thread(target=first(c), daemon=True).start()
+started.wait()
+"""
+
+
+def test_exit_while_daemon_threads_make_their_first_call() -> None:
+    # Issue 17 item 7: the first pool call imported numpy (rust-numpy's C API,
+    # numpy.asarray) and hisparse_rs.exceptions lazily, inside the Rust frame;
+    # exit then ended the thread with pthread_exit there: SIGABRT in about one
+    # run in ten. Everything is imported at `import hisparse_rs` now. 50 fresh
+    # processes: the old code fails this with a probability above 99 %.
+    for _ in range(50):
+        run_child(FIRST_CALL_AT_EXIT)
 
 
 def test_resolve_reads_a_concurrently_written_array_once() -> None:

@@ -92,6 +92,71 @@ def test_missing_torch_names_the_extra() -> None:
     assert "pip install 'hisparse_rs[kernels]'" in proc.stdout and "torch" in proc.stdout
 
 
+# Imports of these top-level modules fail as if they were not installed (a
+# meta-path finder ahead of every other: the installed ones are not found).
+BLOCK = """
+import sys
+BLOCKED = {blocked!r}
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Blocker())
+"""
+
+EXPECT_EXTRA = """
+def expect(extra, missing, call):
+    try:
+        call()
+    except ModuleNotFoundError as err:
+        assert f"pip install 'hisparse_rs[{{extra}}]'" in str(err), str(err)
+        assert missing in str(err) and err.name == missing, (str(err), err.name)
+        print("named:", err)
+    else:
+        raise SystemExit(f"{{call}} ran without {{missing}}")
+"""
+
+
+def run_without(blocked: set[str], body: str) -> subprocess.CompletedProcess[str]:
+    proc = run_python(BLOCK.format(blocked=blocked) + EXPECT_EXTRA.format() + body)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_every_missing_optional_dependency_names_its_extra() -> None:
+    # Issue 14: hisparse_rs.DecodeRuntime without torch raised a bare
+    # ModuleNotFoundError where hisparse_rs.kernels named the extra.
+    proc = run_without(
+        {"torch", "triton"},
+        "import hisparse_rs, importlib\n"
+        "expect('kernels', 'torch', lambda: hisparse_rs.DecodeRuntime)\n"
+        "expect('kernels', 'torch', lambda: hisparse_rs.LayerResult)\n"
+        "expect('kernels', 'torch', lambda: importlib.import_module('hisparse_rs.runtime'))\n"
+        "expect('kernels', 'torch', lambda: importlib.import_module('hisparse_rs.kernels'))\n"
+        "layout = hisparse_rs.HostKVPool(4, 4, 656, 1).layout()\n"
+        "expect('kernels', 'torch', lambda: hisparse_rs.allocate_pool_buffer(layout, backend='torch'))\n"
+        "assert type(hisparse_rs.allocate_pool_buffer(layout)).__module__ == 'numpy'  # auto: numpy\n",
+    )
+    assert proc.stdout.count("named:") == 5
+    run_without(
+        {"triton"},
+        "import hisparse_rs, importlib\n"
+        "expect('kernels', 'triton', lambda: hisparse_rs.DecodeRuntime)\n"
+        "expect('kernels', 'triton', lambda: importlib.import_module('hisparse_rs.kernels'))\n",
+    )
+    # plot_plan (planning.py) imports matplotlib before it reads the plan.
+    proc = run_without(
+        {"matplotlib"},
+        "import hisparse_rs\n"
+        "try:\n"
+        "    hisparse_rs.plot_plan(None, 'never.png')\n"
+        "except ImportError as err:\n"
+        "    print(err)\n",
+    )
+    assert "matplotlib" in proc.stdout and "pip install 'hisparse_rs[plot]'" in proc.stdout
+
+
 def test_cpu_tensors_without_the_interpreter_get_a_fix() -> None:
     proc = run_python(
         "import torch\n"

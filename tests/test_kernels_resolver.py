@@ -95,6 +95,15 @@ class Lockstep:
         t_rows = dev_tensor(topk.astype(dtypes[0]))
         t_states = dev_tensor(states.astype(dtypes[1]))
         flags, overflow_state = 0, 0
+        dead = sorted({int(s) for s in states if s != -1 and s not in self.live})
+        if dead:
+            # Rust refuses a batch with a freed or never-created state whole; the
+            # device flags it and resolves the rest: the Rust result with those rows padded.
+            with pytest.raises(PoolError) as refused:
+                self.rust.resolve(topk.astype(dtypes[0]), states.astype(dtypes[1]))
+            assert refused.value.code == "unknown_state"
+            states = np.where(np.isin(states, dead), -1, states)
+            flags = FLAG_UNKNOWN_STATE
         try:
             want = self.rust.resolve(topk.astype(dtypes[0]), states.astype(dtypes[1]))
         except PoolError as e:
@@ -105,7 +114,7 @@ class Lockstep:
             assert over
             padded = np.where(np.isin(states, over), -1, states)
             want = self.rust.resolve(topk.astype(dtypes[0]), padded.astype(dtypes[1]))
-            flags, overflow_state = FLAG_UNION_EXCEEDS, max(over) + 1
+            flags, overflow_state = flags | FLAG_UNION_EXCEEDS, max(over) + 1
         got = self.dev.resolve(t_rows, t_states)
         assert_same(got, want)
         assert got.status.tolist() == [want.hits, want.misses, flags, overflow_state]
@@ -141,7 +150,7 @@ def run_trace(t: Trace) -> None:
     rng = np.random.default_rng(t.seed)
     # Host rows from a history a few times the hot buffer: evictions and repeats.
     limit = max(2 * t.dbs, 8) + int(rng.integers(0, 2 * t.dbs + 1))
-    max_rows = (t.states + 2) * t.per_state + 2
+    max_rows = (t.states + 2) * t.per_state + 3
     ls = Lockstep(t.dbs, t.topk, limit, max_states=t.states + 2, max_rows=max_rows, per_state=t.per_state)
     prev: dict[int, NDArray[np.int64]] = {}
     for _ in range(t.states):
@@ -182,12 +191,19 @@ def run_trace(t: Trace) -> None:
         for _ in range(int(rng.integers(0, 3))):  # padded batch rows
             batch_rows.append(rng.integers(-1, limit, size=t.width))
             batch_states.append(-1)
+        dead = sorted(set(range(ls.dev.max_states)) - set(ls.live))  # freed or never created
+        if dead and rng.random() < 0.25:
+            batch_rows.append(rng.integers(-1, limit, size=t.width))
+            batch_states.append(int(rng.choice(dead)))
         order = rng.permutation(len(batch_rows))  # a state's rows need not be adjacent
         topk = np.stack(batch_rows)[order]
         states = np.array(batch_states, np.int64)[order]
         wide = bool((topk >= 2**31).any()) or rng.random() < 0.5
         state_dtype = "int64" if rng.random() < 0.5 else "int32"
-        ls.step(topk, states, dtypes=("int64" if wide else "int32", state_dtype))
+        dtypes = ("int64" if wide else "int32", state_dtype)
+        if rng.random() < 0.1:  # a batch without columns: only the states are checked
+            ls.step(topk[:, :0], states, dtypes=dtypes)
+        ls.step(topk, states, dtypes=dtypes)
 
 
 @st.composite
@@ -279,6 +295,60 @@ def test_device_flags_for_unknown_states_and_too_many_rows() -> None:
     assert torch.equal(dev.export_state(0)[0], before[0])
     assert isinstance(status_error(three.status, 8), ValueError)
     assert status_error([5, 1, 0, 0], 8) is None
+
+
+def test_freed_and_never_created_states_are_refused_as_rust_refuses_them() -> None:
+    # Issue 17 item 4: ids below max_states that are not live resolved with status 0.
+    ls = pair(8, 4, states=2, max_rows=4)
+    ls.step(np.array([[1, 2, 3, 4], [5, 6, 7, 8]]), np.array([0, 1]), dtypes=("int64", "int64"))
+    ls.free_state(1)
+    for dead in (1, 2):  # freed; never created (max_states is 4)
+        got = ls.step(np.array([[1, 2, 9, 4], [5, 6, 7, 8]]), np.array([0, dead]), dtypes=("int64", "int32"))
+        assert got.slots[1].tolist() == [-1] * 4 and got.miss_counts[1] == 0
+        err = status_error(got.status, 8)
+        assert isinstance(err, PoolError) and err.code == "unknown_state"
+    # The same id, live again, resolves.
+    assert ls.new_state() == 1
+    got = ls.step(np.array([[5, 6, 7, 8]]), np.array([1]), dtypes=("int64", "int64"))
+    assert got.status.tolist() == [0, 4, 0, 0]
+
+
+def test_width_zero_checks_the_states_as_rust_does() -> None:
+    ls = pair(8, 4, states=1, max_rows=4)
+    empty = np.zeros((2, 0), np.int64)
+    ok = ls.step(empty, np.array([0, -1]), dtypes=("int64", "int64"))
+    assert ok.status.tolist() == [0, 0, 0, 0] and ok.miss_offsets.tolist() == [0, 0, 0]
+    for dead in (1, 3, 7, -2):  # never created, the last id, out of range, below -1
+        got = ls.step(empty, np.array([0, dead]), dtypes=("int64", "int64"))
+        assert got.status.tolist() == [0, 0, FLAG_UNKNOWN_STATE, 0], dead
+
+
+def test_inputs_that_alias_the_outputs_are_refused_before_launch() -> None:
+    # Issue 17 item 4: topk_rows viewing the plan buffer it is written into gave a
+    # corrupt plan with no error.
+    ls = pair(8, 4, states=1, max_rows=2)
+    dev, s = ls.dev, 0
+    ls.step(np.array([[1, 2, 3, 4]]), np.array([s]), dtypes=("int64", "int64"))
+    before = [t.clone() for t in dev.export_state(s)]
+    out = dev.workspace.outputs
+    out.miss_host_rows[:4] = torch.tensor([1, 6, 7, 8])
+    status = torch.zeros(4, dtype=torch.int64, device=DEVICE)
+    states = dev_tensor([s])
+    aliased = [  # (names in the error, topk_rows, state_index)
+        (("miss_host_rows", "topk_rows"), out.miss_host_rows[:4].view(1, 4), states),
+        (("slots", "topk_rows"), out.slots[:4].view(1, 4), states),
+        (("slot_rows", "topk_rows"), dev.slot_rows_all[s, :4].view(1, 4), states),
+        (("workspace.keys", "topk_rows"), dev.workspace._keys[0, :4].view(1, 4), states),
+        (("miss_counts", "state_index"), dev_tensor([[1, 2, 3, 4]]), out.miss_counts[:1]),
+    ]
+    for names, rows, st_index in aliased:
+        with pytest.raises(ValueError, match="share memory") as e:
+            dev.resolve(rows, st_index, status=status)
+        assert all(n in str(e.value) for n in names), str(e.value)
+    assert status.tolist() == [0, 0, 0, 0]
+    assert all(torch.equal(x, y) for x, y in zip(dev.export_state(s), before, strict=True))
+    # A copy is fine, and equals the Rust resolver's result.
+    ls.step(out.miss_host_rows[:4].view(1, 4).cpu().numpy(), np.array([s]), dtypes=("int64", "int64"))
 
 
 def test_status_accumulates_across_calls_until_zeroed() -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "ResolveResult",
     "__version__",
     "_config_file_argv",
+    "_register_exceptions",
     "_vllm_flag_table",
     "apply_fix_json",
     "check_json",
@@ -438,6 +439,10 @@ def run_cli(argv: list[str]) -> int:
 
 def run_cli_plan(argv: list[str]) -> tuple[int, Plan | None]:
     """Like run_cli, also returning the plan that --plan made."""
+
+def _register_exceptions(pool_error: type[BaseException], host_pool_exhausted: type[BaseException]) -> None:
+    """Hand hisparse_rs.exceptions' PoolError and HostPoolExhausted to the extension
+    (private: called once, when hisparse_rs.exceptions is imported, so no call imports them)."""
 
 def _config_file_argv(path: str) -> list[str]:
     """The argv vLLM 0.33 makes of a --config serve file, as hisparse-check reads it (private: for tests).

@@ -8,19 +8,25 @@ the PoolError of an allocation that does not fit. The Rust extension raises
 these two classes, so they are defined here, in Python, with typed attributes.
 It builds them without running ``__init__`` (``BaseException.__new__`` and
 attribute sets, so no Python code runs inside a Rust call): an ``__init__``
-must set nothing beyond ``args`` and the attributes documented here.
+must set nothing beyond ``args`` and the attributes documented here. The
+classes are handed to the extension when this module is imported, so no
+call imports them (an import inside a call can abort the process at exit).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from hisparse_rs import _core
 from hisparse_rs._core import ModelLoadError
 
 if TYPE_CHECKING:
     from hisparse_rs._core import Diagnostic, Report
 
-__all__ = ["ConfigError", "HostPoolExhausted", "ModelLoadError", "PoolError"]
+__all__ = ["ConfigError", "HostPoolExhausted", "ModelLoadError", "PoolError", "missing_extra"]
+
+# The optional extras (pyproject.toml [project.optional-dependencies]) and what they install.
+EXTRAS = {"kernels": "torch, triton", "plot": "matplotlib", "vllm": "vllm==0.33.0"}
 
 
 class ConfigError(ValueError):
@@ -80,3 +86,24 @@ class HostPoolExhausted(PoolError):
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (type(self), (self.needed, self.free, str(self)))
+
+
+def missing_extra(what: str, extra: str, err: ImportError) -> ModuleNotFoundError:
+    """The error for an optional dependency that cannot be imported: which
+    module, what needs it, and the extra that installs it (raise it ``from err``).
+
+    A ModuleNotFoundError (an ImportError) with the missing module's ``name``,
+    so code that catches either still does. ``extra`` is a key of :data:`EXTRAS`.
+    """
+    missing = err.name or "a dependency"
+    cause = "is not installed" if isinstance(err, ModuleNotFoundError) else f"cannot be imported ({err})"
+    return ModuleNotFoundError(
+        f"{what} needs the {extra!r} extra ({EXTRAS[extra]}): {missing} {cause}. "
+        f"Fix: pip install 'hisparse_rs[{extra}]' "
+        f"(from a checkout of this repository: pip install '.[{extra}]')",
+        name=err.name,
+    )
+
+
+# The extension raises these; it gets them now, not by an import on its first error.
+_core._register_exceptions(PoolError, HostPoolExhausted)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hisparse_rs.exceptions import missing_extra
+
 if TYPE_CHECKING:
     from hisparse_rs._core import PoolLayout
 
@@ -29,8 +31,8 @@ def allocate_pool_buffer(layout: PoolLayout, *, backend: str = "auto") -> Any:
     installed, else numpy. The contents are not zeroed: every row is written
     (prefill mirror or decode write-back) before a gather reads it.
 
-    Raises ValueError for an unknown backend, ImportError when ``"torch"`` is
-    asked for and not installed.
+    Raises ValueError for an unknown backend, ModuleNotFoundError naming the
+    ``kernels`` extra when ``"torch"`` is asked for and not installed.
     """
     if backend not in ("auto", "torch", "numpy"):
         raise ValueError(f"backend must be 'auto', 'torch' or 'numpy', got {backend!r}")
@@ -38,9 +40,9 @@ def allocate_pool_buffer(layout: PoolLayout, *, backend: str = "auto") -> Any:
         try:
             # Imported by name: torch is an optional extra (`kernels`), untyped here.
             torch = importlib.import_module("torch")
-        except ImportError:
+        except ImportError as err:
             if backend == "torch":
-                raise
+                raise missing_extra('allocate_pool_buffer(backend="torch")', "kernels", err) from err
         else:
             return torch.empty(layout.total_bytes, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
     import numpy

@@ -42,15 +42,19 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import torch
 
 from hisparse_rs._core import HiSparseMetrics, HostKVPool, ResidencyResolver
-from hisparse_rs.exceptions import HostPoolExhausted, PoolError
+from hisparse_rs.exceptions import HostPoolExhausted, PoolError, missing_extra
+
+try:
+    import torch
+except ImportError as err:  # as hisparse_rs.kernels says it (tests/test_kernels_packaging.py)
+    raise missing_extra("hisparse_rs.DecodeRuntime", "kernels", err) from err
 from hisparse_rs.kernels import (
     BF16_ROW_BYTES,
     D_QK,
@@ -79,13 +83,16 @@ from hisparse_rs.pool import allocate_pool_buffer, layer_views
 if TYPE_CHECKING:
     from hisparse_rs.config import ResolvedConfig
 
-__all__ = ["CapturedLayer", "DecodeRuntime", "LayerResult"]
+__all__ = ["MAX_Q_HEADS", "CapturedLayer", "DecodeRuntime", "LayerResult"]
 
 # Pages of the newest tokens kept on the device per (request, layer): the page
 # being written and the one before it, as vLLM 0.33's layout retains them.
 TAIL_PAGES = 2
 ROW_BYTES = {"fp8_ds_mla": FP8_ROW_BYTES, "bfloat16": BF16_ROW_BYTES}
 RESOLVERS = ("rust", "triton")
+MAX_Q_HEADS = 128
+"""Query heads per rank the decode takes: vLLM 0.33's sparse FlashMLA decode
+runs h_q 64 or 128 and pads fewer up (vllm/v1/attention/backends/mla/flashmla_sparse.py:716)."""
 _I32 = 2**31 - 1
 
 # Per-row step metadata (rows of DecodeRuntime._meta, int64 [_META + groups, rows]).
@@ -188,6 +195,20 @@ class _GroupPlan:
     indices: torch.Tensor | None = None  # Rust path: int32 [batch, s_q, topk] device rows
     src_rows: torch.Tensor | None = None  # Rust path: int64 [n] host rows
     dst_rows: torch.Tensor | None = None  # Rust path: int64 [n] device rows
+    miss_slots: list[np.ndarray[Any, np.dtype[np.int32]]] | None = None  # Rust path: per request
+
+
+@dataclass
+class _Undo:
+    """What a group's resolving layer changes, saved before it runs, so that a
+    failure anywhere in the layer puts it back (:meth:`DecodeRuntime._rollback`)."""
+
+    group: int
+    states: list[int]  # the group's state of each request of the batch
+    saved: Any  # Rust: [(slot_rows, lru_order)] per state; Triton: (index, slot_rows, lru) on the device
+    counts: Any  # the group's step counters before the layer (host row copy or device clone)
+    width: int  # the top-k width the layer resolves
+    gathered: bool = False  # the miss plan's copies started: those hot slots may hold other rows now
 
 
 class _StepBuffers:
@@ -268,7 +289,9 @@ class DecodeRuntime:
 
     Attributes:
         resolver_path: ``"rust"`` or ``"triton"``, the path in use (:meth:`set_resolver`).
-        resolver: the Rust :class:`ResidencyResolver` (the ``"rust"`` path's states).
+        resolver: the Rust :class:`ResidencyResolver` (the ``"rust"`` path's states;
+            it counts into its own metrics, attempts that were undone included:
+            the runtime's counts are :attr:`metrics`).
         device_resolver: the :class:`~hisparse_rs.kernels.TritonResidencyResolver`
             holding the ``"triton"`` path's states on the device (built on first use).
         pool, metrics, host_layers, device_layers, block_tables: the host pool,
@@ -353,9 +376,10 @@ class DecodeRuntime:
                 gib, block_size, self.row_bytes, num_layers, metrics=self.metrics
             )
         # The Rust resolver (the "rust" path's states; it validates the sizes, with
-        # their codes, for both paths).
+        # their codes, for both paths). It counts into its own metrics: the
+        # runtime records a layer's counts in self.metrics once the layer succeeded.
         self.resolver = ResidencyResolver(
-            device_buffer_size, index_topk, self.pool.num_host_rows, self.row_bytes, metrics=self.metrics
+            device_buffer_size, index_topk, self.pool.num_host_rows, self.row_bytes
         )
         self._dev: TritonResidencyResolver | None = None
         self._num_host_rows = self.pool.num_host_rows
@@ -398,6 +422,7 @@ class DecodeRuntime:
         self._upload_done: torch.cuda.Event | None = None
         self._step_counts = _StepCounts(None, self.num_index_groups)
         self._graph_pool: Any = None
+        self._unusable: str | None = None  # why, after a failure that could not be undone
 
     @staticmethod
     def _check_triton_runs(wanted: bool) -> None:
@@ -517,6 +542,7 @@ class DecodeRuntime:
                 (max_num_seqs requests resident), KV of the wrong shape, dtype or
                 kind (meta, requires_grad), more than max_model_len tokens, or a step is open.
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("add requests between steps (after end_step)")
         if not isinstance(request_id, str):
@@ -567,6 +593,7 @@ class DecodeRuntime:
 
         Raises PoolError ``unknown_request``; ValueError inside a step (nothing changes then).
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("finish requests between steps (after end_step)")
         if not isinstance(request_id, str) or request_id not in self._requests:
@@ -621,6 +648,7 @@ class DecodeRuntime:
         would have. Raises ValueError inside a step, for an unknown name, or when
         the Triton path cannot run here (nothing changes then).
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("switch resolvers between steps (after end_step)")
         if resolver not in RESOLVERS:
@@ -665,6 +693,7 @@ class DecodeRuntime:
         appears twice, ``num_new_tokens`` is not an int >= 1, or a request
         would pass max_model_len.
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("a step is already open: call end_step first")
         ids = list(request_ids)
@@ -764,12 +793,12 @@ class DecodeRuntime:
             q.dtype != torch.bfloat16
             or q.dim() != 4
             or tuple(q.shape[:2]) != (batch, s_q)
-            or q.shape[2] < 1
+            or not 1 <= q.shape[2] <= MAX_Q_HEADS
             or q.shape[3] != D_QK
         ):
             raise ValueError(
-                f"q must be bfloat16 [batch={batch}, s_q={s_q} (begin_step's num_new_tokens), h_q >= 1, "
-                f"{D_QK}], "
+                f"q must be bfloat16 [batch={batch}, s_q={s_q} (begin_step's num_new_tokens), "
+                f"h_q in [1, {MAX_Q_HEADS}] (the query heads of one rank), {D_QK}], "
                 f"got {q.dtype} {list(q.shape)}"
             )
         if new_kv.dtype != torch.bfloat16 or tuple(new_kv.shape) != (batch, s_q, D_QK):
@@ -820,11 +849,24 @@ class DecodeRuntime:
 
         Raises (nothing changes then):
             ValueError: no open step, a layer run twice, wrong shapes, dtypes or
-                devices, meta or requires_grad tensors, or (Rust path) a position
-                outside [0, num_tokens) of its request.
+                devices (``h_q`` at most :data:`MAX_Q_HEADS`), meta or
+                requires_grad tensors, or (Rust path) a position outside
+                [0, num_tokens) of its request.
             PoolError ``union_exceeds_device_buffer`` (Rust path): a request's
                 query rows select more distinct rows than device_buffer_size.
+
+        A failure after the checks (a kernel that raises, out of memory) is
+        undone before it propagates: the layer's index group gets back its
+        resolver states, step counters and metrics (nothing is counted), and
+        the step stays open, so the same call can be retried. The one trace
+        left: hot slots the failed layer's miss plan may have overwritten are
+        emptied in the restored states (their rows miss once more on the
+        retry; the outputs are the same). The new KV rows it wrote are written
+        again by the retry. Should the undo itself fail (out of memory while
+        restoring), this raises RuntimeError and the runtime refuses every
+        later call with RuntimeError: build a new one.
         """
+        self._check_usable()
         ids = self._step_ids
         if ids is None:
             raise ValueError("no open step: call begin_step first")
@@ -835,15 +877,112 @@ class DecodeRuntime:
         if layer in self._written:
             raise ValueError(f"layer {layer} already ran this step")
         group = self._layer_group[layer]
-        self._check_group_width(group, int(topk_positions.shape[2]))
+        width = int(topk_positions.shape[2])
+        self._check_group_width(group, width)
         if self.resolver_path == "triton":
             resolve = group not in self._step_plans
-            out, lse = self._device_layer(layer, q, new_kv, topk_positions, resolve)
-            self._step_plans.setdefault(group, _GroupPlan(int(topk_positions.shape[2])))
+            undo = self._save(group, width) if resolve else None
+            out, lse = self._undoable(
+                undo, lambda: self._device_layer(layer, q, new_kv, topk_positions, resolve, undo)
+            )
+            self._step_plans.setdefault(group, _GroupPlan(width))
         else:
-            out, lse = self._host_layer(layer, q, new_kv, topk_positions)
+            resolve = group not in self._step_plans
+            undo = self._save(group, width) if resolve else None
+            out, lse = self._undoable(undo, lambda: self._host_layer(layer, q, new_kv, topk_positions, undo))
+            self._commit_host_metrics(group, resolve)
         self._written.add(layer)
         return LayerResult(out, lse, self._step_counts, group, self.row_bytes)
+
+    # ---- undoing a failed layer ---------------------------------------------
+
+    def _save(self, group: int, width: int) -> _Undo:
+        """What the group's resolving layer will change: the batch's states for
+        the group and the group's step counters."""
+        assert self._step_ids is not None
+        states = [self._requests[r].states[group] for r in self._step_ids]
+        if self.resolver_path == "rust":
+            host = self._step_counts.host
+            assert host is not None
+            saved = [self.resolver.export_state(s) for s in states]
+            return _Undo(group, states, saved, host[group].copy(), width)
+        dev = self._device_resolver()
+        # The states as the step's metadata holds them (one per request), on the device: no sync.
+        index = self._buffers.meta[_META + group, : len(states) * self._step_tokens : self._step_tokens]
+        on_device = (index, dev.slot_rows_all.index_select(0, index), dev.lru_all.index_select(0, index))
+        return _Undo(group, states, on_device, self._buffers.counts[group].clone(), width)
+
+    def _undoable(
+        self, undo: _Undo | None, run: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        try:
+            return run()
+        except BaseException as failure:
+            if undo is not None:
+                try:
+                    self._rollback(undo)
+                except BaseException as e:
+                    # The undo itself failed (out of memory, say): the group's states may be
+                    # half restored. Nothing may run on them: the runtime refuses every call.
+                    self._unusable = (
+                        f"a layer of index group {undo.group} failed ({failure!r}) and undoing it failed "
+                        f"too ({e!r}): its resolver states may not match the hot buffers"
+                    )
+                    raise self._unusable_error() from failure
+            raise
+
+    def _unusable_error(self) -> RuntimeError:
+        return RuntimeError(
+            f"DecodeRuntime is unusable: {self._unusable}. Build a new DecodeRuntime and "
+            "admit the requests again (their prefill), as after a lost worker"
+        )
+
+    def _check_usable(self) -> None:
+        if self._unusable is not None:
+            raise self._unusable_error()
+
+    def _rollback(self, undo: _Undo) -> None:
+        """Put back what ``undo`` saved; slots a started gather may have written are emptied."""
+        g = undo.group
+        if self.resolver_path == "rust":
+            plan = self._step_plans.pop(g, None)
+            host = self._step_counts.host
+            assert host is not None
+            host[g] = undo.counts
+            for b, (s, (rows, lru)) in enumerate(zip(undo.states, undo.saved, strict=True)):
+                if undo.gathered and plan is not None and plan.miss_slots is not None:
+                    rows = rows.copy()
+                    rows[plan.miss_slots[b]] = -1
+                self.resolver.import_state(s, rows, lru)
+            return
+        dev = self._device_resolver()
+        index, slot_rows, lru_order = undo.saved
+        if undo.gathered:
+            buf, s_q = self._buffers, self._step_tokens
+            n = len(undo.states) * s_q
+            width = undo.width
+            if width:
+                written = buf.plans[g].views(n, width, buf.counts[g, _HITS : _OVERFLOW + 1])
+                taken = torch.arange(width, device=self.device)[None, :] < written.miss_counts[:, None].long()
+                request = (torch.arange(n, device=self.device) // s_q)[:, None].expand(n, width)
+                slot_rows[request[taken], written.miss_slots[taken].long()] = -1
+        dev.slot_rows_all.index_copy_(0, index, slot_rows)
+        dev.lru_all.index_copy_(0, index, lru_order)
+        self._buffers.counts[g].copy_(undo.counts)
+
+    def _commit_host_metrics(self, group: int, resolved: bool) -> None:
+        """The Rust path's metrics, recorded once the layer succeeded (the
+        runtime's resolver counts into its own metrics, not these)."""
+        host = self._step_counts.host
+        assert host is not None
+        misses = int(host[group, _MISSES])
+        if resolved:
+            self.metrics.record(
+                hits=int(host[group, _HITS]), misses=misses, host_to_device_bytes=misses * self.row_bytes
+            )
+        else:
+            # vLLM 0.33 charges misses x the row bytes of every layer in the group.
+            self.metrics.record(host_to_device_bytes=misses * self.row_bytes)
 
     def end_step(self) -> None:
         """Close the step: write deferred host mirrors (``eager_host_mirror=False``),
@@ -857,6 +996,7 @@ class DecodeRuntime:
         over nothing from the hot buffer), ValueError for a top-k position
         outside its request (treated as padding).
         """
+        self._check_usable()
         if self._step_ids is None:
             raise ValueError("no open step")
         missing = sorted(set(range(self.num_layers)) - self._written)
@@ -951,7 +1091,13 @@ class DecodeRuntime:
         return decode(q, kv, indices, self.softmax_scale)
 
     def _device_layer(
-        self, layer: int, q: torch.Tensor, new_kv: torch.Tensor, topk_positions: torch.Tensor, resolve: bool
+        self,
+        layer: int,
+        q: torch.Tensor,
+        new_kv: torch.Tensor,
+        topk_positions: torch.Tensor,
+        resolve: bool,
+        undo: _Undo | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The Triton path's layer: device launches on fixed buffers only, so a
         CUDA graph can hold it. ``resolve``: this layer resolves its index group
@@ -988,9 +1134,12 @@ class DecodeRuntime:
                 workspace=buf.workspace,
                 status=plan.status,
                 out=buf.plans[group],
+                live=dev.live,
             )
             finish_decode_indices(plan.slots, indices, buf.meta[_BASE, :rows])
         self._write_new_rows(layer, new_kv, rows)
+        if undo is not None:
+            undo.gathered = True
         gather_plan(
             self.host_layers[layer],
             self.device_layers[layer],
@@ -1002,7 +1151,12 @@ class DecodeRuntime:
         return self._decode(q, layer, indices.view(batch, s_q, width))
 
     def _host_layer(
-        self, layer: int, q: torch.Tensor, new_kv: torch.Tensor, topk_positions: torch.Tensor
+        self,
+        layer: int,
+        q: torch.Tensor,
+        new_kv: torch.Tensor,
+        topk_positions: torch.Tensor,
+        undo: _Undo | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The Rust path's layer: the top-k goes to the host resolver and back."""
         assert self._step_ids is not None
@@ -1015,19 +1169,12 @@ class DecodeRuntime:
             self._step_plans[group] = plan
         self._write_new_rows(layer, new_kv, batch * s_q)
         assert plan.indices is not None and plan.src_rows is not None and plan.dst_rows is not None
-        misses = int(plan.src_rows.numel())
-        if misses:
+        if plan.src_rows.numel():
             gather = gather_rows if self.use_triton else gather_rows_reference
-            gather(
-                self.host_layers[layer],
-                self.device_layers[layer],
-                plan.src_rows,
-                plan.dst_rows.to(self.device),
-            )
-        if layer != self._leaders[group]:
-            # The resolver counted the leader's copies; count this layer's too (vLLM 0.33
-            # charges misses x the row bytes of every layer in the group).
-            self.metrics.record(host_to_device_bytes=misses * self.row_bytes)
+            dst_rows = plan.dst_rows.to(self.device)
+            if undo is not None:
+                undo.gathered = True
+            gather(self.host_layers[layer], self.device_layers[layer], plan.src_rows, dst_rows)
         return self._decode(q, layer, plan.indices.to(self.device))
 
     def _resolve_on_host(self, group: int, topk_positions: torch.Tensor) -> _GroupPlan:
@@ -1070,7 +1217,9 @@ class DecodeRuntime:
             res.misses,
             served_by_tail,
         )
-        return _GroupPlan(topk, indices, torch.from_numpy(res.miss_host_rows), dst)
+        offsets = res.miss_offsets[::s_q]  # where each request's plan starts (rows b x s_q ..)
+        per_request = [res.miss_slots[offsets[b] : offsets[b + 1]] for b in range(batch)]
+        return _GroupPlan(topk, indices, torch.from_numpy(res.miss_host_rows), dst, per_request)
 
     # ---- CUDA graphs --------------------------------------------------------
 
@@ -1093,6 +1242,7 @@ class DecodeRuntime:
         Raises ValueError: a step is open, the Rust resolver path, wrong inputs,
         or ``batch > max_num_seqs``.
         """
+        self._check_usable()
         if self._step_ids is not None:
             raise ValueError("capture layers between steps (after end_step)")
         if self.resolver_path != "triton":
@@ -1154,7 +1304,9 @@ class CapturedLayer:
         Raises ValueError: no open step, another ``s_q`` or more requests than
         captured, the layer already ran, its group's leader did not run first,
         or the runtime's buffers were reallocated since the capture (capture again).
+        A failure while it runs is undone as :meth:`DecodeRuntime.forward_layer`'s.
         """
+        self._rt._check_usable()
         rt = self._rt
         ids = rt._step_ids
         if ids is None:
@@ -1178,12 +1330,24 @@ class CapturedLayer:
             raise ValueError(
                 f"layer {layer}: its index group's first layer {rt._leaders[group]} must run first, and once"
             )
+        width = int(self._work[3].shape[2])
+        undo = rt._save(group, width) if resolve else None
         if self._graph is not None:
-            self._graph.replay()
-            out, lse = self._out, self._lse
+            graph = self._graph
+
+            def run() -> tuple[torch.Tensor, torch.Tensor]:
+                if undo is not None:
+                    undo.gathered = True  # the graph holds the whole layer
+                graph.replay()
+                return self._out, self._lse
         else:
-            out, lse = rt._device_layer(*self._work)
-        rt._step_plans.setdefault(group, _GroupPlan(int(self._work[3].shape[2])))
+            work = self._work
+
+            def run() -> tuple[torch.Tensor, torch.Tensor]:
+                return rt._device_layer(*work, undo)
+
+        out, lse = rt._undoable(undo, run)
+        rt._step_plans.setdefault(group, _GroupPlan(width))
         rt._written.add(layer)
         n = len(ids)
         return LayerResult(out[:n], lse[:n], rt._step_counts, group, rt.row_bytes)

@@ -307,6 +307,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pool::ResolveResult>()?;
     m.add_class::<pool::HiSparseMetrics>()?;
     m.add_function(wrap_pyfunction!(pool::pool_error_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(pool::register_exceptions, m)?)?;
+    // Nothing is imported inside a call, where exit could end the thread (pool.rs).
+    pool::import_eagerly(py)?;
     // Detached calls finish before the interpreter finalizes (gil.rs).
     py.import("atexit")?.call_method1(
         "register",

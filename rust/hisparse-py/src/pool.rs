@@ -46,15 +46,22 @@ use std::sync::{Arc, Mutex};
 /// hand the GIL to another thread, and a daemon thread that waits for it
 /// back while the interpreter finalizes is ended by `pthread_exit`, whose
 /// unwinding through our frames aborts the process (see `gil.rs`).
+///
+/// The classes are handed over by `hisparse_rs.exceptions` when it is
+/// imported (`register_exceptions`), not imported here on first use: an
+/// import inside a call runs Python code, see [`import_eagerly`].
 pub fn pool_err(py: Python<'_>, e: PoolError) -> PyErr {
-    static POOL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    static EXHAUSTED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let module = "hisparse_rs.exceptions";
     let raise = || -> PyResult<PyErr> {
         let class = match &e {
-            PoolError::HostPoolExhausted(_) => EXHAUSTED.import(py, module, "HostPoolExhausted")?,
-            _ => POOL_ERROR.import(py, module, "PoolError")?,
-        };
+            PoolError::HostPoolExhausted(_) => EXHAUSTED.get(py),
+            _ => POOL_ERROR.get(py),
+        }
+        .ok_or_else(|| {
+            pyo3::exceptions::PyImportError::new_err(
+                "hisparse_rs._core was used before hisparse_rs.exceptions was imported; import hisparse_rs",
+            )
+        })?
+        .bind(py);
         let value = py
             .get_type::<PyBaseException>()
             .getattr("__new__")?
@@ -67,6 +74,75 @@ pub fn pool_err(py: Python<'_>, e: PoolError) -> PyErr {
         Ok(PyErr::from_value(value))
     };
     raise().unwrap_or_else(|err| err)
+}
+
+static POOL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static EXHAUSTED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static NUMPY_ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static NUMPY_ASCONTIGUOUSARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `hisparse_rs.exceptions` hands its PoolError and HostPoolExhausted classes
+/// over when it is imported (it imports this module, so this module cannot
+/// import it during its own initialization). Private; called once.
+#[pyfunction(name = "_register_exceptions")]
+pub fn register_exceptions(
+    pool_error: Bound<'_, PyType>,
+    host_pool_exhausted: Bound<'_, PyType>,
+) -> PyResult<()> {
+    let py = pool_error.py();
+    if !host_pool_exhausted.is_subclass(&pool_error)? {
+        return Err(PyTypeError::new_err(
+            "host_pool_exhausted must be a subclass of pool_error",
+        ));
+    }
+    let _ = POOL_ERROR.set(py, pool_error.unbind());
+    let _ = EXHAUSTED.set(py, host_pool_exhausted.unbind());
+    Ok(())
+}
+
+/// Everything the pool classes would otherwise import on first use, imported
+/// at module initialization: numpy (its `asarray` / `ascontiguousarray`),
+/// rust-numpy's C API capsule and its borrow-checking capsule, the dtypes.
+///
+/// Why: an import inside a call runs Python bytecode, which may hand the GIL
+/// to another thread. When the main thread then finalizes the interpreter,
+/// CPython (3.10-3.13) ends the daemon thread that waits to get the GIL back
+/// with `pthread_exit`, from inside our frames: the forced unwind through an
+/// `extern "C"` boundary aborts the process (SIGABRT, "FATAL: exception not
+/// rethrown"). Imported here, the first call runs only C, as every later one.
+/// `py.import("numpy")` per call is no better: a package import with a
+/// fromlist runs `importlib._bootstrap._handle_fromlist`.
+pub fn import_eagerly(py: Python<'_>) -> PyResult<()> {
+    let numpy = py.import("numpy")?;
+    let _ = NUMPY_ASARRAY.set(py, numpy.getattr("asarray")?.unbind());
+    let _ = NUMPY_ASCONTIGUOUSARRAY.set(py, numpy.getattr("ascontiguousarray")?.unbind());
+    let _ = (dtype::<i16>(py), dtype::<i32>(py), dtype::<i64>(py));
+    // The C API (PY_ARRAY_API) on the first array, the borrow-checking
+    // capsule on the first borrow.
+    let probe = PyArray1::<i64>::zeros(py, 1, false);
+    drop(
+        probe
+            .try_readonly()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?,
+    );
+    drop(
+        probe
+            .try_readwrite()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?,
+    );
+    Ok(())
+}
+
+/// A cached numpy function (set by [`import_eagerly`] at module init).
+fn numpy_fn<'py>(
+    py: Python<'py>,
+    f: &'static PyOnceLock<Py<PyAny>>,
+) -> PyResult<&'py Bound<'py, PyAny>> {
+    f.get(py).map(|f| f.bind(py)).ok_or_else(|| {
+        pyo3::exceptions::PyImportError::new_err(
+            "hisparse_rs._core: numpy was not imported at init",
+        )
+    })
 }
 
 /// A failed call: a core error, or a panic caught at the boundary.
@@ -165,10 +241,10 @@ fn bounded_contiguous<'py>(
     obj: &Bound<'py, PyAny>,
     check: impl FnOnce(usize) -> PyResult<()>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let numpy = obj.py().import("numpy")?;
-    let view = numpy.call_method1("asarray", (obj,))?;
+    let py = obj.py();
+    let view = numpy_fn(py, &NUMPY_ASARRAY)?.call1((obj,))?;
     check(view.cast::<PyUntypedArray>()?.len())?;
-    numpy.call_method1("ascontiguousarray", (view,))
+    numpy_fn(py, &NUMPY_ASCONTIGUOUSARRAY)?.call1((view,))
 }
 
 /// A 1-D int16 / int32 / int64 array-like of at most `max_entries` entries
