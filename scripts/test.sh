@@ -27,7 +27,8 @@ duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # of progress bars (unreadable in a CI log) or --quiet (minutes of silence
 # while GB-sized wheels download). "Requirement already satisfied" lines (a
 # rerun prints one per package) are counted, not shown. pip's errors go to
-# stderr and pass through untouched.
+# stderr and pass through untouched. pip runs with python -u, so each line
+# comes when it is printed, not with the next 4 KB.
 pip_log() {
   awk '
     /^Requirement already satisfied/ { satisfied++; next }
@@ -51,9 +52,9 @@ venv_install() {
   if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   fi
-  "$venv/bin/python" -m pip install --progress-bar off --upgrade pip | pip_log
+  "$venv/bin/python" -u -m pip install --progress-bar off --upgrade pip | pip_log
   for attempt in 1 2 3; do
-    if "$venv/bin/python" -m pip install --progress-bar off --retries 10 --resume-retries 10 --timeout 60 \
+    if "$venv/bin/python" -u -m pip install --progress-bar off --retries 10 --resume-retries 10 --timeout 60 \
       "$spec" | pip_log; then
       return 0
     fi
