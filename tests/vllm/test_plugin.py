@@ -406,7 +406,7 @@ def test_the_readme_shows_what_vllm_serve_prints() -> None:
     import shlex
 
     readme = (ROOT / "README.md").read_text()
-    match = re.search(r"### Inside `vllm serve`\n.*?```bash\n(.*?)\n```\n\n```text\n(.*?)\n```", readme, re.S)
+    match = re.search(r"## Inside `vllm serve`\n.*?```bash\n(.*?)\n```\n\n```text\n(.*?)\n```", readme, re.S)
     assert match, "README lost its vllm serve example"
     command, shown = match.groups()
     argv = shlex.split(command.replace("\\\n", " "))
