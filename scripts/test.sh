@@ -36,7 +36,7 @@ pip_log() {
     /^ *(Downloading|Resuming|Installing build|Getting requirements|Preparing metadata|Building wheel|Created wheel|Installing collected|Successfully|Attempting uninstall|ERROR|WARNING)/ {
       sub(/^ +/, ""); print "  pip: " $0; fflush(); next
     }
-    END { if (satisfied) print "  pip: " satisfied " requirements already satisfied" }
+    END { if (satisfied) print "  pip: already satisfied: " satisfied " requirements" }
   '
 }
 
@@ -106,13 +106,15 @@ add_step cargo_test "cargo test" "a dot per test (a failure prints in full)"
 step_cargo_test() { RUST_BACKTRACE=0 cargo test --workspace --locked -- --quiet; }
 
 add_step ruff "ruff check + format --check" "python tests benches"
+# The tools run as `python -m`: the venv's own, even where its console
+# scripts live elsewhere (a venv layered on another through a .pth file).
 step_ruff() {
-  ruff check python tests benches
-  ruff format --check python tests benches
+  python -m ruff check python tests benches
+  python -m ruff format --check python tests benches
 }
 
 add_step mypy "mypy --strict" "python/hisparse_rs benches"
-step_mypy() { mypy python/hisparse_rs benches; }
+step_mypy() { python -m mypy python/hisparse_rs benches; }
 
 add_step stubtest "stubtest hisparse_rs._core"
 step_stubtest() { python -m mypy.stubtest hisparse_rs._core; }
@@ -198,6 +200,10 @@ report() {
 trap report EXIT
 
 n=${#selected[@]}
+if [ $# -eq 0 ]; then
+  # The figure README.md gives (measured; see "The two commands" there).
+  echo "scripts/test.sh: $n steps; from a fresh clone about 19 minutes on 2 cores, downloads included (longer when the cores are busy)"
+fi
 k=0
 for i in "${selected[@]}"; do
   k=$((k + 1))
