@@ -1,6 +1,6 @@
 """Break-it suite, part 1: hostile inputs and failed calls (issue 10).
 
-Each test holds one defect kind at its mechanism (README "Limits"):
+Each test holds one defect kind at its mechanism (docs/limits.md):
 - every public call raises only its documented errors, naming the argument
   (no OverflowError, RecursionError, PanicException);
 - every public mutating call of HostKVPool, ResidencyResolver and
