@@ -299,7 +299,7 @@ proptest! {
     #![proptest_config(forked_config(256))]
 
     #[test]
-    fn plan_never_panics_on_absurd_dimensions_and_machines(case in plan_case()) {
+    fn plan_never_panics_on_absurd_dimensions_and_machines(Brief(case) in brief(plan_case())) {
         guarded(&case, plans)?;
     }
 

@@ -107,8 +107,15 @@ pub struct Brief<T>(pub T);
 impl<T: serde::Serialize> std::fmt::Debug for Brief<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut value = serde_json::to_value(&self.0).map_err(|_| std::fmt::Error)?;
-        if let Value::Object(fields) = &mut value {
-            fields.retain(|_, v| !v.is_null());
+        // The unset fields of the value, or of each part of a tuple.
+        let parts = match &mut value {
+            Value::Array(items) => items.iter_mut().collect(),
+            other => vec![other],
+        };
+        for part in parts {
+            if let Value::Object(fields) = part {
+                fields.retain(|_, v| !v.is_null());
+            }
         }
         let text = value.to_string();
         // At most 2000 characters: enough to rerun the case by hand.
