@@ -2,30 +2,60 @@
 # Run every test from a fresh clone: builds the wheel through maturin (the
 # pyproject backend) into .venv, then Rust formatting, lints and tests, Python
 # lints, type checks, stub check and pytest; then the vLLM plugin's tests
-# against vLLM 0.33.0 in .venv-vllm. Fails on any failure or on no tests.
+# against vLLM 0.33.0 in .venv-vllm. Fails on any failure, and on a pytest run
+# that collects no tests (pytest's exit 5).
+#
+#   bash scripts/test.sh            every step, in order (CI: .ci/run)
+#   bash scripts/test.sh --list     the steps' ids
+#   bash scripts/test.sh ID...      only these steps (e.g. `cargo_test pytest`;
+#                                   later steps expect the venvs the first made)
+#
+# Each step prints "== [i/N] what" when it starts and "-- what: 1m02s" when it
+# ends; the run ends with every step's time and the total. To add a step,
+# write a function and one add_step line below.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+export PIP_NO_CACHE_DIR=1 # see venv_install
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 
-# Disk: the two venvs hold ~15 GB once installed (torch and CUDA wheels twice:
-# the kernels run on torch 2.15, vLLM pins 2.14). pip keeps no second copy of
-# the wheels in its cache, and the free space is printed first, so a full disk
-# reads as one (a run once failed with ENOSPC in the first pip install).
-export PIP_NO_CACHE_DIR=1
-df -h . | sed 's/^/disk: /'
+# --- helpers -----------------------------------------------------------------
+
+duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+# pip_log: pip's stdout, one line per package it downloads or builds, instead
+# of progress bars (unreadable in a CI log) or --quiet (minutes of silence
+# while GB-sized wheels download). "Requirement already satisfied" lines (a
+# rerun prints one per package) are counted, not shown. pip's errors go to
+# stderr and pass through untouched. pip runs with python -u, so each line
+# comes when it is printed, not with the next 4 KB.
+pip_log() {
+  awk '
+    /^Requirement already satisfied/ { satisfied++; next }
+    /^ *Downloading .*\.metadata/ { next }
+    /^ *(Downloading|Resuming|Installing build|Getting requirements|Preparing metadata|Building wheel|Created wheel|Installing collected|Successfully|Attempting uninstall|ERROR|WARNING)/ {
+      sub(/^ +/, ""); print "  pip: " $0; fflush(); next
+    }
+    END { if (satisfied) print "  pip: already satisfied: " satisfied " requirements" }
+  '
+}
 
 # venv_install VENV SPEC: create VENV if needed and pip install SPEC into it.
 # torch and CUDA come as GB-sized wheels; a dropped connection must not fail
-# the run, so pip resumes downloads and the whole install is retried.
+# the run, so pip resumes downloads and the whole install is retried. Disk:
+# the two venvs hold ~15 GB once installed (torch and CUDA wheels twice: the
+# kernels run on torch 2.15, vLLM pins 2.14); pip keeps no second copy of the
+# wheels in its cache (PIP_NO_CACHE_DIR), and the free space is printed first,
+# so a full disk reads as one (a run once failed with ENOSPC).
 venv_install() {
   local venv=$1 spec=$2 attempt
   if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   fi
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -u -m pip install --progress-bar off --upgrade pip | pip_log
   for attempt in 1 2 3; do
-    if "$venv/bin/python" -m pip install --quiet --retries 10 --resume-retries 10 --timeout 60 "$spec"; then
+    if "$venv/bin/python" -u -m pip install --progress-bar off --retries 10 --resume-retries 10 --timeout 60 \
+      "$spec" | pip_log; then
       return 0
     fi
     echo "pip install $spec into $venv failed (attempt $attempt)" >&2
@@ -37,42 +67,153 @@ venv_install() {
   done
 }
 
-step "python environment (.venv)"
-# The kernels extra (torch, triton, numpy) too: every kernel test runs in CI
-# (torch from PyPI brings ~4 GB of CUDA wheels).
-venv_install .venv ".[test,kernels]"
-# shellcheck disable=SC1091
-. .venv/bin/activate
+# .venv's tools first on PATH, for the steps after it (the venv need not exist yet).
+use_venv() {
+  export VIRTUAL_ENV="$PWD/$1"
+  export PATH="$VIRTUAL_ENV/bin:$PATH"
+}
 
-step "rust: fmt, clippy, tests"
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+# --- the steps -----------------------------------------------------------------
 
-step "python: ruff, mypy --strict, stubtest"
-ruff check python tests benches
-ruff format --check python tests benches
-mypy python/hisparse_rs benches
-python -m mypy.stubtest hisparse_rs._core
+# add_step ID NAME [DETAIL]: the step runs the function step_ID; NAME is what
+# the log and the summary call it, DETAIL what the start line adds.
+STEP_IDS=()
+STEP_NAMES=()
+STEP_DETAILS=()
+add_step() {
+  STEP_IDS+=("$1")
+  STEP_NAMES+=("$2")
+  STEP_DETAILS+=("${3:-}")
+}
 
-# Without a GPU the Triton kernels run under Triton's interpreter on CPU tensors
-# (tests/conftest.py decides the same way; it must be set before triton loads).
-if [ -z "${TRITON_INTERPRET:-}" ]; then
-  TRITON_INTERPRET="$(python -c 'import torch; print(0 if torch.cuda.is_available() else 1)')"
-  export TRITON_INTERPRET
+add_step venv "python environment .venv" "the wheel (maturin, a release build) and the test + kernels extras (torch, triton: ~4 GB the first time)"
+step_venv() {
+  df -h . | sed 's/^/  disk: /'
+  # The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
+  venv_install .venv ".[test,kernels]"
+}
+
+add_step cargo_fmt "cargo fmt --check"
+step_cargo_fmt() { cargo fmt --all -- --check; }
+
+add_step clippy "cargo clippy -D warnings"
+step_clippy() { cargo clippy --workspace --all-targets --locked -- -D warnings; }
+
+add_step cargo_test "cargo test" "a dot per test (a failure prints in full)"
+# RUST_BACKTRACE=0: a failing property test panics inside proptest's runner,
+# whose backtrace says nothing about the case (its message and the minimal
+# input print either way). Rerun one test with RUST_BACKTRACE=1 for a stack.
+step_cargo_test() { RUST_BACKTRACE=0 cargo test --workspace --locked -- --quiet; }
+
+add_step ruff "ruff check + format --check" "python tests benches"
+# The tools run as `python -m`: the venv's own, even where its console
+# scripts live elsewhere (a venv layered on another through a .pth file).
+step_ruff() {
+  python -m ruff check python tests benches
+  python -m ruff format --check python tests benches
+}
+
+add_step mypy "mypy --strict" "python/hisparse_rs benches"
+step_mypy() { python -m mypy python/hisparse_rs benches; }
+
+add_step stubtest "stubtest hisparse_rs._core"
+step_stubtest() { python -m mypy.stubtest hisparse_rs._core; }
+
+add_step pytest "pytest tests" "all but tests/vllm; the kernels under Triton's interpreter when there is no GPU"
+step_pytest() {
+  # Without a GPU the Triton kernels run under Triton's interpreter on CPU
+  # tensors (tests/conftest.py decides the same way; it must be set before
+  # triton loads).
+  if [ -z "${TRITON_INTERPRET:-}" ]; then
+    TRITON_INTERPRET="$(python -c 'import torch; print(0 if torch.cuda.is_available() else 1)')"
+    export TRITON_INTERPRET
+  fi
+  echo "  hypothesis profile: $HYPOTHESIS_PROFILE, TRITON_INTERPRET=$TRITON_INTERPRET"
+  # From the repository root against the installed wheel (tests/conftest.py
+  # puts nothing of python/ on sys.path). tests/vllm needs vLLM, which has its
+  # own venv: the next steps. Exit 5 (no tests collected) fails the run.
+  python -m pytest tests -p no:cacheprovider --ignore=tests/vllm --durations=5
+}
+
+add_step venv_vllm "python environment .venv-vllm" "vLLM 0.33.0 with its torch 2.14 (~7 GB the first time) and the test extra"
+step_venv_vllm() {
+  # vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
+  # tests get their own venv, made from this project's files: the vllm extra
+  # (vllm==0.33.0) and the test extra.
+  venv_install .venv-vllm ".[test,vllm]"
+}
+
+add_step pytest_vllm "pytest tests/vllm" "the plugin and the differential test (1,000 configurations) against vLLM 0.33.0"
+step_pytest_vllm() {
+  # One pytest session, one vLLM import; gcc builds the no-device driver stub
+  # (tests/vllm/README.md).
+  (cd tests/vllm && ../../.venv-vllm/bin/python -m pytest . -p no:cacheprovider --durations=5)
+}
+
+# --- run -----------------------------------------------------------------------
+
+if [ "${1:-}" = --list ]; then
+  for i in "${!STEP_IDS[@]}"; do printf '%-12s %s\n' "${STEP_IDS[$i]}" "${STEP_NAMES[$i]}"; done
+  exit 0
 fi
 
-step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci}, TRITON_INTERPRET=${TRITON_INTERPRET})"
-# Run from tests/ against the installed wheel, not the source tree. tests/vllm
-# needs vLLM, which has its own venv: the next step.
-HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cacheprovider --ignore=tests/vllm
+selected=()
+if [ $# -eq 0 ]; then
+  selected=("${!STEP_IDS[@]}")
+else
+  for want in "$@"; do
+    found=
+    for i in "${!STEP_IDS[@]}"; do
+      if [ "${STEP_IDS[$i]}" = "$want" ]; then
+        selected+=("$i")
+        found=1
+      fi
+    done
+    [ -n "$found" ] || {
+      echo "scripts/test.sh: no step '$want' (bash scripts/test.sh --list)" >&2
+      exit 2
+    }
+  done
+fi
 
-step "vLLM 0.33.0: the plugin and the differential test (.venv-vllm)"
-# vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
-# tests get their own venv, made from this project's files: the vllm extra
-# (vllm==0.33.0) and the test extra (vLLM brings ~7 GB of wheels: torch and CUDA).
-deactivate
-venv_install .venv-vllm ".[test,vllm]"
-# One pytest session, one vLLM import; gcc builds the no-device driver stub
-# (tests/vllm/README.md).
-(cd tests/vllm && HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" ../../.venv-vllm/bin/python -m pytest . -p no:cacheprovider)
+# Every step but the two venv installs runs with .venv's tools; the vLLM
+# step names its own python.
+use_venv .venv
+
+START=$SECONDS
+SUMMARY=()
+CURRENT=
+CURRENT_START=
+# On any failure (set -e), the failed step and its time, then the times so far.
+report() {
+  local rc=$?
+  if [ "$rc" != 0 ] && [ -n "$CURRENT" ]; then
+    SUMMARY+=("$(printf '  %-32s %8s  FAILED (exit %s)' "$CURRENT" "$(duration $((SECONDS - CURRENT_START)))" "$rc")")
+    printf '\n-- %s: FAILED (exit %s) after %s\n' "$CURRENT" "$rc" "$(duration $((SECONDS - CURRENT_START)))"
+  fi
+  if [ "${#SUMMARY[@]}" -gt 0 ]; then
+    printf '\nsteps:\n'
+    printf '%s\n' "${SUMMARY[@]}"
+    printf 'total: %s (%s)\n' "$(duration $((SECONDS - START)))" "$([ "$rc" = 0 ] && echo passed || echo FAILED)"
+  fi
+}
+trap report EXIT
+
+n=${#selected[@]}
+if [ $# -eq 0 ]; then
+  # The figure README.md gives (measured; see "The two commands" there).
+  echo "scripts/test.sh: $n steps; from a fresh clone about 19 minutes on 2 cores, downloads included (longer when the cores are busy)"
+fi
+k=0
+for i in "${selected[@]}"; do
+  k=$((k + 1))
+  CURRENT="${STEP_NAMES[$i]}"
+  CURRENT_START=$SECONDS
+  detail="${STEP_DETAILS[$i]:+: ${STEP_DETAILS[$i]}}"
+  printf '\n== [%d/%d] %s%s (%s UTC)\n' "$k" "$n" "$CURRENT" "$detail" "$(date -u +%H:%M:%S)"
+  "step_${STEP_IDS[$i]}"
+  took=$(duration $((SECONDS - CURRENT_START)))
+  printf -- '-- %s: %s\n' "$CURRENT" "$took"
+  SUMMARY+=("$(printf '  %-32s %8s' "$CURRENT" "$took")")
+done
+CURRENT=

@@ -26,6 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 MODELS = DATA / "models"
 VECTORS = ROOT / "tests" / "vectors"
+# The timeout of a subprocess a test runs: a hang detector, not a speed target
+# (no test asserts a duration). A run takes a second or less; this is far
+# above what a loaded 2-core machine makes of that.
+HANG_S = 600
 
 settings.register_profile(
     "ci",

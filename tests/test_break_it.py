@@ -1,6 +1,6 @@
 """Break-it suite, part 1: hostile inputs and failed calls (issue 10).
 
-Each test holds one defect kind at its mechanism (README "Limits"):
+Each test holds one defect kind at its mechanism (docs/limits.md):
 - every public call raises only its documented errors, naming the argument
   (no OverflowError, RecursionError, PanicException);
 - every public mutating call of HostKVPool, ResidencyResolver and
@@ -35,7 +35,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import hisparse_rs
-from conftest import MODELS
+from conftest import HANG_S, MODELS
 from hisparse_rs import (
     HiSparseMetrics,
     HostKVPool,
@@ -619,7 +619,7 @@ def test_console_script_on_a_full_stdout_exits_non_zero() -> None:
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
-            timeout=60,
+            timeout=HANG_S,
         )
     assert proc.returncode == 2
     assert "cannot write the result to stdout" in proc.stderr
@@ -635,7 +635,7 @@ def test_console_script_on_a_closed_stdout_exits_non_zero() -> None:
             [str(exe), DSV32, "--kv-transfer-config", json.dumps(HS), *extra],
             stderr=subprocess.PIPE,
             text=True,
-            timeout=60,
+            timeout=HANG_S,
             preexec_fn=lambda: os.close(1),
         )
         assert proc.returncode == 2, (extra, proc.stderr)
@@ -714,7 +714,7 @@ def test_an_argument_that_is_not_utf8_is_named_not_not_found(tmp_path: Path) -> 
     (model / "config.json").write_bytes((MODELS / "deepseek-v3.2" / "config.json").read_bytes())
     exe = Path(sys.executable).parent / "hisparse-check"
     proc = subprocess.run(
-        [exe, model, "--kv-transfer-config", json.dumps(HS)], capture_output=True, timeout=60
+        [exe, model, "--kv-transfer-config", json.dumps(HS)], capture_output=True, timeout=HANG_S
     )
     err = proc.stderr.decode(errors="replace")
     assert proc.returncode == 2 and "argument 1" in err and "not UTF-8" in err, err

@@ -12,8 +12,8 @@ timeout, so a deadlock or an abort fails one test instead of the run:
   numpy and the exception classes lazily, and aborted it the same way);
 - a thread writing the top-k array while ``resolve`` reads it (it used to
   read the array twice and panic on a mismatch).
-Each child runs about a second; the timeouts are deadlock detectors, far
-above the expected run time, not speed targets.
+Each child runs about a second; the timeout (conftest.HANG_S) is a deadlock
+detector, far above the expected run time, not a speed target.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import threading
 
 import numpy as np
 
+from conftest import HANG_S
 from hisparse_rs import PoolError, ResidencyResolver
-
-TIMEOUT_S = 120
 
 
 def run_child(code: str) -> subprocess.CompletedProcess[str]:
@@ -35,7 +34,7 @@ def run_child(code: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
-        timeout=TIMEOUT_S,
+        timeout=HANG_S,
     )
     assert proc.returncode == 0, (
         f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr[-2000:]}"

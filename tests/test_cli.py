@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import hisparse_rs
-from conftest import MODELS, ROOT
+from conftest import HANG_S, MODELS, ROOT
 
 EXE = shutil.which("hisparse-check") or str(Path(sys.executable).parent / "hisparse-check")
 DSV32 = str(MODELS / "deepseek-v3.2")
@@ -38,7 +38,9 @@ PD = {
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
     full_env.update(env or {})
-    return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=ROOT, env=full_env, timeout=60)
+    return subprocess.run(
+        [EXE, *args], capture_output=True, text=True, cwd=ROOT, env=full_env, timeout=HANG_S
+    )
 
 
 def as_json(*args: str) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def test_readme_main_command_bundled_example() -> None:
         text=True,
         cwd=ROOT,
         env={**os.environ, "HISPARSE_CHECK": EXE},
-        timeout=60,
+        timeout=HANG_S,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (
@@ -245,7 +247,7 @@ def test_broken_pipe_is_quiet() -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert "panicked" not in proc.stderr
 
@@ -295,7 +297,7 @@ def test_bare_run_is_a_usage_error() -> None:
 
 def test_non_utf8_argument_never_tracebacks() -> None:
     proc = subprocess.run(
-        [EXE, os.fsdecode(b"tests/data/models/\xff")], capture_output=True, cwd=ROOT, timeout=60
+        [EXE, os.fsdecode(b"tests/data/models/\xff")], capture_output=True, cwd=ROOT, timeout=HANG_S
     )
     assert proc.returncode == 2
     assert b"Traceback" not in proc.stderr and b"panicked" not in proc.stderr
@@ -545,7 +547,7 @@ def test_the_example_says_it_builds_on_first_run(tmp_path: Path) -> None:
     (bin_dir / "cargo").write_text("#!/bin/sh\necho cargo-ran\n")
     (bin_dir / "cargo").chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=HANG_S)
     assert proc.returncode == 0 and "cargo-ran" in proc.stdout
     assert "building hisparse-check with cargo (first run only, about 100 s" in proc.stderr
 

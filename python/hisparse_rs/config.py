@@ -243,7 +243,7 @@ def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     512 bytes; default "given with --host-memory-gib"; the vLLM plugin passes the node's
     available RAM and says so).
 
-    The mapping is converted in Rust with bounds (README "Limits"): nesting
+    The mapping is converted in Rust with bounds (docs/limits.md): nesting
     deeper than 128 levels or a circular reference is an ``input_too_deep``
     error in the report, more than 16 MiB ``input_too_large``, text that is
     not UTF-8 or an int no field can hold ``invalid_value``; NaN and

@@ -1,6 +1,6 @@
 //! `hisparse-check` never panics, hangs or dies on a signal, whatever its argv
-//! and environment: every run ends with exit status 0, 1 or 2 within a few
-//! seconds, stderr has no panic message, and `--json` output is JSON.
+//! and environment: every run ends with exit status 0, 1 or 2, stderr has no
+//! panic message, and `--json` output is JSON.
 //!
 //! The binary runs as a subprocess (`CARGO_BIN_EXE_hisparse-check`), so a
 //! crash or a stack overflow fails one case instead of the test binary.
@@ -14,8 +14,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hisparse-check");
-/// A debug build checks one configuration in well under a second.
-const TIMEOUT: Duration = Duration::from_secs(5);
+/// A run still going after this long is a hang: a debug build checks one
+/// configuration in well under a second, and this bound is far above what a
+/// loaded machine makes of that (a hang detector, not a speed target).
+const HANG: Duration = Duration::from_secs(300);
 const SEED: u64 = 0x4869_5370_6172_7365;
 const CASES: usize = 300;
 
@@ -59,7 +61,7 @@ fn run(args: &[String], v2_env: Option<&str>) -> Outcome {
         if let Some(status) = child.try_wait().expect("wait") {
             break (Some(status), false);
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > HANG {
             let _ = child.kill();
             break (child.wait().ok(), true);
         }
@@ -95,7 +97,7 @@ fn shown(args: &[String]) -> String {
 fn check(args: &[String], v2_env: Option<&str>) -> Option<String> {
     let o = run(args, v2_env);
     let what = if o.timed_out {
-        Some(format!("no exit within {TIMEOUT:?} (hang?)"))
+        Some(format!("no exit within {HANG:?}: a hang"))
     } else if !matches!(o.code, Some(0..=2)) {
         Some(format!(
             "exit status {:?} (101 = panic, None = killed by a signal)",

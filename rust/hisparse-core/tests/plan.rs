@@ -606,7 +606,7 @@ proptest! {
     #![proptest_config(common::config(64))]
 
     #[test]
-    fn monotone_in_context_and_never_below_baseline((a, o) in arb_case()) {
+    fn monotone_in_context_and_never_below_baseline(common::Brief((a, o)) in common::brief(arb_case())) {
         let Some(p) = maybe_plan(&a, &o) else { return Ok(()) };
         for w in p.sweep.windows(2) {
             let (x, y) = (&w[0], &w[1]);
@@ -637,7 +637,7 @@ proptest! {
     }
 
     #[test]
-    fn monotone_in_host_pool((a, o) in arb_case(), extra in 1.0f64..512.0) {
+    fn monotone_in_host_pool(common::Brief((a, o)) in common::brief(arb_case()), extra in 1.0f64..512.0) {
         let Some(small) = maybe_plan(&a, &o) else { return Ok(()) };
         let mut bigger = a.clone();
         bigger.kv_transfer_config = Some(hisparse(small.host.host_pool_gib + extra));

@@ -1,5 +1,5 @@
-//! The bounds and all-or-nothing rules of issue 10, as properties (README
-//! "Limits"): fixes never half-apply and never create what they remove; the
+//! The bounds and all-or-nothing rules of issue 10, as properties (docs/limits.md):
+//! fixes never half-apply and never create what they remove; the
 //! filtered config.json parse reads the model exactly as a full parse does;
 //! numbers a field cannot hold are reported, not fatal. Fixed seeds (`common`).
 

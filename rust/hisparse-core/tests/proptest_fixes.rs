@@ -80,7 +80,7 @@ proptest! {
     /// Every error's fix applies cleanly and removes that error (same code
     /// and path, allowing for list indices that shift when an element is removed).
     #[test]
-    fn each_fix_removes_its_error(args in realistic_args(false)) {
+    fn each_fix_removes_its_error(Brief(args) in brief(realistic_args(false))) {
         let report = report_of(&args)?;
         for d in report.errors.iter().filter(|d| !d.fix.is_empty()) {
             let fixed = apply(&args, d)?;
@@ -110,7 +110,7 @@ proptest! {
     /// `model_not_dsa`, `deepseek_v4_unsupported` and `index_topk_too_large`
     /// (the model cannot use HiSparse) are meant to remove it.
     #[test]
-    fn fixes_keep_hisparse_enabled(args in realistic_args(false)) {
+    fn fixes_keep_hisparse_enabled(Brief(args) in brief(realistic_args(false))) {
         let report = report_of(&args)?;
         if !report.hisparse_enabled {
             return Ok(());
@@ -140,7 +140,7 @@ proptest! {
     /// MAX_ROUNDS rounds, unless an error without a fix turns up (then the
     /// case is skipped: there is nothing to apply).
     #[test]
-    fn fixing_first_errors_converges(args in realistic_args(false)) {
+    fn fixing_first_errors_converges(Brief(args) in brief(realistic_args(false))) {
         let mut args = args;
         let mut trail = Vec::new();
         for _ in 0..MAX_ROUNDS {
@@ -244,7 +244,7 @@ fn regression_misplaced_connectors_fix_keeps_the_existing_children() {
 
 proptest! {
     // Guarded and forked: older code looped forever on this input.
-    #![proptest_config(forked_config(1, 20_000))]
+    #![proptest_config(forked_config(1))]
 
     /// A model whose `layer_types` has no "deepseek_sparse_attention" entry
     /// has 0 sparse-MLA layers, so host_block_bytes is 0 and `pool_blocks`
@@ -319,7 +319,7 @@ proptest! {
     /// are errors no edit of the configuration fixes (connectors: null, an
     /// index_topk that is not a number...), which the message names.
     #[test]
-    fn every_fix_at_once_passes(args in mistaken_args()) {
+    fn every_fix_at_once_passes(Brief(args) in brief(mistaken_args())) {
         let report = report_of(&args)?;
         if report.errors.iter().all(|e| e.fix.is_empty()) {
             return Ok(());

@@ -121,7 +121,7 @@ proptest! {
 
     /// `ServeArgs::from_json(args.to_json()) == Ok(args)`.
     #[test]
-    fn serve_args_json_round_trips(args in any_serve_args()) {
+    fn serve_args_json_round_trips(Brief(args) in brief(any_serve_args())) {
         let json = args.to_json();
         let back = ServeArgs::from_json(json.clone())
             .map_err(|e| TestCaseError::fail(format!("to_json output rejected: {e}\n{json}")))?;
@@ -131,18 +131,18 @@ proptest! {
     /// The report of a realistic configuration survives `to_json` and
     /// `to_json_compact` followed by `serde_json::from_str::<Report>`.
     #[test]
-    fn realistic_report_json_round_trips(args in realistic_args(false)) {
+    fn realistic_report_json_round_trips(Brief(args) in brief(realistic_args(false))) {
         report_round_trips(&resolved(&args)?)?;
     }
 }
 
 proptest! {
     // Arbitrary inputs can hit resolve's known hangs: run guarded and forked.
-    #![proptest_config(forked_config(512, 20_000))]
+    #![proptest_config(forked_config(512))]
 
     /// The same for arbitrary inputs (diagnostics echo arbitrary `given` values).
     #[test]
-    fn arbitrary_report_json_round_trips(args in arb_args()) {
+    fn arbitrary_report_json_round_trips(Brief(args) in brief(arb_args())) {
         guarded(&args, |args| report_round_trips(&resolved(args)?))?;
     }
 }

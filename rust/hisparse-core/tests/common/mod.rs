@@ -40,16 +40,23 @@ pub fn config(cases: u32) -> Config {
     }
 }
 
+/// Hang bound of one case, in milliseconds: a hang detector, not a speed
+/// target. A realistic case takes about 1 ms in a debug build; this bound is
+/// far above what a loaded machine makes of that (a 500 ms bound once failed
+/// a CI run on 2 busy cores), so reaching it means the code does not return.
+pub const HANG_MS: u32 = 120_000;
+
 /// Like [`config`], but the cases run in a forked child process that the
-/// parent kills when it makes no progress for `timeout_ms`: a stack overflow
-/// (abort) or a hang in the code under test becomes a test failure instead of
-/// killing or stalling the whole test binary. Combine with [`guarded`] so that
-/// hangs are caught in the child and shrinking stays within `max_shrink_time`
-/// (the parent restarts a killed child, and each child restarts its shrink
-/// limits, so kills alone would make shrinking unbounded).
-pub fn forked_config(cases: u32, timeout_ms: u32) -> Config {
+/// parent kills when one case makes no progress for `HANG_MS` plus a minute
+/// (so [`guarded`] in the child fires first): a stack overflow (abort) or a
+/// hang in the code under test becomes a test failure instead of killing or
+/// stalling the whole test binary. Combine with [`guarded`] so that hangs are
+/// caught in the child and shrinking stays bounded (the parent restarts a
+/// killed child, and each child restarts its shrink limits, so kills alone
+/// would make shrinking unbounded).
+pub fn forked_config(cases: u32) -> Config {
     Config {
-        timeout: timeout_ms,
+        timeout: HANG_MS + 60_000,
         // Bound shrinking by iterations, not time: the parent replays the
         // child's shrink steps, and a time-based bail in the child makes that
         // replay "run past the end" (proptest 1.x, fork mode).
@@ -59,12 +66,9 @@ pub fn forked_config(cases: u32, timeout_ms: u32) -> Config {
     }
 }
 
-/// How long one guarded check may take (a realistic case takes ~1 ms in debug).
-pub const GUARD_MS: u64 = 500;
-
 /// Run `check(&args)` on a worker thread and fail if it panics or does not
-/// finish within [`GUARD_MS`]. A hung worker keeps spinning until the
-/// process exits, so use this in forked tests: only the child keeps it.
+/// return within [`HANG_MS`]. A hung worker keeps spinning until the process
+/// exits, so use this in forked tests: only the child keeps it.
 pub fn guarded<T: Clone + Send + 'static>(
     args: &T,
     check: fn(&T) -> Result<(), TestCaseError>,
@@ -75,7 +79,7 @@ pub fn guarded<T: Clone + Send + 'static>(
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&args)));
         let _ = tx.send(outcome);
     });
-    match rx.recv_timeout(std::time::Duration::from_millis(GUARD_MS)) {
+    match rx.recv_timeout(std::time::Duration::from_millis(u64::from(HANG_MS))) {
         Ok(Ok(result)) => result,
         Ok(Err(payload)) => {
             let msg = payload
@@ -86,9 +90,54 @@ pub fn guarded<T: Clone + Send + 'static>(
             Err(TestCaseError::fail(format!("panicked: {msg}")))
         }
         Err(_) => Err(TestCaseError::fail(format!(
-            "did not return within {GUARD_MS} ms (hang?)"
+            "did not return within {} s: a hang",
+            HANG_MS / 1000
         ))),
     }
+}
+
+/// A generated value whose `Debug`, what proptest prints as the "minimal
+/// failing input", is one line of JSON without the unset (null) fields: the
+/// derived `Debug` of a `ServeArgs` pretty-prints every field and every JSON
+/// node's type name, a hundred lines for one case. Use it as a pattern:
+/// `fn t(Brief(args) in brief(arb_args()))`.
+#[derive(Clone)]
+pub struct Brief<T>(pub T);
+
+impl<T: serde::Serialize> std::fmt::Debug for Brief<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut value = serde_json::to_value(&self.0).map_err(|_| std::fmt::Error)?;
+        // The unset fields of the value, or of each part of a tuple.
+        let parts = match &mut value {
+            Value::Array(items) => items.iter_mut().collect(),
+            other => vec![other],
+        };
+        for part in parts {
+            if let Value::Object(fields) = part {
+                fields.retain(|_, v| !v.is_null());
+            }
+        }
+        let text = value.to_string();
+        // At most 2000 characters: enough to rerun the case by hand.
+        match text.char_indices().nth(2000) {
+            Some((end, _)) => write!(
+                f,
+                "{} ... ({} characters)",
+                &text[..end],
+                text.chars().count()
+            ),
+            None => f.write_str(&text),
+        }
+    }
+}
+
+/// `strategy`, its values printed briefly on a failure (see [`Brief`]).
+pub fn brief<S>(strategy: S) -> impl Strategy<Value = Brief<S::Value>>
+where
+    S: Strategy,
+    S::Value: serde::Serialize,
+{
+    strategy.prop_map(Brief)
 }
 
 // ---------------------------------------------------------------------------
