@@ -62,6 +62,13 @@ pub(crate) fn check_with_model(
             (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice), machine)?;
         }
     }
+    // Without the node's RAM the pools are not checked: say so on a valid report.
+    if host_ram && options.host_memory_gib.is_none() {
+        if let Some(h) = report.hisparse.clone() {
+            let host = plan::host_plan(args, options, &h, &mut Vec::new());
+            report.warnings.push(plan::pinned_unchecked(&host));
+        }
+    }
     let fixed = fixed_flags(args, &report.errors);
     (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
     Ok((report, model, gpu))

@@ -58,6 +58,55 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         index += 1;
         !(d.code == Code::UnknownKey && taken.iter().any(|(i, p)| *i != me && *p == d.path))
     });
+    // A value set where another fix moves the user's own value (a missing
+    // kv_role beside a misspelled `kv_rol: kv_consumer`) is that move's: the
+    // move keeps what the user wrote, so the report tells one story.
+    let moved_to: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            d.fix.iter().filter_map(move |op| match op {
+                FixOp::Move { to, .. } => Some((i, to.clone())),
+                _ => None,
+            })
+        })
+        .collect();
+    let mut index = 0;
+    errors.retain(|d| {
+        let me = index;
+        index += 1;
+        let sets_moved = |op: &FixOp| {
+            matches!(op, FixOp::Set { path, .. } if moved_to.iter().any(|(i, to)| *i != me && to == path))
+        };
+        !(d.code == Code::MissingKvRole && !d.fix.is_empty() && d.fix.iter().all(sets_moved))
+    });
+    // A value another fix replaces whole (an empty `connectors: {}` the fix of
+    // hisparse_without_connector fills) needs no removal of what holds it.
+    let replaced: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            d.fix.iter().filter_map(move |op| match op {
+                FixOp::Set { path, .. } => Some((i, path.clone())),
+                _ => None,
+            })
+        })
+        .collect();
+    for (me, d) in errors.iter_mut().enumerate() {
+        let [FixOp::Remove { path: removed }] = d.fix.as_slice() else {
+            continue;
+        };
+        let by = replaced
+            .iter()
+            .find(|(i, p)| *i != me && *p == d.path && d.path.0.starts_with(&removed.0));
+        if let Some((_, p)) = by {
+            d.hint = Some(format!(
+                "{}; with the other fixes of this report, the value set at {p} replaces it",
+                d.hint.as_deref().unwrap_or("see below")
+            ));
+            d.fix.clear();
+        }
+    }
 
     // 2. One structural edit, one error. An empty MultiConnector that another
     // fix adds a child to is that fix's: it is not empty after it (and, with a
@@ -671,8 +720,14 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     let covered: Vec<Option<(Code, FieldPath)>> = (0..errors.len())
         .map(|y| {
             let fix = &errors[y].fix;
+            // What a fix moves out of a removed value before the removal goes
+            // with it: an error inside it is not settled (a HiSparseConnector
+            // moved up out of a nested MultiConnector still needs its kv_role).
+            let moved_out = errors.iter().flat_map(|e| &e.fix).any(|op| {
+                matches!(op, FixOp::Move { from, .. } if under(&errors[y].path, from))
+            });
             let settled_by = |r: &FieldPath| {
-                if fix.is_empty() {
+                if fix.is_empty() || moved_out {
                     return false;
                 }
                 if removes_structure(r) {

@@ -377,6 +377,16 @@ pub fn check_keys(
                     crate::VLLM_VERSION
                 ))
                 .fix(vec![FixOp::Remove { path: at }]);
+        } else if let Some((best, set)) =
+            closest(key, known).and_then(|best| obj.get(best).map(|set| (best, set)))
+        {
+            // A rename never overwrites what the user set under the right name.
+            d = d
+                .hint(format!(
+                    "did you mean \"{best}\"? {} is already set to {set}, which vLLM reads; remove {at} (its {value} would otherwise replace it)",
+                    path.key(best)
+                ))
+                .fix(vec![FixOp::Remove { path: at }]);
         } else if let Some(best) = closest(key, known) {
             let to = path.key(best);
             d = d

@@ -628,7 +628,11 @@ impl Ctx<'_> {
                 "HiSparse currently requires NVIDIA CUDA",
                 json!(s.platform),
                 "\"cuda\"",
-                None,
+                // vLLM has no --platform flag: it detects the platform when it is
+                // imported (vllm/platforms/__init__.py:240
+                // resolve_current_platform_cls_qualname); `platform` describes the
+                // machine to hisparse-check (--platform, Python platform=).
+                Some("serve HiSparse on an NVIDIA GPU with a CUDA build of vLLM (vLLM has no --platform flag: it detects the platform when it starts); then check with hisparse-check --platform cuda (the default; Python: platform=\"cuda\"), which describes the machine, not a vllm serve flag"),
                 set(root("platform"), json!("cuda")),
             ),
             (
@@ -1141,11 +1145,45 @@ impl Ctx<'_> {
             }
             None => "a number of GiB > 0".to_owned(),
         };
+        // Several host_pool_gib values: one is read (the one in place, else the
+        // first misplaced one, which the fix moves there); each other is flagged.
+        let pools: Vec<&Misplaced> = self
+            .misplaced
+            .iter()
+            .filter(|m| m.field == HOST_POOL_GIB)
+            .collect();
+        let winner = match &site.host_pool_gib {
+            Some(raw) => Some((path.clone(), raw.clone())),
+            None if site.host_pool_misplaced => None,
+            None => pools.first().map(|m| (path.clone(), m.value.clone())),
+        };
+        if let Some((at, value)) = &winner {
+            let skip = usize::from(site.host_pool_gib.is_none());
+            for m in pools.iter().skip(skip) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::HostPoolGibShadowed,
+                        m.from.clone(),
+                        format!(
+                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {} the one at {}",
+                            m.value,
+                            m.from,
+                            crate::VLLM_VERSION,
+                            if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
+                            m.fate(),
+                            m.from
+                        ),
+                    )
+                    .given(&m.value)
+                    .hint(format!("remove {} (if it is the pool you meant, write it at {at} instead)", m.from)),
+                );
+            }
+        }
         let Some(raw) = &site.host_pool_gib else {
             if site.host_pool_misplaced {
                 return None; // its unknown_key error moves the user's value into place
             }
-            if let Some(m) = self.misplaced.iter().find(|m| m.field == HOST_POOL_GIB) {
+            if let Some(m) = pools.first() {
                 d.push(self.misplaced_host_pool(m, site, sizing, &allowed));
                 return None;
             }

@@ -698,15 +698,10 @@ impl<'a> Planner<'a> {
                 self.warnings.extend(pools_fit_alone(&self.host, &path));
             } else {
                 // This machine's RAM is not the serving node's: say so, do not fail on it.
-                self.warnings.push(
-                    Diagnostic::warning(
-                        Code::HostMemoryNotGiven,
-                        FieldPath::root("host_memory_gib"),
-                        format!("{}; that is this machine's RAM, not necessarily the serving node's, so the plan does not fail on it", e.message),
-                    )
-                    .given(&json!(self.host.host_pool_gib))
-                    .hint("pass the serving node's RAM with --host-memory-gib (Python: host_memory_gib=) to check the pools against it"),
-                );
+                self.warnings.push(host_memory_not_given(
+                    &self.host,
+                    format!("{}; that is this machine's RAM, not necessarily the serving node's, so the plan does not fail on it", e.message),
+                ));
             }
         }
         errors.extend(self.serves_no_requests(&at_context));
@@ -788,17 +783,36 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The pinned pools must fit in 95 % of the node's host RAM (vLLM 0.33
-/// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
-/// `path`) to the largest size that fits, if that size still starts. None
-/// when they fit or the RAM is unknown.
-pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
-    let usable = host.usable_host_memory_bytes?;
-    if host.pinned_bytes_per_node <= usable {
-        return None;
-    }
-    let gib = |b: u64| b as f64 / GIB;
-    let pools = match host.mode {
+/// The warning that the pools were not checked against the serving node's
+/// RAM (`--host-memory-gib` not given): the plan's, when they do not fit on
+/// this machine, and the plain check's, whenever HiSparse pins a pool
+/// ([`pinned_unchecked`]). One code, one hint.
+pub(crate) fn host_memory_not_given(host: &HostPlan, message: String) -> Diagnostic {
+    Diagnostic::warning(
+        Code::HostMemoryNotGiven,
+        FieldPath::root("host_memory_gib"),
+        message,
+    )
+    .given(&json!(host.host_pool_gib))
+    .hint("pass the serving node's RAM with --host-memory-gib (Python: host_memory_gib=) to check the pools against it (vLLM 0.33 checks them when the workers allocate them, after the weights have loaded)")
+}
+
+/// The plain check's [`host_memory_not_given`]: what the pools pin, unchecked.
+pub(crate) fn pinned_unchecked(host: &HostPlan) -> Diagnostic {
+    host_memory_not_given(
+        host,
+        format!(
+            "host RAM was not checked: host_pool_gib {} pins {} on this node across {}, and without --host-memory-gib the check does not know the node's RAM",
+            host.host_pool_gib,
+            gib_text(host.pinned_bytes_per_node),
+            pools_text(host)
+        ),
+    )
+}
+
+/// How many pools this node pins, and why (the pool mode).
+fn pools_text(host: &HostPlan) -> String {
+    match host.mode {
         PoolMode::Shared => format!(
             "{} pool{} (shared mode: one per DP replica)",
             host.pools_per_node,
@@ -811,7 +825,20 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
             "{} pools (private mode: one per rank, {} ranks)",
             host.pools_per_node, host.pools_per_node
         ),
-    };
+    }
+}
+
+/// The pinned pools must fit in 95 % of the node's host RAM (vLLM 0.33
+/// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
+/// `path`) to the largest size that fits, if that size still starts. None
+/// when they fit or the RAM is unknown.
+pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
+    let usable = host.usable_host_memory_bytes?;
+    if host.pinned_bytes_per_node <= usable {
+        return None;
+    }
+    let gib = |b: u64| b as f64 / GIB;
+    let pools = pools_text(host);
     let largest = largest_fitting_pool_gib(usable, host.pools_per_node, host.host_block_stride);
     let mut diag = Diagnostic::error(
         Code::HostMemoryExceeded,
