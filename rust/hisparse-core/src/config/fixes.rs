@@ -517,6 +517,7 @@ fn absorb(
             e
         };
         let mut additions: Vec<(usize, Diagnostic)> = Vec::new();
+        let mut revealed: Vec<Diagnostic> = Vec::new();
         for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
             // e and its fix lie at or below `w`: through object keys only, or
             // anywhere inside a value one fix set whole and no other fix edits.
@@ -541,13 +542,28 @@ fn absorb(
                         FixOp::Move { from, to } => strictly(from) && inside(to),
                     })
             };
+            // The RAM cap belongs to the fix that writes the pool; the shorter
+            // max_model_len it may come with lies elsewhere, and comes along.
+            let probe = |e: &Diagnostic| {
+                if e.code != Code::HostMemoryExceeded {
+                    return e.clone();
+                }
+                let fix = e
+                    .fix
+                    .iter()
+                    .filter(|op| matches!(op, FixOp::Set { path, .. } if *path == e.path))
+                    .cloned()
+                    .collect();
+                Diagnostic { fix, ..e.clone() }
+            };
             let owner = (0..errors.len())
                 .rev()
                 .map(|i| (i, seen_by(i, found)))
                 .find(|(i, e)| {
+                    let e = probe(e);
                     errors[*i].fix.iter().any(|op| match op {
-                        FixOp::Set { path, .. } => below(e, path, true),
-                        FixOp::Move { to, .. } => below(e, to, false),
+                        FixOp::Set { path, .. } => below(&e, path, true),
+                        FixOp::Move { to, .. } => below(&e, to, false),
                         FixOp::Remove { .. } => false,
                     })
                 })
@@ -571,20 +587,36 @@ fn absorb(
                         Some((i, Diagnostic { fix: ops, ..e }))
                     })
                 });
-            if let Some((i, e)) = owner {
-                additions.push((i, e));
+            match owner {
+                Some((i, e)) => additions.push((i, e)),
+                // The node's RAM rejects a pool no fix writes, once the other fixes
+                // let the check reach it (an explicit pool behind two or more other
+                // errors: no fix alone reveals it). It is an error of this report
+                // too, applied last, where the configuration after the others names it.
+                None if found.code == Code::HostMemoryExceeded
+                    && !report.errors.iter().any(|d| d.code == found.code) =>
+                {
+                    revealed.push(found.clone());
+                }
+                None => {}
             }
         }
+        let fixed_len = fixed.max_model_len;
         for (i, e) in additions {
             let d = &mut report.errors[i];
             let hint = d.hint.as_deref().unwrap_or("apply the fix");
             match (e.code, e.fix.as_slice()) {
                 // The node's RAM lowers the value this fix writes: say so.
-                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }]) => {
+                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }, ..]) => {
                     d.hint = Some(format!(
                         "{hint}, as {value}: the largest host_pool_gib whose pools this node's RAM pins ({}, host_memory_exceeded)",
                         e.message
                     ));
+                    let cap = value.as_f64();
+                    d.fix.extend(e.fix);
+                    shorten_to_pass(args, gpu, machine, d, cap, fixed_len);
+                    grown = true;
+                    continue;
                 }
                 // A misspelled host_pool_gib inside what this fix moves is renamed too.
                 (Code::HostPoolGibMisplaced, _) => {
@@ -597,8 +629,86 @@ fn absorb(
             d.fix.extend(e.fix);
             grown = true;
         }
+        for mut e in revealed {
+            e.hint = Some(format!(
+                "once the other fixes of this report are applied: {}",
+                e.hint.as_deref().unwrap_or("see above")
+            ));
+            report.errors.push(e);
+            grown = true;
+        }
         if !grown {
             return;
+        }
+    }
+}
+
+/// A pool fix that the node's RAM caps (`cap` GiB) may no longer start the
+/// context as given, alone: then it also lowers max_model_len to the longest
+/// context the capped pool starts (or the one another fix of the report sets,
+/// `joint_len`, when shorter), so it passes alone and together; when no
+/// context starts in it, the fix is withdrawn and says the node cannot run it.
+fn shorten_to_pass(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    machine: Option<MachineCheck<'_>>,
+    d: &mut Diagnostic,
+    cap: Option<f64>,
+    joint_len: Option<i64>,
+) {
+    let len_path = FieldPath::root("max_model_len");
+    if d.fix
+        .iter()
+        .any(|op| matches!(op, FixOp::Set { path, .. } if *path == len_path))
+    {
+        return; // the RAM fix already lowers it
+    }
+    let Some(cap) = cap else { return };
+    let mut doc = args.normalized().0.into_owned().to_json();
+    if apply_fix(&mut doc, &d.fix).is_err() {
+        return;
+    }
+    let Ok(alone) = ServeArgs::from_json(doc) else {
+        return;
+    };
+    let Ok((r, _, needed)) = resolve_checked(&alone, gpu, None, machine) else {
+        return;
+    };
+    if !r
+        .errors
+        .iter()
+        .any(|e| e.code == d.code && e.path == d.path)
+    {
+        return;
+    }
+    let longest = needed.map(|n| {
+        let blocks = crate::sizes::pool_blocks(cap, n.host_block_stride);
+        (
+            crate::sizes::longest_context(blocks, u64::from(n.block_size)),
+            u64::from(n.block_size),
+        )
+    });
+    let joint = joint_len
+        .and_then(|l| u64::try_from(l).ok())
+        .filter(|l| *l > 0);
+    match longest {
+        Some((t, bs)) if t >= bs => {
+            let t = joint.map_or(t, |j| t.min(j));
+            d.fix.push(FixOp::Set {
+                path: len_path,
+                value: json!(t),
+            });
+            d.hint = Some(format!(
+                "{}; and lower max_model_len to {t}: the start-up minimum at the length as given does not fit in the pool this node's RAM pins",
+                d.hint.as_deref().unwrap_or("apply the fix")
+            ));
+        }
+        _ => {
+            d.fix.clear();
+            d.hint = Some(format!(
+                "cannot be fixed on this node: the start-up minimum of host_pool_gib does not fit in what its RAM pins ({}); run fewer DP replicas per node, or use a node with more RAM",
+                d.message
+            ));
         }
     }
 }
@@ -723,11 +833,14 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
             // What a fix moves out of a removed value before the removal goes
             // with it: an error inside it is not settled (a HiSparseConnector
             // moved up out of a nested MultiConnector still needs its kv_role).
-            let moved_out = errors.iter().flat_map(|e| &e.fix).any(|op| {
-                matches!(op, FixOp::Move { from, .. } if under(&errors[y].path, from))
-            });
+            let moved_out = |r: &FieldPath| {
+                errors.iter().flat_map(|e| &e.fix).any(|op| {
+                    matches!(op, FixOp::Move { from, .. }
+                        if from.0.len() > r.0.len() && under(from, r) && under(&errors[y].path, from))
+                })
+            };
             let settled_by = |r: &FieldPath| {
-                if fix.is_empty() || moved_out {
+                if fix.is_empty() || moved_out(r) {
                     return false;
                 }
                 if removes_structure(r) {

@@ -282,8 +282,15 @@ impl Ctx<'_> {
             (Some(gib), Some(s)) => (
                 gib,
                 format!(
-                    "{gib} GiB is the start-up minimum: it holds one {}-token request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan), or give the GPU (--gpu NAME or --gpu-memory-gib) to get the pool that lets the GPUs bind",
-                    s.max_model_len.value
+                    "{gib} GiB is the start-up minimum: it holds one {}-token request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan){}",
+                    s.max_model_len.value,
+                    // With the GPU named, the pool that lets it bind was offered where it
+                    // could be planned (and fits the node's RAM): do not ask for it again.
+                    if self.gpu.is_some() {
+                        ""
+                    } else {
+                        ", or give the GPU (--gpu NAME or --gpu-memory-gib) to get the pool that lets the GPUs bind"
+                    }
                 ),
             ),
             _ => (
@@ -1147,10 +1154,18 @@ impl Ctx<'_> {
         };
         // Several host_pool_gib values: one is read (the one in place, else the
         // first misplaced one, which the fix moves there); each other is flagged.
+        // (A second HiSparseConnector's own pool is its error's: multiple_hisparse_connectors.)
+        let in_other_hisparse = |m: &Misplaced| {
+            let connector = m.from.parent().parent();
+            connector != site.path
+                && crate::config::fixes::Lookup::at(self.args, &connector.key("kv_connector"))
+                    .and_then(Value::as_str)
+                    == Some("HiSparseConnector")
+        };
         let pools: Vec<&Misplaced> = self
             .misplaced
             .iter()
-            .filter(|m| m.field == HOST_POOL_GIB)
+            .filter(|m| m.field == HOST_POOL_GIB && !in_other_hisparse(m))
             .collect();
         let winner = match &site.host_pool_gib {
             Some(raw) => Some((path.clone(), raw.clone())),

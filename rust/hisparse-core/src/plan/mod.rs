@@ -692,7 +692,7 @@ impl<'a> Planner<'a> {
             .host_pool_path
             .clone()
             .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-        if let Some(e) = host_memory_error(&self.host, &path) {
+        if let Some(e) = host_memory_error(&self.host, &self.h, &path) {
             if self.host.host_memory_given {
                 errors.push(e);
                 self.warnings.extend(pools_fit_alone(&self.host, &path));
@@ -832,7 +832,11 @@ fn pools_text(host: &HostPlan) -> String {
 /// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
 /// `path`) to the largest size that fits, if that size still starts. None
 /// when they fit or the RAM is unknown.
-pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
+pub(crate) fn host_memory_error(
+    host: &HostPlan,
+    h: &ResolvedHiSparse,
+    path: &FieldPath,
+) -> Option<Diagnostic> {
     let usable = host.usable_host_memory_bytes?;
     if host.pinned_bytes_per_node <= usable {
         return None;
@@ -860,18 +864,46 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
                     "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
                     host.min_host_pool_gib
                 ))
+                .hint(format!("set {path} to {fits}, the most this node's RAM pins ({} per node: nearly all of the 95 % vLLM allows, with little left for the rest of the host); a pool sized for your concurrency is usually far smaller: hisparse-check --plan with --gpu shows the pool that lets the GPUs bind", gib_text(host.usable_host_memory_bytes.unwrap_or(0))))
                 .fix(vec![FixOp::Set {
                     path: path.clone(),
                     value: json!(fits),
                 }]);
         }
         None => {
-            diag = diag
-                .allowed(format!(
-                    "at least {} GiB per pool to start, which {pools} cannot pin",
-                    host.min_host_pool_gib
-                ))
-                .hint("lower max_model_len (a smaller start-up minimum), run fewer DP replicas per node, or use a node with more RAM");
+            diag = diag.allowed(format!(
+                "at least {} GiB per pool to start, which {pools} cannot pin",
+                host.min_host_pool_gib
+            ));
+            let others = "run fewer DP replicas per node, or use a node with more RAM";
+            // The pool that fits starts with a shorter context: lower max_model_len
+            // to the longest one its blocks hold (a whole number of blocks).
+            let bs = u64::from(h.block_size.value);
+            let shorter = largest.map(|g| {
+                let blocks = sizes::pool_blocks(g, host.host_block_stride);
+                (g, sizes::longest_context(blocks, bs))
+            });
+            match shorter.filter(|(_, t)| *t >= bs && *t < h.max_model_len.value) {
+                Some((fits, t)) => {
+                    diag = diag
+                        .hint(format!("set {path} to {fits}, the largest pool this node's RAM pins, and lower max_model_len to {t} tokens, the longest context whose start-up minimum it holds (one request at a time); or {others}"))
+                        .fix(vec![
+                            FixOp::Set {
+                                path: path.clone(),
+                                value: json!(fits),
+                            },
+                            FixOp::Set {
+                                path: FieldPath::root("max_model_len"),
+                                value: json!(t),
+                            },
+                        ]);
+                }
+                None => {
+                    diag = diag.hint(format!(
+                        "no host_pool_gib and max_model_len fix this on this node (not even one {bs}-token block of context starts in what its RAM pins): {others}"
+                    ));
+                }
+            }
         }
     }
     Some(diag)
