@@ -80,28 +80,78 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         };
         !(d.code == Code::MissingKvRole && !d.fix.is_empty() && d.fix.iter().all(sets_moved))
     });
+    // A HiSparseConnector added beside the connectors another fix removes
+    // whole (an ExampleConnector without HMA support, wrapped to make room
+    // for it) takes their place instead: the removal would take it too.
+    let top = FieldPath::root("kv_transfer_config");
+    let removes_top = errors.iter().any(|d| {
+        d.fix
+            .iter()
+            .any(|op| matches!(op, FixOp::Remove { path } if *path == top))
+    });
+    if removes_top {
+        for d in errors.iter_mut() {
+            if d.code != Code::HiSparseWithoutConnector
+                || !d
+                    .fix
+                    .iter()
+                    .any(|op| matches!(op, FixOp::Move { from, .. } if *from == top))
+            {
+                continue;
+            }
+            let child = d.fix.iter().find_map(|op| match op {
+                FixOp::Set { path, value }
+                    if matches!(path.0.last(), Some(Seg::Index(_)))
+                        && value.get("kv_connector").and_then(Value::as_str)
+                            == Some("HiSparseConnector") =>
+                {
+                    Some(value.clone())
+                }
+                _ => None,
+            });
+            if let Some(child) = child {
+                d.fix = vec![FixOp::Set {
+                    path: top.clone(),
+                    value: child,
+                }];
+                d.hint = Some(format!(
+                    "{}; with the other fixes of this report, which remove the connectors there, it is the only connector",
+                    crate::diagnostic::describe_fix(&d.fix)
+                ));
+            }
+        }
+    }
     // A value another fix replaces whole (an empty `connectors: {}` the fix of
-    // hisparse_without_connector fills) needs no removal of what holds it.
+    // hisparse_without_connector fills, a connector object it replaces) settles
+    // the errors inside it: their edits name what is no longer there.
     let replaced: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
         .flat_map(|(i, d)| {
             d.fix.iter().filter_map(move |op| match op {
-                FixOp::Set { path, .. } => Some((i, path.clone())),
+                FixOp::Set { path, value } if value.is_object() || value.is_array() => {
+                    Some((i, path.clone()))
+                }
                 _ => None,
             })
         })
         .collect();
     for (me, d) in errors.iter_mut().enumerate() {
-        let [FixOp::Remove { path: removed }] = d.fix.as_slice() else {
-            continue;
-        };
-        let by = replaced
-            .iter()
-            .find(|(i, p)| *i != me && *p == d.path && d.path.0.starts_with(&removed.0));
-        if let Some((_, p)) = by {
+        let inside = |p: &FieldPath, r: &FieldPath| p.0.starts_with(&r.0);
+        let by = replaced.iter().find(|(i, r)| {
+            *i != me
+                && !d.fix.is_empty()
+                && inside(&d.path, r)
+                && d.fix.iter().all(|op| match op {
+                    FixOp::Set { path, .. } => inside(path, r),
+                    // Removing what holds the replaced value would remove the new one too.
+                    FixOp::Remove { path } => inside(path, r) || inside(r, path),
+                    FixOp::Move { from, to } => inside(from, r) && inside(to, r),
+                })
+        });
+        if let Some((_, r)) = by {
             d.hint = Some(format!(
-                "{}; with the other fixes of this report, the value set at {p} replaces it",
+                "{}; with the other fixes of this report, the value set at {r} replaces it",
                 d.hint.as_deref().unwrap_or("see below")
             ));
             d.fix.clear();
@@ -629,16 +679,60 @@ fn absorb(
             d.fix.extend(e.fix);
             grown = true;
         }
+        shortest_length(report);
         for mut e in revealed {
             e.hint = Some(format!(
                 "once the other fixes of this report are applied: {}",
                 e.hint.as_deref().unwrap_or("see above")
             ));
-            report.errors.push(e);
+            // Applied after every other fix, before the errors that have none
+            // (so the first error has a fix whenever one does).
+            let at = report
+                .errors
+                .iter()
+                .rposition(|d| !d.fix.is_empty())
+                .map_or(0, |i| i + 1);
+            report.errors.insert(at, e);
             grown = true;
         }
         if !grown {
             return;
+        }
+    }
+}
+
+/// Two fixes that set max_model_len take the shorter length: each passes
+/// with it (a length the model allows, that the GPUs and the node's RAM
+/// start), where applied in report order the later would undo the other.
+fn shortest_length(report: &mut Report) {
+    let len_path = FieldPath::root("max_model_len");
+    let sets = |d: &Diagnostic| -> Vec<u64> {
+        d.fix
+            .iter()
+            .filter_map(|op| match op {
+                FixOp::Set { path, value } if *path == len_path => value.as_u64(),
+                _ => None,
+            })
+            .collect()
+    };
+    let Some(shortest) = report.errors.iter().flat_map(sets).min() else {
+        return;
+    };
+    for d in &mut report.errors {
+        let mut lowered = false;
+        for op in &mut d.fix {
+            if let FixOp::Set { path, value } = op {
+                if *path == len_path && value.as_u64().is_some_and(|v| v > shortest) {
+                    *value = json!(shortest);
+                    lowered = true;
+                }
+            }
+        }
+        if lowered {
+            d.hint = Some(format!(
+                "{}; max_model_len as {shortest}, the length another fix of this report needs",
+                d.hint.as_deref().unwrap_or("apply the fix")
+            ));
         }
     }
 }

@@ -1500,6 +1500,11 @@ pub(crate) fn add_hisparse_connector(kv: Option<&Value>, host_pool_gib: f64) -> 
                 value: child,
             }]),
         },
+        // An empty list (whose fix removes it): the connector replaces it.
+        Some(Value::Array(items)) if items.is_empty() => Some(vec![FixOp::Set {
+            path: top,
+            value: child,
+        }]),
         // A list of connectors (whose fix wraps it in a MultiConnector): join it.
         Some(Value::Array(items)) => Some(vec![FixOp::Set {
             path: top.index(items.len()),
