@@ -639,16 +639,12 @@ fn absorb(
                 });
             match owner {
                 Some((i, e)) => additions.push((i, e)),
-                // The node's RAM rejects a pool no fix writes, once the other fixes
-                // let the check reach it (an explicit pool behind two or more other
-                // errors: no fix alone reveals it). It is an error of this report
-                // too, applied last, where the configuration after the others names it.
-                None if found.code == Code::HostMemoryExceeded
-                    && !report.errors.iter().any(|d| d.code == found.code) =>
-                {
-                    revealed.push(found.clone());
-                }
-                None => {}
+                // An error no fix owns that the fixes together reveal (the node's
+                // RAM against a pool no fix writes, behind two or more other
+                // errors; a host_pool_gib missing once connectors have moved
+                // through list items) is an error of this report too, applied
+                // last, where the configuration after the others names it.
+                None => revealed.push(found.clone()),
             }
         }
         let fixed_len = fixed.max_model_len;
