@@ -644,7 +644,14 @@ fn absorb(
                 // errors; a host_pool_gib missing once connectors have moved
                 // through list items) is an error of this report too, applied
                 // last, where the configuration after the others names it.
-                None => revealed.push(found.clone()),
+                // (Once: a revealed error whose fix does not settle it is not added again.)
+                None if !report.errors.iter().any(|d| {
+                    d.code == found.code && d.path == found.path && d.fix == found.fix
+                }) =>
+                {
+                    revealed.push(found.clone())
+                }
+                None => {}
             }
         }
         let fixed_len = fixed.max_model_len;
