@@ -28,10 +28,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import hisparse_rs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hisparse_rs
 from conftest import MODELS
 
 MAX_ROUNDS = 8
@@ -97,12 +97,16 @@ CONNECTORS = st.recursive(
 @st.composite
 def configurations(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     kw: dict[str, Any] = {}
-    tree = draw(st.one_of(st.none(), CONNECTORS, st.lists(hisparse_connector() | other_connector(), max_size=2)))
+    tree = draw(
+        st.one_of(st.none(), CONNECTORS, st.lists(hisparse_connector() | other_connector(), max_size=2))
+    )
     if tree is not None:
         kw["kv_transfer_config"] = tree
     if draw(st.integers(0, 3)) == 0:
-        kw["attention_config"] = {"hisparse_config": {"device_buffer_size": draw(st.sampled_from([2048, 4096]))}}
-    for name, values in [
+        kw["attention_config"] = {
+            "hisparse_config": {"device_buffer_size": draw(st.sampled_from([2048, 4096]))}
+        }
+    choices: list[tuple[str, list[Any]]] = [
         ("max_model_len", [None, 4096, 163840, 400000]),
         ("block_size", [None, None, 32, 64, 128]),
         ("tensor_parallel_size", [None, 1, 4, 8]),
@@ -110,7 +114,8 @@ def configurations(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
         ("pipeline_parallel_size", [None, None, 2]),
         ("disable_hybrid_kv_cache_manager", [None, None, True]),
         ("kv_cache_dtype", [None, None, "fp8_ds_mla", "bfloat16"]),
-    ]:
+    ]
+    for name, values in choices:
         v = draw(st.sampled_from(values))
         if v is not None:
             kw[name] = v
@@ -143,7 +148,9 @@ def loop(args: dict[str, Any], machine: dict[str, Any]) -> tuple[hisparse_rs.Rep
         report = hisparse_rs.check_args(args, **machine)
         if not report.errors or not report.errors[0].fix:
             # The README loop stops here: then no error may have a fix left.
-            assert not [e for e in report.errors if e.fix], f"the first error has no fix, a later one has:\n  {trail(steps)}"
+            assert not [e for e in report.errors if e.fix], (
+                f"the first error has no fix, a later one has:\n  {trail(steps)}"
+            )
             return report, steps
         e = report.errors[0]
         steps.append(f"{e.code}@{e.path}: {list(e.fix)}")
@@ -151,7 +158,9 @@ def loop(args: dict[str, Any], machine: dict[str, Any]) -> tuple[hisparse_rs.Rep
         key = json.dumps(args, sort_keys=True)
         assert key not in seen, f"the fix loop cycles:\n  {trail(steps)}"
         seen.add(key)
-    raise AssertionError(f"the fix loop did not end in {len(first.errors)} + {MAX_ROUNDS} rounds:\n  {trail(steps)}")
+    raise AssertionError(
+        f"the fix loop did not end in {len(first.errors)} + {MAX_ROUNDS} rounds:\n  {trail(steps)}"
+    )
 
 
 def stated(report: hisparse_rs.Report) -> list[str]:
@@ -212,14 +221,27 @@ def test_pool_too_small_at_a_length_the_ram_cannot_start_converges() -> None:
 
 
 def test_hisparse_two_multiconnectors_deep_without_roles_converges() -> None:
-    inner = {"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [{"kv_connector": "HiSparseConnector", "kv_connector_extra_config": {"host_pool_gib": 64}}]}}
+    inner = {
+        "kv_connector": "MultiConnector",
+        "kv_connector_extra_config": {
+            "connectors": [
+                {"kv_connector": "HiSparseConnector", "kv_connector_extra_config": {"host_pool_gib": 64}}
+            ]
+        },
+    }
     tree = {"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [inner]}}
     converges(hisparse_rs.serve_args(DSV32, kv_transfer_config=tree), {})
 
 
 def test_empty_connectors_object_is_filled_not_removed() -> None:
-    tree = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": {}}}
-    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=tree, attention_config={"hisparse_config": {"device_buffer_size": 4096}})
+    tree = {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"connectors": {}},
+    }
+    args = hisparse_rs.serve_args(
+        DSV32, kv_transfer_config=tree, attention_config={"hisparse_config": {"device_buffer_size": 4096}}
+    )
     first = converges(args, {})
     assert first.fixed_flags is not None and "--kv-transfer-config" in first.fixed_flags
 
@@ -230,11 +252,20 @@ def test_missing_pool_on_a_small_node_gets_a_pool_it_can_pin() -> None:
 
 
 def test_ram_cap_folds_in_behind_two_other_errors() -> None:
-    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=hs(host_pool_gib=2000), block_size=32, disable_hybrid_kv_cache_manager=True)
+    args = hisparse_rs.serve_args(
+        DSV32, kv_transfer_config=hs(host_pool_gib=2000), block_size=32, disable_hybrid_kv_cache_manager=True
+    )
     first = converges(args, {"host_memory_gib": 1024})
     assert "host_memory_exceeded" in [e.code for e in first.errors]
-    typo = {"kv_conector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 300}}
-    converges(hisparse_rs.serve_args(DSV32, kv_transfer_config=typo, pipeline_parallel_size=2), {"host_memory_gib": 256})
+    typo = {
+        "kv_conector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"host_pool_gib": 300},
+    }
+    converges(
+        hisparse_rs.serve_args(DSV32, kv_transfer_config=typo, pipeline_parallel_size=2),
+        {"host_memory_gib": 256},
+    )
 
 
 def test_a_rename_never_overwrites_the_users_value() -> None:
@@ -252,13 +283,19 @@ def test_several_pools_say_which_one_is_read() -> None:
 
 
 def test_pool_fix_fits_the_ram_with_the_gpu_named() -> None:
-    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=hs(host_pool_gib=1), tensor_parallel_size=4, data_parallel_size=8)
+    args = hisparse_rs.serve_args(
+        DSV32, kv_transfer_config=hs(host_pool_gib=1), tensor_parallel_size=4, data_parallel_size=8
+    )
     first = converges(args, {"host_memory_gib": 32, "gpu": "h200"})
     pool = next(e for e in first.errors if e.code == "host_pool_too_small")
     assert "--gpu" not in (pool.hint or ""), pool.hint
 
 
 def test_misspelled_role_tells_one_story() -> None:
-    tree = {"kv_connector": "HiSparseConnector", "kv_rol": "kv_consumer", "kv_connector_extra_config": {"host_pool_gib": 64}}
+    tree = {
+        "kv_connector": "HiSparseConnector",
+        "kv_rol": "kv_consumer",
+        "kv_connector_extra_config": {"host_pool_gib": 64},
+    }
     first = converges(hisparse_rs.serve_args(DSV32, kv_transfer_config=tree), {})
     assert [e.code for e in first.errors] == ["unknown_key"], [(e.code, e.hint) for e in first.errors]
