@@ -660,9 +660,16 @@ fn absorb(
             let hint = d.hint.as_deref().unwrap_or("apply the fix");
             match (e.code, e.fix.as_slice()) {
                 // The node's RAM lowers the value this fix writes: say so.
-                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }, ..]) => {
+                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }, rest @ ..]) => {
+                    let shorter = rest.iter().find_map(|op| match op {
+                        FixOp::Set { path, value } if path.to_string() == "max_model_len" => {
+                            Some(format!(", with max_model_len lowered to {value}, the longest context that pool starts"))
+                        }
+                        _ => None,
+                    });
                     d.hint = Some(format!(
-                        "{hint}, as {value}: the largest host_pool_gib whose pools this node's RAM pins ({}, host_memory_exceeded)",
+                        "{hint}; on this node, as {value}: the largest host_pool_gib whose pools its RAM pins{} ({}, host_memory_exceeded)",
+                        shorter.unwrap_or_default(),
                         e.message
                     ));
                     let cap = value.as_f64();

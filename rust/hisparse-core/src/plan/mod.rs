@@ -692,7 +692,7 @@ impl<'a> Planner<'a> {
             .host_pool_path
             .clone()
             .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-        if let Some(e) = host_memory_error(&self.host, &self.h, &path) {
+        if let Some(e) = host_memory_error(&self.host, self.h, &path) {
             if self.host.host_memory_given {
                 errors.push(e);
                 self.warnings.extend(pools_fit_alone(&self.host, &path));
