@@ -299,3 +299,14 @@ def test_misspelled_role_tells_one_story() -> None:
     }
     first = converges(hisparse_rs.serve_args(DSV32, kv_transfer_config=tree), {})
     assert [e.code for e in first.errors] == ["unknown_key"], [(e.code, e.hint) for e in first.errors]
+
+
+def test_a_count_is_not_set_inside_what_another_fix_removes() -> None:
+    args = hisparse_rs.serve_args(
+        DSV32,
+        speculative_config={"method": "bogus", "num_speculative_tokens": 20},
+        attention_config={"hisparse_config": {"device_buffer_size": 43008}},
+    )
+    first = converges(args, {})
+    buffer = next(e for e in first.errors if e.code == "device_buffer_too_large")
+    assert all(not op["path"].startswith("speculative_config") for op in buffer.fix), buffer.fix

@@ -538,6 +538,19 @@ fn regression_issue_17_cases_converge() {
             ram(256.0),
         ),
         (
+            "a count set inside the speculative_config another fix removes",
+            ServeArgs {
+                speculative_config: Some(
+                    serde_json::json!({"method": "bogus", "num_speculative_tokens": 20}),
+                ),
+                attention_config: Some(
+                    serde_json::json!({"hisparse_config": {"device_buffer_size": 43008}}),
+                ),
+                ..base()
+            },
+            PlanOptions::default(),
+        ),
+        (
             "-tp 4 -dp 8 on 32 GiB with --gpu h200",
             ServeArgs {
                 kv_transfer_config: Some(hs(serde_json::json!({"host_pool_gib": 1}))),

@@ -975,6 +975,45 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
             ));
         }
     }
+    // A fix that also sets values inside an object another fix removes whole
+    // (a num_speculative_tokens in the speculative_config an invalid value
+    // removes) would bring it back without its other fields: together, those
+    // sets are left out (the removal settles what they did).
+    let objects: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(x, e)| {
+            e.fix.iter().filter_map(move |op| match op {
+                FixOp::Remove { path }
+                    if !removes_structure(path) && doc.at(path).is_some_and(Value::is_object) =>
+                {
+                    Some((x, path.clone()))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    for (y, d) in errors.iter_mut().enumerate() {
+        let inside = |op: &FixOp| {
+            objects.iter().find(|(x, r)| {
+                *x != y
+                    && matches!(op, FixOp::Set { path, .. } if path.0.len() > r.0.len() && under(path, r))
+            })
+        };
+        let Some((_, removed)) = d.fix.iter().find_map(inside) else {
+            continue;
+        };
+        let removed = removed.clone();
+        if d.fix.iter().all(|op| inside(op).is_some()) {
+            continue; // settled whole above
+        }
+        d.fix.retain(|op| inside(op).is_none());
+        d.hint = Some(format!(
+            "{}; with the other fixes of this report, which remove {removed}, only {}",
+            d.hint.as_deref().unwrap_or("apply the fix"),
+            crate::diagnostic::describe_fix(&d.fix)
+        ));
+    }
 }
 
 /// See step 2c of [`settle`]. Repeats while a removal empties the list above.
