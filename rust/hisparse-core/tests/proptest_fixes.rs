@@ -604,4 +604,16 @@ fn regression_a_rename_keeps_the_users_value() {
         fixed.kv_transfer_config.unwrap()["kv_connector"],
         "HiSparseConnector"
     );
+    // A misspelled object beside the real one still moves: the two merge, nothing is lost.
+    let args = ServeArgs {
+        hf_config: Some(dsv32()),
+        kv_transfer_config: Some(
+            serde_json::json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+            "kv_connector_extra_confg": {"host_pool_gib": 64}, "kv_connector_extra_config": {}}),
+        ),
+        ..Default::default()
+    };
+    let report = resolve(&args).unwrap();
+    let fixed = resolve(&apply_every_fix(&args, &report).unwrap()).unwrap();
+    assert_eq!(fixed.hisparse.unwrap().host_pool_gib.value, 64.0);
 }

@@ -377,8 +377,13 @@ pub fn check_keys(
                     crate::VLLM_VERSION
                 ))
                 .fix(vec![FixOp::Remove { path: at }]);
-        } else if let Some((best, set)) =
-            closest(key, known).and_then(|best| obj.get(best).map(|set| (best, set)))
+        } else if let Some((best, set)) = closest(key, known)
+            .and_then(|best| obj.get(best).map(|set| (best, set)))
+            // Two objects merge and two lists concatenate (apply_fix's Move):
+            // nothing is lost, so those still move.
+            .filter(|(_, set)| {
+                !(set.is_object() && value.is_object() || set.is_array() && value.is_array())
+            })
         {
             // A rename never overwrites what the user set under the right name.
             d = d
@@ -389,8 +394,15 @@ pub fn check_keys(
                 .fix(vec![FixOp::Remove { path: at }]);
         } else if let Some(best) = closest(key, known) {
             let to = path.key(best);
+            let merge = if obj.contains_key(best) {
+                ", merged with what is there (the keys already there win)"
+            } else {
+                ""
+            };
             d = d
-                .hint(format!("did you mean \"{best}\"? move the value to {to}"))
+                .hint(format!(
+                    "did you mean \"{best}\"? move the value to {to}{merge}"
+                ))
                 .fix(vec![FixOp::Move { from: at, to }]);
         } else {
             d = d
