@@ -79,3 +79,18 @@ def test_gpus_dsa_models_are_served_on_are_known(name: str) -> None:
     assert spec["name"] == name and spec["sm_count"] > 0 and spec["memory_gib"] > 0
     expected = 99 * 1024 if spec["arch"] == "sm_120" else 227 * 1024
     assert spec["max_shared_memory_per_block"] == expected
+
+
+@pytest.mark.parametrize("key", ["settings", "kv_extra_config"])
+def test_a_pool_inside_an_unknown_key_is_kept(key: str) -> None:
+    tree = {
+        "kv_connector": "HiSparseConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {},
+        key: {"host_pool_gb": 64},
+    }
+    args = hisparse_rs.serve_args(DSV32, kv_transfer_config=tree)
+    report = hisparse_rs.check_args(args)
+    assert [e.code for e in report.errors] == ["unknown_key"], [(e.code, e.hint) for e in report.errors]
+    fixed = hisparse_rs.check_args(hisparse_rs.apply_fix(args, report.errors[0].fix))
+    assert fixed.valid and fixed.hisparse is not None and fixed.hisparse.host_pool_gib == 64

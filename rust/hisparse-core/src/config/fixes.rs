@@ -59,7 +59,8 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         !(d.code == Code::UnknownKey && taken.iter().any(|(i, p)| *i != me && *p == d.path))
     });
     // A value set where another fix moves the user's own value (a missing
-    // kv_role beside a misspelled `kv_rol: kv_consumer`) is that move's: the
+    // kv_role beside a misspelled `kv_rol: kv_consumer`, a missing host_pool_gib
+    // held in an unknown key) is that move's: the
     // move keeps what the user wrote, so the report tells one story.
     let moved_to: Vec<(usize, FieldPath)> = errors
         .iter()
@@ -78,7 +79,9 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         let sets_moved = |op: &FixOp| {
             matches!(op, FixOp::Set { path, .. } if moved_to.iter().any(|(i, to)| *i != me && to == path))
         };
-        !(d.code == Code::MissingKvRole && !d.fix.is_empty() && d.fix.iter().all(sets_moved))
+        !(matches!(d.code, Code::MissingKvRole | Code::HostPoolGibMissing)
+            && !d.fix.is_empty()
+            && d.fix.iter().all(sets_moved))
     });
     // A HiSparseConnector added beside the connectors another fix removes
     // whole (an ExampleConnector without HMA support, wrapped to make room
