@@ -491,6 +491,8 @@ fn absorb(
     machine: Option<MachineCheck<'_>>,
     report: &mut Report,
 ) {
+    // The errors this pass added to the report (revealed by the fixes together).
+    let mut added: Vec<Diagnostic> = Vec::new();
     for _ in 0..ABSORB_ROUNDS {
         let Some(fixed) = fixed_args(args, report) else {
             return;
@@ -647,13 +649,10 @@ fn absorb(
                 // errors; a host_pool_gib missing once connectors have moved
                 // through list items) is an error of this report too, applied
                 // last, where the configuration after the others names it.
-                // (Once: a revealed error whose fix does not settle it is not added again.)
-                None if !report.errors.iter().any(|d| {
-                    d.code == found.code && d.path == found.path && d.fix == found.fix
-                }) =>
-                {
-                    revealed.push(found.clone())
-                }
+                // (Once: a revealed error whose fix does not settle it is not added
+                // again. An error of the report as given with the same code, path and
+                // fix is another value that a removal shifted there: it is added.)
+                None if !added.contains(found) => revealed.push(found.clone()),
                 None => {}
             }
         }
@@ -693,6 +692,7 @@ fn absorb(
             grown = true;
         }
         shortest_length(report);
+        added.extend(revealed.iter().cloned());
         for mut e in revealed {
             e.hint = Some(format!(
                 "once the other fixes of this report are applied: {}",
