@@ -172,7 +172,7 @@ def stated(report: hisparse_rs.Report) -> list[str]:
     ]
 
 
-@settings(max_examples=120)
+@settings(max_examples=200)
 @given(configurations())
 def test_both_fix_loops_converge(case: tuple[dict[str, Any], dict[str, Any]]) -> None:
     args, machine = case

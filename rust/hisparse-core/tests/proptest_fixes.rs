@@ -390,7 +390,7 @@ fn checked(args: &ServeArgs, options: &PlanOptions) -> Result<Report, TestCaseEr
 }
 
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(config(256))]
 
     /// The README loop (apply `errors[0].fix` until no error has one) ends
     /// within one round per error of the first report plus EXTRA_ROUNDS,
