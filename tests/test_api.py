@@ -262,7 +262,7 @@ def test_gpus_by_the_names_their_drivers_report_and_the_ram_in_words() -> None:
     assert (h200["name"], h200["arch"], h200["max_shared_memory_per_block"]) == ("h200", "sm_90", 232448)
     assert hisparse_rs.gpu_spec("h100")["name"] == hisparse_rs.gpu_spec("NVIDIA H100 80GB HBM3")["name"]
     with pytest.raises(ValueError, match="not a GPU hisparse-check knows"):
-        hisparse_rs.gpu_spec("NVIDIA H20")
+        hisparse_rs.gpu_spec("NVIDIA GH200 480GB")
     kv = {
         "kv_connector": "HiSparseConnector",
         "kv_role": "kv_both",

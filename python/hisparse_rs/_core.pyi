@@ -468,7 +468,8 @@ def gpu_spec(name: str) -> dict[str, Any]:
     """The GPU ``gpu=`` / ``--gpu NAME`` means: a table name (``"h200"``) or the name the
     driver reports (``"NVIDIA H200"``, what vLLM's ``current_platform.get_device_name()``
     returns). Keys: name, description, platform, arch (``"sm_90"``), memory_gib,
-    memory_source, max_shared_memory_per_block (bytes, opt-in), shared_memory_source.
+    memory_source, sm_count (the SMs the product enables), max_shared_memory_per_block
+    (bytes, opt-in), shared_memory_source.
 
     Raises ValueError for a GPU not in the table (the message lists the known ones).
     """

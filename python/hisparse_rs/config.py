@@ -171,7 +171,8 @@ def check(
             ``"b200"``, ..., or the name the driver reports, ``"NVIDIA H200"``;
             see :func:`hisparse_rs.gpu_spec`) adds vLLM 0.33's residency-resolver shared-memory
             check (``residency_shared_memory_exceeded``); ``host_memory_gib`` (the
-            node's RAM) the pinned-pool check (``host_memory_exceeded``); a known
+            node's RAM) the pinned-pool check (``host_memory_exceeded``; without it a valid
+            report carries the warning ``host_memory_not_given``: the RAM was not checked); a known
             GPU memory makes host_pool_gib fixes offer the pool that lets the
             GPUs bind instead of the start-up minimum.
 

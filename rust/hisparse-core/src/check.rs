@@ -19,7 +19,7 @@ use crate::config::fixes::{fixed_args, resolve_advised, MachineCheck};
 use crate::config::model::ModelInfo;
 use crate::config::report::{Provenance, Report};
 use crate::config::validate::PoolAdvice;
-use crate::diagnostic::Code;
+use crate::diagnostic::FixOp;
 use crate::gpu::{self, GpuSpec};
 use crate::path::FieldPath;
 use crate::plan::{self, PlanError, PlanOptions};
@@ -49,17 +49,26 @@ pub(crate) fn check_with_model(
     // The host-RAM check runs inside the joint pass, so a fix whose result
     // pins more than the node holds (a misplaced pool moved into place) takes
     // its fix too.
-    let host_check = |a: &ServeArgs, r: &mut Report| host_ram_check(a, options, r);
-    let machine: Option<MachineCheck<'_>> =
-        (host_ram && options.host_memory_gib.is_some()).then_some(&host_check);
+    let ram = host_ram && options.host_memory_gib.is_some();
+    let host_check = |a: &ServeArgs, r: &mut Report| host_ram_check(a, options, r, None);
+    let machine: Option<MachineCheck<'_>> = ram.then_some(&host_check);
     let (mut report, mut model) = resolve_advised(args, gpu.as_ref(), None, machine)?;
-    if report
-        .errors
-        .iter()
-        .any(|e| e.code != Code::HostMemoryExceeded)
-    {
+    // With the GPU memory known, every host_pool_gib fix (host_memory_exceeded's
+    // too) offers the pool that lets the GPUs bind, not the start-up minimum
+    // nor the most the node's RAM pins.
+    if !report.errors.is_empty() {
         if let Some(advice) = binding_pool(args, options, gpu.as_ref(), &report) {
+            let advised =
+                |a: &ServeArgs, r: &mut Report| host_ram_check(a, options, r, Some(&advice));
+            let machine: Option<MachineCheck<'_>> = ram.then_some(&advised);
             (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice), machine)?;
+        }
+    }
+    // Without the node's RAM the pools are not checked: say so on a valid report.
+    if host_ram && options.host_memory_gib.is_none() {
+        if let Some(h) = report.hisparse.clone() {
+            let host = plan::host_plan(args, options, &h, &mut Vec::new());
+            report.warnings.push(plan::pinned_unchecked(&host));
         }
     }
     let fixed = fixed_flags(args, &report.errors);
@@ -70,7 +79,14 @@ pub(crate) fn check_with_model(
 /// The pinned pools of a valid configuration against 95 % of the node's RAM
 /// (`options.host_memory_gib`): an error (with the warning when each pool
 /// fits alone) that makes the report invalid.
-fn host_ram_check(args: &ServeArgs, options: &PlanOptions, report: &mut Report) {
+/// With `advice` (the pool that lets the GPUs bind) below the most the RAM
+/// pins, the fix offers it instead.
+fn host_ram_check(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    report: &mut Report,
+    advice: Option<&PoolAdvice>,
+) {
     let Some(h) = report.hisparse.clone() else {
         return;
     };
@@ -80,7 +96,17 @@ fn host_ram_check(args: &ServeArgs, options: &PlanOptions, report: &mut Report) 
         _ => None,
     }
     .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-    if let Some(e) = plan::host_memory_error(&host, &path) {
+    if let Some(mut e) = plan::host_memory_error(&host, &h, &path) {
+        if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
+            let fits = value.as_f64().unwrap_or(0.0);
+            if a.gib < fits && a.gib >= host.min_host_pool_gib {
+                *value = serde_json::json!(a.gib);
+                e.hint = Some(format!(
+                    "set {path} to {}: {}; the most this node's RAM pins is {fits} GiB, nearly all of it, which leaves no room for the OS and vLLM's own host memory",
+                    a.gib, a.holds
+                ));
+            }
+        }
         report.errors.push(e);
         report.warnings.extend(plan::pools_fit_alone(&host, &path));
         report.valid = false;

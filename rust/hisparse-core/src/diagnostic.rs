@@ -102,6 +102,7 @@ codes! {
     HybridBlockSizeUnknown => "hybrid_block_size_unknown",
     BoolAsNumber => "bool_as_number",
     HostPoolImplausible => "host_pool_implausible",
+    HostPoolGibShadowed => "host_pool_gib_shadowed",
     HostPoolLimitsContext => "host_pool_limits_context",
     FlagReplaced => "flag_replaced",
     HiSparseSettingIgnored => "hisparse_setting_ignored",

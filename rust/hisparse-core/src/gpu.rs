@@ -31,6 +31,8 @@ pub struct GpuSpec {
     /// Memory of one GPU, GiB (the vendor's nominal figure).
     pub memory_gib: f64,
     pub memory_source: String,
+    /// Streaming multiprocessors (compute units on AMD) the product enables.
+    pub sm_count: u32,
     /// Largest shared memory (LDS on AMD) one block may use, bytes (opt-in).
     pub max_shared_memory_per_block: u64,
     pub shared_memory_source: String,
@@ -46,6 +48,8 @@ struct Row {
     arch: &'static str,
     memory_gib: f64,
     memory_source: &'static str,
+    /// Enabled SMs; the source is cited in a comment on each row.
+    sm_count: u32,
     shared_kib: u64,
     shared_source: &'static str,
 }
@@ -54,6 +58,8 @@ const AMPERE_A100: &str = "NVIDIA Ampere tuning guide (docs.nvidia.com/cuda/ampe
 const AMPERE_86_ADA: &str = "NVIDIA Ada tuning guide (docs.nvidia.com/cuda/ada-tuning-guide): compute capability 8.9, up to 99 KB of shared memory per thread block";
 const HOPPER: &str = "NVIDIA Hopper tuning guide (docs.nvidia.com/cuda/hopper-tuning-guide): compute capability 9.0, up to 227 KB of shared memory per thread block";
 const BLACKWELL: &str = "NVIDIA Blackwell tuning guide (docs.nvidia.com/cuda/blackwell-tuning-guide): compute capability 10.0, up to 227 KB of shared memory per thread block";
+const BLACKWELL_ULTRA: &str = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability (docs.nvidia.com/cuda/cuda-c-programming-guide, table 'Technical Specifications'): compute capability 10.3, up to 227 KB of shared memory per thread block";
+const BLACKWELL_RTX: &str = "CUDA C++ Programming Guide, Technical Specifications per Compute Capability (docs.nvidia.com/cuda/cuda-c-programming-guide): compute capability 12.0, up to 99 KB of shared memory per thread block (128 KB per SM)";
 const CDNA3: &str = "AMD Instinct MI300 (CDNA 3) ISA reference: 64 KiB of LDS per compute unit, the most one workgroup can allocate (hipDeviceAttributeMaxSharedMemoryPerBlock)";
 
 const TABLE: &[Row] = &[
@@ -65,6 +71,8 @@ const TABLE: &[Row] = &[
         arch: "sm_80",
         memory_gib: 80.0,
         memory_source: "NVIDIA A100 datasheet: 80 GB HBM2e",
+        // NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs.
+        sm_count: 108,
         shared_kib: 163,
         shared_source: AMPERE_A100,
     },
@@ -76,6 +84,8 @@ const TABLE: &[Row] = &[
         arch: "sm_80",
         memory_gib: 40.0,
         memory_source: "NVIDIA A100 datasheet: 40 GB HBM2",
+        // NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs.
+        sm_count: 108,
         shared_kib: 163,
         shared_source: AMPERE_A100,
     },
@@ -87,41 +97,176 @@ const TABLE: &[Row] = &[
         arch: "sm_89",
         memory_gib: 48.0,
         memory_source: "NVIDIA L40S datasheet: 48 GB GDDR6",
+        // NVIDIA Ada Lovelace GPU Architecture whitepaper (AD102 in L40S): 142 SMs.
+        sm_count: 142,
         shared_kib: 99,
         shared_source: AMPERE_86_ADA,
     },
+    // Hopper. Memory: NVIDIA H100 / H200 Tensor Core GPU data sheets
+    // (nvidia.com/en-us/data-center/h100/, /h200/); SMs: NVIDIA H100 Tensor Core
+    // GPU Architecture whitepaper (SXM5 132 SMs, PCIe 114 SMs; H100 NVL, H200 and
+    // H800 SXM are the SXM5 configuration).
     Row {
         names: &["h100", "h100-sxm", "h100-80gb"],
-        device_names: &["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"],
-        description: "NVIDIA H100 80 GB (SXM, PCIe)",
+        device_names: &["NVIDIA H100 80GB HBM3"],
+        description: "NVIDIA H100 SXM 80 GB",
         platform: "cuda",
         arch: "sm_90",
         memory_gib: 80.0,
-        memory_source: "NVIDIA H100 datasheet: 80 GB (HBM3 on SXM, HBM2e on PCIe)",
+        memory_source: "NVIDIA H100 data sheet: H100 SXM, 80 GB HBM3",
+        sm_count: 132,
+        shared_kib: 227,
+        shared_source: HOPPER,
+    },
+    Row {
+        names: &["h100-pcie"],
+        device_names: &["NVIDIA H100 PCIe"],
+        description: "NVIDIA H100 PCIe 80 GB",
+        platform: "cuda",
+        arch: "sm_90",
+        memory_gib: 80.0,
+        memory_source: "NVIDIA H100 data sheet: H100 PCIe, 80 GB HBM2e",
+        sm_count: 114,
+        shared_kib: 227,
+        shared_source: HOPPER,
+    },
+    Row {
+        names: &["h100-nvl"],
+        device_names: &["NVIDIA H100 NVL"],
+        description: "NVIDIA H100 NVL 94 GB",
+        platform: "cuda",
+        arch: "sm_90",
+        memory_gib: 94.0,
+        memory_source: "NVIDIA H100 data sheet: H100 NVL, 94 GB HBM3",
+        sm_count: 132,
+        shared_kib: 227,
+        shared_source: HOPPER,
+    },
+    Row {
+        names: &["h800", "h800-sxm"],
+        device_names: &["NVIDIA H800"],
+        description: "NVIDIA H800 SXM 80 GB",
+        platform: "cuda",
+        arch: "sm_90",
+        memory_gib: 80.0,
+        memory_source: "NVIDIA H800 Tensor Core GPU data sheet (nvidia.cn/data-center/h800/): H800 SXM, 80 GB HBM3",
+        sm_count: 132,
+        shared_kib: 227,
+        shared_source: HOPPER,
+    },
+    Row {
+        names: &["h20"],
+        device_names: &["NVIDIA H20"],
+        description: "NVIDIA H20 96 GB",
+        platform: "cuda",
+        arch: "sm_90",
+        memory_gib: 96.0,
+        // NVIDIA publishes no H20 data sheet on nvidia.com; 96 GB HBM3 and 78 SMs
+        // are the figures NVIDIA's partners list and the driver reports
+        // (cudaDevAttrMultiProcessorCount).
+        memory_source: "NVIDIA H20 product brief (via NVIDIA partners): 96 GB HBM3",
+        sm_count: 78,
         shared_kib: 227,
         shared_source: HOPPER,
     },
     Row {
         names: &["h200", "h200-sxm"],
-        device_names: &["NVIDIA H200", "NVIDIA H200 NVL"],
-        description: "NVIDIA H200 (SXM, NVL)",
+        device_names: &["NVIDIA H200"],
+        description: "NVIDIA H200 SXM 141 GB",
         platform: "cuda",
         arch: "sm_90",
         memory_gib: 141.0,
-        memory_source: "NVIDIA H200 datasheet: 141 GB HBM3e",
+        memory_source: "NVIDIA H200 data sheet: H200 SXM, 141 GB HBM3e",
+        sm_count: 132,
         shared_kib: 227,
         shared_source: HOPPER,
     },
     Row {
+        names: &["h200-nvl"],
+        device_names: &["NVIDIA H200 NVL"],
+        description: "NVIDIA H200 NVL 141 GB",
+        platform: "cuda",
+        arch: "sm_90",
+        memory_gib: 141.0,
+        memory_source: "NVIDIA H200 data sheet: H200 NVL, 141 GB HBM3e",
+        sm_count: 132,
+        shared_kib: 227,
+        shared_source: HOPPER,
+    },
+    // Blackwell. Memory: NVIDIA DGX B200 data sheet (nvidia.com/en-us/data-center/dgx-b200/:
+    // 1,440 GB for 8 GPUs), GB200 NVL72 data sheet (nvidia.com/en-us/data-center/gb200-nvl72/:
+    // up to 13.4 TB HBM3e for 72 GPUs, 186 GB each); SMs: NVIDIA Blackwell architecture
+    // technical brief (148 SMs enabled of the two dies' 160).
+    Row {
         names: &["b200"],
         device_names: &["NVIDIA B200"],
-        description: "NVIDIA B200",
+        description: "NVIDIA B200 180 GB",
         platform: "cuda",
         arch: "sm_100",
         memory_gib: 180.0,
         memory_source: "NVIDIA DGX B200 datasheet: 1,440 GB of HBM3e for 8 GPUs (180 GB each)",
+        sm_count: 148,
         shared_kib: 227,
         shared_source: BLACKWELL,
+    },
+    Row {
+        names: &["gb200"],
+        device_names: &["NVIDIA GB200"],
+        description: "NVIDIA GB200 (Grace Blackwell superchip GPU) 186 GB",
+        platform: "cuda",
+        arch: "sm_100",
+        memory_gib: 186.0,
+        memory_source: "NVIDIA GB200 NVL72 datasheet: up to 13.4 TB of HBM3e for 72 GPUs (186 GB each)",
+        sm_count: 148,
+        shared_kib: 227,
+        shared_source: BLACKWELL,
+    },
+    // Blackwell Ultra. Memory: NVIDIA HGX B300 / GB300 NVL72 data sheets
+    // (nvidia.com/en-us/data-center/hgx/, /gb300-nvl72/: 288 GB HBM3e per GPU);
+    // SMs: NVIDIA technical blog "Inside NVIDIA Blackwell Ultra" (160 SMs).
+    Row {
+        names: &["b300"],
+        device_names: &["NVIDIA B300", "NVIDIA B300 SXM6 AC"],
+        description: "NVIDIA B300 (Blackwell Ultra) 288 GB",
+        platform: "cuda",
+        arch: "sm_103",
+        memory_gib: 288.0,
+        memory_source: "NVIDIA HGX B300 datasheet: 288 GB HBM3e per GPU",
+        sm_count: 160,
+        shared_kib: 227,
+        shared_source: BLACKWELL_ULTRA,
+    },
+    Row {
+        names: &["gb300"],
+        device_names: &["NVIDIA GB300"],
+        description: "NVIDIA GB300 (Grace Blackwell Ultra superchip GPU) 288 GB",
+        platform: "cuda",
+        arch: "sm_103",
+        memory_gib: 288.0,
+        memory_source: "NVIDIA GB300 NVL72 datasheet: 288 GB HBM3e per GPU",
+        sm_count: 160,
+        shared_kib: 227,
+        shared_source: BLACKWELL_ULTRA,
+    },
+    // RTX PRO 6000 Blackwell (GB202): NVIDIA RTX PRO 6000 Blackwell data sheets
+    // (nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000/,
+    // /data-center/rtx-pro-6000-blackwell-server-edition/): 96 GB GDDR7, 24,064 CUDA
+    // cores = 188 SMs x 128.
+    Row {
+        names: &["rtx-pro-6000", "rtx-pro-6000-blackwell"],
+        device_names: &[
+            "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+            "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        ],
+        description: "NVIDIA RTX PRO 6000 Blackwell 96 GB",
+        platform: "cuda",
+        arch: "sm_120",
+        memory_gib: 96.0,
+        memory_source: "NVIDIA RTX PRO 6000 Blackwell datasheet: 96 GB GDDR7",
+        sm_count: 188,
+        shared_kib: 99,
+        shared_source: BLACKWELL_RTX,
     },
     Row {
         names: &["mi300x"],
@@ -131,6 +276,8 @@ const TABLE: &[Row] = &[
         arch: "gfx942",
         memory_gib: 192.0,
         memory_source: "AMD Instinct MI300X datasheet: 192 GB HBM3",
+        // AMD Instinct MI300X data sheet: 304 compute units.
+        sm_count: 304,
         shared_kib: 64,
         shared_source: CDNA3,
     },
@@ -171,6 +318,7 @@ pub fn lookup(name: &str) -> Result<GpuSpec, String> {
         arch: row.arch.to_owned(),
         memory_gib: row.memory_gib,
         memory_source: row.memory_source.to_owned(),
+        sm_count: row.sm_count,
         max_shared_memory_per_block: row.shared_kib * 1024,
         shared_memory_source: row.shared_source.to_owned(),
     })
@@ -196,14 +344,39 @@ mod tests {
         assert_eq!(lookup("nvidia h100 80gb hbm3").unwrap().name, "h100");
         assert_eq!(lookup("NVIDIA B200").unwrap().arch, "sm_100");
         assert_eq!(lookup("NVIDIA A100-PCIE-40GB").unwrap().name, "a100-40gb");
-        for unknown in [
-            "NVIDIA H20",
-            "NVIDIA GH200 480GB",
-            "NVIDIA H100",
-            "H200 NVIDIA",
-        ] {
+        for unknown in ["NVIDIA GH200 480GB", "NVIDIA H100", "H200 NVIDIA"] {
             assert!(lookup(unknown).is_err(), "{unknown}");
         }
+        // The GPUs DSA models are served on, by name: none is "did you mean" another.
+        for (name, arch, sms, gib) in [
+            ("h20", "sm_90", 78, 96.0),
+            ("h800", "sm_90", 132, 80.0),
+            ("h100-pcie", "sm_90", 114, 80.0),
+            ("h100-nvl", "sm_90", 132, 94.0),
+            ("h200-nvl", "sm_90", 132, 141.0),
+            ("gb200", "sm_100", 148, 186.0),
+            ("b300", "sm_103", 160, 288.0),
+            ("gb300", "sm_103", 160, 288.0),
+            ("rtx-pro-6000", "sm_120", 188, 96.0),
+        ] {
+            let g = lookup(name).unwrap();
+            assert_eq!(
+                (g.arch.as_str(), g.sm_count, g.memory_gib),
+                (arch, sms, gib),
+                "{name}"
+            );
+        }
+        assert_eq!(lookup("NVIDIA H20").unwrap().name, "h20");
+        assert_eq!(lookup("NVIDIA H100 PCIe").unwrap().name, "h100-pcie");
+        // sm_120 has 99 KiB per block, sm_90/sm_100/sm_103 227 KiB.
+        assert_eq!(
+            lookup("rtx-pro-6000").unwrap().max_shared_memory_per_block,
+            99 * 1024
+        );
+        assert_eq!(
+            lookup("gb300").unwrap().max_shared_memory_per_block,
+            227 * 1024
+        );
         // Every alias is unique, so a name means one GPU.
         let mut all: Vec<&str> = TABLE.iter().flat_map(|r| r.names.iter().copied()).collect();
         let n = all.len();

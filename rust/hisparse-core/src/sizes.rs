@@ -185,6 +185,13 @@ pub fn min_host_blocks(max_model_len: u64, block_size: u64) -> u64 {
     blocks_for(max_model_len, block_size).saturating_add(2)
 }
 
+/// The inverse of [`min_host_blocks`]: the longest max_model_len (a whole
+/// number of blocks) whose start-up minimum `blocks` host blocks hold; 0 when
+/// they hold none.
+pub fn longest_context(blocks: u64, block_size: u64) -> u64 {
+    blocks.saturating_sub(2).saturating_mul(block_size)
+}
+
 /// Host blocks in a pool: vLLM takes `int(host_pool_gib * 2**30)` bytes, then whole blocks.
 pub fn pool_blocks(host_pool_gib: f64, host_block_bytes: u64) -> u64 {
     if host_block_bytes == 0 {

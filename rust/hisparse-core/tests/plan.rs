@@ -7,7 +7,7 @@ mod common;
 
 use hisparse_core::diagnostic::apply_fix;
 use hisparse_core::plan::{plan, Limit, Plan, PlanOptions, PoolMode};
-use hisparse_core::{Code, ServeArgs};
+use hisparse_core::{Code, FixOp, ServeArgs};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -305,7 +305,9 @@ fn host_memory_source_is_bounded_and_needs_the_figure() {
 }
 
 #[test]
-fn no_fix_when_even_the_start_up_minimum_does_not_fit() {
+fn a_shorter_context_when_even_the_start_up_minimum_does_not_fit() {
+    // 8 pools of at least the start-up minimum at 163840 tokens on 30.4
+    // usable GiB: the pool that fits (3.79 GiB) starts a shorter context; the fix says both.
     let mut a = args("deepseek-v3.2", 100.0);
     a.data_parallel_size = Some(8);
     let tiny = PlanOptions {
@@ -315,8 +317,44 @@ fn no_fix_when_even_the_start_up_minimum_does_not_fit() {
     let p = planned(&a, &tiny);
     let e = &p.errors[0];
     assert_eq!(e.code, Code::HostMemoryExceeded);
+    let [FixOp::Set { value: pool, .. }, FixOp::Set { path, value: len }] = e.fix.as_slice() else {
+        panic!("a pool and a max_model_len: {:?}", e.fix);
+    };
+    assert_eq!(path.to_string(), "max_model_len");
+    let len = len.as_u64().unwrap();
+    assert_eq!(pool.as_f64(), Some(3.79));
+    assert!(len > 0 && len < 163_840 && len % 64 == 0, "{len}");
+    assert!(e
+        .hint
+        .as_deref()
+        .unwrap()
+        .contains(&format!("max_model_len to {len}")));
+    let mut doc = a.normalized().0.into_owned().to_json();
+    apply_fix(&mut doc, &e.fix).unwrap();
+    let fixed = ServeArgs::from_json(doc).unwrap();
+    assert!(planned(&fixed, &tiny)
+        .errors
+        .iter()
+        .all(|e| e.code != Code::HostMemoryExceeded));
+}
+
+#[test]
+fn no_fix_when_not_one_block_of_context_fits() {
+    let mut a = args("deepseek-v3.2", 100.0);
+    a.data_parallel_size = Some(8);
+    let tiny = PlanOptions {
+        host_memory_gib: Some(0.05),
+        ..PlanOptions::default()
+    };
+    let p = planned(&a, &tiny);
+    let e = &p.errors[0];
+    assert_eq!(e.code, Code::HostMemoryExceeded);
     assert!(e.fix.is_empty());
-    assert!(e.hint.as_deref().unwrap().contains("max_model_len"));
+    assert!(e
+        .hint
+        .as_deref()
+        .unwrap()
+        .contains("no host_pool_gib and max_model_len fix this"));
 }
 
 #[test]

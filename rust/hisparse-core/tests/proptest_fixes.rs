@@ -6,7 +6,9 @@
 mod common;
 
 use common::*;
+use hisparse_core::check::check;
 use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::plan::PlanOptions;
 use hisparse_core::{resolve, Code, Diagnostic, FieldPath, FixOp, Report, Seg, ServeArgs};
 use proptest::prelude::*;
 
@@ -335,4 +337,283 @@ proptest! {
             after.errors.iter().filter(|e| e.fix.is_empty()).map(|e| e.code.as_str()).collect::<Vec<_>>()
         );
     }
+}
+
+// ---------------------------------------------------------------------------
+// Fixes converge on the machines too (issue 17 item 2): the README loop and
+// every fix at once, through `check` with the node's RAM and the GPU.
+
+/// Rounds the loop may take beyond one per error of the first report (for
+/// the errors that fixes reveal).
+const EXTRA_ROUNDS: usize = 8;
+
+/// The serve args with a length, a block size and a DP size of their own,
+/// and the machines: host RAM and GPU.
+fn machine_case() -> impl Strategy<Value = (ServeArgs, PlanOptions)> {
+    (
+        prop_oneof![realistic_args(false), mistaken_args()],
+        prop::sample::select(vec![None, Some(4096i64), Some(163_840), Some(400_000)]),
+        prop::sample::select(vec![None, None, Some(32i64), Some(64), Some(128)]),
+        prop::sample::select(vec![None, None, Some(2i64), Some(8), Some(16)]),
+        prop::sample::select(vec![
+            None,
+            Some(8.0),
+            Some(16.0),
+            Some(64.0),
+            Some(256.0),
+            Some(1024.0),
+            Some(2048.0),
+        ]),
+        prop::sample::select(vec![None, None, Some("h200"), Some("b200"), Some("h20")]),
+    )
+        .prop_map(|(mut args, len, block, dp, ram, gpu)| {
+            if len.is_some() {
+                args.max_model_len = len;
+            }
+            if block.is_some() {
+                args.block_size = block;
+            }
+            if dp.is_some() {
+                args.data_parallel_size = dp;
+            }
+            let options = PlanOptions {
+                host_memory_gib: ram,
+                gpu: gpu.map(str::to_owned),
+                ..PlanOptions::default()
+            };
+            (args, options)
+        })
+}
+
+fn checked(args: &ServeArgs, options: &PlanOptions) -> Result<Report, TestCaseError> {
+    check(args, options).map_err(|e| TestCaseError::fail(format!("check failed: {e}")))
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// The README loop (apply `errors[0].fix` until no error has one) ends
+    /// within one round per error of the first report plus EXTRA_ROUNDS,
+    /// never revisits a configuration, and ends valid or at a stated fixed
+    /// point (no error with a fix, every error left says what is allowed or
+    /// what to do); every fix
+    /// of the first report applied at once ends valid whenever the loop does
+    /// (or leaves no error with a fix).
+    #[test]
+    fn both_fix_loops_converge_on_the_machines((args, options) in machine_case()) {
+        let first = checked(&args, &options)?;
+        let mut now = args.clone();
+        let mut steps = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let end = loop {
+            let report = checked(&now, &options)?;
+            let Some(e) = report.errors.first().filter(|e| !e.fix.is_empty()) else {
+                prop_assert!(
+                    report.errors.iter().all(|e| e.fix.is_empty()),
+                    "the first error has no fix, a later one has: {}\n  {}",
+                    summary(&report),
+                    steps.join("\n  ")
+                );
+                break report;
+            };
+            prop_assert!(
+                steps.len() < first.errors.len() + EXTRA_ROUNDS,
+                "the loop did not end in {} + {EXTRA_ROUNDS} rounds:\n  {}",
+                first.errors.len(),
+                steps.join("\n  ")
+            );
+            steps.push(format!("{}@{}: {}", e.code.as_str(), e.path, serde_json::to_string(&e.fix).unwrap_or_default()));
+            now = apply(&now, e)?;
+            prop_assert!(
+                seen.insert(now.normalized().0.into_owned().to_json().to_string()),
+                "the loop cycles:\n  {}",
+                steps.join("\n  ")
+            );
+        };
+        let silent: Vec<String> = end
+            .errors
+            .iter()
+            .filter(|e| {
+                let said = |t: &Option<String>| t.as_deref().is_some_and(|t| !t.trim().is_empty());
+                !said(&e.hint) && !said(&e.allowed)
+            })
+            .map(|e| format!("{}@{}", e.code.as_str(), e.path))
+            .collect();
+        prop_assert!(silent.is_empty(), "errors left with neither fix, hint nor allowed values: {silent:?}\n  {}", steps.join("\n  "));
+        if end.valid && first.errors.iter().any(|e| !e.fix.is_empty()) {
+            let together = checked(&apply_every_fix(&args, &first)?, &options)?;
+            prop_assert!(
+                together.valid || together.errors.iter().all(|e| e.fix.is_empty()),
+                "the loop ends valid, every fix at once does not:\n  {}\nfixes applied:\n  {}",
+                trail(&together),
+                trail(&first)
+            );
+        }
+    }
+}
+
+/// The issue-17 inputs, each a regression for the property above.
+#[test]
+fn regression_issue_17_cases_converge() {
+    let hs = |extra: serde_json::Value| serde_json::json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": extra});
+    let base = || ServeArgs {
+        hf_config: Some(dsv32()),
+        ..Default::default()
+    };
+    let ram = |gib: f64| PlanOptions {
+        host_memory_gib: Some(gib),
+        ..PlanOptions::default()
+    };
+    let inner = serde_json::json!({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [
+        {"kv_connector": "HiSparseConnector", "kv_connector_extra_config": {"host_pool_gib": 64}}]}});
+    let cases: Vec<(&str, ServeArgs, PlanOptions)> = vec![
+        (
+            "400000 tokens, pool 4 GiB, 16 GiB node",
+            ServeArgs {
+                kv_transfer_config: Some(hs(serde_json::json!({"host_pool_gib": 4}))),
+                max_model_len: Some(400_000),
+                ..base()
+            },
+            ram(16.0),
+        ),
+        (
+            "HiSparseConnector two MultiConnectors deep, no kv_role",
+            ServeArgs {
+                kv_transfer_config: Some(
+                    serde_json::json!({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [inner]}}),
+                ),
+                ..base()
+            },
+            PlanOptions::default(),
+        ),
+        (
+            "hisparse_config with connectors: {}",
+            ServeArgs {
+                kv_transfer_config: Some(
+                    serde_json::json!({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": {}}}),
+                ),
+                attention_config: Some(
+                    serde_json::json!({"hisparse_config": {"device_buffer_size": 4096}}),
+                ),
+                ..base()
+            },
+            PlanOptions::default(),
+        ),
+        (
+            "no host_pool_gib on an 8 GiB node",
+            ServeArgs {
+                kv_transfer_config: Some(hs(serde_json::json!({}))),
+                ..base()
+            },
+            ram(8.0),
+        ),
+        (
+            "no host_pool_gib, -dp 16 on a 64 GiB node",
+            ServeArgs {
+                kv_transfer_config: Some(hs(serde_json::json!({}))),
+                data_parallel_size: Some(16),
+                ..base()
+            },
+            ram(64.0),
+        ),
+        (
+            "2000 GiB pool on 1024 GiB behind two errors",
+            ServeArgs {
+                kv_transfer_config: Some(hs(serde_json::json!({"host_pool_gib": 2000}))),
+                block_size: Some(32),
+                disable_hybrid_kv_cache_manager: Some(true),
+                ..base()
+            },
+            ram(1024.0),
+        ),
+        (
+            "kv_conector, -pp 2, 300 GiB on 256 GiB",
+            ServeArgs {
+                kv_transfer_config: Some(
+                    serde_json::json!({"kv_conector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 300}}),
+                ),
+                pipeline_parallel_size: Some(2),
+                ..base()
+            },
+            ram(256.0),
+        ),
+        (
+            "a count set inside the speculative_config another fix removes",
+            ServeArgs {
+                speculative_config: Some(
+                    serde_json::json!({"method": "bogus", "num_speculative_tokens": 20}),
+                ),
+                attention_config: Some(
+                    serde_json::json!({"hisparse_config": {"device_buffer_size": 43008}}),
+                ),
+                ..base()
+            },
+            PlanOptions::default(),
+        ),
+        (
+            "-tp 4 -dp 8 on 32 GiB with --gpu h200",
+            ServeArgs {
+                kv_transfer_config: Some(hs(serde_json::json!({"host_pool_gib": 1}))),
+                tensor_parallel_size: Some(4),
+                data_parallel_size: Some(8),
+                ..base()
+            },
+            PlanOptions {
+                gpu: Some("h200".into()),
+                ..ram(32.0)
+            },
+        ),
+    ];
+    for (name, args, options) in cases {
+        let first = check(&args, &options).unwrap();
+        assert!(!first.valid, "{name}");
+        let together = check(&apply_every_fix(&args, &first).unwrap(), &options).unwrap();
+        assert!(
+            together.valid,
+            "{name}: every fix at once: {}",
+            summary(&together)
+        );
+        let mut now = args;
+        for _ in 0..first.errors.len() + EXTRA_ROUNDS {
+            let r = check(&now, &options).unwrap();
+            let Some(e) = r.errors.first() else { break };
+            assert!(!e.fix.is_empty(), "{name}: {} has no fix", e.code.as_str());
+            now = apply(&now, e).unwrap();
+        }
+        assert!(
+            check(&now, &options).unwrap().valid,
+            "{name}: the loop did not end valid"
+        );
+    }
+}
+
+/// A rename never overwrites what the user set under the right name.
+#[test]
+fn regression_a_rename_keeps_the_users_value() {
+    let args = ServeArgs {
+        hf_config: Some(dsv32()),
+        kv_transfer_config: Some(
+            serde_json::json!({"kv_conector": "NixlConnector", "kv_connector": "HiSparseConnector",
+            "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 64}}),
+        ),
+        ..Default::default()
+    };
+    let report = resolve(&args).unwrap();
+    let fixed = apply_every_fix(&args, &report).unwrap();
+    assert_eq!(
+        fixed.kv_transfer_config.unwrap()["kv_connector"],
+        "HiSparseConnector"
+    );
+    // A misspelled object beside the real one still moves: the two merge, nothing is lost.
+    let args = ServeArgs {
+        hf_config: Some(dsv32()),
+        kv_transfer_config: Some(
+            serde_json::json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+            "kv_connector_extra_confg": {"host_pool_gib": 64}, "kv_connector_extra_config": {}}),
+        ),
+        ..Default::default()
+    };
+    let report = resolve(&args).unwrap();
+    let fixed = resolve(&apply_every_fix(&args, &report).unwrap()).unwrap();
+    assert_eq!(fixed.hisparse.unwrap().host_pool_gib.value, 64.0);
 }

@@ -20,7 +20,7 @@ use hisparse_core::check::check;
 use hisparse_core::config::args::LoadError;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
 use hisparse_core::plan::{plan, PlanError, PlanOptions};
-use hisparse_core::{resolve, Code, Diagnostic, ServeArgs};
+use hisparse_core::{Code, Diagnostic, ServeArgs};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -97,12 +97,9 @@ fn check_json(
             problems,
         )));
     }
-    let Some(options) = options else {
-        let report = gil::detach(py, || gil::no_panic(|| resolve(&args)))
-            .map_err(gil::internal_error)?
-            .map_err(CoreError)?;
-        return Ok(Report::from(report));
-    };
+    // No machine options: still the machine-aware check (as the CLI runs it),
+    // so the report says the host RAM was not checked.
+    let options = options.unwrap_or_default();
     match gil::detach(py, || gil::no_panic(|| check(&args, &options)))
         .map_err(gil::internal_error)?
     {

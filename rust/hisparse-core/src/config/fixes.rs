@@ -58,6 +58,108 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         index += 1;
         !(d.code == Code::UnknownKey && taken.iter().any(|(i, p)| *i != me && *p == d.path))
     });
+    // A value set where another fix moves the user's own value (a missing
+    // kv_role beside a misspelled `kv_rol: kv_consumer`, a missing host_pool_gib
+    // held in an unknown key) is that move's: the
+    // move keeps what the user wrote, so the report tells one story.
+    let moved_to: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            d.fix.iter().filter_map(move |op| match op {
+                FixOp::Move { to, .. } => Some((i, to.clone())),
+                _ => None,
+            })
+        })
+        .collect();
+    let mut index = 0;
+    errors.retain(|d| {
+        let me = index;
+        index += 1;
+        let sets_moved = |op: &FixOp| {
+            matches!(op, FixOp::Set { path, .. } if moved_to.iter().any(|(i, to)| *i != me && to == path))
+        };
+        !(matches!(d.code, Code::MissingKvRole | Code::HostPoolGibMissing)
+            && !d.fix.is_empty()
+            && d.fix.iter().all(sets_moved))
+    });
+    // A HiSparseConnector added beside the connectors another fix removes
+    // whole (an ExampleConnector without HMA support, wrapped to make room
+    // for it) takes their place instead: the removal would take it too.
+    let top = FieldPath::root("kv_transfer_config");
+    let removes_top = errors.iter().any(|d| {
+        d.fix
+            .iter()
+            .any(|op| matches!(op, FixOp::Remove { path } if *path == top))
+    });
+    if removes_top {
+        for d in errors.iter_mut() {
+            if d.code != Code::HiSparseWithoutConnector
+                || !d
+                    .fix
+                    .iter()
+                    .any(|op| matches!(op, FixOp::Move { from, .. } if *from == top))
+            {
+                continue;
+            }
+            let child = d.fix.iter().find_map(|op| match op {
+                FixOp::Set { path, value }
+                    if matches!(path.0.last(), Some(Seg::Index(_)))
+                        && value.get("kv_connector").and_then(Value::as_str)
+                            == Some("HiSparseConnector") =>
+                {
+                    Some(value.clone())
+                }
+                _ => None,
+            });
+            if let Some(child) = child {
+                d.fix = vec![FixOp::Set {
+                    path: top.clone(),
+                    value: child,
+                }];
+                d.hint = Some(format!(
+                    "{}; with the other fixes of this report, which remove the connectors there, it is the only connector",
+                    crate::diagnostic::describe_fix(&d.fix)
+                ));
+            }
+        }
+    }
+    // A value another fix replaces whole (an empty `connectors: {}` the fix of
+    // hisparse_without_connector fills, a connector object it replaces) settles
+    // the errors inside it: their edits name what is no longer there.
+    let replaced: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(i, d)| {
+            d.fix.iter().filter_map(move |op| match op {
+                FixOp::Set { path, value } if value.is_object() || value.is_array() => {
+                    Some((i, path.clone()))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    for (me, d) in errors.iter_mut().enumerate() {
+        let inside = |p: &FieldPath, r: &FieldPath| p.0.starts_with(&r.0);
+        let by = replaced.iter().find(|(i, r)| {
+            *i != me
+                && !d.fix.is_empty()
+                && inside(&d.path, r)
+                && d.fix.iter().all(|op| match op {
+                    FixOp::Set { path, .. } => inside(path, r),
+                    // Removing what holds the replaced value would remove the new one too.
+                    FixOp::Remove { path } => inside(path, r) || inside(r, path),
+                    FixOp::Move { from, to } => inside(from, r) && inside(to, r),
+                })
+        });
+        if let Some((_, r)) = by {
+            d.hint = Some(format!(
+                "{}; with the other fixes of this report, the value set at {r} replaces it",
+                d.hint.as_deref().unwrap_or("see below")
+            ));
+            d.fix.clear();
+        }
+    }
 
     // 2. One structural edit, one error. An empty MultiConnector that another
     // fix adds a child to is that fix's: it is not empty after it (and, with a
@@ -389,6 +491,8 @@ fn absorb(
     machine: Option<MachineCheck<'_>>,
     report: &mut Report,
 ) {
+    // The errors this pass added to the report (revealed by the fixes together).
+    let mut added: Vec<Diagnostic> = Vec::new();
     for _ in 0..ABSORB_ROUNDS {
         let Some(fixed) = fixed_args(args, report) else {
             return;
@@ -468,6 +572,7 @@ fn absorb(
             e
         };
         let mut additions: Vec<(usize, Diagnostic)> = Vec::new();
+        let mut revealed: Vec<Diagnostic> = Vec::new();
         for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
             // e and its fix lie at or below `w`: through object keys only, or
             // anywhere inside a value one fix set whole and no other fix edits.
@@ -492,13 +597,28 @@ fn absorb(
                         FixOp::Move { from, to } => strictly(from) && inside(to),
                     })
             };
+            // The RAM cap belongs to the fix that writes the pool; the shorter
+            // max_model_len it may come with lies elsewhere, and comes along.
+            let probe = |e: &Diagnostic| {
+                if e.code != Code::HostMemoryExceeded {
+                    return e.clone();
+                }
+                let fix = e
+                    .fix
+                    .iter()
+                    .filter(|op| matches!(op, FixOp::Set { path, .. } if *path == e.path))
+                    .cloned()
+                    .collect();
+                Diagnostic { fix, ..e.clone() }
+            };
             let owner = (0..errors.len())
                 .rev()
                 .map(|i| (i, seen_by(i, found)))
                 .find(|(i, e)| {
+                    let e = probe(e);
                     errors[*i].fix.iter().any(|op| match op {
-                        FixOp::Set { path, .. } => below(e, path, true),
-                        FixOp::Move { to, .. } => below(e, to, false),
+                        FixOp::Set { path, .. } => below(&e, path, true),
+                        FixOp::Move { to, .. } => below(&e, to, false),
                         FixOp::Remove { .. } => false,
                     })
                 })
@@ -522,20 +642,43 @@ fn absorb(
                         Some((i, Diagnostic { fix: ops, ..e }))
                     })
                 });
-            if let Some((i, e)) = owner {
-                additions.push((i, e));
+            match owner {
+                Some((i, e)) => additions.push((i, e)),
+                // An error no fix owns that the fixes together reveal (the node's
+                // RAM against a pool no fix writes, behind two or more other
+                // errors; a host_pool_gib missing once connectors have moved
+                // through list items) is an error of this report too, applied
+                // last, where the configuration after the others names it.
+                // (Once: a revealed error whose fix does not settle it is not added
+                // again. An error of the report as given with the same code, path and
+                // fix is another value that a removal shifted there: it is added.)
+                None if !added.contains(found) => revealed.push(found.clone()),
+                None => {}
             }
         }
+        let fixed_len = fixed.max_model_len;
         for (i, e) in additions {
             let d = &mut report.errors[i];
             let hint = d.hint.as_deref().unwrap_or("apply the fix");
             match (e.code, e.fix.as_slice()) {
                 // The node's RAM lowers the value this fix writes: say so.
-                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }]) => {
+                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }, rest @ ..]) => {
+                    let shorter = rest.iter().find_map(|op| match op {
+                        FixOp::Set { path, value } if path.to_string() == "max_model_len" => {
+                            Some(format!(", with max_model_len lowered to {value}, the longest context that pool starts"))
+                        }
+                        _ => None,
+                    });
                     d.hint = Some(format!(
-                        "{hint}, as {value}: the largest host_pool_gib whose pools this node's RAM pins ({}, host_memory_exceeded)",
+                        "{hint}; on this node, as {value}: the largest host_pool_gib whose pools its RAM pins{} ({}, host_memory_exceeded)",
+                        shorter.unwrap_or_default(),
                         e.message
                     ));
+                    let cap = value.as_f64();
+                    d.fix.extend(e.fix);
+                    shorten_to_pass(args, gpu, machine, d, cap, fixed_len);
+                    grown = true;
+                    continue;
                 }
                 // A misspelled host_pool_gib inside what this fix moves is renamed too.
                 (Code::HostPoolGibMisplaced, _) => {
@@ -548,8 +691,131 @@ fn absorb(
             d.fix.extend(e.fix);
             grown = true;
         }
+        shortest_length(report);
+        added.extend(revealed.iter().cloned());
+        for mut e in revealed {
+            e.hint = Some(format!(
+                "once the other fixes of this report are applied: {}",
+                e.hint.as_deref().unwrap_or("see above")
+            ));
+            // Applied after every other fix, before the errors that have none
+            // (so the first error has a fix whenever one does).
+            let at = report
+                .errors
+                .iter()
+                .rposition(|d| !d.fix.is_empty())
+                .map_or(0, |i| i + 1);
+            report.errors.insert(at, e);
+            grown = true;
+        }
         if !grown {
             return;
+        }
+    }
+}
+
+/// Two fixes that set max_model_len take the shorter length: each passes
+/// with it (a length the model allows, that the GPUs and the node's RAM
+/// start), where applied in report order the later would undo the other.
+fn shortest_length(report: &mut Report) {
+    let len_path = FieldPath::root("max_model_len");
+    let sets = |d: &Diagnostic| -> Vec<u64> {
+        d.fix
+            .iter()
+            .filter_map(|op| match op {
+                FixOp::Set { path, value } if *path == len_path => value.as_u64(),
+                _ => None,
+            })
+            .collect()
+    };
+    let Some(shortest) = report.errors.iter().flat_map(sets).min() else {
+        return;
+    };
+    for d in &mut report.errors {
+        let mut lowered = false;
+        for op in &mut d.fix {
+            if let FixOp::Set { path, value } = op {
+                if *path == len_path && value.as_u64().is_some_and(|v| v > shortest) {
+                    *value = json!(shortest);
+                    lowered = true;
+                }
+            }
+        }
+        if lowered {
+            d.hint = Some(format!(
+                "{}; max_model_len as {shortest}, the length another fix of this report needs",
+                d.hint.as_deref().unwrap_or("apply the fix")
+            ));
+        }
+    }
+}
+
+/// A pool fix that the node's RAM caps (`cap` GiB) may no longer start the
+/// context as given, alone: then it also lowers max_model_len to the longest
+/// context the capped pool starts (or the one another fix of the report sets,
+/// `joint_len`, when shorter), so it passes alone and together; when no
+/// context starts in it, the fix is withdrawn and says the node cannot run it.
+fn shorten_to_pass(
+    args: &ServeArgs,
+    gpu: Option<&GpuSpec>,
+    machine: Option<MachineCheck<'_>>,
+    d: &mut Diagnostic,
+    cap: Option<f64>,
+    joint_len: Option<i64>,
+) {
+    let len_path = FieldPath::root("max_model_len");
+    if d.fix
+        .iter()
+        .any(|op| matches!(op, FixOp::Set { path, .. } if *path == len_path))
+    {
+        return; // the RAM fix already lowers it
+    }
+    let Some(cap) = cap else { return };
+    let mut doc = args.normalized().0.into_owned().to_json();
+    if apply_fix(&mut doc, &d.fix).is_err() {
+        return;
+    }
+    let Ok(alone) = ServeArgs::from_json(doc) else {
+        return;
+    };
+    let Ok((r, _, needed)) = resolve_checked(&alone, gpu, None, machine) else {
+        return;
+    };
+    if !r
+        .errors
+        .iter()
+        .any(|e| e.code == d.code && e.path == d.path)
+    {
+        return;
+    }
+    let longest = needed.map(|n| {
+        let blocks = crate::sizes::pool_blocks(cap, n.host_block_stride);
+        (
+            crate::sizes::longest_context(blocks, u64::from(n.block_size)),
+            u64::from(n.block_size),
+        )
+    });
+    let joint = joint_len
+        .and_then(|l| u64::try_from(l).ok())
+        .filter(|l| *l > 0);
+    match longest {
+        Some((t, bs)) if t >= bs => {
+            let t = joint.map_or(t, |j| t.min(j));
+            d.fix.push(FixOp::Set {
+                path: len_path,
+                value: json!(t),
+            });
+            d.hint = Some(format!(
+                "{}; and lower max_model_len to {t}: the start-up minimum at the length as given does not fit in the pool this node's RAM pins",
+                d.hint.as_deref().unwrap_or("apply the fix")
+            ));
+        }
+        _ => {
+            d.fix.clear();
+            d.hint = Some(format!(
+                "cannot be fixed on this node: the start-up minimum of host_pool_gib does not fit in what its RAM pins ({}); run fewer DP replicas per node, or use a node with more RAM",
+                d.message
+            ));
         }
     }
 }
@@ -671,8 +937,17 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     let covered: Vec<Option<(Code, FieldPath)>> = (0..errors.len())
         .map(|y| {
             let fix = &errors[y].fix;
+            // What a fix moves out of a removed value before the removal goes
+            // with it: an error inside it is not settled (a HiSparseConnector
+            // moved up out of a nested MultiConnector still needs its kv_role).
+            let moved_out = |r: &FieldPath| {
+                errors.iter().flat_map(|e| &e.fix).any(|op| {
+                    matches!(op, FixOp::Move { from, .. }
+                        if from.0.len() > r.0.len() && under(from, r) && under(&errors[y].path, from))
+                })
+            };
             let settled_by = |r: &FieldPath| {
-                if fix.is_empty() {
+                if fix.is_empty() || moved_out(r) {
                     return false;
                 }
                 if removes_structure(r) {
@@ -702,6 +977,45 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
                 code.as_str()
             ));
         }
+    }
+    // A fix that also sets values inside an object another fix removes whole
+    // (a num_speculative_tokens in the speculative_config an invalid value
+    // removes) would bring it back without its other fields: together, those
+    // sets are left out (the removal settles what they did).
+    let objects: Vec<(usize, FieldPath)> = errors
+        .iter()
+        .enumerate()
+        .flat_map(|(x, e)| {
+            e.fix.iter().filter_map(move |op| match op {
+                FixOp::Remove { path }
+                    if !removes_structure(path) && doc.at(path).is_some_and(Value::is_object) =>
+                {
+                    Some((x, path.clone()))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    for (y, d) in errors.iter_mut().enumerate() {
+        let inside = |op: &FixOp| {
+            objects.iter().find(|(x, r)| {
+                *x != y
+                    && matches!(op, FixOp::Set { path, .. } if path.0.len() > r.0.len() && under(path, r))
+            })
+        };
+        let Some((_, removed)) = d.fix.iter().find_map(inside) else {
+            continue;
+        };
+        let removed = removed.clone();
+        if d.fix.iter().all(|op| inside(op).is_some()) {
+            continue; // settled whole above
+        }
+        d.fix.retain(|op| inside(op).is_none());
+        d.hint = Some(format!(
+            "{}; with the other fixes of this report, which remove {removed}, only {}",
+            d.hint.as_deref().unwrap_or("apply the fix"),
+            crate::diagnostic::describe_fix(&d.fix)
+        ));
     }
 }
 

@@ -377,11 +377,49 @@ pub fn check_keys(
                     crate::VLLM_VERSION
                 ))
                 .fix(vec![FixOp::Remove { path: at }]);
+        } else if let Some((best, set)) = closest(key, known)
+            .and_then(|best| obj.get(best).map(|set| (best, set)))
+            // Two objects merge and two lists concatenate (apply_fix's Move):
+            // nothing is lost, so those still move.
+            .filter(|(_, set)| {
+                !(set.is_object() && value.is_object() || set.is_array() && value.is_array())
+            })
+        {
+            // A rename never overwrites what the user set under the right name.
+            d = d
+                .hint(format!(
+                    "did you mean \"{best}\"? {} is already set to {set}, which vLLM reads; remove {at} (its {value} would otherwise replace it)",
+                    path.key(best)
+                ))
+                .fix(vec![FixOp::Remove { path: at }]);
         } else if let Some(best) = closest(key, known) {
             let to = path.key(best);
+            let merge = if obj.contains_key(best) {
+                ", merged with what is there (the keys already there win)"
+            } else {
+                ""
+            };
             d = d
-                .hint(format!("did you mean \"{best}\"? move the value to {to}"))
+                .hint(format!(
+                    "did you mean \"{best}\"? move the value to {to}{merge}"
+                ))
                 .fix(vec![FixOp::Move { from: at, to }]);
+        } else if let Some((pool_key, pool)) = held_pool(class, obj, value) {
+            // An unknown key holding the HiSparseConnector's host_pool_gib
+            // (`kv_extra_config: {host_pool_gib: 64}`): the pool moves to where
+            // vLLM reads it before the key goes, so the user's value is kept.
+            let to = path.key("kv_connector_extra_config").key("host_pool_gib");
+            d = d
+                .hint(format!(
+                    "remove {at}, moving its host_pool_gib {pool} to {to}, where vLLM reads it"
+                ))
+                .fix(vec![
+                    FixOp::Move {
+                        from: at.key(pool_key),
+                        to,
+                    },
+                    FixOp::Remove { path: at },
+                ]);
         } else {
             d = d
                 .hint(format!("remove {at}"))
@@ -389,6 +427,27 @@ pub fn check_keys(
         }
         out.push(d);
     }
+}
+
+/// The host_pool_gib (or a misspelling of it) inside an unknown key of a
+/// HiSparseConnector whose own extra config has none: (its key, its value).
+fn held_pool<'a>(
+    class: &str,
+    connector: &Map<String, Value>,
+    value: &'a Value,
+) -> Option<(&'a str, &'a Value)> {
+    if class != "KVTransferConfig"
+        || connector.get("kv_connector").and_then(Value::as_str) != Some("HiSparseConnector")
+        || connector
+            .get("kv_connector_extra_config")
+            .and_then(|e| e.get("host_pool_gib"))
+            .is_some()
+    {
+        return None;
+    }
+    value.as_object()?.iter().find_map(|(k, v)| {
+        crate::config::misplaced::is_host_pool_key(k, true).then_some((k.as_str(), v))
+    })
 }
 
 /// An "expected TYPE" error at `path` for a value of the wrong type.

@@ -282,8 +282,15 @@ impl Ctx<'_> {
             (Some(gib), Some(s)) => (
                 gib,
                 format!(
-                    "{gib} GiB is the start-up minimum: it holds one {}-token request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan), or give the GPU (--gpu NAME or --gpu-memory-gib) to get the pool that lets the GPUs bind",
-                    s.max_model_len.value
+                    "{gib} GiB is the start-up minimum: it holds one {}-token request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan){}",
+                    s.max_model_len.value,
+                    // With the GPU named, the pool that lets it bind was offered where it
+                    // could be planned (and fits the node's RAM): do not ask for it again.
+                    if self.gpu.is_some() {
+                        ""
+                    } else {
+                        ", or give the GPU (--gpu NAME or --gpu-memory-gib) to get the pool that lets the GPUs bind"
+                    }
                 ),
             ),
             _ => (
@@ -628,7 +635,11 @@ impl Ctx<'_> {
                 "HiSparse currently requires NVIDIA CUDA",
                 json!(s.platform),
                 "\"cuda\"",
-                None,
+                // vLLM has no --platform flag: it detects the platform when it is
+                // imported (vllm/platforms/__init__.py:240
+                // resolve_current_platform_cls_qualname); `platform` describes the
+                // machine to hisparse-check (--platform, Python platform=).
+                Some("serve HiSparse on an NVIDIA GPU with a CUDA build of vLLM (vLLM has no --platform flag: it detects the platform when it starts); then check with hisparse-check --platform cuda (the default; Python: platform=\"cuda\"), which describes the machine, not a vllm serve flag"),
                 set(root("platform"), json!("cuda")),
             ),
             (
@@ -1141,11 +1152,53 @@ impl Ctx<'_> {
             }
             None => "a number of GiB > 0".to_owned(),
         };
+        // Several host_pool_gib values: one is read (the one in place, else the
+        // first misplaced one, which the fix moves there); each other is flagged.
+        // (A second HiSparseConnector's own pool is its error's: multiple_hisparse_connectors.)
+        let in_other_hisparse = |m: &Misplaced| {
+            let connector = m.from.parent().parent();
+            connector != site.path
+                && crate::config::fixes::Lookup::at(self.args, &connector.key("kv_connector"))
+                    .and_then(Value::as_str)
+                    == Some("HiSparseConnector")
+        };
+        let pools: Vec<&Misplaced> = self
+            .misplaced
+            .iter()
+            .filter(|m| m.field == HOST_POOL_GIB && !in_other_hisparse(m))
+            .collect();
+        let winner = match &site.host_pool_gib {
+            Some(raw) => Some((path.clone(), raw.clone())),
+            None if site.host_pool_misplaced => None,
+            None => pools.first().map(|m| (path.clone(), m.value.clone())),
+        };
+        if let Some((at, value)) = &winner {
+            let skip = usize::from(site.host_pool_gib.is_none());
+            for m in pools.iter().skip(skip) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::HostPoolGibShadowed,
+                        m.from.clone(),
+                        format!(
+                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {} the one at {}",
+                            m.value,
+                            m.from,
+                            crate::VLLM_VERSION,
+                            if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
+                            m.fate(),
+                            m.from
+                        ),
+                    )
+                    .given(&m.value)
+                    .hint(format!("remove {} (if it is the pool you meant, write it at {at} instead)", m.from)),
+                );
+            }
+        }
         let Some(raw) = &site.host_pool_gib else {
             if site.host_pool_misplaced {
                 return None; // its unknown_key error moves the user's value into place
             }
-            if let Some(m) = self.misplaced.iter().find(|m| m.field == HOST_POOL_GIB) {
+            if let Some(m) = pools.first() {
                 d.push(self.misplaced_host_pool(m, site, sizing, &allowed));
                 return None;
             }
@@ -1447,6 +1500,11 @@ pub(crate) fn add_hisparse_connector(kv: Option<&Value>, host_pool_gib: f64) -> 
                 value: child,
             }]),
         },
+        // An empty list (whose fix removes it): the connector replaces it.
+        Some(Value::Array(items)) if items.is_empty() => Some(vec![FixOp::Set {
+            path: top,
+            value: child,
+        }]),
         // A list of connectors (whose fix wraps it in a MultiConnector): join it.
         Some(Value::Array(items)) => Some(vec![FixOp::Set {
             path: top.index(items.len()),

@@ -692,21 +692,16 @@ impl<'a> Planner<'a> {
             .host_pool_path
             .clone()
             .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-        if let Some(e) = host_memory_error(&self.host, &path) {
+        if let Some(e) = host_memory_error(&self.host, self.h, &path) {
             if self.host.host_memory_given {
                 errors.push(e);
                 self.warnings.extend(pools_fit_alone(&self.host, &path));
             } else {
                 // This machine's RAM is not the serving node's: say so, do not fail on it.
-                self.warnings.push(
-                    Diagnostic::warning(
-                        Code::HostMemoryNotGiven,
-                        FieldPath::root("host_memory_gib"),
-                        format!("{}; that is this machine's RAM, not necessarily the serving node's, so the plan does not fail on it", e.message),
-                    )
-                    .given(&json!(self.host.host_pool_gib))
-                    .hint("pass the serving node's RAM with --host-memory-gib (Python: host_memory_gib=) to check the pools against it"),
-                );
+                self.warnings.push(host_memory_not_given(
+                    &self.host,
+                    format!("{}; that is this machine's RAM, not necessarily the serving node's, so the plan does not fail on it", e.message),
+                ));
             }
         }
         errors.extend(self.serves_no_requests(&at_context));
@@ -788,17 +783,36 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The pinned pools must fit in 95 % of the node's host RAM (vLLM 0.33
-/// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
-/// `path`) to the largest size that fits, if that size still starts. None
-/// when they fit or the RAM is unknown.
-pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
-    let usable = host.usable_host_memory_bytes?;
-    if host.pinned_bytes_per_node <= usable {
-        return None;
-    }
-    let gib = |b: u64| b as f64 / GIB;
-    let pools = match host.mode {
+/// The warning that the pools were not checked against the serving node's
+/// RAM (`--host-memory-gib` not given): the plan's, when they do not fit on
+/// this machine, and the plain check's, whenever HiSparse pins a pool
+/// ([`pinned_unchecked`]). One code, one hint.
+pub(crate) fn host_memory_not_given(host: &HostPlan, message: String) -> Diagnostic {
+    Diagnostic::warning(
+        Code::HostMemoryNotGiven,
+        FieldPath::root("host_memory_gib"),
+        message,
+    )
+    .given(&json!(host.host_pool_gib))
+    .hint("pass the serving node's RAM with --host-memory-gib (Python: host_memory_gib=) to check the pools against it (vLLM 0.33 checks them when the workers allocate them, after the weights have loaded)")
+}
+
+/// The plain check's [`host_memory_not_given`]: what the pools pin, unchecked.
+pub(crate) fn pinned_unchecked(host: &HostPlan) -> Diagnostic {
+    host_memory_not_given(
+        host,
+        format!(
+            "host RAM was not checked: host_pool_gib {} pins {} on this node across {}, and without --host-memory-gib the check does not know the node's RAM",
+            host.host_pool_gib,
+            gib_text(host.pinned_bytes_per_node),
+            pools_text(host)
+        ),
+    )
+}
+
+/// How many pools this node pins, and why (the pool mode).
+fn pools_text(host: &HostPlan) -> String {
+    match host.mode {
         PoolMode::Shared => format!(
             "{} pool{} (shared mode: one per DP replica)",
             host.pools_per_node,
@@ -811,7 +825,24 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
             "{} pools (private mode: one per rank, {} ranks)",
             host.pools_per_node, host.pools_per_node
         ),
-    };
+    }
+}
+
+/// The pinned pools must fit in 95 % of the node's host RAM (vLLM 0.33
+/// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
+/// `path`) to the largest size that fits, if that size still starts. None
+/// when they fit or the RAM is unknown.
+pub(crate) fn host_memory_error(
+    host: &HostPlan,
+    h: &ResolvedHiSparse,
+    path: &FieldPath,
+) -> Option<Diagnostic> {
+    let usable = host.usable_host_memory_bytes?;
+    if host.pinned_bytes_per_node <= usable {
+        return None;
+    }
+    let gib = |b: u64| b as f64 / GIB;
+    let pools = pools_text(host);
     let largest = largest_fitting_pool_gib(usable, host.pools_per_node, host.host_block_stride);
     let mut diag = Diagnostic::error(
         Code::HostMemoryExceeded,
@@ -833,18 +864,46 @@ pub(crate) fn host_memory_error(host: &HostPlan, path: &FieldPath) -> Option<Dia
                     "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
                     host.min_host_pool_gib
                 ))
+                .hint(format!("set {path} to {fits}, the most this node's RAM pins ({} per node: nearly all of the 95 % vLLM allows, with little left for the rest of the host); a pool sized for your concurrency is usually far smaller: hisparse-check --plan with --gpu shows the pool that lets the GPUs bind", gib_text(host.usable_host_memory_bytes.unwrap_or(0))))
                 .fix(vec![FixOp::Set {
                     path: path.clone(),
                     value: json!(fits),
                 }]);
         }
         None => {
-            diag = diag
-                .allowed(format!(
-                    "at least {} GiB per pool to start, which {pools} cannot pin",
-                    host.min_host_pool_gib
-                ))
-                .hint("lower max_model_len (a smaller start-up minimum), run fewer DP replicas per node, or use a node with more RAM");
+            diag = diag.allowed(format!(
+                "at least {} GiB per pool to start, which {pools} cannot pin",
+                host.min_host_pool_gib
+            ));
+            let others = "run fewer DP replicas per node, or use a node with more RAM";
+            // The pool that fits starts with a shorter context: lower max_model_len
+            // to the longest one its blocks hold (a whole number of blocks).
+            let bs = u64::from(h.block_size.value);
+            let shorter = largest.map(|g| {
+                let blocks = sizes::pool_blocks(g, host.host_block_stride);
+                (g, sizes::longest_context(blocks, bs))
+            });
+            match shorter.filter(|(_, t)| *t >= bs && *t < h.max_model_len.value) {
+                Some((fits, t)) => {
+                    diag = diag
+                        .hint(format!("set {path} to {fits}, the largest pool this node's RAM pins, and lower max_model_len to {t} tokens, the longest context whose start-up minimum it holds (one request at a time); or {others}"))
+                        .fix(vec![
+                            FixOp::Set {
+                                path: path.clone(),
+                                value: json!(fits),
+                            },
+                            FixOp::Set {
+                                path: FieldPath::root("max_model_len"),
+                                value: json!(t),
+                            },
+                        ]);
+                }
+                None => {
+                    diag = diag.hint(format!(
+                        "no host_pool_gib and max_model_len fix this on this node (not even one {bs}-token block of context starts in what its RAM pins): {others}"
+                    ));
+                }
+            }
         }
     }
     Some(diag)
