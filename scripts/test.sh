@@ -67,6 +67,13 @@ step "pytest (hypothesis profile: ${HYPOTHESIS_PROFILE:-ci}, TRITON_INTERPRET=${
 # needs vLLM, which has its own venv: the next step.
 HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}" python -m pytest tests -p no:cacheprovider --ignore=tests/vllm
 
+step "GPU check rehearsal: the device bundle on the lowest supported torch / triton (CPU)"
+# The .gpu/ bundle a lent GPU runs (DOCS: scripts/gpu_check.sh), then its whole code
+# path under the interpreter in a venv of torch 2.11 / triton 3.6 (~4.7 GB, ~2 min to
+# install) and the AOT compile on that Triton (scripts/gpu_rehearsal.sh).
+bash scripts/gpu_bundle.sh
+bash scripts/gpu_rehearsal.sh
+
 step "vLLM 0.33.0: the plugin and the differential test (.venv-vllm)"
 # vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
 # tests get their own venv, made from this project's files: the vllm extra
