@@ -135,7 +135,7 @@ if [ "$mode" = rehearse ]; then
     summary --part "flash_mla load" --status skipped --note "no gcc for the libcuda stub; not run on CPU"
   fi
 else
-  run_part "flash_mla load ($fm_install)" 30 "$py" -c "$fm_probe"
+  run_part "flash_mla load ($fm_install)" 15 "$py" -c "$fm_probe"
 fi
 
 # Fastest first, so a budget that runs out still covers the most kernels. The rehearsal
@@ -145,8 +145,8 @@ tests=(tests/test_kernels_fp8.py tests/test_kernels_gather.py tests/test_kernels
   tests/test_kernels_decode.py tests/test_kernels_resolver.py tests/test_runtime_device.py)
 [ "$mode" = rehearse ] || tests+=(tests/test_runtime_lossless.py)
 case "$mode" in
-  full) b_tests=100 b_decode=130 b_gather=30 b_resolver=45 b_step=90 b_extra=40 rt=() kn=() ;;
-  quick) b_tests=40 b_decode=70 b_gather=15 b_resolver=25 b_step=45 b_extra=0 rt=(--quick) kn=(--quick) ;;
+  full) b_tests=90 b_decode=120 b_gather=30 b_resolver=45 b_step=110 b_extra=40 rt=() kn=() ;;
+  quick) b_tests=30 b_decode=60 b_gather=15 b_resolver=20 b_step=60 b_extra=0 rt=(--quick) kn=(--quick) ;;
   rehearse) b_tests=1500 b_decode=600 b_gather=300 b_resolver=600 b_step=600 b_extra=300 rt=(--smoke)
     kn=(--rehearse) ;;
 esac
