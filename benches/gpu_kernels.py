@@ -248,10 +248,12 @@ def max_diff(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.
     return {"out": float(out), "lse": float(lse)}
 
 
-def decode_launch_info(batch: int, s_q: int, h_q: int, topk: int, device: torch.device) -> dict[str, Any]:
+def decode_launch_info(
+    batch: int, s_q: int, h_q: int, topk: int, device: torch.device, fp8: bool = True
+) -> dict[str, Any]:
     """The tiling, head tiles and default top-k splits the launcher picks on this device."""
     arch = device_arch(device)
-    tiling = decode_tiling(h_q, arch)
+    tiling = decode_tiling(h_q, arch, fp8)
     head_tiles = -(-h_q // tiling.block_h)
     return {
         "capability": arch.capability,
@@ -289,7 +291,7 @@ def bench_decode(sizes: Sizes, device: torch.device, record: Callable[[dict[str,
         row_bytes = K.FP8_ROW_BYTES if fp8 else K.BF16_ROW_BYTES
         sets = input_sets(batch * s_q, sizes.topk, sizes.dbs, row_bytes, device)
         inputs = decode_inputs(batch, s_q, h_q, fp8, sets, sizes, device)
-        launch = decode_launch_info(batch, s_q, h_q, sizes.topk, device)
+        launch = decode_launch_info(batch, s_q, h_q, sizes.topk, device, fp8)
         ours = [partial(K.sparse_mla_decode, q, rows, idx, SCALE) for q, rows, idx in inputs]
         ms = timed_ms(ours, sizes.iters, cuda)
         our_graph = graph_ms(ours, sizes.iters) if cuda else NOT_ON_CPU
