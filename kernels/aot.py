@@ -506,7 +506,21 @@ def decode_mix(target: Target, compiler: Compiler | None = None) -> list[dict[st
 
 def render_mix(rows: Sequence[dict[str, Any]]) -> str:
     """The instruction mix as a Markdown table (static counts in the cubin)."""
-    fams = ("HGMMA", "QGMMA", "HMMA", "FFMA", "MUFU", "F2FP", "LDG", "LDGSTS", "UTMALDG", "LDS", "LDSM")
+    fams = (
+        "HGMMA",
+        "QGMMA",
+        "HMMA",
+        "FFMA",
+        "MUFU",
+        "F2FP",
+        "LDG",
+        "LDGSTS",
+        "UTMALDG",
+        "LDS",
+        "LDSM",
+        "LDL",
+        "STL",
+    )
     lines = [
         f"SASS instruction mix (static counts, {toolchain()}; PTX: wgmma / mma.sync):",
         "",
