@@ -9,7 +9,7 @@
 #   .gpu/MANIFEST.txt                                      files, sizes, sha256, tags, commit
 #
 # The image already has pytest, hypothesis and numpy (the device's KINDS.md), so no
-# other wheel travels. Needs maturin on PATH (.venv has it) and pip reaching PyPI
+# other wheel travels. Needs maturin (installed with pip when missing) and PyPI
 # (once: sgl-flash-mla is kept in .gpu-cache/ between builds). Fails when the folder
 # exceeds 60 MiB, or when the wheel's platform tag needs a glibc newer than 2.35
 # (the oldest base the device image can have: its Python 3.12.3 with CUDA 13.0).
@@ -30,7 +30,14 @@ mkdir -p "$bundle/wheels" "$cache"
 # the oldest glibc its symbols allow: built on this Debian 12 (glibc 2.36) that is
 # manylinux_2_34 (Rust's std takes GLIBC_2.34 symbols). No zig or old sysroot is
 # needed while the device's glibc is >= 2.34; gpu_check.sh reports it if not.
-maturin build --release --out "$bundle/wheels" --quiet
+# (Through `pip wheel` maturin's PEP 517 backend tags it plain linux_x86_64, unchecked: so
+# maturin itself, pyproject.toml's build requirement, installed where it is missing.)
+if command -v maturin >/dev/null; then
+  maturin build --release --out "$bundle/wheels" --quiet
+else
+  "$py" -m pip install --quiet 'maturin>=1.9,<2'
+  "$py" -m maturin build --release --out "$bundle/wheels" --quiet
+fi
 wheel=$(ls "$bundle"/wheels/hisparse_rs-*.whl)
 case "$wheel" in
   *-cp310-abi3-manylinux_2_17_x86_64*|*-cp310-abi3-manylinux_2_2[0-9]_x86_64*|*-cp310-abi3-manylinux_2_3[0-5]_x86_64*) ;;
