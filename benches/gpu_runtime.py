@@ -303,9 +303,17 @@ def _nothing() -> Iterator[None]:
 
 def render_markdown(results: dict[str, Any]) -> str:
     """The results as Markdown tables (pure: unit-tested without a GPU)."""
-    s, r, d = results["shape"], results["resolver"], results["decode_step"]
+    s = results["shape"]
     lines = [f"# Decode-step benchmark: {results['device']}", "", results["versions"], ""]
-    lines += [
+    if "resolver" in results:
+        lines += _resolver_lines(s, results["resolver"])
+    if "decode_step" in results:
+        lines += _step_lines(s, results["decode_step"])
+    return "\n".join(lines) + "\n"
+
+
+def _resolver_lines(s: dict[str, Any], r: dict[str, Any]) -> list[str]:
+    return [
         f"Resolver: batch {s['batch']} x {s['layers']} layers, top-k {s['topk']}, dbs {s['dbs']}, "
         f"{s['overlap']:.0%} overlap (hit rate {r['hit_rate']:.1%}); "
         f"equal to the Rust resolver: {r['equal']}",
@@ -317,6 +325,11 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"| Rust (host, same run) | {r['rust_ms_per_step']:.3f} ms "
         f"| {r['rust_entries_per_s'] / 1e6:.1f} M/s | 1x |",
         "",
+    ]
+
+
+def _step_lines(s: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    lines = [
         f"Decode step: {s['layers']} layers, batch {s['batch']}, {s['heads']} heads, top-k {s['topk']}, "
         f"fp8_ds_mla, contexts of {s['context']} tokens (hit rate {d['hit_rate']:.1%}); "
         f"forward_layer host syncs: {d['forward_layer_syncs']}",
@@ -331,15 +344,21 @@ def render_markdown(results: dict[str, Any]) -> str:
     ]
     for part, ms in d["eager_gpu_ms_by_part"].items():
         lines.append(f"| {part} | {ms:.3f} ms |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("gpu_results"), help="directory for results")
     ap.add_argument("--smoke", action="store_true", help="toy sizes on any device (CI)")
+    ap.add_argument("--quick", action="store_true", help="full sizes, fewer warm-up and timed steps")
+    ap.add_argument("--parts", default="resolver,step", help="comma-separated, of resolver, step")
     ap.add_argument("--context", type=int, default=FULL.context, help="tokens per request (full run)")
     args = ap.parse_args(argv)
+    parts = [p for p in args.parts.split(",") if p]
+    if not parts or set(parts) - {"resolver", "step"}:
+        print(f"gpu_runtime: --parts takes resolver and/or step, got {args.parts!r}", file=sys.stderr)
+        return 2
     cuda = torch.cuda.is_available() and not K.INTERPRET
     if not args.smoke and not cuda:
         print("gpu_runtime: no CUDA device (or TRITON_INTERPRET is set); run with --smoke", file=sys.stderr)
@@ -348,24 +367,33 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_runtime: --smoke without CUDA needs TRITON_INTERPRET=1", file=sys.stderr)
         return 2
     shape = SMOKE if args.smoke else Shape(**{**asdict(FULL), "context": args.context})
+    if args.quick and not args.smoke:
+        shape = Shape(**{**asdict(shape), "warmup": 3, "steps": 3})
     device = torch.device("cuda" if cuda else "cpu")
     import triton
 
-    results: dict[str, Any] = {
-        "device": torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)",
-        "versions": (
+    path = args.out / "gpu_runtime.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    results.update(
+        device=torch.cuda.get_device_name() if cuda else "CPU (Triton interpreter)",
+        versions=(
             f"torch {torch.__version__}, triton {triton.__version__}, hisparse_rs {hisparse_rs.__version__}"
         ),
-        "shape": asdict(shape),
-        "resolver": bench_resolver(shape, device),
-        "decode_step": bench_decode_step(shape, device),
-    }
+        shape=asdict(shape),
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_runtime.json").write_text(json.dumps(results, indent=2) + "\n")
-    markdown = render_markdown(results)
-    (args.out / "gpu_runtime.md").write_text(markdown)
+    for part in parts:  # written after each, so a run stopped later keeps this one
+        if part == "resolver":
+            results["resolver"] = bench_resolver(shape, device)
+        else:
+            results["decode_step"] = bench_decode_step(shape, device)
+        results["markdown"] = render_markdown(results)  # what gpu_summary.py shows
+        path.write_text(json.dumps(results, indent=2) + "\n")
+    markdown = results["markdown"]
+    if set(parts) == {"resolver", "step"}:
+        (args.out / "gpu_runtime.md").write_text(markdown)
     print(markdown)
-    return 0 if results["resolver"]["equal"] else 1
+    return 0 if results.get("resolver", {}).get("equal", True) else 1
 
 
 if __name__ == "__main__":

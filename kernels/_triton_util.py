@@ -48,12 +48,14 @@ def e4m3_to_f32(code):
     # float8_e4m3fn code (uint8) -> float32, exact. Normal codes (exponent field
     # 1..15): shift the 7 magnitude bits into place under float32's exponent and
     # rebias 7 -> 127. Subnormal codes (exponent field 0): mantissa x 2^-9.
-    # The NaN code 0x7F / 0xFF decodes as +-480; quantize never writes it.
+    # The NaN code 0x7F / 0xFF decodes as +-480; quantize never writes it. The
+    # sign goes in as a bit, so the code 0x80 gives -0.0 (Triton 3.6 negates a
+    # float as 0 - x, which gives +0.0).
     c = code.to(tl.int32)
     mag = c & 0x7F
     normal = ((mag << 20) + (120 << 23)).to(tl.float32, bitcast=True)
     value = tl.where(mag < 8, mag.to(tl.float32) * 0.001953125, normal)
-    return tl.where((c & 0x80) != 0, -value, value)
+    return (value.to(tl.int32, bitcast=True) | ((c & 0x80) << 24)).to(tl.float32, bitcast=True)
 
 
 @triton.jit

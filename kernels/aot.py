@@ -286,13 +286,65 @@ def _cuobjdump(cubin: bytes) -> tuple[int, int, int]:
     return regs, stack + local, shared
 
 
+SASS_FAMILIES = (
+    "HGMMA", "QGMMA", "HMMA", "IMMA", "FFMA", "FMUL", "FADD", "MUFU", "F2FP", "F2F", "I2F",
+    "LDG", "LDGSTS", "UTMALDG", "LDS", "LDSM", "STS", "STG", "BAR", "LDL", "STL",
+)  # fmt: skip
+"""SASS opcodes the instruction mix reports (HOPPER.md: ``wgmma`` shows as ``HGMMA``,
+``QGMMA`` for fp8; a matrix kernel with only ``HMMA`` is on the pre-Hopper path)."""
+
+_SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def sass_mix(cubin: bytes) -> dict[str, int]:
+    """Static count of each SASS opcode family in a cubin (``cuobjdump --dump-sass`` of
+    Triton's wheel), e.g. ``{"HGMMA": 40, "HMMA": 0, ...}`` for every name in
+    :data:`SASS_FAMILIES` plus ``"total"``. Static: instructions in the code, not executed."""
+    tool = triton.knobs.nvidia.cuobjdump.path
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "kernel.cubin")
+        Path(path).write_bytes(cubin)
+        text = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
+    counts = dict.fromkeys(SASS_FAMILIES, 0)
+    total = 0
+    for m in _SASS_OPCODE.finditer(text):
+        total += 1
+        op = m.group(1)
+        if op in counts:
+            counts[op] += 1
+    counts["total"] = total
+    return counts
+
+
+def ptx_mix(ptx: str) -> dict[str, int]:
+    """Count of ``wgmma.mma_async`` (Hopper warpgroup MMA) and ``mma.sync`` (the older
+    warp MMA) instructions in Triton's PTX: the same question as :func:`sass_mix`, one
+    level up, for a toolchain without a disassembler."""
+    return {
+        "wgmma.mma_async": len(re.findall(r"\bwgmma\.mma_async", ptx)),
+        "mma.sync": len(re.findall(r"\bmma\.sync", ptx)),
+    }
+
+
 class Compiler:
     """Compiles launches for targets; identical compiles within a run are done once."""
 
     def __init__(self) -> None:
         self._done: dict[str, Resources] = {}
+        self._asm: dict[str, tuple[bytes, str]] = {}
+
+    def mix(self, launch: Launch, target: Target) -> dict[str, int]:
+        """The SASS and PTX instruction mix (:func:`sass_mix`, :func:`ptx_mix`) of
+        ``launch`` compiled for ``target``."""
+        cubin, ptx = self._asm[self._compiled(launch, target)]
+        return {**sass_mix(cubin), **ptx_mix(ptx)}
 
     def compile(self, launch: Launch, target: Target) -> Resources:
+        """Registers, spills and shared memory of ``launch`` compiled for ``target``."""
+        return self._done[self._compiled(launch, target)]
+
+    def _compiled(self, launch: Launch, target: Target) -> str:
+        # Compiles once per distinct (kernel source, specialization, target, options); the key.
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource, make_backend
 
@@ -307,6 +359,7 @@ class Compiler:
             key = f"{src.hash()}-{target.name}-{options.hash()}"
             if key not in self._done:
                 kernel = triton.compile(src, target=gpu, options=options.__dict__)
+                self._asm[key] = (kernel.asm["cubin"], kernel.asm.get("ptx", ""))
                 regs, local, static_shared = _cuobjdump(kernel.asm["cubin"])
                 self._done[key] = Resources(
                     registers=regs,
@@ -315,7 +368,7 @@ class Compiler:
                     tensor_memory_columns=int(getattr(kernel.metadata, "tmem_size", 0) or 0),
                     num_warps=launch.num_warps,
                 )
-        return self._done[key]
+        return key
 
 
 def _constexpr_text(launch: Launch) -> str:
@@ -422,11 +475,76 @@ def write_readme(path: Path, table: str) -> bool:
     return new != text
 
 
+MIX_SHAPES = ((128, 64), (128, 4), (16, 64), (16, 4), (8, 64), (8, 4))
+"""(h_q, batch) of the instruction-mix table: the GPU check's decode shapes (s_q 1, top-k
+2048, fp8_ds_mla rows)."""
+
+
+def decode_mix(target: Target, compiler: Compiler | None = None) -> list[dict[str, Any]]:
+    """The instruction mix of each decode launch at :data:`MIX_SHAPES` on ``target``."""
+    compiler = compiler or Compiler()
+    rows = 64 * (4096 + 2 * 64)  # production_cases()' flat hot buffer
+    out = []
+    for h_q, batch in MIX_SHAPES:
+        launches = decode_aot_launches(
+            target.arch, batch=batch, s_q=1, h_q=h_q, topk=2048, kv_cache_dtype="fp8_ds_mla", num_rows=rows
+        )
+        for launch in launches:
+            out.append(
+                {
+                    "target": target.name,
+                    "h_q": h_q,
+                    "batch": batch,
+                    "kernel": launch.kernel.__name__,
+                    "tiles": _constexpr_text(launch),
+                    "grid": list(launch.grid),
+                    "mix": compiler.mix(launch, target),
+                }
+            )
+    return out
+
+
+def render_mix(rows: Sequence[dict[str, Any]]) -> str:
+    """The instruction mix as a Markdown table (static counts in the cubin)."""
+    fams = (
+        "HGMMA",
+        "QGMMA",
+        "HMMA",
+        "FFMA",
+        "MUFU",
+        "F2FP",
+        "LDG",
+        "LDGSTS",
+        "UTMALDG",
+        "LDS",
+        "LDSM",
+        "LDL",
+        "STL",
+    )
+    lines = [
+        f"SASS instruction mix (static counts, {toolchain()}; PTX: wgmma / mma.sync):",
+        "",
+        "| target | heads | batch | kernel | grid | "
+        + " | ".join(fams)
+        + " | wgmma / mma.sync (PTX) | total |",
+        "|---|---|---|---|---|" + "---|" * len(fams) + "---|---|",
+    ]
+    for r in rows:
+        m = r["mix"]
+        cells = [r["target"], r["h_q"], r["batch"], f"`{r['kernel']}`", " x ".join(map(str, r["grid"]))]
+        cells += [m[f] for f in fams] + [f"{m['wgmma.mma_async']} / {m['mma.sync']}", m["total"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", action="append", choices=list(TARGETS), help="default: all")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     ap.add_argument("--write-readme", type=Path, help="fill the generated table in this Markdown file")
+    ap.add_argument(
+        "--mix", action="store_true", help="only the decode kernels' SASS/PTX instruction mix (with --json)"
+    )
     args = ap.parse_args(argv)
     if INTERPRET:
         print(
@@ -436,6 +554,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     targets = [TARGETS[t] for t in (args.target or list(TARGETS))]
+    if args.mix:
+        compiler = Compiler()
+        mixes = [m for t in targets for m in decode_mix(t, compiler)]
+        print(render_mix(mixes), end="")
+        if args.json:
+            import json
+
+            args.json.write_text(json.dumps(mixes, indent=1) + "\n")
+        return 0
     rows = check(targets)
     table = render_markdown(rows)
     print(table, end="")

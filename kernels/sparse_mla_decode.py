@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import triton
 
 from ._common import (
     D_NOPE,
@@ -215,17 +216,25 @@ MERGE_BLOCK_H = 16
 """Heads per program of the merge kernel ([16, 512] float32 per program, 4 warps)."""
 
 
-def decode_tiling(h_q: int, arch: GpuArch) -> DecodeTiling:
-    """The split kernel's tiling for ``h_q`` heads on ``arch``.
+TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2])
+"""(major, minor) of the Triton that compiles the kernels: the tiling depends on it once."""
+
+
+def decode_tiling(h_q: int, arch: GpuArch, fp8: bool = True) -> DecodeTiling:
+    """The split kernel's tiling for ``h_q`` heads on ``arch`` (``fp8``: fp8_ds_mla rows).
 
     16 heads per program on Hopper (sm_90), whose MMAs accumulate in registers:
     the most that compiles without spilling (``aot.py`` checks every production
     shape). 32 on Blackwell (sm_100), whose MMAs accumulate in tensor memory.
     8 heads per rank (GLM-5 at TP8) run in a tile of 16 either way (an MMA's N
-    is at least 16 in Triton).
+    is at least 16 in Triton). Two pipeline stages, except bf16 rows on sm_100
+    under Triton before 3.9, whose two-stage ring takes 326-346 KB of shared
+    memory there (3.9: 158-178 KB), over the 227 KB a block may have: one stage
+    (105 KB with 3.6).
     """
     block_h = 32 if arch.capability >= 100 and h_q > 16 else 16
-    return DecodeTiling(block_h=block_h, block_n=BLOCK_N, num_warps=8, num_stages=2)
+    stages = 1 if not fp8 and arch.capability >= 100 and TRITON_VERSION < (3, 9) else 2
+    return DecodeTiling(block_h=block_h, block_n=BLOCK_N, num_warps=8, num_stages=stages)
 
 
 def default_num_splits(tokens: int, head_tiles: int, topk: int, device: torch.device) -> int:
@@ -316,7 +325,7 @@ def decode_launches(
     idx = indices.reshape(tokens, topk)
     if topk > 0 and idx.stride(-1) != 1:
         idx = idx.contiguous()
-    tiling = decode_tiling(h_q, arch)
+    tiling = decode_tiling(h_q, arch, fp8)
     head_tiles = cdiv(h_q, tiling.block_h)
     splits = _num_splits(tokens, head_tiles, topk, arch) if num_splits is None else num_splits
     split_len = cdiv(cdiv(max(topk, 1), splits), tiling.block_n) * tiling.block_n

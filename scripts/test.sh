@@ -135,6 +135,15 @@ step_pytest() {
   python -m pytest tests -p no:cacheprovider --ignore=tests/vllm --durations=5
 }
 
+add_step gpu_rehearsal "GPU check rehearsal (CPU)" "the device bundle on the lowest supported torch 2.11 / triton 3.6 (~4.7 GB venv the first time)"
+step_gpu_rehearsal() {
+  # The .gpu/ bundle a lent GPU runs (docs/kernels.md, "GPU check"), then its
+  # whole code path under the interpreter in a venv of the device image's
+  # torch / triton, and the AOT compile on that Triton (scripts/gpu_rehearsal.sh).
+  bash scripts/gpu_bundle.sh
+  bash scripts/gpu_rehearsal.sh
+}
+
 add_step venv_vllm "python environment .venv-vllm" "vLLM 0.33.0 with its torch 2.14 (~7 GB the first time) and the test extra"
 step_venv_vllm() {
   # vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
@@ -153,7 +162,7 @@ step_pytest_vllm() {
 # --- run -----------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
-  for i in "${!STEP_IDS[@]}"; do printf '%-12s %s\n' "${STEP_IDS[$i]}" "${STEP_NAMES[$i]}"; done
+  for i in "${!STEP_IDS[@]}"; do printf '%-14s %s\n' "${STEP_IDS[$i]}" "${STEP_NAMES[$i]}"; done
   exit 0
 fi
 

@@ -1,7 +1,8 @@
 """Shared pytest setup: hypothesis profiles and paths to the shared test data.
 
 Profiles: ``ci`` (deterministic: derandomized, no deadline, fixed example
-count; selected when CI=true or HYPOTHESIS_PROFILE=ci) and ``dev`` (random).
+count; selected when CI=true or HYPOTHESIS_PROFILE=ci), ``dev`` (random) and
+``device`` (``ci`` with 12 examples: scripts/gpu_check.sh).
 
 Kernels: without CUDA the Triton kernels run under Triton's interpreter on CPU
 tensors; ``TRITON_INTERPRET`` must be set before ``hisparse_rs.kernels`` (and
@@ -40,6 +41,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None, max_examples=100)
+# scripts/gpu_check.sh: the kernel tests in a few minutes of a lent GPU (each new shape
+# compiles) and in its CPU rehearsal; CI runs ``ci`` under the interpreter.
+settings.register_profile(
+    "device",
+    derandomize=True,
+    deadline=None,
+    max_examples=12,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 

@@ -19,6 +19,7 @@ import pytest
 import hisparse_rs
 from conftest import MODELS, ROOT
 from hisparse_rs.kernels import aot
+from hisparse_rs.kernels.sparse_mla_decode import TRITON_VERSION
 
 README = ROOT / "benches" / "README.md"
 
@@ -56,11 +57,25 @@ def test_every_kernel_is_compiled_for_every_target(compiled: dict[str, Any]) -> 
     }
 
 
+OLDER_TRITON_SPILLS = {("sm_90", "_decode_split_kernel", "fp8_ds_mla"): 8}
+"""The one deviation allowed, and only under Triton before 3.9: with Triton 3.6 (the lowest
+supported: the lent H200 image's, scripts/gpu_rehearsal.sh) the fp8_ds_mla split kernel on
+sm_90 takes all 255 registers and spills 8 B a thread at every decode shape (3.9: 234
+registers, none). Keyed by (target, kernel, rows); the value is the bytes it spills."""
+
+
 def test_no_spills_and_shared_memory_within_the_limit(compiled: dict[str, Any]) -> None:
-    bad = [
-        f"{r.kernel} [{r.shape}] {r.target}: {'; '.join(r.problems)}" for r in compiled["rows"] if r.problems
-    ]
+    allowed = OLDER_TRITON_SPILLS if TRITON_VERSION < (3, 9) else {}
+    seen: set[tuple[str, str, str]] = set()
+    bad = []
+    for r in compiled["rows"]:
+        key = (r.target, r.kernel, r.shape.split(",")[0])
+        if key in allowed and r.local_bytes == allowed[key] and all("spills" in p for p in r.problems):
+            seen.add(key)
+        elif r.problems:
+            bad.append(f"{r.kernel} [{r.shape}] {r.target}: {'; '.join(r.problems)}")
     assert not bad, "\n".join(bad)
+    assert seen == set(allowed), f"allowed spills no longer seen: {set(allowed) - seen}; remove them"
     for r in compiled["rows"]:
         assert r.registers <= 255 and r.blocks_per_sm >= 1
 
