@@ -49,8 +49,8 @@ NOT_RUN = {
     ("README.md", "bash scripts/test.sh"),
     ("README.md", "pip install ."),
     ("README.md", "vllm serve tests/data/models/deepseek-v3.2"),
-    ("README.md", "bash scripts/gpu_check.sh gpu_results/"),
-    ("docs/kernels.md", "bash scripts/gpu_check.sh gpu_results/"),
+    ("README.md", "bash scripts/gpu_bundle.sh"),
+    ("docs/gpu-check.md", "bash scripts/gpu_bundle.sh &&"),
     ("docs/kernels.md", "python -m hisparse_rs.kernels.aot"),
     ("docs/benchmarks.md", "python benches/bench_config.py"),
 }
