@@ -2,7 +2,9 @@
 # DeepSeek-V3.2 decode instance of a P/D deployment: NixlConnector receives KV
 # from the prefill instance, HiSparseConnector keeps the full MLA KV in 128 GiB
 # of pinned host RAM per DP replica. No --attention-config: hisparse_config is
-# inferred from the connector. Same flags as `vllm serve`.
+# inferred from the connector. Same flags as `vllm serve`, plus the serving
+# node's RAM (--host-memory-gib: an 8-GPU H200 server with 2 TiB), so the
+# pinned pools are checked against it.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # hisparse-check from pip (or $HISPARSE_CHECK); else build and run it with cargo.
@@ -19,6 +21,7 @@ fi
 exec "${check[@]}" "$here/tests/data/models/deepseek-v3.2" \
   --tensor-parallel-size 8 \
   --kv-cache-dtype fp8_ds_mla \
+  --host-memory-gib 2048 \
   --kv-transfer-config '{
     "kv_connector": "MultiConnector",
     "kv_role": "kv_consumer",
