@@ -25,6 +25,8 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-dcp", "--decode-context-parallel-size"),
     ("-pcp", "--prefill-context-parallel-size"),
     ("-n", "--nnodes"),
+    ("-r", "--node-rank"),
+    ("-dpn", "--data-parallel-rank"),
     ("-cc", "--compilation-config"),
     ("-ep", "--enable-expert-parallel"),
 ];

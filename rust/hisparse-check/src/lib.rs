@@ -87,6 +87,17 @@ struct Cli {
     /// Nodes of the deployment (also -n): TP ranks share one HiSparse host pool only when their replica is on one node.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     nnodes: Option<i64>,
+    /// This node's zero-based index among --nnodes (also -r; default 0).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    node_rank: Option<i64>,
+    /// vllm serve --headless: engines and workers without an API server (needs
+    /// at least one local DP replica).
+    #[arg(long, action = ArgAction::SetTrue)]
+    headless: bool,
+    /// This process is one external-LB DP rank (also -dpn): it runs one
+    /// replica, and only its host pools are counted on the node.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    data_parallel_rank: Option<i64>,
     /// KV cache dtype: auto, bfloat16, fp8_ds_mla, fp8, ...
     #[arg(long, value_name = "DTYPE")]
     kv_cache_dtype: Option<String>,
@@ -500,6 +511,9 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         decode_context_parallel_size: cli.decode_context_parallel_size,
         prefill_context_parallel_size: cli.prefill_context_parallel_size,
         nnodes: cli.nnodes,
+        node_rank: cli.node_rank,
+        headless: cli.headless.then_some(true),
+        data_parallel_rank: cli.data_parallel_rank,
         kv_cache_dtype: cli.kv_cache_dtype,
         block_size: cli.block_size,
         max_model_len: cli.max_model_len,

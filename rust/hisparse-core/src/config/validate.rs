@@ -1190,6 +1190,7 @@ impl Ctx<'_> {
                     path.clone(),
                     format!("host_pool_gib {gib} is not a finite size: vLLM {} crashes on int(host_pool_gib * 2**30)", crate::VLLM_VERSION),
                 )
+                .stage(crate::config::vllm_stages::VllmStage::Workers)
                 .given(raw)
                 .allowed(allowed)
                 .hint(format!("set {path} to {suggestion} ({holds})"))
