@@ -44,7 +44,7 @@ pub(crate) fn check(
         check_heads_split(info, scalars.parallel.tp, d);
         spec_removed = check_mtp_layers(args, info, d);
     }
-    check_launch(args, scalars, hisparse, d);
+    check_launch(args, scalars, model, hisparse, d);
     if num_speculative_tokens.is_some_and(|n| n.is_some()) && !spec_removed {
         check_draft_model(args, d);
     }
@@ -350,7 +350,13 @@ fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
 /// external_launcher executor; Model Runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`)
 /// does not run prefill context parallelism (vllm/config/vllm.py
 /// `_get_v1_model_runner_unsupported_features`).
-fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagnostic>) {
+fn check_launch(
+    args: &ServeArgs,
+    s: &Scalars,
+    model: Option<&ModelInfo>,
+    hisparse: bool,
+    d: &mut Vec<Diagnostic>,
+) {
     let p = &s.parallel;
     let world = [p.dp, p.pp, p.tp, p.pcp]
         .iter()
@@ -378,7 +384,7 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
     let headless = args.headless == Some(true);
     check_node_rank(args, nnodes, d);
     check_multi_node_backend(args, nnodes, d);
-    check_external_lb(args, p, d);
+    check_external_lb(args, p, model, d);
     // External LB: vLLM skips the node-group rule (parallel.py:825-826).
     if args.data_parallel_rank.is_none() {
         check_node_groups(&fixed, args, d);
@@ -653,10 +659,44 @@ fn check_multi_node_backend(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnosti
 /// (`ParallelConfig`, vllm/config/parallel.py:1017), and the process runs one
 /// replica, so a `--data-parallel-size-local` other than 1 is refused
 /// (arg_utils.py:2476-2483).
-fn check_external_lb(args: &ServeArgs, p: &Parallel, d: &mut Vec<Diagnostic>) {
+fn check_external_lb(
+    args: &ServeArgs,
+    p: &Parallel,
+    model: Option<&ModelInfo>,
+    d: &mut Vec<Diagnostic>,
+) {
     let Some(rank) = args.data_parallel_rank else {
         return;
     };
+    let rank_path = FieldPath::root("data_parallel_rank");
+    if p.dp <= 1 {
+        // vllm/config/parallel.py:551.
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                rank_path,
+                format!("data_parallel_rank {rank} makes this process an external-LB DP rank, which needs data_parallel_size > 1; vLLM {} refuses it while building its config (\"data_parallel_external_lb can only be set when data_parallel_size > 1\")", crate::VLLM_VERSION),
+            )
+            .given(&json!(rank))
+            .allowed("unset with data_parallel_size 1 (one replica needs no external load balancer)")
+            .fix(vec![FixOp::Remove { path: FieldPath::root("data_parallel_rank") }]),
+        );
+        return;
+    }
+    if let Some(info) = model.filter(|m| m.num_experts.is_none_or(|n| n == 0)) {
+        // arg_utils.py:2455-2464: external DP is for MoE models only.
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                rank_path.clone(),
+                format!("{} is not a MoE model, and vLLM {} runs external-LB data parallelism (data_parallel_rank) only for MoE models: it refuses it while building its config", info.name(), crate::VLLM_VERSION),
+            )
+            .given(&json!(rank))
+            .allowed("unset for a dense model (launch independent vLLM instances instead)")
+            .fix(vec![FixOp::Remove { path: rank_path.clone() }]),
+        );
+        return; // its fix removes the rank, and with it the rules below
+    }
     if let Some(local) = args.data_parallel_size_local.filter(|n| *n != 1) {
         let path = FieldPath::root("data_parallel_size_local");
         d.push(
@@ -670,8 +710,8 @@ fn check_external_lb(args: &ServeArgs, p: &Parallel, d: &mut Vec<Diagnostic>) {
             .fix(vec![FixOp::Set { path, value: json!(1) }]),
         );
     }
-    if p.dp > 1 && !(0..p.dp).contains(&rank) {
-        let path = FieldPath::root("data_parallel_rank");
+    if !(0..p.dp).contains(&rank) {
+        let path = rank_path;
         let fixed = if rank < 0 { 0 } else { p.dp - 1 };
         d.push(
             Diagnostic::error(

@@ -148,7 +148,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::ConnectorsListAtTopLevel, Argparse, "config/kv_transfer.py: KVTransferConfig is an object, pydantic refuses a list"),
     row(Code::ConnectorNotObject, Config, "config/kv_transfer.py:146 has_connector (child.get), from config/vllm.py:1879"),
     row(Code::ConnectorsNotList, Config, "config/kv_transfer.py:146 has_connector iterates connectors, from config/vllm.py:1879"),
-    row(Code::MisplacedConnectors, Workers, "distributed/kv_transfer/kv_connector/v1/multi_connector.py: no connectors list when the connectors are built"),
+    row(Code::MisplacedConnectors, Argparse, "config/utils.py:71 extra=\"forbid\": KVTransferConfig has no connectors field (a child's: where its config is built)"),
     row(Code::EmptyMultiConnector, Workers, "multi_connector.py: a MultiConnector without connectors fails when the connectors are built"),
     row(Code::MissingKvRole, Argparse, "config/kv_transfer.py:120 KVTransferConfig.__post_init__ (a child's: multi_connector.py:166, config/vllm.py:2264)"),
     row(Code::MissingKvConnector, Config, "multi_connector.py:166 KVTransferConfig of each child, from config/vllm.py:2264 supports_hma_config"),
@@ -243,17 +243,27 @@ pub fn set_connector_stages(diags: &mut [Diagnostic], hma_flag_given: bool) {
         if matches!(d.path.0.last(), Some(crate::Seg::Key(k)) if k == "engine_id") {
             continue;
         }
-        let child = d
-            .path
-            .0
-            .iter()
-            .any(|s| matches!(s, crate::Seg::Key(k) if k == "connectors"));
+        // Below a `connectors[i]` item: a MultiConnector's child.
+        let child =
+            d.path.0.windows(2).any(
+                |w| matches!(w, [crate::Seg::Key(k), crate::Seg::Index(_)] if k == "connectors"),
+            );
         let stage = match d.code {
-            Code::MissingKvRole | Code::InvalidValue | Code::InvalidType if !child => Argparse,
+            // A `connectors` list beside kv_connector_extra_config: a field
+            // KVTransferConfig does not have.
+            Code::MissingKvRole
+            | Code::InvalidValue
+            | Code::InvalidType
+            | Code::MisplacedConnectors
+                if !child =>
+            {
+                Argparse
+            }
             Code::MissingKvRole
             | Code::InvalidValue
             | Code::InvalidType
             | Code::UnknownConnector
+            | Code::MisplacedConnectors
             | Code::MissingKvConnector => late,
             _ => continue,
         };
