@@ -544,9 +544,23 @@ def tree(*children: Json) -> Json:
 # where ParallelConfig refuses it before it looks for Ray.
 @example({"model": DSV32, "tensor_parallel_size": 8, "data_parallel_size": 3, "nnodes": 2})
 @example(
-    {"model": DSV32, "tensor_parallel_size": 1, "data_parallel_size": 2, "data_parallel_size_local": 2, "nnodes": 2}
+    {
+        "model": DSV32,
+        "tensor_parallel_size": 1,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 2,
+        "nnodes": 2,
+    }
 )
-@example({"model": DSV32, "kv_transfer_config": HS, "headless": True, "data_parallel_size": 2, "data_parallel_size_local": 0})
+@example(
+    {
+        "model": DSV32,
+        "kv_transfer_config": HS,
+        "headless": True,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 0,
+    }
+)
 @example({"model": DSV32, "tensor_parallel_size": 8, "nnodes": 2, "distributed_executor_backend": "ray"})
 @example({"model": DSV32, "kv_transfer_config": HS, "tensor_parallel_size": 8, "nnodes": 2, "node_rank": 2})
 @example({"model": DSV32, "data_parallel_size": 4, "data_parallel_rank": 1, "data_parallel_size_local": 2})
@@ -558,7 +572,9 @@ def tree(*children: Json) -> Json:
 # a kv_cache_dtype no sparse-MLA backend takes (refused as the layers select
 # their attention backend).
 @example({"model": DSV32, "hf_overrides": {"quantization_config": {"quant_method": "modelopt_fp4"}}})
-@example({"model": DSV32_NO_MTP, "speculative_config": {"method": "deepseek_mtp", "num_speculative_tokens": 1}})
+@example(
+    {"model": DSV32_NO_MTP, "speculative_config": {"method": "deepseek_mtp", "num_speculative_tokens": 1}}
+)
 @example({"model": DSV32, "kv_transfer_config": HS, "kv_cache_dtype": "fp8_e5m2"})
 def test_hisparse_rs_agrees_with_vllm_or_names_the_deviation(args: dict[str, Json]) -> None:
     compare_with_fixes(args)

@@ -325,7 +325,7 @@ def _engine_start(vllm_config: Any, headless: bool) -> None:
         # entrypoints/cli/serve.py:203 (run_headless, right after the config is built)
         raise ValueError("data_parallel_size_local must be > 0 in headless mode")
     if pc.distributed_executor_backend == "mp" or pc.data_parallel_size > 1:
-        pc.nnodes_within_dp  # parallel.py:827, read by the DP launch and the executor
+        _ = pc.nnodes_within_dp  # parallel.py:827, read by the DP launch and the executor
     if pc.distributed_executor_backend == "mp":
         MultiprocExecutor._get_parallel_sizes(types.SimpleNamespace(parallel_config=pc))
 
@@ -382,7 +382,9 @@ def _model_load(vllm_config: Any) -> tuple[Any, str, int, int]:
     model_config = vllm_config.model_config
     text = model_config.hf_text_config
     cache_dtype = vllm_config.cache_config.cache_dtype
-    if getattr(model_config.hf_config, "model_type", None) == "deepseek_v4" or not hasattr(text, "kv_lora_rank"):
+    if getattr(model_config.hf_config, "model_type", None) == "deepseek_v4" or not hasattr(
+        text, "kv_lora_rank"
+    ):
         # DeepSeek-V4 (its layers differ) and models without MLA: refused when the
         # KV cache is laid out (_hisparse_stages).
         return None, cache_dtype, vllm_config.cache_config.block_size or 64, 0
