@@ -91,7 +91,7 @@ impl VllmStage {
     pub fn when(self) -> &'static str {
         match self {
             VllmStage::Argparse => "at argument parsing, before anything starts",
-            VllmStage::Config => "while building its config (create_engine_config), seconds in",
+            VllmStage::Config => "while building its config, seconds in",
             VllmStage::EngineStart => "when its engine and executor start, before the model loads",
             VllmStage::ModelLoad => "while its workers load the model, minutes in",
             VllmStage::Workers => {
