@@ -349,7 +349,9 @@ fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
 /// size (DP x PP x TP x PCP); pipeline parallelism needs the mp, ray or
 /// external_launcher executor; Model Runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`)
 /// does not run prefill context parallelism (vllm/config/vllm.py
-/// `_get_v1_model_runner_unsupported_features`).
+/// `_get_v1_model_runner_unsupported_features`). Over nodes (issue 17): the
+/// node rank, the executor, external-LB DP ranks, the node groups and each
+/// replica's span (read when the engine starts), `--headless`.
 fn check_launch(
     args: &ServeArgs,
     s: &Scalars,
@@ -380,17 +382,18 @@ fn check_launch(
             .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
         );
     }
-    let fixed = Parallel { nnodes, ..*p };
+    // The layout the node rules see, with the nnodes fix.
+    let layout = Parallel { nnodes, ..*p };
     let headless = args.headless == Some(true);
     check_node_rank(args, nnodes, d);
     check_multi_node_backend(args, nnodes, d);
     check_external_lb(args, p, model, d);
     // External LB: vLLM skips the node-group rule (parallel.py:825-826).
     if args.data_parallel_rank.is_none() {
-        check_node_groups(&fixed, args, d);
+        check_node_groups(&layout, args, d);
     }
     if headless && p.dp_local == Some(0) {
-        headless_without_replicas(&fixed, args, d);
+        headless_without_replicas(&layout, args, d);
     }
     let backend = args.distributed_executor_backend.as_deref();
     if p.pp > 1 && !matches!(backend, None | Some("mp" | "ray" | "external_launcher")) {
