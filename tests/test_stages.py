@@ -170,3 +170,19 @@ def test_cli_json_and_text_carry_the_stage() -> None:
         "Without this check: vLLM 0.33.0 would refuse this configuration while its workers load the model"
         in text
     )
+
+
+def test_plugin_logs_a_warnings_stage_only_where_vllm_refuses_it(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    logger = logging.getLogger("hisparse_rs.test_stages")
+    producer = hisparse_rs.check(DSV32, kv_transfer_config={**HS, "kv_role": "kv_producer"})
+    shell = hisparse_rs.check(
+        DSV32, kv_transfer_config={**HS, "kv_connector_extra_config": {"host_pool_gib": "$HOST_POOL_GIB"}}
+    )
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        for w in (*producer.warnings, *shell.warnings):
+            vllm_plugin._log_warning(logger, w)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("kv_producer_role" in m and "vLLM 0.33.0" not in m for m in lines), lines
+    assert any("unexpanded_shell_variable" in m and "after the model has loaded" in m for m in lines), lines
