@@ -60,6 +60,13 @@ def one_error(report: hisparse_rs.Report, code: str) -> hisparse_rs.Diagnostic:
             "kv_cache_dtype_unsupported",
             "model_load",
         ),
+        # workers: float(host_pool_gib) on a string, as the KV cache is laid out
+        # (kv_transfer.py:45 via layout.py:86): kv_connector_extra_config is a free dict.
+        (
+            {"kv_transfer_config": {**HS, "kv_connector_extra_config": {"host_pool_gib": "64GiB"}}},
+            "invalid_type",
+            "workers",
+        ),
         # workers: the host pool, after the model has loaded (layout.py:251).
         (
             {"kv_transfer_config": {**HS, "kv_connector_extra_config": {"host_pool_gib": 0.5}}},

@@ -1184,6 +1184,9 @@ impl Ctx<'_> {
             };
             d.push(
                 type_error(&path, "a number of GiB", raw)
+                    // float(host_pool_gib), config/kv_transfer.py:45, as the
+                    // KV cache is laid out (v1/hisparse/layout.py:86).
+                    .stage(VllmStage::Workers)
                     .allowed(allowed)
                     .hint(hint)
                     .fix(fix),

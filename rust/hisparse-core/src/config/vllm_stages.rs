@@ -244,10 +244,21 @@ pub fn set_connector_stages(diags: &mut [Diagnostic], hma_flag_given: bool) {
             continue;
         }
         // Below a `connectors[i]` item: a MultiConnector's child.
-        let child =
-            d.path.0.windows(2).any(
-                |w| matches!(w, [crate::Seg::Key(k), crate::Seg::Index(_)] if k == "connectors"),
-            );
+        let item = |w: &[crate::Seg]| matches!(w, [crate::Seg::Key(k), crate::Seg::Index(_)] if k == "connectors");
+        let segs = &d.path.0;
+        let child = segs.windows(2).any(item);
+        // Inside that connector's kv_connector_extra_config (a free dict no
+        // pydantic model checks as a whole): the rule that reads the value
+        // sets the stage.
+        let own = segs.windows(2).rposition(item).map_or(0, |i| i + 2);
+        let in_extra = segs[own..].split_last().is_some_and(|(_, above)| {
+            above
+                .iter()
+                .any(|s| matches!(s, crate::Seg::Key(k) if k == "kv_connector_extra_config"))
+        });
+        if in_extra {
+            continue;
+        }
         let stage = match d.code {
             // A `connectors` list beside kv_connector_extra_config: a field
             // KVTransferConfig does not have.
