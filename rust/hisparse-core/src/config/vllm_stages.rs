@@ -296,6 +296,43 @@ mod tests {
     }
 
     #[test]
+    fn connector_stages_follow_where_the_field_is_read() {
+        use crate::FieldPath;
+        let at = |code, path: &str| Diagnostic::error(code, FieldPath::parse(path).unwrap(), "x");
+        let child = "kv_transfer_config.kv_connector_extra_config.connectors[1].kv_role";
+        let mut d = vec![
+            at(Code::MissingKvRole, "kv_transfer_config.kv_role"),
+            at(Code::MissingKvRole, child),
+            at(Code::MisplacedConnectors, "kv_transfer_config.connectors"),
+            at(Code::UnknownConnector, "kv_transfer_config.kv_connector"),
+            // Inside the free dict: the reading rule's stage stays.
+            at(
+                Code::InvalidType,
+                "kv_transfer_config.kv_connector_extra_config.host_pool_gib",
+            )
+            .stage(Workers),
+            at(
+                Code::InvalidValue,
+                "kv_transfer_config.kv_connector_extra_config.connectors[0].engine_id",
+            )
+            .stage(Workers),
+        ];
+        set_connector_stages(&mut d, false);
+        let got: Vec<VllmStage> = d
+            .iter()
+            .map(|x| match x.stage {
+                crate::diagnostic::Stage::Vllm(s) => s,
+            })
+            .collect();
+        assert_eq!(got, [Argparse, Config, Argparse, Config, Workers, Workers]);
+        // With the hybrid KV cache manager flag given, children are read only
+        // when the connectors are created.
+        set_connector_stages(&mut d, true);
+        assert_eq!(d[1].stage, Workers.into());
+        assert_eq!(d[0].stage, Argparse.into());
+    }
+
+    #[test]
     fn stages_round_trip_and_read() {
         for s in VllmStage::ALL {
             assert_eq!(VllmStage::parse(s.as_str()), Some(*s));
