@@ -120,6 +120,12 @@ def test_warnings_vllm_accepts_are_stage_never() -> None:
         ),
         ({"tensor_parallel_size": 16, "nnodes": 2, "node_rank": 2}, "node_rank_out_of_range", "node_rank", 1),
         (
+            {"tensor_parallel_size": 8, "data_parallel_size": 2, "nnodes": 2, "data_parallel_backend": "ray"},
+            "multi_node_backend_unsupported",
+            "data_parallel_backend",
+            "mp",
+        ),
+        (
             {"data_parallel_size": 4, "data_parallel_rank": 1, "data_parallel_size_local": 2},
             "external_lb_local_size_invalid",
             "data_parallel_size_local",

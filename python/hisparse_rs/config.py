@@ -129,6 +129,7 @@ def check(
     gpu_memory_utilization: float | None = None,
     kv_cache_memory_bytes: int | None = None,
     distributed_executor_backend: str | None = None,
+    data_parallel_backend: str | None = None,
     enable_expert_parallel: bool | None = None,
     scheduler_reserve_full_isl: bool | None = None,
     disable_hybrid_kv_cache_manager: bool | None = None,
@@ -165,7 +166,8 @@ def check(
             (0 ..= nnodes - 1), ``headless`` ``vllm serve --headless``, and
             ``data_parallel_rank`` ``--data-parallel-rank`` (this process is one
             external-LB DP rank: it runs one replica, and only its pools are
-            counted on the node).
+            counted on the node); ``data_parallel_backend`` is
+            ``--data-parallel-backend`` (``"mp"``, ``"ray"``).
             ``max_model_len`` is in tokens, -1 for auto;
             ``gpu_memory_utilization`` a fraction in (0, 1] (default 0.92);
             ``kv_cache_memory_bytes`` bytes per GPU. The last four are read
@@ -215,6 +217,7 @@ def check(
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         distributed_executor_backend=distributed_executor_backend,
+        data_parallel_backend=data_parallel_backend,
         enable_expert_parallel=enable_expert_parallel,
         scheduler_reserve_full_isl=scheduler_reserve_full_isl,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,

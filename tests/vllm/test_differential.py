@@ -562,6 +562,15 @@ def tree(*children: Json) -> Json:
     }
 )
 @example({"model": DSV32, "tensor_parallel_size": 8, "nnodes": 2, "distributed_executor_backend": "ray"})
+@example(
+    {
+        "model": DSV32,
+        "tensor_parallel_size": 8,
+        "data_parallel_size": 2,
+        "nnodes": 2,
+        "data_parallel_backend": "ray",
+    }
+)
 @example({"model": DSV32, "kv_transfer_config": HS, "tensor_parallel_size": 8, "nnodes": 2, "node_rank": 2})
 @example({"model": DSV32, "data_parallel_size": 4, "data_parallel_rank": 1, "data_parallel_size_local": 2})
 @example({"model": DSV32, "data_parallel_size": 4, "data_parallel_rank": 4})

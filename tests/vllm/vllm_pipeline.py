@@ -188,6 +188,7 @@ _SCALAR_FLAGS = {
     "distributed_executor_backend": "--distributed-executor-backend",
     "node_rank": "--node-rank",
     "data_parallel_rank": "--data-parallel-rank",
+    "data_parallel_backend": "--data-parallel-backend",
 }
 _BOOL_FLAGS = {
     "scheduler_reserve_full_isl": "scheduler-reserve-full-isl",

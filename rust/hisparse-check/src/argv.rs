@@ -27,6 +27,7 @@ const SHORT_ALIASES: &[(&str, &str)] = &[
     ("-n", "--nnodes"),
     ("-r", "--node-rank"),
     ("-dpn", "--data-parallel-rank"),
+    ("-dpb", "--data-parallel-backend"),
     ("-cc", "--compilation-config"),
     ("-ep", "--enable-expert-parallel"),
 ];

@@ -137,6 +137,9 @@ struct Cli {
     /// Executor backend (mp, ray, ...): TP ranks share one HiSparse host pool only under mp.
     #[arg(long, value_name = "BACKEND")]
     distributed_executor_backend: Option<String>,
+    /// Data-parallel backend, also -dpb (mp, ray): over --nnodes vLLM takes only mp.
+    #[arg(long, value_name = "BACKEND")]
+    data_parallel_backend: Option<String>,
     /// Expert parallelism (also -ep): --plan splits the estimated expert weights over TP x DP.
     #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_enable_expert_parallel")]
     enable_expert_parallel: bool,
@@ -521,6 +524,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         gpu_memory_utilization: cli.gpu_memory_utilization,
         kv_cache_memory_bytes: cli.kv_cache_memory_bytes,
         distributed_executor_backend: cli.distributed_executor_backend,
+        data_parallel_backend: cli.data_parallel_backend,
         enable_expert_parallel: flag_pair(
             cli.enable_expert_parallel,
             cli.no_enable_expert_parallel,

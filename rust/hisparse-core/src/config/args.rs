@@ -142,6 +142,10 @@ pub struct ServeArgs {
     /// node): TP ranks share one HiSparse host pool only under "mp".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed_executor_backend: Option<String>,
+    /// `--data-parallel-backend` / `-dpb` ("mp", the default, or "ray"): over
+    /// `--nnodes` > 1 vLLM 0.33 takes only mp (vllm/engine/arg_utils.py:2390).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel_backend: Option<String>,
     /// `--enable-expert-parallel` / `-ep` (default false): MoE experts are split
     /// across all TP x DP ranks instead of by TP. Read by the weight estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]

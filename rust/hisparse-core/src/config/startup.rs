@@ -640,6 +640,22 @@ fn check_node_rank(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnostic>) {
 /// vllm/config/parallel.py:1108-1114): Ray places its own nodes. The fix is mp,
 /// vLLM's default over nodes (parallel.py:1064).
 fn check_multi_node_backend(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnostic>) {
+    // `--data-parallel-backend ray` over nodes: refused first, by
+    // create_engine_config (arg_utils.py:2390), before ParallelConfig.
+    let dp_backend = args.data_parallel_backend.as_deref();
+    if nnodes > 1 && dp_backend.is_some_and(|b| b != "mp") {
+        let path = FieldPath::root("data_parallel_backend");
+        d.push(
+            Diagnostic::error(
+                Code::MultiNodeBackendUnsupported,
+                path.clone(),
+                format!("with nnodes {nnodes}, vLLM {} needs --data-parallel-backend mp, not {}: it refuses it while building its config (arg_utils.py:2390)", crate::VLLM_VERSION, dp_backend.unwrap_or_default()),
+            )
+            .given(&json!(dp_backend))
+            .allowed("\"mp\" with --nnodes > 1 (for Ray, drop --nnodes: Ray places the DP ranks)")
+            .fix(vec![FixOp::Set { path, value: json!("mp") }]),
+        );
+    }
     let backend = args.distributed_executor_backend.as_deref();
     if nnodes <= 1 || matches!(backend, None | Some("mp" | "uni" | "external_launcher")) {
         return;
