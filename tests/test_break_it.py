@@ -720,3 +720,55 @@ def test_an_argument_that_is_not_utf8_is_named_not_not_found(tmp_path: Path) -> 
     assert proc.returncode == 2 and "argument 1" in err and "not UTF-8" in err, err
     assert "not found" not in err and "Traceback" not in err, err
     assert hisparse_rs._core.run_cli([os.fsdecode(b"/x/\xff"), "--json"]) == 2
+
+
+# --- Launch layouts over nodes (issue 17 item 6) ----------------------------------------
+
+_STAGES = {"argparse", "config", "engine_start", "model_load", "workers", "first_step", "never"}
+_SIZES = st.sampled_from([1, 2, 3, 4, 8, 16]) | st.integers(-(2**63), 2**63 - 1)
+
+
+@given(
+    tp=st.sampled_from([1, 2, 4, 8, 16]),
+    dp=_SIZES,
+    dpl=st.none() | _SIZES | st.just(0),
+    nnodes=st.none() | _SIZES,
+    node_rank=st.none() | _SIZES,
+    dpr=st.none() | _SIZES,
+    headless=st.none() | st.just(True),
+    backend=st.sampled_from([None, "mp", "uni", "ray", "external_launcher"]),
+)
+def test_hostile_launch_layouts_are_reported_with_a_stage(
+    tp: int,
+    dp: int,
+    dpl: int | None,
+    nnodes: int | None,
+    node_rank: int | None,
+    dpr: int | None,
+    headless: bool | None,
+    backend: str | None,
+) -> None:
+    args = hisparse_rs.serve_args(
+        DSV32,
+        tensor_parallel_size=tp,
+        data_parallel_size=dp,
+        data_parallel_size_local=dpl,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        data_parallel_rank=dpr,
+        headless=headless,
+        distributed_executor_backend=backend,
+    )
+    report = hisparse_rs.check_args(args)
+    assert report.valid == (not report.errors)
+    assert {d.stage for d in (*report.errors, *report.warnings)} <= _STAGES
+    assert all(
+        json.loads(report.to_json())["errors"][i]["stage"] == d.stage for i, d in enumerate(report.errors)
+    )
+    if report.errors and all(d.fix for d in report.errors):
+        fixed = hisparse_rs.apply_fix(args, [op for d in report.errors for op in d.fix])
+        again = hisparse_rs.check_args(fixed)
+        assert again.valid, (
+            [(d.code, d.path) for d in report.errors],
+            [(d.code, d.path, d.message) for d in again.errors],
+        )

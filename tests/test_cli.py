@@ -80,7 +80,7 @@ def test_json_schema_is_stable() -> None:
         "errors",
         "warnings",
     }
-    assert out["schema_version"] == 1 and out["vllm_version"] == "0.33.0"
+    assert out["schema_version"] == 2 and out["vllm_version"] == "0.33.0"
     hs = out["hisparse"]
     assert hs["device_buffer_size"] == {
         "value": 4096,
@@ -324,7 +324,7 @@ def test_plan_json_and_flags() -> None:
     proc = run(*PLAN_ARGS, "--kv-cache-memory-bytes", "40G", "--context-length", "64K", "--json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert plan["schema_version"] == 1 and plan["valid"]
+    assert plan["schema_version"] == 2 and plan["valid"]
     assert plan["gpu"]["kv_bytes_per_gpu"] == 40 * 2**30
     assert plan["context_length"] == 65536 == plan["at_context"]["context_length"]
     assert [p["context_length"] for p in plan["sweep"]] == [8192, 16384, 32768, 65536, 131072, 163840]

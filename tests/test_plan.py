@@ -136,7 +136,7 @@ def test_json_schema_is_stable() -> None:
         "errors",
         "warnings",
     }
-    assert out["schema_version"] == 1
+    assert out["schema_version"] == 2
     assert set(out["at_context"]) == {
         "context_length",
         "host_kv_bytes_per_request",

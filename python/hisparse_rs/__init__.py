@@ -41,6 +41,7 @@ from hisparse_rs._core import (
     gpu_spec,
     pool_error_codes,
     vllm_deviations,
+    vllm_stages,
 )
 from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve, serve_args
 from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadError, PoolError
@@ -101,4 +102,5 @@ __all__ = [
     "resolve",
     "serve_args",
     "vllm_deviations",
+    "vllm_stages",
 ]

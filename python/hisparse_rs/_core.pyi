@@ -41,6 +41,7 @@ __all__ = [
     "run_cli",
     "run_cli_plan",
     "vllm_deviations",
+    "vllm_stages",
 ]
 
 __version__: Final[str]
@@ -94,6 +95,21 @@ class Diagnostic:
     def path(self) -> str: ...
     @property
     def message(self) -> str: ...
+    @property
+    def stage(
+        self,
+    ) -> Literal["argparse", "config", "engine_start", "model_load", "workers", "first_step", "never"]:
+        """When vLLM 0.33.0 would have refused this, in start-up order: ``argparse``
+        (its argument parser), ``config`` (``create_engine_config``), ``engine_start``
+        (the engine and executor starting), ``model_load`` (the workers loading the
+        model), ``workers`` (after the model has loaded, setting up the KV cache),
+        ``first_step``, or ``never`` (vLLM accepts it, then breaks on it or ignores
+        it). From :func:`vllm_stages`'s table, or the rule's own where it depends on
+        where it fires."""
+    @property
+    def stage_sentence(self) -> str:
+        """The stage in words, as ``hisparse-check`` prints it ("vLLM 0.33.0 refuses
+        this after the model has loaded, when its workers set up the KV cache")."""
     @property
     def given(self) -> Any: ...
     @property
@@ -483,6 +499,13 @@ def vllm_deviations() -> list[tuple[str, str]]:
     The README's "Where we differ from vLLM 0.33.0" list, in one place; the
     differential test against vLLM accepts a disagreement only when the report
     carries one of these codes.
+    """
+
+def vllm_stages() -> list[tuple[str, str, str]]:
+    """When vLLM 0.33.0 refuses each code: ``(code, stage, where vLLM raises it)``.
+
+    One row per code (``rust/hisparse-core/src/config/vllm_stages.rs``); a
+    ``Diagnostic.stage`` is its code's stage unless its rule sets another.
     """
 
 def pool_error_codes() -> list[str]:

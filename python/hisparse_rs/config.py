@@ -119,6 +119,9 @@ def check(
     decode_context_parallel_size: int | None = None,
     prefill_context_parallel_size: int | None = None,
     nnodes: int | None = None,
+    node_rank: int | None = None,
+    headless: bool | None = None,
+    data_parallel_rank: int | None = None,
     kv_cache_dtype: str | None = None,
     block_size: int | None = None,
     max_model_len: int | None = None,
@@ -126,6 +129,7 @@ def check(
     gpu_memory_utilization: float | None = None,
     kv_cache_memory_bytes: int | None = None,
     distributed_executor_backend: str | None = None,
+    data_parallel_backend: str | None = None,
     enable_expert_parallel: bool | None = None,
     scheduler_reserve_full_isl: bool | None = None,
     disable_hybrid_kv_cache_manager: bool | None = None,
@@ -158,7 +162,12 @@ def check(
             DP replicas this node runs, 0 ..= ``data_parallel_size`` (vLLM 0.33
             ``ParallelConfig``, vllm/config/parallel.py:150, :545; unset: all of
             them, or an even share over ``nnodes``): ``host_memory_gib`` is
-            checked against this node's pools.
+            checked against this node's pools. ``node_rank`` is ``--node-rank``
+            (0 ..= nnodes - 1), ``headless`` ``vllm serve --headless``, and
+            ``data_parallel_rank`` ``--data-parallel-rank`` (this process is one
+            external-LB DP rank: it runs one replica, and only its pools are
+            counted on the node); ``data_parallel_backend`` is
+            ``--data-parallel-backend`` (``"mp"``, ``"ray"``).
             ``max_model_len`` is in tokens, -1 for auto;
             ``gpu_memory_utilization`` a fraction in (0, 1] (default 0.92);
             ``kv_cache_memory_bytes`` bytes per GPU. The last four are read
@@ -199,6 +208,9 @@ def check(
         decode_context_parallel_size=decode_context_parallel_size,
         prefill_context_parallel_size=prefill_context_parallel_size,
         nnodes=nnodes,
+        node_rank=node_rank,
+        headless=headless,
+        data_parallel_rank=data_parallel_rank,
         kv_cache_dtype=kv_cache_dtype,
         block_size=block_size,
         max_model_len=max_model_len,
@@ -206,6 +218,7 @@ def check(
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         distributed_executor_backend=distributed_executor_backend,
+        data_parallel_backend=data_parallel_backend,
         enable_expert_parallel=enable_expert_parallel,
         scheduler_reserve_full_isl=scheduler_reserve_full_isl,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,

@@ -252,13 +252,13 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
     if not report.hisparse_enabled and not (report.errors and meant):
         if meant:  # e.g. a HiSparseConnector vLLM will not see: say so
             for w in report.warnings:
-                logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
+                _log_warning(logger, w)
         os.environ[_CHECKED_ENV] = fingerprint
         return True
     if node.skipped:
         logger.info("hisparse_rs preflight: not checked on this node: %s", "; ".join(node.skipped))
     for w in report.warnings:
-        logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
+        _log_warning(logger, w)
     if report.valid:
         logger.info(
             "hisparse_rs preflight: HiSparse configuration valid (device_buffer_size %s, host_pool_gib %s)%s",
@@ -551,6 +551,23 @@ def _kv_transfer_json(kv: Any) -> Any:
     return _json(out)
 
 
+#: vLLM 0.33.0's start-up stages, in order (``Diagnostic.stage``).
+STAGES = ("argparse", "config", "engine_start", "model_load", "workers", "first_step", "never")
+
+
+def _earliest_stage(errors: Any) -> Any:
+    """The error at the earliest start-up stage: where vLLM itself would have stopped."""
+    return min(errors, key=lambda d: STAGES.index(d.stage), default=None)
+
+
+def _log_warning(logger: logging.Logger, w: Any) -> None:
+    """One warning, with its stage where vLLM refuses it (not for what vLLM takes as it is)."""
+    if w.stage == "never":
+        logger.warning("hisparse_rs: %s at %s: %s", w.code, w.path, w.message)
+    else:
+        logger.warning("hisparse_rs: %s at %s: %s (%s)", w.code, w.path, w.message, w.stage_sentence)
+
+
 def render(report: Any, node: Machine | None = None) -> str:
     """The report as the ``ValueError`` text: every error with code, path, message and fix, then the
     fixes as flags (``report.fixed_flags``, computed by hisparse_rs' core as ``hisparse-check``
@@ -566,12 +583,16 @@ def render(report: Any, node: Machine | None = None) -> str:
     for d in report.errors:
         lines.append(f"  error[{d.code}] {d.path}")
         lines.append(f"    {d.message}")
+        lines.append(f"    stage:   {d.stage}: {d.stage_sentence}")
         if d.given is not None:
             lines.append(f"    given:   {json.dumps(d.given)}")
         if d.allowed:
             lines.append(f"    allowed: {d.allowed}")
         if d.hint:
             lines.append(f"    fix:     {d.hint}")
+    earliest = _earliest_stage(report.errors)
+    if earliest is not None:
+        lines += ["", f"Without this check: {earliest.stage_sentence} (stage {earliest.stage})."]
     flags = report.fixed_flags
     if flags:
         lines += ["", "With every fix applied, change these vllm serve flags:", f"  {flags}"]

@@ -48,9 +48,18 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
         f"hisparse_rs vs vLLM 0.33.0: {figures['examples']} configurations, "
         f"{figures['agreements']} verdicts agree"
     )
-    for key in ("starts with HiSparse (sizes compared)", "starts without HiSparse", "refused by both"):
+    for key in (
+        "starts with HiSparse (sizes compared)",
+        "starts without HiSparse",
+        "refused by both, at the same stage",
+    ):
         write(f"  {key}: {figures[key]}")
     write(f"  configurations made by applying a report's fixes: {figures['fixed configurations']}")
+    for key, n in sorted(figures.items()):
+        if key.startswith("refused at "):
+            write(f"    {key}: {n}")
+    if figures["stage differs, deviation named"]:
+        write(f"  stage differs, deviation named: {figures['stage differs, deviation named']}")
     for key, n in sorted(figures.items()):
         if key.startswith("deviation "):
             write(f"  named deviation {key.removeprefix('deviation ')}: {n}")

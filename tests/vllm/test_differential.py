@@ -10,9 +10,12 @@ parser, ``create_engine_config()`` and the HiSparse stages it runs only after
 the model has loaded) and through ``hisparse_rs.check_args`` (told the
 harness's GPU, an H200). Every refused configuration's fixes are then applied
 at once, in report order, and the result goes through both too: it must pass
-here and start in vLLM. The verdicts, whether it starts, whether HiSparse is
-on, ``device_buffer_size``, the host block stride and the host block count,
-must agree, or the report must carry a code from
+here and start in vLLM. The verdicts, whether it starts, for a refused one the
+stage vLLM stops at (the earliest ``Diagnostic.stage`` of the report's errors
+must be the stage at which vLLM 0.33.0's own code raised: ``config`` for
+``create_engine_config``, ``engine_start`` for the executor, ...), whether
+HiSparse is on, ``device_buffer_size``, the host block stride and the host
+block count, must agree, or the report must carry a code from
 ``hisparse_rs.vllm_deviations()`` (README: "Where we differ from vLLM
 0.33.0"). The ``@example`` cases are the divergences the comparisons found,
 each fixed or named.
@@ -24,6 +27,7 @@ the end of the session (conftest.py).
 from __future__ import annotations
 
 import json
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,17 @@ DEVIATIONS = dict(hisparse_rs.vllm_deviations())
 # The GPU vllm_pipeline answers the device queries for, named as vLLM names it
 # (the name the plugin passes; hisparse_rs' table maps it to h200).
 GPU = DEVICE_NAME
+
+# A DeepSeek-V3.2 checkpoint whose config.json lost num_nextn_predict_layers (a
+# conversion that drops it): vLLM builds a deepseek_mtp draft config from it and
+# fails building the draft model (issue 17: our error's stage is model_load).
+# vLLM's draft config is read from the checkpoint, not through --hf-overrides,
+# so the case needs its own config.json.
+_NO_MTP_DIR = Path(tempfile.mkdtemp(prefix="hisparse-rs-dsv32-no-mtp-"))
+_NO_MTP_CONFIG = json.loads((MODELS / "deepseek-v3.2" / "config.json").read_text())
+del _NO_MTP_CONFIG["num_nextn_predict_layers"]
+(_NO_MTP_DIR / "config.json").write_text(json.dumps(_NO_MTP_CONFIG))
+DSV32_NO_MTP = str(_NO_MTP_DIR)
 
 # GLM-5.3-Flash carries index_topk only under text_config; without the exl3
 # quantization vLLM does not load, vLLM reads it as far as its HiSparse checks.
@@ -223,6 +238,9 @@ def serve_args(draw: st.DrawFn) -> dict[str, Json]:
         "decode_context_parallel_size": maybe([1, 2, 4, 3]),
         "prefill_context_parallel_size": maybe([1, 2]),
         "nnodes": maybe([1, 2]),
+        "node_rank": maybe([0, 1, 2, -1]),
+        "headless": maybe([True]),
+        "data_parallel_rank": maybe([0, 1, 2]),
         "distributed_executor_backend": maybe(["mp", "uni"]),
         "block_size": maybe([16, 32, 64, 128, 256]),
         "kv_cache_dtype": maybe(
@@ -323,11 +341,22 @@ def deployment(draw: st.DrawFn) -> dict[str, Json]:
 # --- The comparison ---
 
 
+#: vLLM 0.33.0's start-up stages in order (``Diagnostic.stage``; vllm_pipeline's ``stage``).
+STAGES = ("argparse", "config", "engine_start", "model_load", "workers", "first_step", "never")
+
+
+def earliest_stage(report: hisparse_rs.Report) -> str:
+    """Where vLLM would have stopped, by the report: the earliest stage of its errors."""
+    return min((d.stage for d in report.errors), key=STAGES.index)
+
+
 def disagreements(report: hisparse_rs.Report, vllm: Verdict) -> list[str]:
     if report.valid != vllm.starts:
         return [f"starts: hisparse_rs {report.valid}, vLLM {vllm.starts}"]
     if not report.valid:
-        return []
+        # Both refuse: at the same stage (vLLM stops at its first refusal).
+        ours = earliest_stage(report)
+        return [] if ours == vllm.stage else [f"stage: hisparse_rs {ours}, vLLM {vllm.stage}"]
     if report.hisparse_enabled != vllm.hisparse:
         return [f"HiSparse on: hisparse_rs {report.hisparse_enabled}, vLLM {vllm.hisparse}"]
     hs = report.hisparse
@@ -353,19 +382,22 @@ def compare(args: dict[str, Json]) -> hisparse_rs.Report:
                 "starts with HiSparse (sizes compared)" if vllm.hisparse else "starts without HiSparse"
             ] += 1
         else:
-            FIGURES["refused by both"] += 1
+            FIGURES["refused by both, at the same stage"] += 1
+            FIGURES[f"refused at {vllm.stage}"] += 1
         return report
     codes = [d.code for d in (*report.errors, *report.warnings)]
     named = sorted({c for c in codes if c in DEVIATIONS})
     assert named, (
         f"hisparse_rs and vLLM 0.33.0 disagree ({'; '.join(found)}) and the report names no deviation.\n"
         f"vLLM: stage {vllm.stage}: {vllm.error or 'started'}\n"
-        f"hisparse_rs: {[(d.code, d.path) for d in report.errors]}"
+        f"hisparse_rs: {[(d.code, d.path, d.stage) for d in report.errors]}"
         f" warnings {[d.code for d in report.warnings]}\n"
         f"args: {json.dumps(args)}"
     )
     for code in named:
         FIGURES[f"deviation {code}"] += 1
+    if found[0].startswith("stage:"):
+        FIGURES["stage differs, deviation named"] += 1
     return report
 
 
@@ -503,5 +535,55 @@ def tree(*children: Json) -> Json:
         "kv_transfer_config": [HS, {"kv_connector": "ExampleConnector", "kv_role": "kv_both"}],
     }
 )
+# Issue 17: the launch layouts vLLM refuses when its engine and executor start
+# (an unset -dpl whose inferred node groups do not divide --nnodes; a replica
+# spread over nodes its world does not divide; --headless with no local
+# replica), and what it refuses while building its config (--nnodes with Ray,
+# a --node-rank past the nodes, an external-LB rank with -dpl 2 or out of
+# range); each stage compared. Ray is not installed here: only with --nnodes,
+# where ParallelConfig refuses it before it looks for Ray.
+@example({"model": DSV32, "tensor_parallel_size": 8, "data_parallel_size": 3, "nnodes": 2})
+@example(
+    {
+        "model": DSV32,
+        "tensor_parallel_size": 1,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 2,
+        "nnodes": 2,
+    }
+)
+@example(
+    {
+        "model": DSV32,
+        "kv_transfer_config": HS,
+        "headless": True,
+        "data_parallel_size": 2,
+        "data_parallel_size_local": 0,
+    }
+)
+@example({"model": DSV32, "tensor_parallel_size": 8, "nnodes": 2, "distributed_executor_backend": "ray"})
+@example(
+    {
+        "model": DSV32,
+        "tensor_parallel_size": 8,
+        "data_parallel_size": 2,
+        "nnodes": 2,
+        "data_parallel_backend": "ray",
+    }
+)
+@example({"model": DSV32, "kv_transfer_config": HS, "tensor_parallel_size": 8, "nnodes": 2, "node_rank": 2})
+@example({"model": DSV32, "data_parallel_size": 4, "data_parallel_rank": 1, "data_parallel_size_local": 2})
+@example({"model": DSV32, "data_parallel_size": 4, "data_parallel_rank": 4})
+@example({"model": DSV32, "kv_transfer_config": HS, "data_parallel_size": 4, "data_parallel_rank": 1})
+# ... and the three disagreements issue 17 named: a modelopt_fp4 quantization_config
+# without quant_algo (refused while the config is built), deepseek_mtp on a
+# checkpoint without num_nextn_predict_layers (refused as the draft model loads),
+# a kv_cache_dtype no sparse-MLA backend takes (refused as the layers select
+# their attention backend).
+@example({"model": DSV32, "hf_overrides": {"quantization_config": {"quant_method": "modelopt_fp4"}}})
+@example(
+    {"model": DSV32_NO_MTP, "speculative_config": {"method": "deepseek_mtp", "num_speculative_tokens": 1}}
+)
+@example({"model": DSV32, "kv_transfer_config": HS, "kv_cache_dtype": "fp8_e5m2"})
 def test_hisparse_rs_agrees_with_vllm_or_names_the_deviation(args: dict[str, Json]) -> None:
     compare_with_fixes(args)

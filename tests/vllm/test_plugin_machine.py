@@ -108,7 +108,7 @@ def test_a_resolver_that_does_not_fit_the_gpu_vllm_detected_is_reported_before_t
     verdict = vllm_pipeline.vllm_verdict(
         {**vllm_plugin.serve_args_of(engine_args(**config)), "model": str(DSV32)}
     )
-    assert not verdict.starts and verdict.stage == "hisparse", verdict
+    assert not verdict.starts and verdict.stage == "workers", verdict
     assert "residency resolution needs 238628 B" in verdict.error and "allows 232448 B" in verdict.error
     with monkeypatch.context() as m, pytest.raises(ValueError) as raised:
         no_model_work(m)

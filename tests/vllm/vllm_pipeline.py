@@ -11,30 +11,37 @@ plugin alike). It must run before any vLLM module that reads
 
 ``vllm_verdict(args)`` takes a ``ServeArgs`` JSON form (hisparse_rs' test
 vectors' form), turns it into a ``vllm serve`` command line, and runs what
-``vllm serve`` runs until the model would load: its argument parser,
-``AsyncEngineArgs.from_cli_args`` and ``create_engine_config()``. Then the
-HiSparse stages vLLM runs only after the model has loaded, each through vLLM's
-own functions where one exists:
+``vllm serve`` runs until the model would load, in vLLM's order, recording
+the stage it stopped at in hisparse_rs' stage names (``Diagnostic.stage``):
 
-1. ``get_hisparse_host_pool_bytes`` (``hisparse_host_pool_gib``);
-2. DeepSeek-V4 refusal (``_partition_hisparse_specs``: *modelled*, the spec's
-   ``model_version`` comes from the model code);
-3. attention backend selection for the sparse-MLA layers (``get_attn_backend``)
-   and the indexer (``DeepseekV32IndexerBackend``, the one
-   ``deepseek_v2.Indexer`` names), then ``update_block_size_for_backend`` and
-   ``select_common_block_size``, which fix the block size, and the KV cache
-   dtype the layer stores (``_canonicalize_sparse_mla_kv_cache_dtype``);
-4. ``ResolvedHiSparseConfig.from_vllm_config`` (device_buffer_size bounds) and
-   ``_check_residency_shared_memory`` (the resolver's shared memory);
-5. ``create_hisparse_layout`` on a host group of ``MLAAttentionSpec``\\ s built
-   as ``MLAAttention.get_kv_cache_spec`` builds them, one per sparse-MLA layer
-   (*modelled*: the layer count, ``num_hidden_layers`` plus MTP draft layers,
-   is what the model code would register);
-6. connector creation's config step (``KVConnectorFactory.get_connector_class``
-   and, for every MultiConnector, nested ones too,
-   ``MultiConnector._get_connector_classes_and_configs``), and
-   ``HiSparseConnector.__init__``'s refusal without a host pool (*modelled*:
-   there is none exactly when HiSparse is off).
+- ``argparse``: its argument parser;
+- ``config``: ``AsyncEngineArgs.from_cli_args`` and ``create_engine_config()``
+  (``headless=`` as ``vllm serve --headless`` passes it);
+- ``engine_start``: what the engine and its executor check as they start:
+  ``run_headless``'s local DP size (serve.py:203), ``nnodes_within_dp``
+  (parallel.py:827) and ``MultiprocExecutor._get_parallel_sizes``
+  (multiproc_executor.py:305);
+- ``model_load``: an MTP draft without MTP layers (*modelled*: vLLM fails
+  building the ``deepseek_mtp`` draft model); with HiSparse, attention backend
+  selection for the sparse-MLA layers (``get_attn_backend``) and the indexer
+  (``DeepseekV32IndexerBackend``, the one ``deepseek_v2.Indexer`` names), then
+  ``update_block_size_for_backend`` and ``select_common_block_size``, which
+  fix the block size, and the KV cache dtype the layer stores
+  (``_canonicalize_sparse_mla_kv_cache_dtype``);
+- ``workers``: connector creation's config step
+  (``KVConnectorFactory.get_connector_class`` and, for every MultiConnector,
+  nested ones too, ``MultiConnector._get_connector_classes_and_configs``), and
+  ``HiSparseConnector.__init__``'s refusal without a host pool (*modelled*:
+  there is none exactly when HiSparse is off); then, with HiSparse,
+  ``get_hisparse_host_pool_bytes`` (``hisparse_host_pool_gib``), the
+  DeepSeek-V4 refusal (``_partition_hisparse_specs``: *modelled*, the spec's
+  ``model_version`` comes from the model code),
+  ``ResolvedHiSparseConfig.from_vllm_config`` (device_buffer_size bounds) and
+  ``_check_residency_shared_memory`` (the resolver's shared memory), and
+  ``create_hisparse_layout`` on a host group of ``MLAAttentionSpec``\\ s built
+  as ``MLAAttention.get_kv_cache_spec`` builds them, one per sparse-MLA layer
+  (*modelled*: the layer count, ``num_hidden_layers`` plus MTP draft layers,
+  is what the model code would register).
 
 What is not run: weight loading, the 95 % host-RAM check (machine dependent,
 per pool as each rank allocates it; hisparse_rs checks the node's pools
@@ -179,6 +186,9 @@ _SCALAR_FLAGS = {
     "max_num_seqs": "--max-num-seqs",
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "distributed_executor_backend": "--distributed-executor-backend",
+    "node_rank": "--node-rank",
+    "data_parallel_rank": "--data-parallel-rank",
+    "data_parallel_backend": "--data-parallel-backend",
 }
 _BOOL_FLAGS = {
     "scheduler_reserve_full_isl": "scheduler-reserve-full-isl",
@@ -204,6 +214,8 @@ def serve_argv(args: Mapping[str, Any]) -> list[str]:
     for key, name in _BOOL_FLAGS.items():
         if args.get(key) is not None:
             argv.append(f"--{name}" if args[key] else f"--no-{name}")
+    if args.get("headless"):  # store_true: no --no- form
+        argv.append("--headless")
     for key, flag in _JSON_FLAGS.items():
         if args.get(key) is not None:
             value = args[key]
@@ -267,6 +279,13 @@ def vllm_verdict(args: Mapping[str, Any]) -> Verdict:
 
 
 def _verdict(args: Mapping[str, Any]) -> Verdict:
+    """``stage`` is where vLLM stopped, in hisparse_rs' stage names (``Diagnostic.stage``):
+    ``argparse`` (its parser), ``config`` (``from_cli_args``, ``create_engine_config``),
+    ``engine_start`` (what the engine and its executor check as they start, run here as
+    vLLM runs it: ``nnodes_within_dp``, ``MultiprocExecutor._get_parallel_sizes``,
+    ``run_headless``'s local-size check), ``model_load`` (the attention backends the
+    layers select and the block size fixed for them), ``workers`` (the KV cache set-up
+    after the model has loaded: connectors, the HiSparse layout and runtime checks)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     stage = "argparse"
@@ -277,18 +296,39 @@ def _verdict(args: Mapping[str, Any]) -> Verdict:
                 ns = serve_parser().parse_args(serve_argv(args))
         except SystemExit:
             return Verdict(False, stage=stage, error=err.getvalue().strip().splitlines()[-1])
-        stage = "engine_args"
+        stage = "config"
         engine_args = AsyncEngineArgs.from_cli_args(ns)
-        stage = "create_engine_config"
-        vllm_config = engine_args.create_engine_config()
-        stage = "connectors"
+        headless = bool(getattr(ns, "headless", False))
+        vllm_config = engine_args.create_engine_config(headless=headless)
+        stage = "engine_start"
+        _engine_start(vllm_config, headless)
+        hisparse = vllm_config.attention_config.hisparse_config is not None
+        stage = "model_load"
+        _draft_model_load(vllm_config)
+        backends = _model_load(vllm_config) if hisparse else None
+        stage = "workers"
         _connector_classes(vllm_config)
-        if vllm_config.attention_config.hisparse_config is None:
+        if backends is None:
             return Verdict(True)
-        stage = "hisparse"
-        return _hisparse_stages(vllm_config)
+        return _hisparse_stages(vllm_config, backends)
     except Exception as e:  # every exception is vLLM failing to start
         return Verdict(False, stage=stage, error=_first_line(e))
+
+
+def _engine_start(vllm_config: Any, headless: bool) -> None:
+    """What vLLM checks as its engine and executor start, before a worker loads the model."""
+    import types
+
+    from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+
+    pc = vllm_config.parallel_config
+    if headless and pc.data_parallel_size_local <= 0:
+        # entrypoints/cli/serve.py:203 (run_headless, right after the config is built)
+        raise ValueError("data_parallel_size_local must be > 0 in headless mode")
+    if pc.distributed_executor_backend == "mp" or pc.data_parallel_size > 1:
+        _ = pc.nnodes_within_dp  # parallel.py:827, read by the DP launch and the executor
+    if pc.distributed_executor_backend == "mp":
+        MultiprocExecutor._get_parallel_sizes(types.SimpleNamespace(parallel_config=pc))
 
 
 def _connector_classes(vllm_config: Any) -> None:
@@ -309,27 +349,47 @@ def _connector_classes(vllm_config: Any) -> None:
             _connector_classes(child_config)
 
 
-def _hisparse_stages(vllm_config: Any) -> Verdict:
-    import torch
+def _draft_model_load(vllm_config: Any) -> None:
+    """An MTP draft without MTP layers (*modelled*): vLLM builds a ``deepseek_mtp`` draft
+    config from any DeepSeek-V3/V3.2 or GLM-5 checkpoint (config/speculative.py:749-760),
+    its depth defaulting to 1 when config.json has no ``num_nextn_predict_layers``, and
+    fails as it builds the draft model (0 layers) or loads its weights (the MTP layer's
+    weights missing, model_executor/models/deepseek_mtp.py:531). The harness loads no
+    weights: a checkpoint whose config.json does not declare MTP layers is taken to
+    have none."""
+    spec = vllm_config.speculative_config
+    draft = getattr(spec, "draft_model_config", None) if spec is not None else None
+    if draft is None or getattr(draft.hf_config, "model_type", None) != "deepseek_mtp":
+        return
+    path = Path(str(vllm_config.model_config.model))
+    raw = json.loads((path / "config.json" if path.is_dir() else path).read_text())
+    declared = raw.get("num_nextn_predict_layers", raw.get("text_config", {}).get("num_nextn_predict_layers"))
+    if not declared or not getattr(draft.hf_config, "num_nextn_predict_layers", None):
+        raise ValueError("the deepseek_mtp draft model has no MTP layers (num_nextn_predict_layers)")
+
+
+def _model_load(vllm_config: Any) -> tuple[Any, str, int, int]:
+    """The attention backends the sparse-MLA layers and the indexer select as the model
+    is built, the block size vLLM fixes for them right after it loads
+    (``update_block_size_for_backend``, multiproc_executor.py:802), and the KV cache
+    dtype the layer stores: (sparse backend, cache dtype, block size, head size)."""
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.layers.attention.mla_attention import _canonicalize_sparse_mla_kv_cache_dtype
     from vllm.platforms import current_platform
-    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
     from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
     from vllm.v1.attention.selector import get_attn_backend
-    from vllm.v1.hisparse.layout import create_hisparse_layout, get_hisparse_host_pool_bytes
-    from vllm.v1.hisparse.runtime import ResolvedHiSparseConfig, _check_residency_shared_memory
-    from vllm.v1.kv_cache_interface import KVCacheGroupSpec, MLAAttentionSpec, get_kv_quant_mode
     from vllm.v1.worker.utils import select_common_block_size
 
-    host_budget = get_hisparse_host_pool_bytes(vllm_config)
     model_config = vllm_config.model_config
-    hf_config = model_config.hf_config
     text = model_config.hf_text_config
-    if getattr(hf_config, "model_type", None) == "deepseek_v4":
-        raise ValueError("HiSparse does not support DeepSeek V4.")  # _partition_hisparse_specs
-    head_size = text.kv_lora_rank + text.qk_rope_head_dim
     cache_dtype = vllm_config.cache_config.cache_dtype
+    if getattr(model_config.hf_config, "model_type", None) == "deepseek_v4" or not hasattr(
+        text, "kv_lora_rank"
+    ):
+        # DeepSeek-V4 (its layers differ) and models without MLA: refused when the
+        # KV cache is laid out (_hisparse_stages).
+        return None, cache_dtype, vllm_config.cache_config.block_size or 64, 0
+    head_size = text.kv_lora_rank + text.qk_rope_head_dim
     tp = vllm_config.parallel_config.tensor_parallel_size
     platform_cls = type(current_platform)
     with set_current_vllm_config(vllm_config):
@@ -353,6 +413,25 @@ def _hisparse_stages(vllm_config: Any) -> Verdict:
         select_common_block_size(block_size, backends)
     # The layer stores what its backend serves ("fp8" on FlashMLA sparse is fp8_ds_mla).
     cache_dtype = _canonicalize_sparse_mla_kv_cache_dtype(sparse_backend, cache_dtype)
+    return sparse_backend, cache_dtype, block_size, head_size
+
+
+def _hisparse_stages(vllm_config: Any, loaded: tuple[Any, str, int, int]) -> Verdict:
+    import torch
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1.hisparse.layout import create_hisparse_layout, get_hisparse_host_pool_bytes
+    from vllm.v1.hisparse.runtime import ResolvedHiSparseConfig, _check_residency_shared_memory
+    from vllm.v1.kv_cache_interface import KVCacheGroupSpec, MLAAttentionSpec, get_kv_quant_mode
+
+    sparse_backend, cache_dtype, block_size, head_size = loaded
+    host_budget = get_hisparse_host_pool_bytes(vllm_config)
+    model_config = vllm_config.model_config
+    hf_config = model_config.hf_config
+    text = model_config.hf_text_config
+    if getattr(hf_config, "model_type", None) == "deepseek_v4":
+        raise ValueError("HiSparse does not support DeepSeek V4.")  # _partition_hisparse_specs
+    if sparse_backend is None:  # no MLA layers: layout.py:121 (modelled)
+        raise ValueError("HiSparse requires sparse-MLA and indexer cache specs.")
 
     top_k = getattr(hf_config, "index_topk", None)
     kpool = getattr(text, "index_kpool", None)

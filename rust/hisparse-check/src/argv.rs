@@ -184,6 +184,14 @@ pub fn set_aside_unknown(
                 explicit,
             } => (flag, spelled, off, explicit),
         };
+        if let (Takes::StoreTrue | Takes::Bool | Takes::Help, Some(v)) = (flag.takes, &explicit) {
+            // argparse refuses a value on a flag that takes none, whether
+            // or not the check reads the flag (`--headless=1`).
+            return Err(vllm_refuses(
+                &spelled,
+                &format!("ignored explicit argument {v:?}"),
+            ));
+        }
         if known.iter().any(|k| k == flag.name) {
             // A flag the check reads, in clap's spelling (clap takes its values).
             let name = if off {
@@ -197,13 +205,7 @@ pub fn set_aside_unknown(
         let mut values = Vec::new();
         let glued = explicit.is_some();
         match (flag.takes, explicit) {
-            (Takes::StoreTrue | Takes::Bool | Takes::Help, Some(v)) => {
-                return Err(vllm_refuses(
-                    &spelled,
-                    &format!("ignored explicit argument {v:?}"),
-                ));
-            }
-            (Takes::StoreTrue | Takes::Bool | Takes::Help, None) => {}
+            (Takes::StoreTrue | Takes::Bool | Takes::Help, _) => {}
             (_, Some(v)) => values.push(v),
             (Takes::One, None) => match it.next_if(|w| w != "--" && is_value(w)) {
                 Some(v) => values.push(v),

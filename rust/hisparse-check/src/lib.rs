@@ -89,6 +89,17 @@ struct Cli {
     /// Nodes of the deployment (also -n): TP ranks share one HiSparse host pool only when their replica is on one node.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     nnodes: Option<i64>,
+    /// This node's zero-based index among --nnodes (also -r; default 0).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    node_rank: Option<i64>,
+    /// vllm serve --headless: engines and workers without an API server (needs
+    /// at least one local DP replica).
+    #[arg(long, action = ArgAction::SetTrue)]
+    headless: bool,
+    /// This process is one external-LB DP rank (also -dpn): it runs one
+    /// replica, and only its host pools are counted on the node.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    data_parallel_rank: Option<i64>,
     /// KV cache dtype: auto, bfloat16, fp8_ds_mla, fp8, ...
     #[arg(long, value_name = "DTYPE")]
     kv_cache_dtype: Option<String>,
@@ -128,6 +139,9 @@ struct Cli {
     /// Executor backend (mp, ray, ...): TP ranks share one HiSparse host pool only under mp.
     #[arg(long, value_name = "BACKEND")]
     distributed_executor_backend: Option<String>,
+    /// Data-parallel backend, also -dpb (mp, ray): over --nnodes vLLM takes only mp.
+    #[arg(long, value_name = "BACKEND")]
+    data_parallel_backend: Option<String>,
     /// Expert parallelism (also -ep): --plan splits the estimated expert weights over TP x DP.
     #[arg(long, action = ArgAction::SetTrue, overrides_with = "no_enable_expert_parallel")]
     enable_expert_parallel: bool,
@@ -530,6 +544,9 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         decode_context_parallel_size: cli.decode_context_parallel_size,
         prefill_context_parallel_size: cli.prefill_context_parallel_size,
         nnodes: cli.nnodes,
+        node_rank: cli.node_rank,
+        headless: cli.headless.then_some(true),
+        data_parallel_rank: cli.data_parallel_rank,
         kv_cache_dtype: cli.kv_cache_dtype,
         block_size: cli.block_size,
         max_model_len: cli.max_model_len,
@@ -537,6 +554,7 @@ fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> ServeArgs {
         gpu_memory_utilization: cli.gpu_memory_utilization,
         kv_cache_memory_bytes: cli.kv_cache_memory_bytes,
         distributed_executor_backend: cli.distributed_executor_backend,
+        data_parallel_backend: cli.data_parallel_backend,
         enable_expert_parallel: flag_pair(
             cli.enable_expert_parallel,
             cli.no_enable_expert_parallel,

@@ -3,6 +3,8 @@
 
 use hisparse_core::config::args::flag_name;
 use hisparse_core::config::report::ModelSummary;
+use hisparse_core::config::vllm_stages::VllmStage;
+use hisparse_core::diagnostic::Stage;
 use hisparse_core::{Code, Diagnostic, Provenance, Report, Resolved};
 use serde_json::Value;
 use std::fmt::Write;
@@ -142,6 +144,9 @@ pub fn human(report: &Report) -> String {
     ignored(&mut out, &report.ignored_flags);
     section(&mut out, "warning", &report.warnings);
     section(&mut out, "error", &report.errors);
+    if let Some(line) = engine_verdict(&report.errors) {
+        let _ = writeln!(out, "\n{line}");
+    }
     if let Some(flags) = &report.fixed_flags {
         let _ = writeln!(
             out,
@@ -203,6 +208,15 @@ pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
     for d in diags {
         let _ = writeln!(out, "  {kind}[{}] {}", d.code.as_str(), d.path);
         let _ = writeln!(out, "    {}", d.message);
+        // Warnings vLLM takes as they are say nothing more.
+        if d.is_error() || d.stage != Stage::Vllm(VllmStage::Never) {
+            let _ = writeln!(
+                out,
+                "    stage:   {}: {}",
+                d.stage.as_str(),
+                d.stage.sentence(d.is_error())
+            );
+        }
         if let Some(given) = &d.given {
             let _ = writeln!(out, "    given:   {}", short(given));
         }
@@ -213,6 +227,22 @@ pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
             let _ = writeln!(out, "    fix:     {hint}");
         }
     }
+}
+
+/// What the engine itself would have done with these errors: it stops at the
+/// earliest stage of them (a preflight saved that much of a start-up).
+pub(crate) fn engine_verdict(errors: &[Diagnostic]) -> Option<String> {
+    let earliest = errors
+        .iter()
+        .map(|d| match d.stage {
+            Stage::Vllm(s) => s,
+        })
+        .min()?;
+    let v = hisparse_core::VLLM_VERSION;
+    Some(match earliest {
+        VllmStage::Never => format!("Without this check: vLLM {v} would start with this configuration and then break on it or ignore it (stage never)"),
+        s => format!("Without this check: vLLM {v} would refuse this configuration {} (stage {})", s.when(), s.as_str()),
+    })
 }
 
 fn short(v: &Value) -> String {

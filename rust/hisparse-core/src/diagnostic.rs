@@ -3,6 +3,7 @@
 //! machine-applicable fix (a list of [`FixOp`]s on the JSON form of
 //! [`crate::ServeArgs`]) that makes the diagnostic go away when applied.
 
+use crate::config::vllm_stages::{self, VllmStage};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::path::{FieldPath, Seg};
 use serde::{Deserialize, Serialize};
@@ -71,6 +72,14 @@ codes! {
     TensorParallelHeadsMismatch => "tensor_parallel_heads_mismatch",
     DecodeContextParallelInvalid => "decode_context_parallel_invalid",
     UnknownQuantizationMethod => "unknown_quantization_method",
+    QuantAlgoMissing => "quant_algo_missing",
+    // The launch layout over nodes (vLLM 0.33 create_engine_config, ParallelConfig,
+    // the executor and `vllm serve --headless`).
+    NodeRankOutOfRange => "node_rank_out_of_range",
+    MultiNodeBackendUnsupported => "multi_node_backend_unsupported",
+    DataParallelLayoutInvalid => "data_parallel_layout_invalid",
+    HeadlessWithoutLocalReplicas => "headless_without_local_replicas",
+    ExternalLbLocalSizeInvalid => "external_lb_local_size_invalid",
     ModelNotDsa => "model_not_dsa",
     DeepseekV4Unsupported => "deepseek_v4_unsupported",
     IndexTopkTooLarge => "index_topk_too_large",
@@ -114,6 +123,65 @@ codes! {
     PlanAssumption => "plan_assumption",
 }
 
+/// When the engine would have refused what a diagnostic reports: one of an
+/// engine version's own stages. Serialized as the stage's plain name
+/// (`"config"`, `"model_load"`, ...; the names and meanings are in
+/// [`VllmStage`]).
+///
+/// Engine-scoped by design: each engine version owns its stage enum and its
+/// code-to-stage table in its own module (`config/vllm_stages.rs` for vLLM
+/// 0.33.0). A second engine (SGLang 0.5.23: `argparse`, `resolve`, `check`,
+/// `after_weights_load`, `pool_build`, `coordinator_init`, `first_decode`,
+/// `request`) adds a variant here and its own enum beside its rules, without
+/// touching vLLM's. A name two engines share (`argparse`) reads back as the
+/// first engine's here; a reader that knows the report's engine parses it with
+/// that engine's `parse`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Vllm(VllmStage),
+}
+
+impl Stage {
+    /// The stage's name, e.g. `"workers"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Vllm(s) => s.as_str(),
+        }
+    }
+
+    /// The sentence the CLI and the plugin print for it ("vLLM 0.33.0 refuses
+    /// this after the model has loaded, ...").
+    pub fn sentence(self, is_error: bool) -> String {
+        match self {
+            Stage::Vllm(s) => s.sentence(is_error),
+        }
+    }
+}
+
+impl From<VllmStage> for Stage {
+    fn from(s: VllmStage) -> Self {
+        Stage::Vllm(s)
+    }
+}
+
+impl Serialize for Stage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Stage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        VllmStage::parse(&name).map(Stage::Vllm).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{name:?} is not a stage of vLLM {}",
+                crate::VLLM_VERSION
+            ))
+        })
+    }
+}
+
 /// One edit of the JSON form of [`crate::ServeArgs`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -139,6 +207,10 @@ pub struct Diagnostic {
     pub path: FieldPath,
     /// One sentence a user can read without the source.
     pub message: String,
+    /// When the engine would have refused this (`never`: it accepts it, then
+    /// breaks or ignores it); vLLM 0.33.0's table in `config/vllm_stages.rs`,
+    /// or the rule's own where it depends on where the rule fires.
+    pub stage: Stage,
     /// The value that was given, if any (a given JSON null stays `Some(Null)`).
     #[serde(
         default,
@@ -172,6 +244,7 @@ impl Diagnostic {
             severity,
             path,
             message: message.into(),
+            stage: Stage::Vllm(vllm_stages::stage_of(code)),
             given: None,
             allowed: None,
             hint: None,
@@ -186,6 +259,12 @@ impl Diagnostic {
 
     pub fn allowed(mut self, allowed: impl Into<String>) -> Self {
         self.allowed = Some(allowed.into());
+        self
+    }
+
+    /// Set the stage where it is not the code's usual one (see `config/vllm_stages.rs`).
+    pub fn stage(mut self, stage: impl Into<Stage>) -> Self {
+        self.stage = stage.into();
         self
     }
 

@@ -100,7 +100,11 @@ impl Parallel {
             pcp: args.prefill_context_parallel_size.unwrap_or(1),
             dp: args.data_parallel_size.unwrap_or(1),
             nnodes: args.nnodes.unwrap_or(1),
-            dp_local: args.data_parallel_size_local,
+            // An external-LB DP rank runs one replica (arg_utils.py:2476-2484).
+            dp_local: match args.data_parallel_rank {
+                Some(_) => Some(1),
+                None => args.data_parallel_size_local,
+            },
         }
     }
 

@@ -317,7 +317,125 @@ fn data_parallel_size_local_out_of_range_is_fixed() {
         json!({"data_parallel_size": 16, "data_parallel_size_local": 8}),
         json!({"data_parallel_size": 16, "data_parallel_size_local": 0}),
         json!({"data_parallel_size": 16, "data_parallel_size_local": 8, "nnodes": 2}),
-        json!({"data_parallel_size": 2, "data_parallel_size_local": 2, "nnodes": 2}),
+        json!({"data_parallel_size": 2, "data_parallel_size_local": 2, "nnodes": 2, "tensor_parallel_size": 8}),
+    ] {
+        let r = report(&args(doc.clone()));
+        assert!(r.valid, "{doc}: {:?}", r.errors);
+    }
+}
+
+/// Issue 17 item 6: the layouts vLLM 0.33.0 refuses only when its engine
+/// starts, each with the stage, and a fix that passes alone and together.
+#[test]
+fn launch_layouts_vllm_refuses_at_engine_start_are_fixed() {
+    use hisparse_core::config::vllm_stages::VllmStage;
+    for (doc, code, path, want) in [
+        // An unset -dpl whose inferred node groups (3) do not divide 2 nodes
+        // (vllm/config/parallel.py:827): one node group, each replica over both.
+        (
+            json!({"tensor_parallel_size": 8, "data_parallel_size": 3, "nnodes": 2}),
+            Code::DataParallelLayoutInvalid,
+            "data_parallel_size_local",
+            json!(3),
+        ),
+        // A TP-1 replica spread over 2 nodes (multiproc_executor.py:305): one a node.
+        (
+            json!({"data_parallel_size": 2, "data_parallel_size_local": 2, "nnodes": 2, "tensor_parallel_size": 1}),
+            Code::DataParallelLayoutInvalid,
+            "data_parallel_size_local",
+            json!(1),
+        ),
+        // vllm serve --headless with no local replica (serve.py:203).
+        (
+            json!({"headless": true, "data_parallel_size": 2, "data_parallel_size_local": 0}),
+            Code::HeadlessWithoutLocalReplicas,
+            "data_parallel_size_local",
+            json!(2),
+        ),
+        (
+            json!({"headless": true, "data_parallel_size": 4, "data_parallel_size_local": 0, "nnodes": 2, "tensor_parallel_size": 4}),
+            Code::HeadlessWithoutLocalReplicas,
+            "data_parallel_size_local",
+            json!(2),
+        ),
+    ] {
+        let a = args(doc.clone());
+        let r = report(&a);
+        let d = r
+            .errors
+            .iter()
+            .find(|e| e.path.to_string() == path)
+            .unwrap_or_else(|| panic!("{doc}: {:?}", r.errors));
+        assert_eq!(
+            (d.code, d.stage),
+            (code, VllmStage::EngineStart.into()),
+            "{doc}"
+        );
+        assert_eq!(fixed(&a, &[d]).to_json()[path], want, "{doc}");
+        let after = fixes_pass_alone_and_together(&a);
+        assert!(after.errors.is_empty(), "{doc}: {:?}", after.errors);
+    }
+}
+
+/// Issue 17 item 6: what vLLM 0.33.0 refuses while building its config over nodes.
+#[test]
+fn node_rank_backend_and_external_lb_are_refused_while_the_config_is_built() {
+    use hisparse_core::config::vllm_stages::VllmStage;
+    for (doc, code, path, want) in [
+        (
+            json!({"nnodes": 2, "tensor_parallel_size": 8, "node_rank": 2}),
+            Code::NodeRankOutOfRange,
+            "node_rank",
+            json!(1),
+        ),
+        (
+            json!({"node_rank": -1}),
+            Code::NodeRankOutOfRange,
+            "node_rank",
+            json!(0),
+        ),
+        (
+            json!({"nnodes": 2, "tensor_parallel_size": 16, "distributed_executor_backend": "ray"}),
+            Code::MultiNodeBackendUnsupported,
+            "distributed_executor_backend",
+            json!("mp"),
+        ),
+        (
+            json!({"data_parallel_size": 4, "data_parallel_rank": 1, "data_parallel_size_local": 2}),
+            Code::ExternalLbLocalSizeInvalid,
+            "data_parallel_size_local",
+            json!(1),
+        ),
+        (
+            json!({"data_parallel_size": 4, "data_parallel_rank": 4}),
+            Code::InvalidValue,
+            "data_parallel_rank",
+            json!(3),
+        ),
+    ] {
+        let a = args(doc.clone());
+        let r = report(&a);
+        let d = r
+            .errors
+            .iter()
+            .find(|e| e.path.to_string() == path)
+            .unwrap_or_else(|| panic!("{doc}: {:?}", r.errors));
+        assert_eq!((d.code, d.stage), (code, VllmStage::Config.into()), "{doc}");
+        assert_eq!(fixed(&a, &[d]).to_json()[path], want, "{doc}");
+        let after = fixes_pass_alone_and_together(&a);
+        assert!(after.errors.is_empty(), "{doc}: {:?}", after.errors);
+    }
+    // All at once: node rank, Ray and the layout, each fixed with the others.
+    let a = args(
+        json!({"nnodes": 2, "node_rank": 5, "tensor_parallel_size": 8, "data_parallel_size": 3, "distributed_executor_backend": "ray"}),
+    );
+    let after = fixes_pass_alone_and_together(&a);
+    assert!(after.errors.is_empty(), "{:?}", after.errors);
+    // Ray on one node, a rank in range: valid.
+    for doc in [
+        json!({"distributed_executor_backend": "ray", "tensor_parallel_size": 8}),
+        json!({"nnodes": 2, "node_rank": 1, "tensor_parallel_size": 16}),
+        json!({"data_parallel_size": 4, "data_parallel_rank": 3}),
     ] {
         let r = report(&args(doc.clone()));
         assert!(r.valid, "{doc}: {:?}", r.errors);

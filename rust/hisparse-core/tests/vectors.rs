@@ -92,6 +92,25 @@ fn check(name: &str, report: &Report, expect: &Map<String, Value>, exhaustive: b
             "{name}: warnings"
         );
     }
+    // A vector's diagnostic may name the stage vLLM 0.33.0 refuses it at.
+    for want in ["errors", "warnings"]
+        .iter()
+        .filter_map(|k| expect.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter(|e| e.get("stage").is_some())
+    {
+        let found = report
+            .errors
+            .iter()
+            .chain(&report.warnings)
+            .find(|d| d.code.as_str() == want["code"] && d.path.to_string() == want["path"])
+            .unwrap_or_else(|| panic!("{name}: no {want}"));
+        assert_eq!(
+            found.stage.as_str(),
+            want["stage"].as_str().unwrap(),
+            "{name}: stage of {want}"
+        );
+    }
     let Some(Value::Object(fields)) = expect.get("hisparse") else {
         return;
     };

@@ -265,6 +265,17 @@ fn vllm_deviations() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// When vLLM 0.33.0 refuses each code: (code, stage, where vLLM raises it),
+/// from `rust/hisparse-core/src/config/vllm_stages.rs`. A report's
+/// `Diagnostic.stage` is the code's stage unless its rule sets another.
+#[pyfunction]
+fn vllm_stages() -> Vec<(&'static str, &'static str, &'static str)> {
+    hisparse_core::config::vllm_stages::VLLM_0_33_STAGES
+        .iter()
+        .map(|r| (r.code.as_str(), r.stage.as_str(), r.source))
+        .collect()
+}
+
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -296,6 +307,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vllm_flag_table, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
+    m.add_function(wrap_pyfunction!(vllm_stages, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
     m.add_class::<pool::HostKVPool>()?;
     m.add_class::<pool::PoolLayout>()?;

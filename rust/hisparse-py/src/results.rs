@@ -196,6 +196,20 @@ impl Diagnostic {
     fn message(&self) -> &str {
         &self.0.message
     }
+    /// When vLLM 0.33.0 would have refused this: "argparse", "config",
+    /// "engine_start", "model_load", "workers", "first_step", or "never" (it
+    /// accepts it, then breaks on it or ignores it). See `vllm_stages()`.
+    #[getter]
+    fn stage(&self) -> &'static str {
+        self.0.stage.as_str()
+    }
+    /// The stage in words, as `hisparse-check` prints it, e.g. "vLLM 0.33.0
+    /// refuses this after the model has loaded, when its workers set up the
+    /// KV cache"; for `never`, "vLLM 0.33.0 accepts this ...".
+    #[getter]
+    fn stage_sentence(&self) -> String {
+        self.0.stage.sentence(self.0.is_error())
+    }
     /// The value that was given (JSON types), or None.
     #[getter]
     fn given<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

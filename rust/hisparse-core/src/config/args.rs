@@ -102,6 +102,23 @@ pub struct ServeArgs {
     /// share one HiSparse host pool only when their replica is on one node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nnodes: Option<i64>,
+    /// `--node-rank` / `-r`: this node's index, 0 ..= nnodes - 1 (default 0;
+    /// vLLM 0.33 `ParallelConfig.node_rank`, vllm/config/parallel.py:323,
+    /// checked against `--nnodes` at vllm/engine/arg_utils.py:2414).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rank: Option<i64>,
+    /// `vllm serve --headless`: this node runs engines and workers without an
+    /// API server (vllm/entrypoints/cli/serve.py:181 `run_headless`), which
+    /// needs at least one local DP replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headless: Option<bool>,
+    /// `--data-parallel-rank` / `-dpn`: this process is one external-LB DP rank
+    /// (vLLM 0.33 arg_utils.py:2447): it runs one DP replica on this node
+    /// (`data_parallel_size_local` 1, arg_utils.py:2476-2484), so the host-pool
+    /// check counts that replica's pools; other external-LB processes on the
+    /// node pin their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel_rank: Option<i64>,
     /// `--kv-cache-dtype` (default "auto").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_dtype: Option<String>,
@@ -126,6 +143,10 @@ pub struct ServeArgs {
     /// node): TP ranks share one HiSparse host pool only under "mp".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed_executor_backend: Option<String>,
+    /// `--data-parallel-backend` / `-dpb` ("mp", the default, or "ray"): over
+    /// `--nnodes` > 1 vLLM 0.33 takes only mp (vllm/engine/arg_utils.py:2390).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel_backend: Option<String>,
     /// `--enable-expert-parallel` / `-ep` (default false): MoE experts are split
     /// across all TP x DP ranks instead of by TP. Read by the weight estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,6 +11,7 @@ use crate::config::schema::{
     check_keys, closest, kind, lax_bool, lax_int, quoted, type_error, KNOWN_CONNECTORS, KV_ROLES,
     KV_TRANSFER_FIELDS, KV_TRANSFER_REMOVED,
 };
+use crate::config::vllm_stages::VllmStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;
 use serde_json::{json, Map, Value};
@@ -248,7 +249,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             out.push(vllm_crash(
                 &connectors,
                 "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
-            ));
+            ).stage(VllmStage::Workers));
         }
         let items = match children {
             Some(Value::Array(items)) if !items.is_empty() => items,
@@ -294,7 +295,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                     out.push(vllm_crash(
                         &children_path,
                         "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
-                    ));
+                    ).stage(VllmStage::Workers));
                 }
                 continue;
             }
@@ -669,12 +670,13 @@ fn check_fields(
             )
             .given(&obj["engine_id"])
             .allowed("no engine_id in child connectors (set it on the top-level kv_transfer_config)")
+            .stage(VllmStage::Workers)
             .fix(vec![FixOp::Remove { path: at.clone() }]),
         );
         out.push(vllm_crash(
             &at,
             "TypeError (KVTransferConfig() got multiple values for keyword argument 'engine_id', in MultiConnector._get_connector_classes_and_configs) when it creates the connectors, after the model has loaded",
-        ));
+        ).stage(VllmStage::Workers));
     }
     for (field, check) in [
         ("engine_id", FieldKind::OptStr),
@@ -723,6 +725,8 @@ fn ignored_children(extra_path: &FieldPath, key: &str, list: &Value) -> Diagnost
         ),
     )
     .hint(format!("move them into {to}"))
+    // Without the list, the MultiConnector fails when the connectors are built.
+    .stage(VllmStage::Workers)
     .fix(vec![FixOp::Move { from, to }])
 }
 

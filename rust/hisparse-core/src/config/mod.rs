@@ -5,7 +5,8 @@
 //! HiSparse, `misplaced` for its settings in the wrong place, `startup` for
 //! vLLM's other start-up rules), settle a report's fixes jointly (`fixes`),
 //! write them as `vllm serve` flags (`fixed_flags`), and report (`report`);
-//! `deviations` lists where the verdict knowingly differs from vLLM 0.33.0's.
+//! `deviations` lists where the verdict knowingly differs from vLLM 0.33.0's;
+//! `vllm_stages` says at which start-up stage vLLM 0.33.0 refuses each code.
 
 pub mod args;
 pub mod connectors;
@@ -22,3 +23,4 @@ pub mod resolve;
 pub mod schema;
 pub mod startup;
 pub mod validate;
+pub mod vllm_stages;

@@ -39,6 +39,9 @@ pub const MODEL_KEYS: &[&str] = &[
     "intermediate_size",
     "moe_intermediate_size",
     "n_routed_experts",
+    "num_experts",
+    "moe_num_experts",
+    "num_local_experts",
     "n_shared_experts",
     "first_k_dense_replace",
     "vocab_size",
@@ -144,6 +147,10 @@ pub struct ModelInfo {
     pub torch_dtype: Option<String>,
     /// MTP depth shipped with the checkpoint (`num_nextn_predict_layers`).
     pub num_nextn_predict_layers: Option<u32>,
+    /// Routed experts as vLLM 0.33 counts them (`ModelConfig.is_moe`: the first
+    /// of num_experts, moe_num_experts, n_routed_experts, num_local_experts,
+    /// vllm/transformers_utils/config.py:64); None or 0: a dense model.
+    pub num_experts: Option<u64>,
     /// MLA latent width (`kv_lora_rank`, 512 on DeepSeek-V3.2 and GLM-5).
     pub kv_lora_rank: Option<u32>,
     /// Decoupled RoPE width (`qk_rope_head_dim`: 64, or 0 on NoPE models such as GLM-5.3-Flash).
@@ -376,6 +383,14 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
             .or_else(|| lookup("dtype"))
             .and_then(|(v, _, _)| v.as_str().map(str::to_owned)),
         num_nextn_predict_layers: small_uint("num_nextn_predict_layers"),
+        num_experts: [
+            "num_experts",
+            "moe_num_experts",
+            "n_routed_experts",
+            "num_local_experts",
+        ]
+        .into_iter()
+        .find_map(uint),
         kv_lora_rank: small_uint("kv_lora_rank"),
         qk_rope_head_dim: small_uint("qk_rope_head_dim"),
         index_kpool: lookup("index_kpool").and_then(|(v, source, overridden)| {

@@ -7,8 +7,9 @@ use crate::diagnostic::Diagnostic;
 use crate::gpu::GpuSpec;
 use serde::{Deserialize, Serialize};
 
-/// Version of the JSON schema; bumped only on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the JSON schema; bumped only on incompatible changes. 2: every
+/// diagnostic carries `stage` (when vLLM 0.33.0 would have refused it).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where a resolved value came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,7 @@ use crate::config::schema::{
     SPECULATIVE_FIELDS,
 };
 use crate::config::validate::{self, PoolAdvice, StartupNeed};
+use crate::config::vllm_stages;
 use crate::config::{fixes, misplaced, startup};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
@@ -95,7 +96,13 @@ pub(crate) fn resolve_once(
 
     let tree = match &args.kv_transfer_config {
         None | Some(Value::Null) => ConnectorTree::default(),
-        Some(v) => connectors::walk(v, &mut d),
+        Some(v) => {
+            let from = d.len();
+            let tree = connectors::walk(v, &mut d);
+            let hma_flag = args.disable_hybrid_kv_cache_manager.is_some();
+            vllm_stages::set_connector_stages(&mut d[from..], hma_flag);
+            tree
+        }
     };
     let explicit = parse_attention(args.attention_config.as_ref(), &mut d);
     let num_speculative_tokens = parse_speculative(args.speculative_config.as_ref(), &mut d);
@@ -366,6 +373,7 @@ fn parse_compilation(value: Option<&Value>, d: &mut Vec<Diagnostic>) -> Option<S
             path.clone(),
             format!("{path} is not a CUDAGraphMode"),
         )
+        .stage(vllm_stages::VllmStage::Argparse)
         .given(v)
         .allowed(format!("one of {}", quoted(CUDAGRAPH_MODES)));
         let best = v
@@ -490,7 +498,17 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         ),
         dp,
         nnodes: at_least_one("nnodes", args.nnodes, d),
-        dp_local: check_dp_local(args.data_parallel_size_local, dp, d),
+        dp_local: check_dp_local(args.data_parallel_size_local, dp, d)
+            // An external-LB DP rank runs one replica (arg_utils.py:2476-2484);
+            // startup::check_launch reports another given size.
+            .map(|n| {
+                if args.data_parallel_rank.is_some() {
+                    1
+                } else {
+                    n
+                }
+            })
+            .or(args.data_parallel_rank.map(|_| 1)),
     };
 
     let block_size = match args.block_size {
@@ -561,6 +579,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                         crate::VLLM_VERSION
                     ),
                 )
+                .stage(vllm_stages::VllmStage::Argparse)
                 .given(&json!(t))
                 .allowed(format!("one of {}", quoted(CACHE_DTYPES)))
                 .fix(vec![FixOp::Set {

@@ -11,6 +11,7 @@ use crate::config::connectors;
 use crate::config::model::ModelInfo;
 use crate::config::resolve::Scalars;
 use crate::config::schema::{quoted, QUANTIZATION_METHODS};
+use crate::config::vllm_stages::VllmStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::limits::MAX_DIVISOR_TRIALS;
 use crate::path::FieldPath;
@@ -43,7 +44,7 @@ pub(crate) fn check(
         check_heads_split(info, scalars.parallel.tp, d);
         spec_removed = check_mtp_layers(args, info, d);
     }
-    check_launch(args, scalars, hisparse, d);
+    check_launch(args, scalars, model, hisparse, d);
     if num_speculative_tokens.is_some_and(|n| n.is_some()) && !spec_removed {
         check_draft_model(args, d);
     }
@@ -173,6 +174,7 @@ fn check_quantization(model: &ModelInfo, d: &mut Vec<Diagnostic>) {
         return;
     };
     if QUANTIZATION_METHODS.contains(&method) {
+        check_quant_algo(model, method, d);
         return;
     }
     d.push(
@@ -188,6 +190,48 @@ fn check_quantization(model: &ModelInfo, d: &mut Vec<Diagnostic>) {
         .given(&json!(method))
         .allowed(format!("one of {}", quoted(QUANTIZATION_METHODS)))
         .hint("serve a checkpoint in a quantization format vLLM loads"),
+    );
+}
+
+/// ModelOpt checkpoints name their algorithm in `quant_algo` (top level, or
+/// under `quantization`): without it, vLLM 0.33 refuses the model while
+/// building its config ("Missing 'quant_algo' in quantization config",
+/// vllm/model_executor/layers/quantization/modelopt.py:363, from
+/// `VllmConfig._get_quantization_config`, vllm/config/vllm.py:1608).
+/// `modelopt_mxfp8` fills in MXFP8 itself (modelopt.py:1249) and passes.
+fn check_quant_algo(model: &ModelInfo, method: &str, d: &mut Vec<Diagnostic>) {
+    let algo = |c: &Value| {
+        c.get("quant_algo")
+            .is_some_and(|a| !a.is_null() && a.as_str() != Some(""))
+    };
+    let Some(q) = model.quantization_config.as_ref() else {
+        return;
+    };
+    let given = match q.get("quantization") {
+        Some(inner) => algo(inner),
+        None => algo(q),
+    };
+    if !matches!(method, "modelopt" | "modelopt_fp4") || given {
+        return;
+    }
+    let example = if method == "modelopt_fp4" {
+        "NVFP4"
+    } else {
+        "FP8"
+    };
+    d.push(
+        Diagnostic::error(
+            Code::QuantAlgoMissing,
+            FieldPath::root("model"),
+            format!(
+                "{}'s quantization_config has quant_method \"{method}\" but no quant_algo: vLLM {} refuses the model while building its config (\"Missing 'quant_algo' in quantization config\")",
+                model.name(),
+                crate::VLLM_VERSION
+            ),
+        )
+        .given(q)
+        .allowed(format!("a quantization_config with quant_algo (\"{example}\" for {method})"))
+        .hint(format!("the checkpoint's quantization_config is incomplete: add \"quant_algo\": \"{example}\" to it (as ModelOpt exports it), or serve a complete checkpoint")),
     );
 }
 
@@ -305,8 +349,16 @@ fn check_heads_split(model: &ModelInfo, tp: i64, d: &mut Vec<Diagnostic>) {
 /// size (DP x PP x TP x PCP); pipeline parallelism needs the mp, ray or
 /// external_launcher executor; Model Runner V1 (`VLLM_USE_V2_MODEL_RUNNER=0`)
 /// does not run prefill context parallelism (vllm/config/vllm.py
-/// `_get_v1_model_runner_unsupported_features`).
-fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagnostic>) {
+/// `_get_v1_model_runner_unsupported_features`). Over nodes (issue 17): the
+/// node rank, the executor, external-LB DP ranks, the node groups and each
+/// replica's span (read when the engine starts), `--headless`.
+fn check_launch(
+    args: &ServeArgs,
+    s: &Scalars,
+    model: Option<&ModelInfo>,
+    hisparse: bool,
+    d: &mut Vec<Diagnostic>,
+) {
     let p = &s.parallel;
     let world = [p.dp, p.pp, p.tp, p.pcp]
         .iter()
@@ -330,7 +382,19 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
             .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
         );
     }
-    check_node_groups(&Parallel { nnodes, ..*p }, d);
+    // The layout the node rules see, with the nnodes fix.
+    let layout = Parallel { nnodes, ..*p };
+    let headless = args.headless == Some(true);
+    check_node_rank(args, nnodes, d);
+    check_multi_node_backend(args, nnodes, d);
+    check_external_lb(args, p, model, d);
+    // External LB: vLLM skips the node-group rule (parallel.py:825-826).
+    if args.data_parallel_rank.is_none() {
+        check_node_groups(&layout, args, d);
+    }
+    if headless && p.dp_local == Some(0) {
+        headless_without_replicas(&layout, args, d);
+    }
     let backend = args.distributed_executor_backend.as_deref();
     if p.pp > 1 && !matches!(backend, None | Some("mp" | "ray" | "external_launcher")) {
         let path = FieldPath::root("distributed_executor_backend");
@@ -362,18 +426,90 @@ fn check_launch(args: &ServeArgs, s: &Scalars, hisparse: bool, d: &mut Vec<Diagn
     }
 }
 
-/// With `--nnodes` and a given `--data-parallel-size-local`, the DP replicas
-/// form DP / dp_local node groups, which must divide nnodes (vLLM 0.33
-/// `ParallelConfig.nnodes_within_dp`, vllm/config/parallel.py:820-835, read
-/// by the executor and the shared host pool rule; dp_local 0 divides by zero
-/// there). The fix is vLLM's own inference for an unset dp_local
-/// (arg_utils.py:2442), or every replica (one node group) when that does not
-/// divide either. vLLM skips the rule for external-LB DP ranks, which
-/// hisparse-check does not read (the plugin leaves dp_local out for them).
-fn check_node_groups(p: &Parallel, d: &mut Vec<Diagnostic>) {
-    let Some(local) = p.dp_local else { return };
-    let divides = |local: i64| local > 0 && p.nnodes % (p.dp / local).max(1) == 0;
-    if p.nnodes <= 1 || divides(local) {
+/// GPUs of one DP replica (PP x TP x PCP).
+fn world_within_dp(p: &Parallel) -> i64 {
+    [p.pp, p.tp, p.pcp]
+        .iter()
+        .fold(1i64, |w, n| w.saturating_mul((*n).max(1)))
+}
+
+/// Whether vLLM 0.33 starts the engine with `local` DP replicas a node: the
+/// DP / local node groups divide nnodes (`ParallelConfig.nnodes_within_dp`,
+/// vllm/config/parallel.py:827), and, under the multiprocessing executor,
+/// each replica's GPUs divide over the nodes it spans
+/// (v1/executor/multiproc_executor.py:305).
+fn layout_starts(p: &Parallel, local: i64, mp: bool) -> Result<(), LayoutRule> {
+    if local <= 0 {
+        return Err(LayoutRule::NoLocalReplica);
+    }
+    let groups = (p.dp / local).max(1);
+    if p.nnodes % groups != 0 {
+        return Err(LayoutRule::GroupsDivideNodes(groups));
+    }
+    let spans = p.nnodes / groups;
+    if mp && world_within_dp(p) % spans != 0 {
+        return Err(LayoutRule::ReplicaDividesNodes(spans));
+    }
+    Ok(())
+}
+
+/// Why a node layout does not start.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum LayoutRule {
+    /// dp_local 0 (ZeroDivisionError in nnodes_within_dp).
+    NoLocalReplica,
+    /// This many node groups do not divide nnodes (parallel.py:827).
+    GroupsDivideNodes(i64),
+    /// A replica spans this many nodes, which its world does not divide
+    /// (multiproc_executor.py:305).
+    ReplicaDividesNodes(i64),
+}
+
+/// The DP replicas a node runs that vLLM starts with, nearest `want` (ties:
+/// more replicas a node): `data_parallel_size / g` for the node groups `g`
+/// that divide both nnodes and the DP size (bounded by the divisors of nnodes).
+fn starting_dp_local(p: &Parallel, want: i64, mp: bool) -> Option<i64> {
+    let nnodes = p.nnodes.unsigned_abs();
+    let mut best: Option<i64> = None;
+    let mut g = 1u64;
+    while g <= MAX_DIVISOR_TRIALS && g.saturating_mul(g) <= nnodes {
+        if nnodes % g == 0 {
+            for groups in [g, nnodes / g] {
+                let Ok(groups) = i64::try_from(groups) else {
+                    continue;
+                };
+                if p.dp % groups != 0 {
+                    continue;
+                }
+                let local = p.dp / groups;
+                if layout_starts(p, local, mp).is_err() {
+                    continue;
+                }
+                let closer = best.is_none_or(|b| {
+                    let (db, dl) = (b.abs_diff(want), local.abs_diff(want));
+                    dl < db || (dl == db && local > b)
+                });
+                if closer {
+                    best = Some(local);
+                }
+            }
+        }
+        g += 1;
+    }
+    best
+}
+
+/// With `--nnodes`, the DP replicas form DP / dp_local node groups, which
+/// must divide nnodes (vLLM 0.33 `ParallelConfig.nnodes_within_dp`,
+/// vllm/config/parallel.py:820-835; dp_local 0 divides by zero there), and
+/// under the multiprocessing executor each replica's GPUs must divide over
+/// the nodes it spans (v1/executor/multiproc_executor.py:305). An unset
+/// dp_local is vLLM's inference (arg_utils.py:2442). vLLM first reads these
+/// when its engine starts (stage `engine_start`). The fix is the local size
+/// nearest the given (or inferred) one that starts, reusing the DP size and
+/// the nodes. External-LB DP ranks skip the rule (the caller does).
+fn check_node_groups(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
+    if p.nnodes <= 1 {
         return;
     }
     let inferred = Parallel {
@@ -381,35 +517,232 @@ fn check_node_groups(p: &Parallel, d: &mut Vec<Diagnostic>) {
         ..*p
     }
     .dp_local();
-    let fixed = if divides(inferred) { inferred } else { p.dp };
-    let path = FieldPath::root("data_parallel_size_local");
-    let groups = if local == 0 {
-        "no node group (0 replicas a node)".to_owned()
-    } else {
-        format!(
-            "{} node groups (data_parallel_size {} / data_parallel_size_local {local})",
-            p.dp / local,
-            p.dp
-        )
-    };
-    d.push(
-        Diagnostic::error(
-            Code::InvalidValue,
-            path.clone(),
-            format!("with nnodes {}, data_parallel_size_local {local} makes {groups}, which do not divide the {} nodes; vLLM {} refuses it (ParallelConfig.nnodes_within_dp)", p.nnodes, p.nnodes, crate::VLLM_VERSION),
-        )
-        .given(&json!(local))
-        .allowed(format!("a data_parallel_size_local whose node groups (data_parallel_size / it) divide nnodes {}", p.nnodes))
-        .hint(format!("with --nnodes {}, run {fixed} DP replicas a node: --data-parallel-size-local {fixed}", p.nnodes))
-        .fix(vec![FixOp::Set { path: path.clone(), value: json!(fixed) }]),
+    let given = p.dp_local;
+    let local = given.unwrap_or(inferred);
+    let headless = args.headless == Some(true);
+    if local == 0 && headless {
+        return; // vllm serve --headless refuses it first (headless_without_replicas)
+    }
+    let mp = matches!(
+        args.distributed_executor_backend.as_deref(),
+        None | Some("mp")
     );
+    let Err(rule) = layout_starts(p, local, mp) else {
+        return;
+    };
+    let fixed = starting_dp_local(p, if local > 0 { local } else { inferred }, mp);
+    let path = FieldPath::root("data_parallel_size_local");
+    let v = crate::VLLM_VERSION;
+    let (tp, pp, pcp, dp, nnodes) = (p.tp, p.pp, p.pcp, p.dp, p.nnodes);
+    let which = match given {
+        Some(n) => format!("data_parallel_size_local {n}"),
+        None => format!("data_parallel_size_local, unset, which vLLM infers as {inferred} (this node's share of the world in whole replicas, arg_utils.py:2442)"),
+    };
+    let (code, why) = match rule {
+        LayoutRule::NoLocalReplica => (
+            Code::InvalidValue,
+            format!("with nnodes {nnodes}, {which} makes no node group (0 replicas a node), which does not divide the {nnodes} nodes; vLLM {v} refuses it (ParallelConfig.nnodes_within_dp) when its engine starts"),
+        ),
+        LayoutRule::GroupsDivideNodes(groups) => (
+            if given.is_some() { Code::InvalidValue } else { Code::DataParallelLayoutInvalid },
+            format!("with nnodes {nnodes}, {which} makes {groups} node groups (data_parallel_size {dp} / {local}), which do not divide the {nnodes} nodes; vLLM {v} refuses it when its engine starts (ParallelConfig.nnodes_within_dp, vllm/config/parallel.py:827)"),
+        ),
+        LayoutRule::ReplicaDividesNodes(spans) => (
+            Code::DataParallelLayoutInvalid,
+            format!("with nnodes {nnodes} and {which}, each DP replica spans {spans} nodes, which its {} GPUs (pipeline {pp} x tensor {tp} x prefill context {pcp}) do not divide; vLLM {v}'s multiprocessing executor refuses it when it starts (world_size % nnodes_within_dp, vllm/v1/executor/multiproc_executor.py:305)", world_within_dp(p)),
+        ),
+    };
+    let mut diag = Diagnostic::error(code, path.clone(), why)
+        .stage(VllmStage::EngineStart)
+        .allowed(format!("a data_parallel_size_local whose node groups (data_parallel_size / it) divide nnodes {nnodes}, each replica's GPUs dividing over the nodes it spans"));
+    if let Some(n) = given {
+        diag = diag.given(&json!(n));
+    }
+    diag = match fixed {
+        Some(fixed) => diag
+            .hint(format!("with --nnodes {nnodes}, run {fixed} DP replica{} a node: --data-parallel-size-local {fixed}", if fixed == 1 { "" } else { "s" }))
+            .fix(vec![FixOp::Set { path: path.clone(), value: json!(fixed) }]),
+        None => diag.hint(format!("no data_parallel_size_local starts this layout over {nnodes} nodes: change --nnodes, --data-parallel-size or the replica's parallel sizes")),
+    };
+    d.push(diag);
     if local == 0 {
         // parallel.py:821-822: data_parallel_size // data_parallel_size_local.
         d.push(Diagnostic::warning(
             Code::Vllm033Crash,
             path,
-            format!("vLLM {} does not report this: it raises ZeroDivisionError (ParallelConfig.nnodes_within_dp divides data_parallel_size by data_parallel_size_local) at start-up", crate::VLLM_VERSION),
-        ));
+            format!("vLLM {v} does not report this: it raises ZeroDivisionError (ParallelConfig.nnodes_within_dp divides data_parallel_size by data_parallel_size_local) at start-up"),
+        ).stage(VllmStage::EngineStart));
+    }
+}
+
+/// `vllm serve --headless` runs this node's DP engines without an API server
+/// and refuses to run none: "data_parallel_size_local must be > 0 in headless
+/// mode" (vllm/entrypoints/cli/serve.py:203, after the config is built, as the
+/// engines start). The fix is vLLM's own inference for an unset size, or the
+/// nearest size that starts over the nodes.
+fn headless_without_replicas(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
+    let inferred = Parallel {
+        dp_local: None,
+        ..*p
+    }
+    .dp_local();
+    let mp = matches!(
+        args.distributed_executor_backend.as_deref(),
+        None | Some("mp")
+    );
+    let fixed = if p.nnodes <= 1 || layout_starts(p, inferred, mp).is_ok() {
+        inferred
+    } else {
+        starting_dp_local(p, inferred, mp).unwrap_or(inferred)
+    };
+    let path = FieldPath::root("data_parallel_size_local");
+    d.push(
+        Diagnostic::error(
+            Code::HeadlessWithoutLocalReplicas,
+            path.clone(),
+            format!("vllm serve --headless runs this node's DP engines and needs at least one: data_parallel_size_local 0 gives none; vLLM {} refuses it (\"data_parallel_size_local must be > 0 in headless mode\", entrypoints/cli/serve.py:203)", crate::VLLM_VERSION),
+        )
+        .given(&json!(0))
+        .allowed(format!("1 ..= data_parallel_size ({})", p.dp))
+        .hint(format!("run {fixed} DP replica{} on this headless node: --data-parallel-size-local {fixed}", if fixed == 1 { "" } else { "s" }))
+        .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+    );
+}
+
+/// vLLM 0.33 `EngineArgs.create_engine_config` refuses a `--node-rank`
+/// outside 0 ..= nnodes - 1 with `--nnodes` > 1 (vllm/engine/arg_utils.py:2414),
+/// and a negative one always (`ParallelConfig.node_rank`, ge=0,
+/// vllm/config/parallel.py:323). Node ranks are zero-based: the fix is the
+/// last node for one past the end, 0 for a negative rank.
+fn check_node_rank(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnostic>) {
+    let Some(rank) = args.node_rank else { return };
+    if rank >= 0 && (nnodes <= 1 || rank < nnodes) {
+        return;
+    }
+    let fixed = if rank < 0 { 0 } else { nnodes - 1 };
+    let path = FieldPath::root("node_rank");
+    d.push(
+        Diagnostic::error(
+            Code::NodeRankOutOfRange,
+            path.clone(),
+            format!("node_rank {rank} is not one of the {nnodes} nodes' zero-based indices; vLLM {} refuses it while building its config (arg_utils.py:2414)", crate::VLLM_VERSION),
+        )
+        .given(&json!(rank))
+        .allowed(format!("0 ..= {}", (nnodes - 1).max(0)))
+        .hint(format!("node ranks are zero-based: the last of {nnodes} nodes is --node-rank {}; set it to this node's index", (nnodes - 1).max(0)))
+        .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+    );
+}
+
+/// vLLM 0.33 `ParallelConfig.__post_init__` runs `--nnodes` > 1 only under
+/// the mp, uni or external_launcher executor ("nnodes > 1 can only be set when
+/// distributed executor backend is mp, uni or external_launcher",
+/// vllm/config/parallel.py:1108-1114): Ray places its own nodes. The fix is mp,
+/// vLLM's default over nodes (parallel.py:1064).
+fn check_multi_node_backend(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnostic>) {
+    // `--data-parallel-backend ray` over nodes: refused first, by
+    // create_engine_config (arg_utils.py:2390), before ParallelConfig.
+    let dp_backend = args.data_parallel_backend.as_deref();
+    if nnodes > 1 && dp_backend.is_some_and(|b| b != "mp") {
+        let path = FieldPath::root("data_parallel_backend");
+        d.push(
+            Diagnostic::error(
+                Code::MultiNodeBackendUnsupported,
+                path.clone(),
+                format!("with nnodes {nnodes}, vLLM {} needs --data-parallel-backend mp, not {}: it refuses it while building its config (arg_utils.py:2390)", crate::VLLM_VERSION, dp_backend.unwrap_or_default()),
+            )
+            .given(&json!(dp_backend))
+            .allowed("\"mp\" with --nnodes > 1 (for Ray, drop --nnodes: Ray places the DP ranks)")
+            .fix(vec![FixOp::Set { path, value: json!("mp") }]),
+        );
+    }
+    let backend = args.distributed_executor_backend.as_deref();
+    if nnodes <= 1 || matches!(backend, None | Some("mp" | "uni" | "external_launcher")) {
+        return;
+    }
+    let path = FieldPath::root("distributed_executor_backend");
+    d.push(
+        Diagnostic::error(
+            Code::MultiNodeBackendUnsupported,
+            path.clone(),
+            format!("with nnodes {nnodes}, vLLM {} needs the mp, uni or external_launcher executor, not {}: it refuses it while building its config (ParallelConfig, vllm/config/parallel.py:1108)", crate::VLLM_VERSION, backend.unwrap_or_default()),
+        )
+        .given(&json!(backend))
+        .allowed("\"mp\", \"uni\" or \"external_launcher\" with --nnodes > 1 (for Ray, drop --nnodes: Ray places the nodes)")
+        .fix(vec![FixOp::Set { path, value: json!("mp") }]),
+    );
+}
+
+/// `--data-parallel-rank` makes this process one external-LB DP rank (vLLM
+/// 0.33 arg_utils.py:2447): it must be in 0 ..= DP - 1 when DP > 1
+/// (`ParallelConfig`, vllm/config/parallel.py:1017), and the process runs one
+/// replica, so a `--data-parallel-size-local` other than 1 is refused
+/// (arg_utils.py:2476-2483).
+fn check_external_lb(
+    args: &ServeArgs,
+    p: &Parallel,
+    model: Option<&ModelInfo>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let Some(rank) = args.data_parallel_rank else {
+        return;
+    };
+    let rank_path = FieldPath::root("data_parallel_rank");
+    if p.dp <= 1 {
+        // vllm/config/parallel.py:551.
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                rank_path,
+                format!("data_parallel_rank {rank} makes this process an external-LB DP rank, which needs data_parallel_size > 1; vLLM {} refuses it while building its config (\"data_parallel_external_lb can only be set when data_parallel_size > 1\")", crate::VLLM_VERSION),
+            )
+            .given(&json!(rank))
+            .allowed("unset with data_parallel_size 1 (one replica needs no external load balancer)")
+            .fix(vec![FixOp::Remove { path: FieldPath::root("data_parallel_rank") }]),
+        );
+        return;
+    }
+    if let Some(info) = model.filter(|m| m.num_experts.is_none_or(|n| n == 0)) {
+        // arg_utils.py:2455-2464: external DP is for MoE models only.
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                rank_path.clone(),
+                format!("{} is not a MoE model, and vLLM {} runs external-LB data parallelism (data_parallel_rank) only for MoE models: it refuses it while building its config", info.name(), crate::VLLM_VERSION),
+            )
+            .given(&json!(rank))
+            .allowed("unset for a dense model (launch independent vLLM instances instead)")
+            .fix(vec![FixOp::Remove { path: rank_path.clone() }]),
+        );
+        return; // its fix removes the rank, and with it the rules below
+    }
+    if let Some(local) = args.data_parallel_size_local.filter(|n| *n != 1) {
+        let path = FieldPath::root("data_parallel_size_local");
+        d.push(
+            Diagnostic::error(
+                Code::ExternalLbLocalSizeInvalid,
+                path.clone(),
+                format!("data_parallel_rank {rank} makes this process one external-LB DP rank, which runs one replica: vLLM {} refuses data_parallel_size_local {local} with it (arg_utils.py:2476, \"Set it to 1 or omit it\")", crate::VLLM_VERSION),
+            )
+            .given(&json!(local))
+            .allowed("1, or unset, with --data-parallel-rank")
+            .fix(vec![FixOp::Set { path, value: json!(1) }]),
+        );
+    }
+    if !(0..p.dp).contains(&rank) {
+        let path = rank_path;
+        let fixed = if rank < 0 { 0 } else { p.dp - 1 };
+        d.push(
+            Diagnostic::error(
+                Code::InvalidValue,
+                path.clone(),
+                format!("data_parallel_rank {rank} is not one of the {} DP ranks; vLLM {} refuses it while building its config (ParallelConfig, vllm/config/parallel.py:1017)", p.dp, crate::VLLM_VERSION),
+            )
+            .given(&json!(rank))
+            .allowed(format!("0 ..= {}", p.dp - 1))
+            .hint(format!("DP ranks are zero-based: the last of {} is --data-parallel-rank {}", p.dp, p.dp - 1))
+            .fix(vec![FixOp::Set { path, value: json!(fixed) }]),
+        );
     }
 }
 
@@ -428,12 +761,32 @@ fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>
         return false;
     }
     let path = FieldPath::root("speculative_config").key("method");
+    // DeepSeek-V3/V3.2 and GLM-5 checkpoints become a deepseek_mtp draft config
+    // whatever their MTP depth (vllm/config/speculative.py:749-760): vLLM builds
+    // the config and fails loading the draft model. Other models have no MTP
+    // draft at all: NotImplementedError while the config is built (:1498).
+    let mtp_draft_type = matches!(
+        model.model_type.as_deref(),
+        Some("deepseek_v3" | "deepseek_v32" | "glm_moe_dsa" | "deepseek_mtp")
+    );
+    let (stage, when) = if mtp_draft_type {
+        (
+            VllmStage::ModelLoad,
+            "it builds the config and fails when it loads the draft model",
+        )
+    } else {
+        (
+            VllmStage::Config,
+            "it refuses it while building its config (\"Unsupported speculative method\")",
+        )
+    };
     d.push(
         Diagnostic::error(
             Code::InvalidValue,
             path,
-            format!("{} has no MTP layers (num_nextn_predict_layers), so vLLM {} cannot speculate with method {}", model.name(), crate::VLLM_VERSION, method.unwrap_or_default()),
+            format!("{} has no MTP layers (num_nextn_predict_layers), so vLLM {} cannot speculate with method {}: {when}", model.name(), crate::VLLM_VERSION, method.unwrap_or_default()),
         )
+        .stage(stage)
         .given(&json!(method))
         .allowed("MTP on a checkpoint with MTP layers (DeepSeek-V3/V3.2, GLM-5), or another speculative method")
         .fix(vec![FixOp::Remove {

@@ -18,6 +18,7 @@ use crate::config::schema::{
     lax_bool, lax_int, py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS,
     SPARSE_MLA_DTYPES,
 };
+use crate::config::vllm_stages::VllmStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::gpu::GpuSpec;
 use crate::path::FieldPath;
@@ -343,6 +344,9 @@ impl Ctx<'_> {
                     format!("{} has no sparse-MLA layers (num_hidden_layers, or layer_types entries \"deepseek_sparse_attention\")", model.name()),
                 )
                 .allowed("a DSA model with at least one sparse-MLA layer")
+                // vLLM finds no sparse-MLA cache specs when it lays out the KV
+                // cache (v1/hisparse/layout.py:121), after the model has loaded.
+                .stage(VllmStage::Workers)
                 .hint("fix the model's config.json or --hf-overrides, or serve without HiSparse")
                 .fix(self.disable_hisparse()),
             );
@@ -775,6 +779,9 @@ impl Ctx<'_> {
                 )
                 .given(&json!(model.name()))
                 .allowed("a DSA model with MLA: kv_lora_rank and qk_rope_head_dim in config.json")
+                // vLLM finds no sparse-MLA cache specs when it lays out the KV
+                // cache (v1/hisparse/layout.py:121), after the model has loaded.
+                .stage(VllmStage::Workers)
                 .hint("fix the model's config.json or --hf-overrides, or serve without HiSparse")
                 .fix(self.disable_hisparse()),
             );
@@ -1230,6 +1237,9 @@ impl Ctx<'_> {
             };
             d.push(
                 type_error(&path, "a number of GiB", raw)
+                    // float(host_pool_gib), config/kv_transfer.py:45, as the
+                    // KV cache is laid out (v1/hisparse/layout.py:86).
+                    .stage(VllmStage::Workers)
                     .allowed(allowed)
                     .hint(hint)
                     .fix(fix),
@@ -1243,6 +1253,7 @@ impl Ctx<'_> {
                     path.clone(),
                     format!("host_pool_gib {gib} is not a finite size: vLLM {} crashes on int(host_pool_gib * 2**30)", crate::VLLM_VERSION),
                 )
+                .stage(VllmStage::Workers)
                 .given(raw)
                 .allowed(allowed)
                 .hint(format!("set {path} to {suggestion} ({holds})"))
@@ -1350,6 +1361,8 @@ impl Ctx<'_> {
                 m.fate()
             ),
         )
+        // Where pydantic rejects the key (hisparse_config), vLLM stops at its parser.
+        .stage(if m.rejected { VllmStage::Argparse } else { VllmStage::Workers })
         .given(&m.value)
         .allowed(format!("{allowed}, at {to}"));
         match self.usable_pool(&m.value, sizing) {
@@ -1406,7 +1419,12 @@ impl Ctx<'_> {
             .into_iter()
             .collect();
         ops.extend(add);
-        d.push(self.without_connector(hs).fix(ops));
+        let mut diag = self.without_connector(hs).fix(ops);
+        if misplaced.is_some_and(|m| m.rejected) {
+            // vLLM's HiSparseConfig rejects the key first, while the flags are parsed.
+            diag = diag.stage(VllmStage::Argparse);
+        }
+        d.push(diag);
     }
 
     fn without_connector(&self, hs: &HiSparseInput) -> Diagnostic {

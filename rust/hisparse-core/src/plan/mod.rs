@@ -31,7 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// Version of the plan's JSON schema; bumped only on incompatible changes.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// 2: every diagnostic carries `stage`, as in the check report's schema 2.
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 /// vLLM refuses a pinned host pool above 95 % of the host RAM (vLLM 0.33
 /// `check_hisparse_host_memory`).
 pub const HOST_MEMORY_FRACTION: f64 = 0.95;
