@@ -207,6 +207,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::HybridBlockSizeUnknown, Never, "starts, with another block size"),
     row(Code::BoolAsNumber, Never, "reads the bool as a number"),
     row(Code::HostPoolImplausible, Never, "starts if the RAM is there"),
+    row(Code::HostPoolGibShadowed, Never, "vLLM reads one host_pool_gib, the HiSparseConnector's own (v1/hisparse/layout.py:86); where it rejects the other key, that key's own error carries the stage"),
     row(Code::HostPoolLimitsContext, Never, "shortens max_model_len to what the pool holds"),
     row(Code::FlagReplaced, Never, "the last JSON flag replaces the others whole"),
     row(Code::HiSparseSettingIgnored, Never, "ignores the setting in kv_connector_extra_config"),
