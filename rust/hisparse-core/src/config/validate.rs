@@ -1187,13 +1187,12 @@ impl Ctx<'_> {
                         Code::HostPoolGibShadowed,
                         m.from.clone(),
                         format!(
-                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {} the one at {}",
+                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {}",
                             m.value,
                             m.from,
                             crate::VLLM_VERSION,
                             if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
                             m.fate(),
-                            m.from
                         ),
                     )
                     .given(&m.value)
