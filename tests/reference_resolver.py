@@ -32,6 +32,7 @@ Messages, hints and fixes are not part of the reference.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -392,7 +393,8 @@ def check_connector_fields(obj: dict[str, Any], path: Path, depth: int, out: Fin
     - ``kv_role`` must be one of the three roles (a string that is not:
       ``invalid_value``; not a string: ``invalid_type``) and is required once
       ``kv_connector`` is set (``missing_kv_role``; vLLM raises "Please specify
-      kv_role when kv_connector is set");
+      kv_role when kv_connector is set"), unless a misspelled ``kv_role`` key
+      is there, whose ``unknown_key`` rename supplies it;
     - a child (depth > 0) with its own ``engine_id``: ``invalid_value`` and a
       ``vllm_0_33_crash`` warning (TypeError in vLLM's MultiConnector);
     - the scalar fields are type-checked in pydantic's lax mode.
@@ -426,7 +428,14 @@ def check_connector_fields(obj: dict[str, Any], path: Path, depth: int, out: Fin
         out.error("invalid_value", (*path, "kv_role"))
     elif raw_role is not None and not isinstance(raw_role, str):
         out.error("invalid_type", (*path, "kv_role"))
-    if connector is not None and raw_role is None:
+    # One typo, one story: a misspelled kv_role (`kv_rol: kv_consumer`) is an
+    # unknown_key whose rename supplies the role, so no missing_kv_role beside it.
+    renamed_role = any(
+        difflib.get_close_matches(key, sorted(KV_TRANSFER_FIELDS), n=1, cutoff=0.8) == ["kv_role"]
+        for key in obj
+        if key not in KV_TRANSFER_FIELDS
+    )
+    if connector is not None and raw_role is None and not renamed_role:
         out.error("missing_kv_role", (*path, "kv_role"))
 
     # A child's own engine_id: vLLM 0.33's MultiConnector passes its engine_id

@@ -333,9 +333,31 @@ FLAGS = st.one_of(
 # --- The Rust side, in the reference's terms ---
 
 
+# Not a configuration rule (the reference states those): the machine note a
+# check without --host-memory-gib adds to every report that resolves HiSparse.
+NOT_CHECKED = ("host_memory_not_given", "host_memory_gib")
+
+
+def revealed(d: hisparse_rs.Diagnostic) -> bool:
+    """An error the configuration as given does not have: the report's other
+    fixes, applied together, reveal it (fixes.rs, the joint pass), and its fix
+    comes after theirs. The reference states the rules of the input as given."""
+    return (d.hint or "").startswith(REVEALED)
+
+
+REVEALED = "once the other fixes of this report are applied: "
+
+
+# Advisory warnings the reference does not state (tests/test_advice.py holds
+# them): a second host_pool_gib that vLLM does not read.
+UNSTATED = {"host_pool_gib_shadowed"}
+
+
 def rust_view(report: hisparse_rs.Report) -> Expected:
     assert all(d.severity == "error" for d in report.errors)
     assert all(d.severity == "warning" for d in report.warnings)
+    noted = any((d.code, d.path) == NOT_CHECKED for d in report.warnings)
+    assert noted == (report.hisparse is not None), [(d.code, d.path) for d in report.warnings]
     settings = None
     hs = report.hisparse
     if hs is not None:
@@ -353,8 +375,12 @@ def rust_view(report: hisparse_rs.Report) -> Expected:
     return Expected(
         valid=report.valid,
         hisparse_enabled=report.hisparse_enabled,
-        errors=sorted((d.code, d.path) for d in report.errors),
-        warnings=sorted((d.code, d.path) for d in report.warnings),
+        errors=sorted((d.code, d.path) for d in report.errors if not revealed(d)),
+        warnings=sorted(
+            w
+            for w in ((d.code, d.path) for d in report.warnings)
+            if w != NOT_CHECKED and w[0] not in UNSTATED
+        ),
         settings=settings,
     )
 
@@ -505,7 +531,7 @@ def test_each_fix_removes_its_error(flags: tuple[Json, Json, Json]) -> None:
     report = hisparse_rs.check_args(args)
     failures = []
     for diag in report.errors:
-        if not diag.fix:
+        if not diag.fix or revealed(diag):
             continue
         try:
             fixed = hisparse_rs.apply_fix(args, diag.fix)
