@@ -155,6 +155,8 @@ fn json_hint(flag: &str, text: &str, e: &JsonSyntax) -> String {
         format!("the double quotes are gone, so the shell probably removed them: put the whole JSON in single quotes, {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value")
     } else if e.eof {
         "the JSON ends early (a missing } or ], or the shell split it at a space: quote the whole value in single quotes)".to_owned()
+    } else if e.message.contains("levels deep") {
+        format!("nest the JSON less deeply (the bracket at {at} is one level too deep)")
     } else if e.message.contains("trailing comma") {
         format!("remove the trailing comma at {at}")
     } else {

@@ -177,7 +177,8 @@ pub enum JsonFlag {
 /// or choice is read, as vLLM's pydantic fields do. An integer literal beyond
 /// f64 (309 digits or more, an exact int in Python) stays an error.
 pub fn json_loads(text: &str, flag: JsonFlag) -> Result<Value, JsonSyntax> {
-    let first = match serde_json::from_str::<Value>(text) {
+    too_deep(text, flag)?;
+    let first = match parse(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
@@ -185,7 +186,73 @@ pub fn json_loads(text: &str, flag: JsonFlag) -> Result<Value, JsonSyntax> {
     if edits.is_empty() {
         return Err(syntax(&first, &[]));
     }
-    serde_json::from_str::<Value>(&rewritten).map_err(|e| syntax(&e, &edits))
+    parse(&rewritten).map_err(|e| syntax(&e, &edits))
+}
+
+/// The deepest nesting of arrays and objects vLLM reads in a JSON flag:
+/// pydantic-core's JSON parser (jiter) stops past 200 levels ("recursion
+/// limit exceeded"); Python's `json.loads` raises RecursionError near
+/// `sys.getrecursionlimit()` (1000) less the frames of its callers, 995 at a
+/// script's top level, so the check reads up to 900.
+pub fn json_max_depth(flag: JsonFlag) -> usize {
+    match flag {
+        JsonFlag::Dataclass => 200,
+        JsonFlag::Loads => 900,
+    }
+}
+
+/// serde_json without its own limit of 128 levels: [`too_deep`] has bounded
+/// the depth (and so the stack) first.
+fn parse(text: &str) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let v = serde::Deserialize::deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// An error where `text` nests deeper than [`json_max_depth`], at the bracket
+/// that goes one level too deep (a linear scan, strings skipped).
+fn too_deep(text: &str, flag: JsonFlag) -> Result<(), JsonSyntax> {
+    let max = json_max_depth(flag);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let (mut line, mut column) = (1usize, 0usize);
+    for c in text.chars() {
+        column += 1;
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match c {
+                '"' => in_string = true,
+                '[' | '{' => depth += 1,
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if c == '\n' {
+            (line, column) = (line + 1, 0);
+        }
+        if depth > max {
+            let reader = match flag {
+                JsonFlag::Dataclass => "pydantic's JSON parser",
+                JsonFlag::Loads => "Python's json.loads",
+            };
+            return Err(JsonSyntax {
+                message: format!(
+                    "nested more than {max} levels deep, past which {reader} stops (recursion limit exceeded)"
+                ),
+                line,
+                column,
+                eof: false,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One replacement of the rewrite: on `line`, at rewritten `column` (1-based)
@@ -456,6 +523,22 @@ mod tests {
         );
         assert!(json_loads(text, JsonFlag::Loads).is_err());
         assert!(json_loads(r#"{"a": 1.5K}"#, JsonFlag::Dataclass).is_err());
+    }
+
+    #[test]
+    fn nesting_is_read_as_deep_as_vllm_reads_it() {
+        let nest = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
+        for flag in [JsonFlag::Loads, JsonFlag::Dataclass] {
+            let max = json_max_depth(flag);
+            assert!(json_loads(&nest(max), flag).is_ok(), "{flag:?}");
+            let e = json_loads(&nest(max + 1), flag).unwrap_err();
+            assert_eq!((e.line, e.column), (1, max + 1), "{flag:?}");
+            assert!(e.message.contains("levels deep"), "{e}");
+        }
+        // Brackets inside strings do not nest.
+        let text = format!("[\"{}\\\"\"]", "[".repeat(5000));
+        assert!(json_loads(&text, JsonFlag::Dataclass).is_ok());
+        assert!(json_loads(&"[".repeat(1_000_000), JsonFlag::Loads).is_err());
     }
 
     #[test]
