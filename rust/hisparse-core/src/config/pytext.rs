@@ -131,6 +131,18 @@ pub fn py_float_text(text: &str) -> Option<f64> {
     t.replace('_', "").parse::<f64>().ok()
 }
 
+/// A float as JSON, with NaN and infinities as the strings Python spells
+/// them (`"nan"`, `"inf"`, `"-inf"`), which [`py_float_text`] reads back;
+/// serde_json would make them null.
+pub fn py_float_json(f: f64) -> Value {
+    match serde_json::Number::from_f64(f) {
+        Some(n) => Value::Number(n),
+        None if f.is_nan() => Value::from("nan"),
+        None if f > 0.0 => Value::from("inf"),
+        None => Value::from("-inf"),
+    }
+}
+
 /// A JSON text that does not parse, at its place in the text as given.
 #[derive(Debug)]
 pub struct JsonSyntax {
