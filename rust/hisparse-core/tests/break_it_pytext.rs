@@ -78,3 +78,26 @@ fn float_text_matches_cpython() {
         assert!(py_float_text(nan).is_some_and(f64::is_nan), "{nan}");
     }
 }
+
+/// The deepest JSON flag the check reads parses within 512 KiB of stack (a
+/// macOS secondary thread's, where a Python thread may call the binding).
+#[test]
+fn the_deepest_json_read_fits_a_small_thread_stack() {
+    use hisparse_core::config::pytext::{json_loads, JsonFlag};
+    let depth = hisparse_core::limits::MAX_JSON_DEPTH;
+    let text = format!(
+        "{}{}1{}{}",
+        "[".repeat(depth / 2),
+        "{\"a\":".repeat(depth / 2),
+        "}".repeat(depth / 2),
+        "]".repeat(depth / 2)
+    );
+    let worker = std::thread::Builder::new()
+        .stack_size(512 * 1024)
+        .spawn(move || {
+            let v = json_loads(&text, JsonFlag::Loads).expect("reads");
+            serde_json::to_string(&v).expect("writes").len()
+        })
+        .expect("spawn");
+    assert!(worker.join().expect("no stack overflow") > 0);
+}

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::limits::MAX_JSON_DEPTH;
+
 /// CPython's limit on the digits `int(text)` converts
 /// (`sys.int_info.default_max_str_digits`, Python 3.11+): more is a ValueError.
 pub const PY_INT_MAX_STR_DIGITS: usize = 4300;
@@ -201,20 +203,8 @@ pub fn json_loads(text: &str, flag: JsonFlag) -> Result<Value, JsonSyntax> {
     parse(&rewritten).map_err(|e| syntax(&e, &edits))
 }
 
-/// The deepest nesting of arrays and objects vLLM reads in a JSON flag:
-/// pydantic-core's JSON parser (jiter) stops past 200 levels ("recursion
-/// limit exceeded"); Python's `json.loads` raises RecursionError near
-/// `sys.getrecursionlimit()` (1000) less the frames of its callers, 995 at a
-/// script's top level, so the check reads up to 900.
-pub fn json_max_depth(flag: JsonFlag) -> usize {
-    match flag {
-        JsonFlag::Dataclass => 200,
-        JsonFlag::Loads => 900,
-    }
-}
-
-/// serde_json without its own limit of 128 levels: [`too_deep`] has bounded
-/// the depth (and so the stack) first.
+/// serde_json with its own recursion limit (127 levels) off: [`too_deep`]
+/// has bounded the depth, and so the stack, at [`MAX_JSON_DEPTH`] first.
 fn parse(text: &str) -> serde_json::Result<Value> {
     let mut de = serde_json::Deserializer::from_str(text);
     de.disable_recursion_limit();
@@ -223,10 +213,20 @@ fn parse(text: &str) -> serde_json::Result<Value> {
     Ok(v)
 }
 
-/// An error where `text` nests deeper than [`json_max_depth`], at the bracket
-/// that goes one level too deep (a linear scan, strings skipped).
+/// How deep vLLM itself reads a JSON flag, for the message past [`JSON_MAX_DEPTH`].
+fn vllm_depth(flag: JsonFlag) -> &'static str {
+    match flag {
+        JsonFlag::Dataclass => "200 levels (pydantic-core's JSON parser)",
+        JsonFlag::Loads => "about 990 levels (Python's recursion limit)",
+    }
+}
+
+/// An error where `text` nests deeper than [`MAX_JSON_DEPTH`] (the bound of
+/// the Python binding's mappings too, `input_too_deep`), at the bracket that
+/// goes one level too deep (a linear scan, strings skipped). vLLM reads
+/// deeper, but a deeper read needs more stack than a caller's thread may have.
 fn too_deep(text: &str, flag: JsonFlag) -> Result<(), JsonSyntax> {
-    let max = json_max_depth(flag);
+    let max = MAX_JSON_DEPTH;
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     let (mut line, mut column) = (1usize, 0usize);
     for c in text.chars() {
@@ -250,13 +250,10 @@ fn too_deep(text: &str, flag: JsonFlag) -> Result<(), JsonSyntax> {
             (line, column) = (line + 1, 0);
         }
         if depth > max {
-            let reader = match flag {
-                JsonFlag::Dataclass => "pydantic's JSON parser",
-                JsonFlag::Loads => "Python's json.loads",
-            };
             return Err(JsonSyntax {
                 message: format!(
-                    "nested more than {max} levels deep, past which {reader} stops (recursion limit exceeded)"
+                    "nested more than {max} levels deep, the most hisparse-check reads (vLLM reads {})",
+                    vllm_depth(flag)
                 ),
                 line,
                 column,
@@ -538,10 +535,10 @@ mod tests {
     }
 
     #[test]
-    fn nesting_is_read_as_deep_as_vllm_reads_it() {
+    fn nesting_past_the_bound_is_its_own_error() {
         let nest = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
         for flag in [JsonFlag::Loads, JsonFlag::Dataclass] {
-            let max = json_max_depth(flag);
+            let max = MAX_JSON_DEPTH;
             assert!(json_loads(&nest(max), flag).is_ok(), "{flag:?}");
             let e = json_loads(&nest(max + 1), flag).unwrap_err();
             assert_eq!((e.line, e.column), (1, max + 1), "{flag:?}");
