@@ -10,7 +10,9 @@
 
 use crate::vllm_flags::{self, negatable, Flag, Takes, VLLM_FLAGS};
 use hisparse_core::config::args::{flag_name, JSON_FIELDS};
-use hisparse_core::config::pytext::{human_readable, json_loads, py_int, JsonFlag};
+use hisparse_core::config::pytext::{
+    human_readable, json_loads, py_int, py_number_text, py_str_strip, JsonFlag,
+};
 use hisparse_core::files::read_regular;
 use hisparse_core::limits::MAX_SERVE_CONFIG_BYTES;
 use serde_json::{Map, Value};
@@ -497,10 +499,12 @@ fn merge(original: &mut Value, update: Value) {
 /// `1K` = 1024, `25.6k` = 25600 (decimals are refused with binary
 /// suffixes), else Python's `int(value)` (`1_000`, ` 128 `).
 pub fn human_readable_int(text: &str) -> Option<i64> {
-    let t = text.trim();
-    if let Some(n) = py_int(t) {
+    // `value.strip()`, then `\d` matches any script's decimal digits.
+    let stripped = py_str_strip(text);
+    if let Some(n) = py_int(stripped) {
         return n.to_i64();
     }
+    let t = py_number_text(stripped);
     // vLLM's pattern: (\d+(?:\.\d+)?) then one suffix letter.
     let number = t.get(..t.len().checked_sub(1)?)?;
     let mut parts = number.splitn(2, '.');
@@ -510,7 +514,7 @@ pub fn human_readable_int(text: &str) -> Option<i64> {
     if !digits(whole) || frac.is_some_and(|f| !digits(f)) {
         return None;
     }
-    human_readable(t)
+    human_readable(&t)
 }
 
 fn pull_config_file(args: &[String]) -> Result<(Vec<String>, Origins), String> {

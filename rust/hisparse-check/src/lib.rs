@@ -68,26 +68,26 @@ struct Cli {
     #[arg(long, value_name = "JSON")]
     hf_overrides: Option<String>,
     /// Tensor-parallel size (also -tp).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     tensor_parallel_size: Option<i64>,
     /// Pipeline-parallel size, also -pp (HiSparse needs 1).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     pipeline_parallel_size: Option<i64>,
     /// Data-parallel size (also -dp).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     data_parallel_size: Option<i64>,
     /// DP replicas this node runs, also -dpl (default: all of them, or an even
     /// share over --nnodes): the host-memory check counts this node's pools.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     data_parallel_size_local: Option<i64>,
     /// Decode-context-parallel size, also -dcp (HiSparse needs 1).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     decode_context_parallel_size: Option<i64>,
     /// Prefill-context-parallel size (also -pcp).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     prefill_context_parallel_size: Option<i64>,
     /// Nodes of the deployment (also -n): TP ranks share one HiSparse host pool only when their replica is on one node.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     nnodes: Option<i64>,
     /// This node's zero-based index among --nnodes (also -r; default 0).
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -104,13 +104,13 @@ struct Cli {
     #[arg(long, value_name = "DTYPE")]
     kv_cache_dtype: Option<String>,
     /// KV block size in tokens (sparse MLA: a multiple of 64; default 64).
-    #[arg(long, value_name = "TOKENS", allow_negative_numbers = true)]
+    #[arg(long, value_name = "TOKENS", value_parser = parse_py_int, allow_negative_numbers = true)]
     block_size: Option<i64>,
     /// Context limit in tokens: 1k = 1000, 1K = 1024, -1 or auto = the model's.
     #[arg(long, value_name = "TOKENS", value_parser = parse_max_model_len, allow_negative_numbers = true)]
     max_model_len: Option<i64>,
     /// Maximum concurrent sequences per replica.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     max_num_seqs: Option<i64>,
     /// Reserve a request's full input length when scheduling (default on; HiSparse
     /// needs it; --no-scheduler-reserve-full-isl turns it off).
@@ -129,6 +129,7 @@ struct Cli {
         long,
         visible_alias = "device-memory-utilization",
         value_name = "FRACTION",
+        value_parser = parse_py_float,
         allow_negative_numbers = true
     )]
     gpu_memory_utilization: Option<f64>,
@@ -221,8 +222,31 @@ Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error (also a
 result that cannot be written: a closed, read-only or full stdout); a reader
 that closed the pipe, as in `| head`, is quiet and the status is the verdict.";
 
+/// vLLM's `type=int` flags (vllm/engine/arg_utils.py `_compute_kwargs`):
+/// Python's `int(text)`, so ` 8`, `+8`, `0_8` and `٨` are 8.
+fn parse_py_int(text: &str) -> Result<i64, String> {
+    match hisparse_core::config::pytext::py_int(text) {
+        Some(n) => n
+            .to_i64()
+            .ok_or_else(|| format!("{text:?} is beyond the 64-bit integers the check reads")),
+        None => Err(format!(
+            "invalid int value: {text:?} (Python's int() refuses it, so vllm serve refuses it too)"
+        )),
+    }
+}
+
+/// vLLM's `type=float` flags: Python's `float(text)` (` 0.9`, `0_9e-1`).
+fn parse_py_float(text: &str) -> Result<f64, String> {
+    hisparse_core::config::pytext::py_float_text(text).ok_or_else(|| {
+        format!(
+            "invalid float value: {text:?} (Python's float() refuses it, so vllm serve refuses it too)"
+        )
+    })
+}
+
 fn parse_max_model_len(text: &str) -> Result<i64, String> {
-    if text.trim().eq_ignore_ascii_case("auto") || text.trim() == "-1" {
+    let stripped = hisparse_core::config::pytext::py_str_strip(text);
+    if stripped.eq_ignore_ascii_case("auto") || stripped == "-1" {
         return Ok(-1);
     }
     human_readable_int(text).ok_or_else(|| {

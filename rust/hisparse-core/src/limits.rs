@@ -6,10 +6,10 @@
 //! ([`crate::pool`]: block ids < 2^31, `device_buffer_size <= 32768`,
 //! [`MAX_RESOLVE_ENTRIES`](crate::pool::resolver::MAX_RESOLVE_ENTRIES)).
 
-/// Deepest nesting of a JSON value built from Python objects or by a fix:
-/// the depth serde_json allows JSON text (its recursion limit), so serve args
-/// are bounded alike however they arrive, and every walk over a value stays
-/// shallow. vLLM's configs nest fewer than 10 levels; a MultiConnector chain
+/// Deepest nesting of a JSON value built from Python objects or by a fix,
+/// and of a JSON flag's text (`pytext::json_loads`, which says how deep vLLM
+/// reads it), so serve args are bounded alike however they arrive, and every
+/// walk over a value stays shallow. vLLM's configs nest fewer than 10 levels; a MultiConnector chain
 /// past vLLM's 16-level limit (`max_depth_exceeded`) takes about 50. Error:
 /// `input_too_deep` (a fix: "nests deeper than ...").
 pub const MAX_JSON_DEPTH: usize = 128;

@@ -272,10 +272,5 @@ impl Walk {
 
 /// A float as JSON; NaN and infinities as Python spells them.
 fn float(f: f64) -> Value {
-    match serde_json::Number::from_f64(f) {
-        Some(n) => Value::Number(n),
-        None if f.is_nan() => Value::from("nan"),
-        None if f > 0.0 => Value::from("inf"),
-        None => Value::from("-inf"),
-    }
+    hisparse_core::config::pytext::py_float_json(f)
 }

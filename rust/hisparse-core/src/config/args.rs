@@ -133,7 +133,9 @@ pub struct ServeArgs {
     pub max_num_seqs: Option<i64>,
     /// `--gpu-memory-utilization`: fraction of each GPU's memory vLLM may use,
     /// in (0, 1] (default 0.92, vLLM 0.33 `CacheConfig`). Read by the planner.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// NaN and infinities are held as the Python binding passes them
+    /// (`"nan"`, `"inf"`, `"-inf"`), so they reach the range check.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "py_f64")]
     pub gpu_memory_utilization: Option<f64>,
     /// `--kv-cache-memory-bytes`: KV cache size per GPU in bytes; when set,
     /// vLLM ignores `gpu_memory_utilization`. Read by the planner.
@@ -176,10 +178,56 @@ fn json_hint(flag: &str, text: &str, e: &JsonSyntax) -> String {
         format!("the double quotes are gone, so the shell probably removed them: put the whole JSON in single quotes, {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value")
     } else if e.eof {
         "the JSON ends early (a missing } or ], or the shell split it at a space: quote the whole value in single quotes)".to_owned()
+    } else if e.message.contains("levels deep") {
+        format!("nest the JSON less deeply (the bracket at {at} is one level too deep)")
     } else if e.message.contains("trailing comma") {
         format!("remove the trailing comma at {at}")
     } else {
         format!("fix the JSON at {at}; keys and strings need double quotes")
+    }
+}
+
+/// An optional float that JSON may hold as Python spells a float JSON has
+/// no number for (`"nan"`, `"inf"`, `"-inf"`, as the Python binding writes
+/// `float("nan")`): serde_json alone refuses those strings and writes the
+/// floats as null.
+mod py_f64 {
+    use serde::de::{Error, Unexpected};
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(f) => match crate::config::pytext::py_float_json(*f) {
+                Value::String(name) => s.serialize_str(&name),
+                _ => s.serialize_f64(*f),
+            },
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        match Option::<Value>::deserialize(d)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| D::Error::custom("a number beyond f64")),
+            Some(Value::String(t)) => match t.as_str() {
+                "nan" => Ok(Some(f64::NAN)),
+                "inf" => Ok(Some(f64::INFINITY)),
+                "-inf" => Ok(Some(f64::NEG_INFINITY)),
+                _ => Err(D::Error::invalid_value(Unexpected::Str(&t), &"f64")),
+            },
+            Some(other) => Err(D::Error::invalid_type(
+                match &other {
+                    Value::Bool(b) => Unexpected::Bool(*b),
+                    Value::Array(_) => Unexpected::Seq,
+                    _ => Unexpected::Map,
+                },
+                &"f64",
+            )),
+        }
     }
 }
 

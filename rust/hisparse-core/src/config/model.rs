@@ -143,6 +143,9 @@ pub struct ModelInfo {
     /// `deepseek_sparse_attention` when the model mixes layer kinds, else `num_hidden_layers`.
     pub sparse_mla_layers: Option<Sourced<u32>>,
     pub max_position_embeddings: Option<Sourced<u64>>,
+    /// `max_position_embeddings` present but not a positive number of tokens
+    /// (`"abc"`, NaN, 0, a list): the raw value, for the error that names it.
+    pub max_position_embeddings_invalid: Option<Sourced<Value>>,
     /// `torch_dtype` (or `dtype` in newer transformers).
     pub torch_dtype: Option<String>,
     /// MTP depth shipped with the checkpoint (`num_nextn_predict_layers`).
@@ -318,14 +321,32 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
             })
         }),
     };
-    let max_position_embeddings =
-        lookup("max_position_embeddings").and_then(|(v, source, overridden)| {
-            Some(Sourced {
-                value: positive(&v)?,
+    // vLLM compares the value with `<` (ModelArchConfigConvertor
+    // derived_max_model_len_and_key): an integral float such as 4096.0 works
+    // as 4096; null counts as absent.
+    let tokens = |v: &Value| {
+        positive(v).or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f < 9.0e15)
+                .map(|f| f as u64)
+        })
+    };
+    let mpe_given = lookup("max_position_embeddings").filter(|(v, _, _)| !v.is_null());
+    let max_position_embeddings = mpe_given.clone().and_then(|(v, source, overridden)| {
+        Some(Sourced {
+            value: tokens(&v)?,
+            source,
+            overridden,
+        })
+    });
+    let max_position_embeddings_invalid =
+        mpe_given
+            .filter(|(v, _, _)| tokens(v).is_none())
+            .map(|(value, source, overridden)| Sourced {
+                value,
                 source,
                 overridden,
-            })
-        });
+            });
     let dsa_layers: Option<Vec<usize>> = match lookup("layer_types") {
         Some((Value::Array(kinds), _, _)) => Some(
             kinds
@@ -379,6 +400,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         index_topk,
         sparse_mla_layers,
         max_position_embeddings,
+        max_position_embeddings_invalid,
         torch_dtype: lookup("torch_dtype")
             .or_else(|| lookup("dtype"))
             .and_then(|(v, _, _)| v.as_str().map(str::to_owned)),

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::limits::MAX_JSON_DEPTH;
+
 /// CPython's limit on the digits `int(text)` converts
 /// (`sys.int_info.default_max_str_digits`, Python 3.11+): more is a ValueError.
 pub const PY_INT_MAX_STR_DIGITS: usize = 4300;
@@ -29,19 +31,64 @@ impl PyInt {
     }
 }
 
-/// Python's `str.isspace`, which `int()` strips: Unicode White_Space and the
-/// four ASCII separators U+001C..U+001F.
-fn py_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+/// The code points whose Unicode decimal value is 0 in Python 3.11's
+/// `unicodedata` (Unicode 14.0); each starts a run of ten digits 0..9.
+const PY_DECIMAL_ZEROS: [u32; 66] = [
+    0x30, 0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66,
+    0xDE6, 0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90,
+    0x1B50, 0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
+    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
+    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
+    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
+];
+
+/// The text as CPython's `int()` and `float()` see it
+/// (`_PyUnicode_TransformDecimalAndSpaceToASCII`): a non-ASCII decimal digit
+/// (`٣`) becomes its ASCII digit, non-ASCII whitespace (U+00A0, U+3000, ...)
+/// a space; ASCII stays as it is, so U+001C..U+001F, which `str.isspace`
+/// calls space, are not stripped and make a ValueError.
+pub fn py_number_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii() {
+                return c;
+            }
+            if c.is_whitespace() {
+                return ' ';
+            }
+            let zero = PY_DECIMAL_ZEROS.partition_point(|z| *z <= u32::from(c));
+            match zero
+                .checked_sub(1)
+                .map(|k| u32::from(c) - PY_DECIMAL_ZEROS[k])
+            {
+                Some(d) if d < 10 => char::from(b'0' + d as u8),
+                _ => c,
+            }
+        })
+        .collect()
 }
 
-/// Python `int(text)` in base 10: surrounding whitespace, one sign, ASCII
-/// digits with single underscores between them (`1_0`), leading zeros, any
-/// size up to [`PY_INT_MAX_STR_DIGITS`] digits. None where Python raises
-/// ValueError (`1.0`, `0x1`, `1__0`, `- 1`, ""). Deviation: decimal digits
-/// outside ASCII (`int("١")` is 1 in Python) are refused.
+/// Python's `str.strip()` (`str.isspace`: Unicode White_Space and the four
+/// ASCII separators U+001C..U+001F), which vLLM's `human_readable_int`
+/// applies before `int()`.
+pub fn py_str_strip(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
+/// The whitespace CPython's number parsers skip after [`py_number_text`]
+/// (`Py_ISSPACE`: space, \t, \n, \v, \f, \r).
+fn py_ascii_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\u{b}' | '\u{c}' | '\r')
+}
+
+/// Python `int(text)` in base 10: surrounding whitespace, one sign, decimal
+/// digits (any script's, as [`py_number_text`] reads them) with single
+/// underscores between them (`1_0`), leading zeros, any size up to
+/// [`PY_INT_MAX_STR_DIGITS`] digits. None where Python raises ValueError
+/// (`1.0`, `0x1`, `1__0`, `- 1`, "", `\x1c1`).
 pub fn py_int(text: &str) -> Option<PyInt> {
-    let t = text.trim_matches(py_space);
+    let ascii = py_number_text(text);
+    let t = ascii.trim_matches(py_ascii_space);
     let (negative, body) = match t.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
@@ -66,6 +113,36 @@ pub fn py_int(text: &str) -> Option<PyInt> {
         negative: negative && digits != "0",
         digits,
     })
+}
+
+/// Python `float(text)`: surrounding whitespace, decimal digits of any
+/// script ([`py_number_text`]), underscores only between two digits (`1_0.5`,
+/// not `1__0` or `1_.5`), `nan` / `inf` / `infinity` in any case with a sign.
+/// None where Python raises ValueError.
+pub fn py_float_text(text: &str) -> Option<f64> {
+    let ascii = py_number_text(text);
+    let t = ascii.trim_matches(py_ascii_space);
+    let b = t.as_bytes();
+    let lone = b.iter().enumerate().any(|(i, c)| {
+        *c == b'_'
+            && !(i > 0 && b[i - 1].is_ascii_digit() && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+    });
+    if lone || !t.is_ascii() {
+        return None;
+    }
+    t.replace('_', "").parse::<f64>().ok()
+}
+
+/// A float as JSON, with NaN and infinities as the strings Python spells
+/// them (`"nan"`, `"inf"`, `"-inf"`), which [`py_float_text`] reads back;
+/// serde_json would make them null.
+pub fn py_float_json(f: f64) -> Value {
+    match serde_json::Number::from_f64(f) {
+        Some(n) => Value::Number(n),
+        None if f.is_nan() => Value::from("nan"),
+        None if f > 0.0 => Value::from("inf"),
+        None => Value::from("-inf"),
+    }
 }
 
 /// A JSON text that does not parse, at its place in the text as given.
@@ -114,7 +191,8 @@ pub enum JsonFlag {
 /// or choice is read, as vLLM's pydantic fields do. An integer literal beyond
 /// f64 (309 digits or more, an exact int in Python) stays an error.
 pub fn json_loads(text: &str, flag: JsonFlag) -> Result<Value, JsonSyntax> {
-    let first = match serde_json::from_str::<Value>(text) {
+    too_deep(text, flag)?;
+    let first = match parse(text) {
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
@@ -122,7 +200,68 @@ pub fn json_loads(text: &str, flag: JsonFlag) -> Result<Value, JsonSyntax> {
     if edits.is_empty() {
         return Err(syntax(&first, &[]));
     }
-    serde_json::from_str::<Value>(&rewritten).map_err(|e| syntax(&e, &edits))
+    parse(&rewritten).map_err(|e| syntax(&e, &edits))
+}
+
+/// serde_json with its own recursion limit (127 levels) off: [`too_deep`]
+/// has bounded the depth, and so the stack, at [`MAX_JSON_DEPTH`] first.
+fn parse(text: &str) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let v = serde::Deserialize::deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// How deep vLLM itself reads a JSON flag, for the message past [`JSON_MAX_DEPTH`].
+fn vllm_depth(flag: JsonFlag) -> &'static str {
+    match flag {
+        JsonFlag::Dataclass => "200 levels (pydantic-core's JSON parser)",
+        JsonFlag::Loads => "about 990 levels (Python's recursion limit)",
+    }
+}
+
+/// An error where `text` nests deeper than [`MAX_JSON_DEPTH`] (the bound of
+/// the Python binding's mappings too, `input_too_deep`), at the bracket that
+/// goes one level too deep (a linear scan, strings skipped). vLLM reads
+/// deeper, but a deeper read needs more stack than a caller's thread may have.
+fn too_deep(text: &str, flag: JsonFlag) -> Result<(), JsonSyntax> {
+    let max = MAX_JSON_DEPTH;
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let (mut line, mut column) = (1usize, 0usize);
+    for c in text.chars() {
+        column += 1;
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match c {
+                '"' => in_string = true,
+                '[' | '{' => depth += 1,
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if c == '\n' {
+            (line, column) = (line + 1, 0);
+        }
+        if depth > max {
+            return Err(JsonSyntax {
+                message: format!(
+                    "nested more than {max} levels deep, the most hisparse-check reads (vLLM reads {})",
+                    vllm_depth(flag)
+                ),
+                line,
+                column,
+                eof: false,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One replacement of the rewrite: on `line`, at rewritten `column` (1-based)
@@ -323,12 +462,31 @@ mod tests {
         assert_eq!(n("+1"), Some((false, "1".into())));
         assert_eq!(n("-0"), Some((false, "0".into())));
         assert_eq!(n("007"), Some((false, "7".into())));
-        assert_eq!(n("\u{1f}\u{a0}1\n"), Some((false, "1".into())));
+        assert_eq!(n("\u{a0}1\n\u{3000}"), Some((false, "1".into())));
+        assert_eq!(n("\u{b}\u{c}1"), Some((false, "1".into())));
+        // Any script's decimal digits, as CPython transforms them first.
+        assert_eq!(n("٣"), Some((false, "3".into())));
+        assert_eq!(n("-١_٢"), Some((true, "12".into())));
+        assert_eq!(n("\u{1d7ce}\u{1d7d9}"), Some((false, "1".into())));
         let big = "12345678901234567890123";
         assert_eq!(n(big), Some((false, big.into())));
         assert!(py_int(big).unwrap().to_i64().is_none());
         for refused in [
-            "", " ", "1.0", "0x1", "1__0", "_1", "1_", "- 1", "+-1", "1e3", "١",
+            "",
+            " ",
+            "1.0",
+            "0x1",
+            "1__0",
+            "_1",
+            "1_",
+            "- 1",
+            "+-1",
+            "1e3",
+            "\u{1c}1",
+            "1\u{1f}",
+            "\u{85}\u{85}",
+            "²",
+            "Ⅷ",
         ] {
             assert_eq!(py_int(refused), None, "{refused:?}");
         }
@@ -374,6 +532,22 @@ mod tests {
         );
         assert!(json_loads(text, JsonFlag::Loads).is_err());
         assert!(json_loads(r#"{"a": 1.5K}"#, JsonFlag::Dataclass).is_err());
+    }
+
+    #[test]
+    fn nesting_past_the_bound_is_its_own_error() {
+        let nest = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
+        for flag in [JsonFlag::Loads, JsonFlag::Dataclass] {
+            let max = MAX_JSON_DEPTH;
+            assert!(json_loads(&nest(max), flag).is_ok(), "{flag:?}");
+            let e = json_loads(&nest(max + 1), flag).unwrap_err();
+            assert_eq!((e.line, e.column), (1, max + 1), "{flag:?}");
+            assert!(e.message.contains("levels deep"), "{e}");
+        }
+        // Brackets inside strings do not nest.
+        let text = format!("[\"{}\\\"\"]", "[".repeat(5000));
+        assert!(json_loads(&text, JsonFlag::Dataclass).is_ok());
+        assert!(json_loads(&"[".repeat(1_000_000), JsonFlag::Loads).is_err());
     }
 
     #[test]

@@ -462,7 +462,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                     path.clone(),
                     "gpu_memory_utilization must be greater than 0 and at most 1 (a fraction of each GPU's memory)",
                 )
-                .given(&json!(u))
+                .given(&crate::config::pytext::py_float_json(u))
                 .allowed("0 < gpu_memory_utilization <= 1 (vLLM 0.33 CacheConfig; default 0.92)")
                 .fix(vec![FixOp::Remove { path }]),
             );

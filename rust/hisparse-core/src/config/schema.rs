@@ -339,7 +339,7 @@ pub fn py_float(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
         Value::Bool(b) => Some(f64::from(u8::from(*b))),
-        Value::String(s) => s.trim().replace('_', "").parse::<f64>().ok(),
+        Value::String(s) => crate::config::pytext::py_float_text(s),
         _ => None,
     }
 }

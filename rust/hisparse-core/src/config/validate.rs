@@ -440,8 +440,25 @@ impl Ctx<'_> {
                 },
             ),
             (None, None) => {
-                d.push(
-                    Diagnostic::error(
+                let error = match &model.max_position_embeddings_invalid {
+                    // vLLM crashes comparing a string or list with `<`; on NaN or
+                    // 0 it runs with a length it derives wrongly.
+                    Some(bad) => Diagnostic::error(
+                        Code::MaxModelLenUnknown,
+                        FieldPath::root("max_model_len"),
+                        format!(
+                            "{} max_position_embeddings ({}) is not a positive number of tokens, so the host pool cannot be sized",
+                            model.name(),
+                            bad.source
+                        ),
+                    )
+                    .given(&bad.value)
+                    .hint(if bad.overridden {
+                        "pass --max-model-len, or give --hf-overrides a positive integer max_position_embeddings"
+                    } else {
+                        "pass --max-model-len"
+                    }),
+                    None => Diagnostic::error(
                         Code::MaxModelLenUnknown,
                         FieldPath::root("max_model_len"),
                         format!(
@@ -449,9 +466,9 @@ impl Ctx<'_> {
                             model.name()
                         ),
                     )
-                    .allowed("a positive number of tokens")
                     .hint("pass --max-model-len"),
-                );
+                };
+                d.push(error.allowed("a positive number of tokens"));
                 return None;
             }
         };
