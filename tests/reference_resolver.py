@@ -430,7 +430,9 @@ def check_connector_fields(obj: dict[str, Any], path: Path, depth: int, out: Fin
         out.error("invalid_type", (*path, "kv_role"))
     # One typo, one story: a misspelled kv_role (`kv_rol: kv_consumer`) is an
     # unknown_key whose rename supplies the role, so no missing_kv_role beside it.
-    renamed_role = any(
+    # (A kv_role key that is there, null included, is not overwritten: the
+    # misspelling is removed instead.)
+    renamed_role = "kv_role" not in obj and any(
         difflib.get_close_matches(key, sorted(KV_TRANSFER_FIELDS), n=1, cutoff=0.8) == ["kv_role"]
         for key in obj
         if key not in KV_TRANSFER_FIELDS
@@ -678,7 +680,8 @@ def find_misplaced(tree: Tree, attention: Any) -> list[Misplaced]:
       HiSparseConnector also a misspelling of it), and on the HiSparseConnector a
       ``device_buffer_size`` / ``eager_host_mirror`` key (vLLM rejects all);
     - in every connector's ``kv_connector_extra_config``: ``host_pool_gib``
-      except on the HiSparseConnector, where only a misspelling is misplaced,
+      except on the HiSparseConnector, where only a misspelling is misplaced
+      (and on a second HiSparseConnector, whose pool is its own),
       and the two hisparse_config fields there (vLLM ignores them);
     - at the top of ``attention_config``: the two fields and a ``host_pool_gib``
       (or misspelling); in ``hisparse_config``: a ``host_pool_gib`` (or misspelling).
@@ -697,8 +700,11 @@ def find_misplaced(tree: Tree, attention: Any) -> list[Misplaced]:
         extra = obj.get("kv_connector_extra_config")
         if not isinstance(extra, dict):
             continue
+        # Another HiSparseConnector's own pool is its own: the
+        # multiple_hisparse_connectors error removes that connector.
+        other_hisparse = not is_site and obj.get("kv_connector") == "HiSparseConnector"
         for key in extra:
-            if is_site and key == HOST_POOL:
+            if (is_site or other_hisparse) and key == HOST_POOL:
                 continue
             if is_host_pool_key(key, is_site):
                 found.append(Misplaced(HOST_POOL, (*path, "kv_connector_extra_config", key), False))
