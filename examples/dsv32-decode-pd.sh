@@ -14,7 +14,7 @@ elif command -v hisparse-check >/dev/null; then
   check=(hisparse-check)
 else
   if [ ! -x "$here/target/release/hisparse-check" ]; then
-    echo "building hisparse-check with cargo (first run only, about 100 s on 2 cores)..." >&2
+    echo "building hisparse-check with cargo (first run only, about a minute on 2 cores)..." >&2
   fi
   check=(cargo run --quiet --release --manifest-path "$here/Cargo.toml" -p hisparse-check --)
 fi

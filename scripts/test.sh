@@ -205,15 +205,26 @@ report() {
     printf '%s\n' "${SUMMARY[@]}"
     printf 'total: %s (%s)\n' "$(duration $((SECONDS - START)))" "$([ "$rc" = 0 ] && echo passed || echo FAILED)"
   fi
+  # A failure ends the run (set -e): name the steps it never reached, and how
+  # to run the failed one and those alone once it is mended.
+  if [ "$rc" != 0 ] && [ -n "$CURRENT" ]; then
+    local rest=("${selected[@]:k}") ids=() j
+    for j in "${selected[@]:k-1}"; do ids+=("${STEP_IDS[$j]}"); done
+    if [ "${#rest[@]}" -gt 0 ]; then
+      printf 'not run:\n'
+      for j in "${rest[@]}"; do printf '  %s\n' "${STEP_NAMES[$j]}"; done
+    fi
+    printf 'to run from the failed step on: bash scripts/test.sh %s\n' "${ids[*]}"
+  fi
 }
 trap report EXIT
 
 n=${#selected[@]}
+k=0
 if [ $# -eq 0 ]; then
   # The figure README.md gives (measured; see "The two commands" there).
   echo "scripts/test.sh: $n steps; from a fresh clone about 19 minutes on 2 cores, downloads included (longer when the cores are busy)"
 fi
-k=0
 for i in "${selected[@]}"; do
   k=$((k + 1))
   CURRENT="${STEP_NAMES[$i]}"

@@ -68,6 +68,14 @@ def test_readme_main_command_bundled_example() -> None:
     assert "result: valid" in proc.stdout
 
 
+@pytest.mark.parametrize("prefix", [["vllm", "serve"], ["--", "vllm", "serve"]])
+def test_a_pasted_vllm_serve_launch_is_read_as_its_flags(prefix: list[str]) -> None:
+    """`hisparse-check vllm serve MODEL ...`: the launch pasted whole reads as
+    the same flags (a new user's first try; it was "unexpected argument 'serve'")."""
+    flags = [DSV32, "-tp", "8", "--kv-transfer-config", json.dumps(PD)]
+    assert as_json(*prefix, *flags) == as_json(*flags)
+
+
 def test_json_schema_is_stable() -> None:
     out = as_json(DSV32, "--kv-transfer-config", json.dumps(PD))
     assert set(out) == {

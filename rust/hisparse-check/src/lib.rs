@@ -505,6 +505,13 @@ struct Parsed {
 /// HiSparse's concern (`--port`, `--trust-remote-code`): set aside and listed,
 /// so a real launch command can be checked as it is.
 fn parse(args: &[String]) -> Result<Parsed, Usage> {
+    // A whole launch pasted after the tool's name (`hisparse-check vllm serve
+    // MODEL ...`, or after `--`): `vllm serve` is the program, not a model.
+    let args = match args {
+        [a, b, rest @ ..] if a == "vllm" && b == "serve" => rest,
+        [dd, a, b, rest @ ..] if dd == "--" && a == "vllm" && b == "serve" => rest,
+        _ => args,
+    };
     let (processed, origins) = argv::preprocess(args).map_err(Usage::Message)?;
     let command = Cli::command();
     let known: Vec<String> = command
