@@ -94,3 +94,26 @@ def test_a_pool_inside_an_unknown_key_is_kept(key: str) -> None:
     assert [e.code for e in report.errors] == ["unknown_key"], [(e.code, e.hint) for e in report.errors]
     fixed = hisparse_rs.check_args(hisparse_rs.apply_fix(args, report.errors[0].fix))
     assert fixed.valid and fixed.hisparse is not None and fixed.hisparse.host_pool_gib == 64
+
+
+@pytest.mark.parametrize(("given", "meant"), [(128 * 2**30, 128), (64 * 10**9, 64), (20 * 2**40, 20)])
+def test_a_size_suffix_vllm_expanded_is_read_back_as_the_gib_meant(given: int, meant: int) -> None:
+    """`"host_pool_gib": 128G` in --kv-transfer-config: vLLM expands it to
+    128 x 2^30 (GiB); the warning and, on a node that cannot pin that, the RAM
+    fix say 128 (new-user trial: the fix offered 1945.59 GiB, nearly all the RAM)."""
+    alone = hisparse_rs.check(DSV32, kv_transfer_config=hs(host_pool_gib=given), tensor_parallel_size=8)
+    (w,) = [w for w in alone.warnings if w.code == "host_pool_implausible"]
+    assert [op["value"] for op in map(dict, w.fix)] == [meant]
+    note = next(w for w in alone.warnings if w.code == "host_memory_not_given")
+    assert "17179869184" not in note.message  # not the 2^64-byte saturation
+    node = hisparse_rs.check(
+        DSV32, kv_transfer_config=hs(host_pool_gib=given), tensor_parallel_size=8, host_memory_gib=4096
+    )
+    (e,) = node.errors
+    assert e.code == "host_memory_exceeded"
+    assert [dict(op)["value"] for op in e.fix] == [meant]
+    fixed = hisparse_rs.apply_fix(
+        hisparse_rs.serve_args(DSV32, kv_transfer_config=hs(host_pool_gib=given), tensor_parallel_size=8),
+        e.fix,
+    )
+    assert hisparse_rs.check_args(fixed, host_memory_gib=4096).valid

@@ -449,6 +449,25 @@ pub fn human_readable(token: &str) -> Option<i64> {
     number.parse::<i64>().ok()?.checked_mul(1i64 << shift)
 }
 
+/// `gib` as vLLM's human-readable expansion of `n` with a size suffix
+/// (`_expand_json_human_readable_numbers`, vllm/engine/arg_utils.py: `T`/`G`/`M`
+/// are powers of 2^10, `t`/`g`/`m` of 10^3): the largest suffix that gives a
+/// whole `n` of at least 1.
+pub fn suffixed_size(gib: f64) -> Option<(u64, &'static str, &'static str)> {
+    const SUFFIXES: [(f64, &str, &str); 6] = [
+        (1_099_511_627_776.0, "T", "2^40"),
+        (1e12, "t", "10^12"),
+        (1_073_741_824.0, "G", "2^30"),
+        (1e9, "g", "10^9"),
+        (1_048_576.0, "M", "2^20"),
+        (1e6, "m", "10^6"),
+    ];
+    SUFFIXES.iter().find_map(|&(f, suffix, factor)| {
+        let n = gib / f;
+        (n >= 1.0 && n.fract() == 0.0 && n < 1e15).then_some((n as u64, suffix, factor))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1278,14 +1278,22 @@ impl Ctx<'_> {
             return None;
         }
         if gib > IMPLAUSIBLE_POOL_GIB {
-            d.push(
-                Diagnostic::warning(
-                    Code::HostPoolImplausible,
-                    path.clone(),
-                    format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is in GiB (a dotted flag's 64g means 64e9 GiB)"),
-                )
-                .given(raw),
-            );
+            let mut w = Diagnostic::warning(
+                Code::HostPoolImplausible,
+                path.clone(),
+                format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is already in GiB"),
+            )
+            .given(raw);
+            // A size suffix (`128G` in the JSON, `64g` on a dotted flag) that
+            // vLLM expanded to bytes: the number before it is the GiB meant.
+            if let Some((n, suffix, factor)) = crate::config::pytext::suffixed_size(gib) {
+                w = w
+                    .hint(format!(
+                        "{n}{suffix} is {n} x {factor} (vLLM expands K/M/G/T size suffixes in its JSON and dotted flags); write the GiB as a plain number: set {path} to {n}"
+                    ))
+                    .fix(vec![FixOp::Set { path: path.clone(), value: json!(n) }]);
+            }
+            d.push(w);
         }
         if raw.is_boolean() {
             d.push(

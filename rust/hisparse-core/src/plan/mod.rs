@@ -805,10 +805,21 @@ pub(crate) fn pinned_unchecked(host: &HostPlan) -> Diagnostic {
         format!(
             "host RAM was not checked: host_pool_gib {} pins {} on this node across {}, and without --host-memory-gib the check does not know the node's RAM",
             host.host_pool_gib,
-            gib_text(host.pinned_bytes_per_node),
+            pinned_text(host),
             pools_text(host)
         ),
     )
+}
+
+/// What the node's pools pin; past 2^64 bytes (the bytes saturate) the GiB
+/// as given, times the pools.
+fn pinned_text(host: &HostPlan) -> String {
+    let as_given = host.host_pool_gib * host.pools_per_node as f64;
+    if as_given * GIB >= u64::MAX as f64 {
+        format!("about {as_given:.0} GiB (past 2^64 bytes)")
+    } else {
+        gib_text(host.pinned_bytes_per_node)
+    }
 }
 
 /// How many pools this node pins, and why (the pool mode).
@@ -849,15 +860,39 @@ pub(crate) fn host_memory_error(
         Code::HostMemoryExceeded,
         path.clone(),
         format!(
-            "host_pool_gib {} pins {:.1} GiB on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {})",
+            "host_pool_gib {} pins {} on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {})",
             host.host_pool_gib,
-            gib(host.pinned_bytes_per_node),
+            pinned_text(host),
             gib(usable),
             gib(host.host_memory_bytes.unwrap_or(0)),
             host.host_memory_source
         ),
     )
     .given(&json!(host.host_pool_gib));
+    // A size suffix vLLM expanded (`128G` for 128 GiB) that fits as the number
+    // meant: that is the fix, as the host_pool_implausible warning says.
+    let meant = crate::config::pytext::suffixed_size(host.host_pool_gib)
+        .map(|(n, suffix, _)| (n, suffix))
+        .filter(|(n, _)| {
+            let n = *n as f64;
+            largest.is_some_and(|g| n <= g) && n >= host.min_host_pool_gib
+        });
+    if let Some((n, suffix)) = meant {
+        return Some(
+            diag.allowed(format!(
+                "{} <= host_pool_gib <= {} (start-up minimum .. what fits in host RAM)",
+                host.min_host_pool_gib,
+                largest.unwrap_or(n as f64)
+            ))
+            .hint(format!(
+                "set {path} to {n}: {n}{suffix} is a size suffix vLLM expands, and host_pool_gib is already in GiB"
+            ))
+            .fix(vec![FixOp::Set {
+                path: path.clone(),
+                value: json!(n),
+            }]),
+        );
+    }
     match largest.filter(|g| *g >= host.min_host_pool_gib) {
         Some(fits) => {
             diag = diag
