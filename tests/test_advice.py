@@ -117,3 +117,24 @@ def test_a_size_suffix_vllm_expanded_is_read_back_as_the_gib_meant(given: int, m
         e.fix,
     )
     assert hisparse_rs.check_args(fixed, host_memory_gib=4096).valid
+
+
+def test_the_ram_hint_asks_for_no_gpu_that_was_given() -> None:
+    """-tp 8 -dp 2 on a 512 GiB node with --gpu h200: the GPU-binding pool is not
+    smaller than what the RAM pins, and the hint no longer says to pass --gpu."""
+    kv = hs(host_pool_gib=300)
+    with_gpu = hisparse_rs.check(
+        DSV32,
+        kv_transfer_config=kv,
+        tensor_parallel_size=8,
+        data_parallel_size=2,
+        host_memory_gib=512,
+        gpu="h200",
+    )
+    without = hisparse_rs.check(
+        DSV32, kv_transfer_config=kv, tensor_parallel_size=8, data_parallel_size=2, host_memory_gib=512
+    )
+    (e,) = with_gpu.errors
+    (f,) = without.errors
+    assert e.code == f.code == "host_memory_exceeded"
+    assert "with --gpu" not in (e.hint or "") and "with --gpu" in (f.hint or "")

@@ -557,7 +557,7 @@ def test_the_example_says_it_builds_on_first_run(tmp_path: Path) -> None:
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=HANG_S)
     assert proc.returncode == 0 and "cargo-ran" in proc.stdout
-    assert "building hisparse-check with cargo (first run only, about 100 s" in proc.stderr
+    assert "building hisparse-check with cargo (first run only, about a minute" in proc.stderr
 
 
 def test_every_vllm_flag_form_is_read(tmp_path: Path) -> None:

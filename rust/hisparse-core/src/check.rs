@@ -96,7 +96,8 @@ fn host_ram_check(
         _ => None,
     }
     .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-    if let Some(mut e) = plan::host_memory_error(&host, &h, &path) {
+    let gpu_memory_known = options.gpu_memory_gib.is_some() || args.kv_cache_memory_bytes.is_some();
+    if let Some(mut e) = plan::host_memory_error(&host, &h, &path, gpu_memory_known) {
         if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
             let fits = value.as_f64().unwrap_or(0.0);
             if a.gib < fits && a.gib >= host.min_host_pool_gib {

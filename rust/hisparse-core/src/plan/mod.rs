@@ -693,7 +693,12 @@ impl<'a> Planner<'a> {
             .host_pool_path
             .clone()
             .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
-        if let Some(e) = host_memory_error(&self.host, self.h, &path) {
+        if let Some(e) = host_memory_error(
+            &self.host,
+            self.h,
+            &path,
+            self.gpu.kv_bytes_per_gpu.is_some(),
+        ) {
             if self.host.host_memory_given {
                 errors.push(e);
                 self.warnings.extend(pools_fit_alone(&self.host, &path));
@@ -848,6 +853,7 @@ pub(crate) fn host_memory_error(
     host: &HostPlan,
     h: &ResolvedHiSparse,
     path: &FieldPath,
+    gpu_memory_known: bool,
 ) -> Option<Diagnostic> {
     let usable = host.usable_host_memory_bytes?;
     if host.pinned_bytes_per_node <= usable {
@@ -900,7 +906,14 @@ pub(crate) fn host_memory_error(
                     "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
                     host.min_host_pool_gib
                 ))
-                .hint(format!("set {path} to {fits}, the most this node's RAM pins ({} per node: nearly all of the 95 % vLLM allows, with little left for the rest of the host); a pool sized for your concurrency is usually far smaller: hisparse-check --plan with --gpu shows the pool that lets the GPUs bind", gib_text(host.usable_host_memory_bytes.unwrap_or(0))))
+                .hint(format!("set {path} to {fits}, the most this node's RAM pins ({} per node: nearly all of the 95 % vLLM allows, with little left for the rest of the host); {}", gib_text(host.usable_host_memory_bytes.unwrap_or(0)),
+                    // With the GPU known, the check has offered the GPU-binding
+                    // pool already when it is the smaller one.
+                    if gpu_memory_known {
+                        "the pool that lets the GPUs bind is no smaller here (hisparse-check --plan shows the sweep)"
+                    } else {
+                        "a pool sized for your concurrency is usually far smaller: hisparse-check --plan with --gpu shows the pool that lets the GPUs bind"
+                    }))
                 .fix(vec![FixOp::Set {
                     path: path.clone(),
                     value: json!(fits),
