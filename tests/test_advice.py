@@ -138,3 +138,15 @@ def test_the_ram_hint_asks_for_no_gpu_that_was_given() -> None:
     (f,) = without.errors
     assert e.code == f.code == "host_memory_exceeded"
     assert "with --gpu" not in (e.hint or "") and "with --gpu" in (f.hint or "")
+
+
+def test_a_python_dict_repr_is_answered_with_the_json_meant() -> None:
+    """`--kv-transfer-config "{'kv_connector': ...}"` (a Python dict's repr): the
+    shell removed nothing, the quotes are Python's (new-user trial)."""
+    report = hisparse_rs.check(
+        DSV32, kv_transfer_config="{'kv_connector': 'HiSparseConnector', 'kv_role': 'kv_both'}"
+    )
+    (e,) = report.errors
+    assert e.code == "invalid_json"
+    assert """'{"kv_connector": "HiSparseConnector", "kv_role": "kv_both"}'""" in (e.hint or "")
+    assert "shell" not in (e.hint or "")

@@ -174,6 +174,14 @@ pub struct ServeArgs {
 /// Advice for a JSON flag that does not parse, by the most likely cause.
 fn json_hint(flag: &str, text: &str, e: &JsonSyntax) -> String {
     let at = format!("line {} column {}", e.line, e.column);
+    // A Python dict's repr (`{'kv_role': 'kv_both'}`): the same text with
+    // double quotes, when that is JSON, is what was meant.
+    if text.contains('\'') && !text.contains('"') {
+        let swapped = text.replace('\'', "\"");
+        if serde_json::from_str::<serde_json::Value>(&swapped).is_ok() {
+            return format!("JSON keys and strings take double quotes, not Python's single ones: {flag} '{swapped}'");
+        }
+    }
     if text.contains('{') && !text.contains('"') {
         format!("the double quotes are gone, so the shell probably removed them: put the whole JSON in single quotes, {flag} '{{\"key\": \"value\"}}', or use dotted flags such as {flag}.key value")
     } else if e.eof {
