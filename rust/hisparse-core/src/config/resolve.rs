@@ -94,19 +94,22 @@ pub(crate) fn resolve_once(
     let args: &ServeArgs = &normalized;
     scan_shell_variables(args, &mut d);
 
+    let walked = d.len();
     let tree = match &args.kv_transfer_config {
         None | Some(Value::Null) => ConnectorTree::default(),
-        Some(v) => {
-            let from = d.len();
-            let tree = connectors::walk(v, &mut d);
-            let hma_flag = args.disable_hybrid_kv_cache_manager.is_some();
-            vllm_stages::set_connector_stages(&mut d[from..], hma_flag);
-            tree
-        }
+        Some(v) => connectors::walk(v, &mut d),
     };
+    let walk_end = d.len();
     let explicit = parse_attention(args.attention_config.as_ref(), &mut d);
     let num_speculative_tokens = parse_speculative(args.speculative_config.as_ref(), &mut d);
     let cudagraph_mode = parse_compilation(args.compilation_config.as_ref(), &mut d);
+    // The children's configs are built while the config is, unless the HMA
+    // flag is given (no supports_hma_config) and no full CUDA graph asks
+    // whether a connector needs piecewise ones (config/vllm.py:1977-1990,
+    // multi_connector.py:149; FULL_AND_PIECEWISE is the default on CUDA).
+    let full_graphs = !matches!(cudagraph_mode.as_deref(), Some("NONE" | "PIECEWISE"));
+    let children_late = args.disable_hybrid_kv_cache_manager.is_some() && !full_graphs;
+    vllm_stages::set_connector_stages(&mut d[walked..walk_end], children_late);
     let scalars = check_scalars(args, &mut d);
 
     let loaded = args.load_hf_config()?;

@@ -233,12 +233,15 @@ pub fn stage_of(code: Code) -> VllmStage {
 /// the tree and on one flag. The top-level connector's own fields are
 /// pydantic's, while the flags are parsed (`KVTransferConfig.__post_init__`,
 /// config/kv_transfer.py:110-124); its class and every child's config are
-/// first resolved by `supports_hma_config` while the config is built
+/// first resolved while the config is built: by `supports_hma_config`
 /// (config/vllm.py:2264, multi_connector.py:166) when
-/// `--[no-]disable-hybrid-kv-cache-manager` is not given, and otherwise only
-/// when the engine creates the connectors after the model has loaded.
-pub fn set_connector_stages(diags: &mut [Diagnostic], hma_flag_given: bool) {
-    let late = if hma_flag_given { Workers } else { Config };
+/// `--[no-]disable-hybrid-kv-cache-manager` is not given, and by
+/// `requires_piecewise_for_cudagraph` (config/vllm.py:1990,
+/// multi_connector.py:149) under a full CUDA graph mode; otherwise
+/// (`children_late`) only when the engine creates the connectors after the
+/// model has loaded.
+pub fn set_connector_stages(diags: &mut [Diagnostic], children_late: bool) {
+    let late = if children_late { Workers } else { Config };
     for d in diags {
         // A child's engine_id fails only when the connectors are created (its rule says so).
         if matches!(d.path.0.last(), Some(crate::Seg::Key(k)) if k == "engine_id") {
@@ -271,12 +274,15 @@ pub fn set_connector_stages(diags: &mut [Diagnostic], hma_flag_given: bool) {
             {
                 Argparse
             }
+            // A child's own fields, unknown keys included, are pydantic's
+            // when vLLM builds the child's KVTransferConfig.
             Code::MissingKvRole
             | Code::InvalidValue
             | Code::InvalidType
             | Code::UnknownConnector
             | Code::MisplacedConnectors
             | Code::MissingKvConnector => late,
+            Code::UnknownKey if child => late,
             _ => continue,
         };
         d.stage = stage.into();
