@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hisparse-check");
+mod common;
+use common::{text, BIN};
 
 fn check(args: &[&str]) -> Output {
     let model =
@@ -20,15 +21,6 @@ fn check(args: &[&str]) -> Output {
         .stdin(Stdio::null())
         .output()
         .expect("run hisparse-check")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

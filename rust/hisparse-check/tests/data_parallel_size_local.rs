@@ -3,17 +3,10 @@
 //! `--nnodes`, so each node pins the pools of its 8 replicas, not of all 16
 //! (vLLM 0.33 `EngineArgs.create_engine_config`, vllm/engine/arg_utils.py:2486).
 
-use std::path::PathBuf;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hisparse-check");
-
-fn model() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/deepseek-v3.2")
-        .display()
-        .to_string()
-}
+mod common;
+use common::{model, BIN};
 
 /// The trial's command line, with `host_pool_gib` and extra flags.
 fn trial(host_pool_gib: u32, extra: &[&str]) -> (i32, String) {

@@ -3,18 +3,12 @@
 //! place of the user's flags, pass the check (trial finding 2: only the
 //! plugin printed them).
 
-use std::path::PathBuf;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hisparse-check");
-const LEAD: &str = "With every fix applied, change these vllm serve flags:";
+mod common;
+use common::{model, BIN};
 
-fn model() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/deepseek-v3.2")
-        .display()
-        .to_string()
-}
+const LEAD: &str = "With every fix applied, change these vllm serve flags:";
 
 /// POSIX-shell single quoting, for the user's flags in the command line.
 fn quote(s: &str) -> String {

@@ -3,18 +3,12 @@
 //! engine-start rules read (`--node-rank`/`-r`, `--headless`,
 //! `--data-parallel-rank`/`-dpn`).
 
-use std::path::PathBuf;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hisparse-check");
-const HS_200: &str = r#"{"kv_connector":"HiSparseConnector","kv_role":"kv_both","kv_connector_extra_config":{"host_pool_gib":200}}"#;
+mod common;
+use common::{model, BIN};
 
-fn model() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/deepseek-v3.2")
-        .display()
-        .to_string()
-}
+const HS_200: &str = r#"{"kv_connector":"HiSparseConnector","kv_role":"kv_both","kv_connector_extra_config":{"host_pool_gib":200}}"#;
 
 fn run(extra: &[&str]) -> (i32, String) {
     let model = model();

@@ -5,17 +5,10 @@
 //! `80g`); `VLLM_USE_V2_MODEL_RUNNER` as Python's `int()` reads it; and a
 //! result that cannot be written is exit 2.
 
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hisparse-check");
-
-fn model() -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/models/deepseek-v3.2")
-        .display()
-        .to_string()
-}
+mod common;
+use common::{model, text, BIN};
 
 fn kv(extra: &str) -> String {
     format!(
@@ -34,15 +27,6 @@ fn check(args: &[&str], v2: Option<&str>) -> Output {
         cmd.env("VLLM_USE_V2_MODEL_RUNNER", v);
     }
     cmd.output().expect("run hisparse-check")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
