@@ -504,7 +504,7 @@ def vllm_deviations() -> list[tuple[str, str]]:
 def vllm_stages() -> list[tuple[str, str, str]]:
     """When vLLM 0.33.0 refuses each code: ``(code, stage, where vLLM raises it)``.
 
-    One row per code (``rust/hisparse-core/src/config/vllm_stages.rs``); a
+    One row per code (``rust/hisparse-core/src/engines/vllm_0_33/stages.rs``); a
     ``Diagnostic.stage`` is its code's stage unless its rule sets another.
     """
 

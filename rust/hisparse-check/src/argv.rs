@@ -9,12 +9,12 @@
 //!   with the table of `vllm serve` options in `vllm_flags`.
 
 use crate::vllm_flags::{self, negatable, Flag, Takes, VLLM_FLAGS};
-use hisparse_core::config::args::{flag_name, JSON_FIELDS};
-use hisparse_core::config::pytext::{
-    human_readable, json_loads, py_int, py_number_text, py_str_strip, JsonFlag,
-};
+use hisparse_core::engines::vllm_0_33::args::{flag_name, JSON_FIELDS};
 use hisparse_core::files::read_regular;
 use hisparse_core::limits::MAX_SERVE_CONFIG_BYTES;
+use hisparse_core::pytext::{
+    human_readable, json_loads, py_int, py_number_text, py_str_strip, JsonFlag,
+};
 use serde_json::{Map, Value};
 
 /// Deepest dotted flag accepted (`--a.b.c` is 2 deep): the merge and the JSON
@@ -292,7 +292,7 @@ fn unknown_flag(arg: &str, known: &[String], origins: &Origins, next: Option<&St
             "; vLLM has only --{} (store_true): leave the flag out for vLLM's default",
             name.replacen("enable-", "disable-", 1)
         ),
-        None => match hisparse_core::config::schema::closest(name, &candidates) {
+        None => match hisparse_core::engines::vllm_0_33::schema::closest(name, &candidates) {
             Some(best) if best.starts_with('-') => format!("; did you mean {best}?"),
             Some(best) => format!("; did you mean --{best}?"),
             None => String::new(),

@@ -17,7 +17,7 @@ use argv::human_readable_int;
 
 use clap::{ArgAction, CommandFactory, Parser};
 use hisparse_core::check::check;
-use hisparse_core::config::args::flag_name;
+use hisparse_core::engines::vllm_0_33::args::flag_name;
 use hisparse_core::plan::{plan, Plan, PlanOptions};
 use hisparse_core::{Code, Diagnostic, FieldPath, ServeArgs};
 use serde_json::Value;
@@ -225,7 +225,7 @@ that closed the pipe, as in `| head`, is quiet and the status is the verdict.";
 /// vLLM's `type=int` flags (vllm/engine/arg_utils.py `_compute_kwargs`):
 /// Python's `int(text)`, so ` 8`, `+8`, `0_8` and `٨` are 8.
 fn parse_py_int(text: &str) -> Result<i64, String> {
-    match hisparse_core::config::pytext::py_int(text) {
+    match hisparse_core::pytext::py_int(text) {
         Some(n) => n
             .to_i64()
             .ok_or_else(|| format!("{text:?} is beyond the 64-bit integers the check reads")),
@@ -237,7 +237,7 @@ fn parse_py_int(text: &str) -> Result<i64, String> {
 
 /// vLLM's `type=float` flags: Python's `float(text)` (` 0.9`, `0_9e-1`).
 fn parse_py_float(text: &str) -> Result<f64, String> {
-    hisparse_core::config::pytext::py_float_text(text).ok_or_else(|| {
+    hisparse_core::pytext::py_float_text(text).ok_or_else(|| {
         format!(
             "invalid float value: {text:?} (Python's float() refuses it, so vllm serve refuses it too)"
         )
@@ -245,7 +245,7 @@ fn parse_py_float(text: &str) -> Result<f64, String> {
 }
 
 fn parse_max_model_len(text: &str) -> Result<i64, String> {
-    let stripped = hisparse_core::config::pytext::py_str_strip(text);
+    let stripped = hisparse_core::pytext::py_str_strip(text);
     if stripped.eq_ignore_ascii_case("auto") || stripped == "-1" {
         return Ok(-1);
     }

@@ -1,10 +1,10 @@
 //! Human-readable report: resolved settings with provenance, then warnings,
 //! then errors, each with what was given, what is allowed and the fix.
 
-use hisparse_core::config::args::flag_name;
-use hisparse_core::config::report::ModelSummary;
-use hisparse_core::config::vllm_stages::VllmStage;
 use hisparse_core::diagnostic::Stage;
+use hisparse_core::engines::vllm_0_33::args::flag_name;
+use hisparse_core::engines::vllm_0_33::stages::VllmStage;
+use hisparse_core::report::ModelSummary;
 use hisparse_core::{Code, Diagnostic, Provenance, Report, Resolved};
 use serde_json::Value;
 use std::fmt::Write;

@@ -459,7 +459,7 @@ impl Flag {
             return true;
         }
         if self.int_choices {
-            let given = hisparse_core::config::pytext::py_int(value).and_then(|n| n.to_i64());
+            let given = hisparse_core::pytext::py_int(value).and_then(|n| n.to_i64());
             return given.is_some_and(|n| {
                 self.choices
                     .iter()

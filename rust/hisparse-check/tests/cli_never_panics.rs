@@ -629,7 +629,7 @@ fn deeply_nested_json_flag_is_an_error_not_a_crash() {
 // ---------------------------------------------------------------------------
 // Minimal reproductions of what the generator found.
 
-/// Hung: `min_pool_gib` (hisparse-core config/validate.rs) did not terminate
+/// Hung: `min_pool_gib` (hisparse-core engines/vllm_0_33/validate.rs) did not terminate
 /// when the host pool needed exceeds ~2^64 bytes (max_model_len > ~2.6e14
 /// tokens with DeepSeek-V3.2).
 #[test]

@@ -13,16 +13,16 @@
 //!   the planner, for the configuration the report's fixes give) when the GPU
 //!   memory is known, instead of the start-up minimum that holds one request.
 
-use crate::config::args::ServeArgs;
-use crate::config::fixed_flags::fixed_flags;
-use crate::config::fixes::{fixed_args, resolve_advised, MachineCheck};
-use crate::config::model::ModelInfo;
-use crate::config::report::{Provenance, Report};
-use crate::config::validate::PoolAdvice;
 use crate::diagnostic::FixOp;
+use crate::engines::vllm_0_33::args::ServeArgs;
+use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::fixes::{fixed_args, resolve_advised, MachineCheck};
+use crate::engines::vllm_0_33::validate::PoolAdvice;
 use crate::gpu::{self, GpuSpec};
+use crate::model::ModelInfo;
 use crate::path::FieldPath;
 use crate::plan::{self, PlanError, PlanOptions};
+use crate::report::{Provenance, Report};
 
 /// Check a serve configuration for the machines `options` describes (see the
 /// module docs). `Err` for an option out of range or an unknown `--gpu`

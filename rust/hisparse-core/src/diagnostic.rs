@@ -3,7 +3,7 @@
 //! machine-applicable fix (a list of [`FixOp`]s on the JSON form of
 //! [`crate::ServeArgs`]) that makes the diagnostic go away when applied.
 
-use crate::config::vllm_stages::{self, VllmStage};
+use crate::engines::vllm_0_33::stages::{self, VllmStage};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::path::{FieldPath, Seg};
 use serde::{Deserialize, Serialize};
@@ -129,7 +129,7 @@ codes! {
 /// [`VllmStage`]).
 ///
 /// Engine-scoped by design: each engine version owns its stage enum and its
-/// code-to-stage table in its own module (`config/vllm_stages.rs` for vLLM
+/// code-to-stage table in its own module (`engines/vllm_0_33/stages.rs` for vLLM
 /// 0.33.0). A second engine (SGLang 0.5.23: `argparse`, `resolve`, `check`,
 /// `after_weights_load`, `pool_build`, `coordinator_init`, `first_decode`,
 /// `request`) adds a variant here and its own enum beside its rules, without
@@ -208,7 +208,7 @@ pub struct Diagnostic {
     /// One sentence a user can read without the source.
     pub message: String,
     /// When the engine would have refused this (`never`: it accepts it, then
-    /// breaks or ignores it); vLLM 0.33.0's table in `config/vllm_stages.rs`,
+    /// breaks or ignores it); vLLM 0.33.0's table in `engines/vllm_0_33/stages.rs`,
     /// or the rule's own where it depends on where the rule fires.
     pub stage: Stage,
     /// The value that was given, if any (a given JSON null stays `Some(Null)`).
@@ -244,7 +244,7 @@ impl Diagnostic {
             severity,
             path,
             message: message.into(),
-            stage: Stage::Vllm(vllm_stages::stage_of(code)),
+            stage: Stage::Vllm(stages::stage_of(code)),
             given: None,
             allowed: None,
             hint: None,
@@ -262,7 +262,7 @@ impl Diagnostic {
         self
     }
 
-    /// Set the stage where it is not the code's usual one (see `config/vllm_stages.rs`).
+    /// Set the stage where it is not the code's usual one (see `engines/vllm_0_33/stages.rs`).
     pub fn stage(mut self, stage: impl Into<Stage>) -> Self {
         self.stage = stage.into();
         self

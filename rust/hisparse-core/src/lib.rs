@@ -12,25 +12,28 @@
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
 
 pub mod check;
-pub mod config;
 pub mod diagnostic;
+pub mod engines;
 pub mod files;
 pub mod gpu;
 pub mod limits;
+pub mod model;
 pub mod path;
 pub mod plan;
 pub mod pool;
+pub mod pytext;
+pub mod report;
 pub mod sizes;
 
-pub use config::args::{LoadError, ServeArgs};
-pub use config::report::{Provenance, Report, Resolved, ResolvedHiSparse};
-pub use config::resolve::{resolve, resolve_with_model};
 pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
+pub use engines::vllm_0_33::args::{LoadError, ServeArgs};
+pub use engines::vllm_0_33::resolve::{resolve, resolve_with_model};
 pub use path::{FieldPath, Seg};
 pub use pool::{
     HiSparseMetrics, HostKVPool, HostPoolExhausted, MetricsSnapshot, PoolError, PoolLayout,
     PoolStats, ResidencyResolver, ResolveOutput,
 };
+pub use report::{Provenance, Report, Resolved, ResolvedHiSparse};
 
 /// The vLLM release whose behaviour is the contract.
-pub const VLLM_VERSION: &str = "0.33.0";
+pub const VLLM_VERSION: &str = engines::vllm_0_33::VERSION;

@@ -2,7 +2,7 @@
 //! it. Each expected value was printed by `python3.11 -c 'int(s)'` / `float(s)`
 //! (vLLM 0.33.0's interpreter); None is a ValueError there.
 
-use hisparse_core::config::pytext::{py_float_text, py_int};
+use hisparse_core::pytext::{py_float_text, py_int};
 
 #[test]
 fn int_text_matches_cpython() {
@@ -83,7 +83,7 @@ fn float_text_matches_cpython() {
 /// macOS secondary thread's, where a Python thread may call the binding).
 #[test]
 fn the_deepest_json_read_fits_a_small_thread_stack() {
-    use hisparse_core::config::pytext::{json_loads, JsonFlag};
+    use hisparse_core::pytext::{json_loads, JsonFlag};
     let depth = hisparse_core::limits::MAX_JSON_DEPTH;
     let text = format!(
         "{}{}1{}{}",

@@ -274,7 +274,9 @@ fn pools_that_fit_alone_but_not_together_name_the_deviation() {
     let w = w.expect("the deviation is named");
     assert_eq!(w.path, p.errors[0].path);
     assert!(w.message.contains("each of the 4 pools"), "{}", w.message);
-    assert!(hisparse_core::config::deviations::deviation(Code::HostPoolsFitAlone).is_some());
+    assert!(
+        hisparse_core::engines::vllm_0_33::deviations::deviation(Code::HostPoolsFitAlone).is_some()
+    );
     // The check (not only the planner) says the same.
     let r = hisparse_core::check::check(&private, &node).unwrap();
     let codes: Vec<Code> = r.errors.iter().chain(&r.warnings).map(|d| d.code).collect();

@@ -6,9 +6,9 @@
 mod common;
 
 use common::*;
-use hisparse_core::config::model::{self, MODEL_KEYS};
 use hisparse_core::diagnostic::{apply_fix, depth};
 use hisparse_core::limits::MAX_JSON_DEPTH;
+use hisparse_core::model::{self, MODEL_KEYS};
 use hisparse_core::{FieldPath, FixOp, Seg, ServeArgs};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -135,7 +135,7 @@ fn wrong_kinds_and_unknown_keys_still_fail_the_parse() {
 
 #[test]
 fn suggestions_skip_names_longer_than_any_real_one() {
-    use hisparse_core::config::schema::closest;
+    use hisparse_core::engines::vllm_0_33::schema::closest;
     let long = "kv_role".repeat(200_000); // 1.4 MB
     assert_eq!(closest(&long, &["kv_role", "kv_connector"]), None);
     assert_eq!(

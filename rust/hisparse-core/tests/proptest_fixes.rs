@@ -175,7 +175,7 @@ proptest! {
 // ---------------------------------------------------------------------------
 // Minimal reproductions of what the properties above found.
 
-/// `Ctx::disable_hisparse` (config/resolve.rs), the fix of `model_not_dsa`
+/// `Ctx::disable_hisparse` (engines/vllm_0_33/resolve.rs), the fix of `model_not_dsa`
 /// and `deepseek_v4_unsupported`, removes only the *first* HiSparseConnector;
 /// with two of them HiSparse stays on and the error stays.
 #[test]

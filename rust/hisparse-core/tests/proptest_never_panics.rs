@@ -124,7 +124,7 @@ fn hisparse_connector() -> serde_json::Value {
 proptest! {
     #![proptest_config(forked_config(1))]
 
-    /// `min_pool_gib` (config/validate.rs, formerly resolve.rs) looped
+    /// `min_pool_gib` (engines/vllm_0_33/validate.rs, formerly resolve.rs) looped
     /// forever once `min_host_blocks x host_block_bytes` exceeds what
     /// `pool_blocks` can count (about 2^64 bytes): with DeepSeek-V3.2 any
     /// max_model_len above ~2.6e14 hung, connector or not
@@ -157,7 +157,7 @@ proptest! {
     }
 
     /// `host_block_bytes = block_size x row_bytes x sparse_mla_layers`
-    /// (`Ctx` in config/validate.rs) overflowed u64 for block_size >= 2^32
+    /// (`Ctx` in engines/vllm_0_33/validate.rs) overflowed u64 for block_size >= 2^32
     /// (clamped to u32::MAX) with a huge num_hidden_layers.
     #[test]
     fn regression_host_block_bytes_does_not_overflow(_x in Just(())) {

@@ -328,7 +328,7 @@ fn data_parallel_size_local_out_of_range_is_fixed() {
 /// starts, each with the stage, and a fix that passes alone and together.
 #[test]
 fn launch_layouts_vllm_refuses_at_engine_start_are_fixed() {
-    use hisparse_core::config::vllm_stages::VllmStage;
+    use hisparse_core::engines::vllm_0_33::stages::VllmStage;
     for (doc, code, path, want) in [
         // An unset -dpl whose inferred node groups (3) do not divide 2 nodes
         // (vllm/config/parallel.py:827): one node group, each replica over both.
@@ -380,7 +380,7 @@ fn launch_layouts_vllm_refuses_at_engine_start_are_fixed() {
 /// Issue 17 item 6: what vLLM 0.33.0 refuses while building its config over nodes.
 #[test]
 fn node_rank_backend_and_external_lb_are_refused_while_the_config_is_built() {
-    use hisparse_core::config::vllm_stages::VllmStage;
+    use hisparse_core::engines::vllm_0_33::stages::VllmStage;
     for (doc, code, path, want) in [
         (
             json!({"nnodes": 2, "tensor_parallel_size": 8, "node_rank": 2}),

@@ -17,8 +17,8 @@ mod pyjson;
 mod results;
 
 use hisparse_core::check::check;
-use hisparse_core::config::args::LoadError;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
+use hisparse_core::engines::vllm_0_33::args::LoadError;
 use hisparse_core::plan::{plan, PlanError, PlanOptions};
 use hisparse_core::{Code, Diagnostic, ServeArgs};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
@@ -259,18 +259,18 @@ fn error_codes() -> Vec<&'static str> {
 /// Where the verdict knowingly differs from vLLM 0.33.0: (code, what vLLM does).
 #[pyfunction]
 fn vllm_deviations() -> Vec<(&'static str, &'static str)> {
-    hisparse_core::config::deviations::VLLM_DEVIATIONS
+    hisparse_core::engines::vllm_0_33::deviations::VLLM_DEVIATIONS
         .iter()
         .map(|d| (d.code.as_str(), d.vllm))
         .collect()
 }
 
 /// When vLLM 0.33.0 refuses each code: (code, stage, where vLLM raises it),
-/// from `rust/hisparse-core/src/config/vllm_stages.rs`. A report's
+/// from `rust/hisparse-core/src/engines/vllm_0_33/stages.rs`. A report's
 /// `Diagnostic.stage` is the code's stage unless its rule sets another.
 #[pyfunction]
 fn vllm_stages() -> Vec<(&'static str, &'static str, &'static str)> {
-    hisparse_core::config::vllm_stages::VLLM_0_33_STAGES
+    hisparse_core::engines::vllm_0_33::stages::VLLM_0_33_STAGES
         .iter()
         .map(|r| (r.code.as_str(), r.stage.as_str(), r.source))
         .collect()

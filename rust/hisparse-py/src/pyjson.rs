@@ -272,5 +272,5 @@ impl Walk {
 
 /// A float as JSON; NaN and infinities as Python spells them.
 fn float(f: f64) -> Value {
-    hisparse_core::config::pytext::py_float_json(f)
+    hisparse_core::pytext::py_float_json(f)
 }

@@ -2,7 +2,7 @@
 //! converts a field to Python only when it is read, so building a result costs
 //! one allocation, not a tree of Python objects.
 
-use hisparse_core::config::report::{ModelSummary as CoreModel, ResolvedHiSparse};
+use hisparse_core::report::{ModelSummary as CoreModel, ResolvedHiSparse};
 use hisparse_core::{
     Diagnostic as CoreDiagnostic, Provenance as CoreProvenance, Report as CoreReport, Resolved,
 };

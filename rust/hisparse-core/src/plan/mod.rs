@@ -19,13 +19,13 @@ mod weights;
 pub use weights::{estimate as estimate_weights, WeightEstimate};
 
 use crate::check::check_with_model;
-use crate::config::args::{LoadError, ServeArgs};
-use crate::config::model::ModelInfo;
-use crate::config::report::{ModelSummary, Provenance, Report, ResolvedHiSparse};
-use crate::config::validate::add_hisparse_connector;
 use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
+use crate::engines::vllm_0_33::validate::add_hisparse_connector;
 use crate::gpu::GpuSpec;
+use crate::model::ModelInfo;
 use crate::path::FieldPath;
+use crate::report::{ModelSummary, Provenance, Report, ResolvedHiSparse};
 use crate::sizes::{self, GpuLayout, ACTIVE_TAIL_PAGES, GIB, OS_PAGE_BYTES};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -877,7 +877,7 @@ pub(crate) fn host_memory_error(
     .given(&json!(host.host_pool_gib));
     // A size suffix vLLM expanded (`128G` for 128 GiB) that fits as the number
     // meant: that is the fix, as the host_pool_implausible warning says.
-    let meant = crate::config::pytext::suffixed_size(host.host_pool_gib)
+    let meant = crate::pytext::suffixed_size(host.host_pool_gib)
         .map(|(n, suffix, _)| (n, suffix))
         .filter(|(n, _)| {
             let n = *n as f64;

@@ -4,7 +4,7 @@
 //! its `quantization_config`. vLLM's start-up log ("Model loading took X GiB")
 //! is exact; `--weights-gib` takes it.
 
-use crate::config::model::ModelInfo;
+use crate::model::ModelInfo;
 use serde_json::Value;
 
 /// A weight-size estimate for the whole model (all ranks together).
@@ -195,7 +195,7 @@ pub fn estimate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::model;
+    use crate::model;
 
     fn info(dir: &str) -> ModelInfo {
         let path = format!(

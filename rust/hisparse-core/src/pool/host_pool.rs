@@ -20,7 +20,7 @@
 use super::error::{HostPoolExhausted, PoolError};
 use super::layout::PoolLayout;
 use super::metrics::HiSparseMetrics;
-use crate::config::report::ResolvedHiSparse;
+use crate::report::ResolvedHiSparse;
 use crate::sizes::pool_blocks;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -339,7 +339,7 @@ pub fn py_float(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
         Value::Bool(b) => Some(f64::from(u8::from(*b))),
-        Value::String(s) => crate::config::pytext::py_float_text(s),
+        Value::String(s) => crate::pytext::py_float_text(s),
         _ => None,
     }
 }
@@ -446,7 +446,7 @@ fn held_pool<'a>(
         return None;
     }
     value.as_object()?.iter().find_map(|(k, v)| {
-        crate::config::misplaced::is_host_pool_key(k, true).then_some((k.as_str(), v))
+        crate::engines::vllm_0_33::misplaced::is_host_pool_key(k, true).then_some((k.as_str(), v))
     })
 }
 

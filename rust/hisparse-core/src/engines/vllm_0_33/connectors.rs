@@ -6,13 +6,13 @@
 //! explicit stack, so hostile nesting cannot overflow it), bounded by
 //! [`MAX_DEPTH`], and reports every problem with its exact path.
 
-use crate::config::misplaced::is_host_pool_key;
-use crate::config::schema::{
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::misplaced::is_host_pool_key;
+use crate::engines::vllm_0_33::schema::{
     check_keys, closest, kind, lax_bool, lax_int, quoted, type_error, KNOWN_CONNECTORS, KV_ROLES,
     KV_TRANSFER_FIELDS, KV_TRANSFER_REMOVED,
 };
-use crate::config::vllm_stages::VllmStage;
-use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::stages::VllmStage;
 use crate::path::FieldPath;
 use serde_json::{json, Map, Value};
 

@@ -1,5 +1,5 @@
 //! Reading a model's `config.json`: bounded ([`crate::files`]), parsed keeping
-//! only the keys the resolver reads ([`super::model::parse_config`]), and
+//! only the keys the resolver reads ([`super::parse_config`]), and
 //! cached by content.
 //!
 //! The cache key is the path plus the length and a hash of the bytes, so a
@@ -7,8 +7,8 @@
 //! stale; reading a config.json (a few KB) costs microseconds, the parse it
 //! saves tens of them.
 
-use super::args::LoadError;
-use super::model::parse_config;
+use super::parse_config;
+use crate::engines::vllm_0_33::args::LoadError;
 use crate::limits::MAX_MODEL_CONFIG_BYTES;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ pub fn load(file: &Path, shown: &str) -> Result<Arc<Value>, LoadError> {
     if !value.is_object() {
         return Err(LoadError::ModelNotObject {
             path: shown.to_owned(),
-            kind: crate::config::schema::kind(&value),
+            kind: crate::engines::vllm_0_33::schema::kind(&value),
         });
     }
     let value = Arc::new(value);

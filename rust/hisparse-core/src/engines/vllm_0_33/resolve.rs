@@ -6,22 +6,22 @@
 //! inferred from a HiSparseConnector (PR 57041) *before* validation, so every
 //! HiSparse check fires on the inferred path too, and all run in one pass.
 
-use crate::config::args::{LoadError, ServeArgs};
-use crate::config::connectors::{self, ConnectorTree};
-use crate::config::fixed_flags::fixed_flags;
-use crate::config::model::{self, ModelInfo};
-use crate::config::report::{ModelSummary, Report};
-use crate::config::schema::{
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
+use crate::engines::vllm_0_33::connectors::{self, ConnectorTree};
+use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::schema::{
     self, check_keys, closest, lax_bool, lax_int, quoted, type_error, ATTENTION_FIELDS,
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
     SPECULATIVE_FIELDS,
 };
-use crate::config::validate::{self, PoolAdvice, StartupNeed};
-use crate::config::vllm_stages;
-use crate::config::{fixes, misplaced, startup};
-use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::stages;
+use crate::engines::vllm_0_33::validate::{self, PoolAdvice, StartupNeed};
+use crate::engines::vllm_0_33::{fixes, misplaced, startup};
 use crate::gpu::GpuSpec;
+use crate::model::{self, ModelInfo};
 use crate::path::FieldPath;
+use crate::report::{ModelSummary, Report};
 use crate::sizes::Parallel;
 use serde_json::{json, Value};
 
@@ -109,7 +109,7 @@ pub(crate) fn resolve_once(
     // multi_connector.py:149; FULL_AND_PIECEWISE is the default on CUDA).
     let full_graphs = !matches!(cudagraph_mode.as_deref(), Some("NONE" | "PIECEWISE"));
     let children_late = args.disable_hybrid_kv_cache_manager.is_some() && !full_graphs;
-    vllm_stages::set_connector_stages(&mut d[walked..walk_end], children_late);
+    stages::set_connector_stages(&mut d[walked..walk_end], children_late);
     let scalars = check_scalars(args, &mut d);
 
     let loaded = args.load_hf_config()?;
@@ -376,7 +376,7 @@ fn parse_compilation(value: Option<&Value>, d: &mut Vec<Diagnostic>) -> Option<S
             path.clone(),
             format!("{path} is not a CUDAGraphMode"),
         )
-        .stage(vllm_stages::VllmStage::Argparse)
+        .stage(stages::VllmStage::Argparse)
         .given(v)
         .allowed(format!("one of {}", quoted(CUDAGRAPH_MODES)));
         let best = v
@@ -465,7 +465,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                     path.clone(),
                     "gpu_memory_utilization must be greater than 0 and at most 1 (a fraction of each GPU's memory)",
                 )
-                .given(&crate::config::pytext::py_float_json(u))
+                .given(&crate::pytext::py_float_json(u))
                 .allowed("0 < gpu_memory_utilization <= 1 (vLLM 0.33 CacheConfig; default 0.92)")
                 .fix(vec![FixOp::Remove { path }]),
             );
@@ -582,7 +582,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                         crate::VLLM_VERSION
                     ),
                 )
-                .stage(vllm_stages::VllmStage::Argparse)
+                .stage(stages::VllmStage::Argparse)
                 .given(&json!(t))
                 .allowed(format!("one of {}", quoted(CACHE_DTYPES)))
                 .fix(vec![FixOp::Set {
@@ -598,7 +598,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
     // (`1_0`, ` 1 `, `+1`, 23 digits; not `1.0`).
     let v2_runner = match args.vllm_use_v2_model_runner.as_deref() {
         None => None,
-        Some(s) => match crate::config::pytext::py_int(s) {
+        Some(s) => match crate::pytext::py_int(s) {
             Some(n) => Some(!n.is_zero()),
             None => {
                 let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");

@@ -11,9 +11,9 @@
 //! written as Python's `json.dumps` writes it (`", "`, `": "`), the form the
 //! plugin has always printed.
 
-use crate::config::args::{flag_name, ServeArgs, JSON_FIELDS};
-use crate::config::fixes::{apply_all, shallow};
 use crate::diagnostic::Diagnostic;
+use crate::engines::vllm_0_33::args::{flag_name, ServeArgs, JSON_FIELDS};
+use crate::engines::vllm_0_33::fixes::{apply_all, shallow};
 use serde_json::Value;
 use std::io;
 

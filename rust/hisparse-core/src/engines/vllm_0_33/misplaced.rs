@@ -13,9 +13,9 @@
 //! that moves the user's value to where vLLM reads it, instead of "missing"
 //! with a default.
 
-use crate::config::connectors::ConnectorTree;
-use crate::config::fixes::Lookup;
-use crate::config::schema::{closest, KV_TRANSFER_FIELDS};
+use crate::engines::vllm_0_33::connectors::ConnectorTree;
+use crate::engines::vllm_0_33::fixes::Lookup;
+use crate::engines::vllm_0_33::schema::{closest, KV_TRANSFER_FIELDS};
 use crate::path::{FieldPath, Seg};
 use serde_json::Value;
 
@@ -138,7 +138,7 @@ pub(crate) fn find(doc: &dyn Lookup, tree: &ConnectorTree) -> Vec<Misplaced> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::connectors::walk;
+    use crate::engines::vllm_0_33::connectors::walk;
     use serde_json::json;
 
     fn found(doc: Value) -> Vec<(String, String, bool)> {

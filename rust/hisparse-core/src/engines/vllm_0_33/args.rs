@@ -2,9 +2,9 @@
 //! vLLM's `EngineArgs` fields. The CLI fills it from flags, Python from
 //! keyword arguments, and test vectors from JSON; fixes edit its JSON form.
 
-use crate::config::pytext::{json_loads, JsonFlag, JsonSyntax};
 use crate::diagnostic::{Code, Diagnostic};
 use crate::path::FieldPath;
+use crate::pytext::{json_loads, JsonFlag, JsonSyntax};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
@@ -206,7 +206,7 @@ mod py_f64 {
 
     pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
         match v {
-            Some(f) => match crate::config::pytext::py_float_json(*f) {
+            Some(f) => match crate::pytext::py_float_json(*f) {
                 Value::String(name) => s.serialize_str(&name),
                 _ => s.serialize_f64(*f),
             },
@@ -442,7 +442,7 @@ impl ServeArgs {
     /// `hf_config_path` or, without it, of `model` (as vLLM 0.33, see
     /// `hf_config_path`). Returns `Ok(None)` when none is given. Files are read whole (at most
     /// [`crate::limits::MAX_MODEL_CONFIG_BYTES`], regular files only) and parsed
-    /// once per content ([`super::model_file`]), so repeated checks stay cheap.
+    /// once per content ([`crate::model::file`]), so repeated checks stay cheap.
     pub fn load_hf_config(&self) -> Result<Option<(Arc<Value>, String)>, LoadError> {
         if let Some(cfg) = self.hf_config.as_ref().filter(|v| !v.is_null()) {
             return Ok(Some((Arc::new(cfg.clone()), "hf_config".to_owned())));
@@ -453,14 +453,14 @@ impl ServeArgs {
         // A local path first, as vLLM; else a model id in the Hugging Face cache.
         let file = match config_file(Path::new(model)) {
             Some(file) => file,
-            None => crate::config::hub::locate(
+            None => crate::model::hub::locate(
                 model,
                 self.revision.as_deref(),
-                &crate::config::hub::HubCache::from_env(|k| std::env::var(k).ok()),
+                &crate::model::hub::HubCache::from_env(|k| std::env::var(k).ok()),
             )?,
         };
         let shown = file.display().to_string();
-        let value = super::model_file::load(&file, &shown)?;
+        let value = crate::model::file::load(&file, &shown)?;
         Ok(Some((value, shown)))
     }
 }

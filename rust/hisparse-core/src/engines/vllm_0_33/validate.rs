@@ -6,22 +6,24 @@
 //! `vllm/v1/hisparse/runtime.py` `ResolvedHiSparseConfig` (buffer bounds),
 //! `layout.py` (host pool, DeepSeek-V4), and shared/spec/HISPARSE.md §4-§5.
 
-use crate::config::args::ServeArgs;
-use crate::config::connectors::{
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::args::ServeArgs;
+use crate::engines::vllm_0_33::connectors::{
     ConnectorTree, HiSparseSite, CONNECTORS_WITHOUT_HMA, HISPARSE, MULTI,
 };
-use crate::config::misplaced::{Misplaced, DEVICE_BUFFER_SIZE, EAGER_HOST_MIRROR, HOST_POOL_GIB};
-use crate::config::model::{ModelInfo, Sourced};
-use crate::config::report::{Provenance, Resolved, ResolvedHiSparse};
-use crate::config::resolve::{HiSparseInput, Scalars};
-use crate::config::schema::{
+use crate::engines::vllm_0_33::misplaced::{
+    Misplaced, DEVICE_BUFFER_SIZE, EAGER_HOST_MIRROR, HOST_POOL_GIB,
+};
+use crate::engines::vllm_0_33::resolve::{HiSparseInput, Scalars};
+use crate::engines::vllm_0_33::schema::{
     lax_bool, lax_int, py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS,
     SPARSE_MLA_DTYPES,
 };
-use crate::config::vllm_stages::VllmStage;
-use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::stages::VllmStage;
 use crate::gpu::GpuSpec;
+use crate::model::{ModelInfo, Sourced};
 use crate::path::FieldPath;
+use crate::report::{Provenance, Resolved, ResolvedHiSparse};
 use crate::sizes::{self, min_pool_gib, pool_blocks, GIB};
 use serde_json::{json, Value};
 
@@ -1182,8 +1184,11 @@ impl Ctx<'_> {
         let in_other_hisparse = |m: &Misplaced| {
             let connector = m.from.parent().parent();
             connector != site.path
-                && crate::config::fixes::Lookup::at(self.args, &connector.key("kv_connector"))
-                    .and_then(Value::as_str)
+                && crate::engines::vllm_0_33::fixes::Lookup::at(
+                    self.args,
+                    &connector.key("kv_connector"),
+                )
+                .and_then(Value::as_str)
                     == Some("HiSparseConnector")
         };
         let pools: Vec<&Misplaced> = self
@@ -1286,7 +1291,7 @@ impl Ctx<'_> {
             .given(raw);
             // A size suffix (`128G` in the JSON, `64g` on a dotted flag) that
             // vLLM expanded to bytes: the number before it is the GiB meant.
-            if let Some((n, suffix, factor)) = crate::config::pytext::suffixed_size(gib) {
+            if let Some((n, suffix, factor)) = crate::pytext::suffixed_size(gib) {
                 w = w
                     .hint(format!(
                         "{n}{suffix} is {n} x {factor} (vLLM expands K/M/G/T size suffixes in its JSON and dotted flags); write the GiB as a plain number: set {path} to {n}"

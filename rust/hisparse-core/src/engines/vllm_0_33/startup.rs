@@ -6,14 +6,14 @@
 //! Each found by the differential test against vLLM's config code
 //! (tests/vllm/test_differential.py); each cites the vLLM source it follows.
 
-use crate::config::args::ServeArgs;
-use crate::config::connectors;
-use crate::config::model::ModelInfo;
-use crate::config::resolve::Scalars;
-use crate::config::schema::{quoted, QUANTIZATION_METHODS};
-use crate::config::vllm_stages::VllmStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::args::ServeArgs;
+use crate::engines::vllm_0_33::connectors;
+use crate::engines::vllm_0_33::resolve::Scalars;
+use crate::engines::vllm_0_33::schema::{quoted, QUANTIZATION_METHODS};
+use crate::engines::vllm_0_33::stages::VllmStage;
 use crate::limits::MAX_DIVISOR_TRIALS;
+use crate::model::ModelInfo;
 use crate::path::FieldPath;
 use crate::sizes::Parallel;
 use serde_json::{json, Value};

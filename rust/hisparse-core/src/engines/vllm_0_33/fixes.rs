@@ -26,14 +26,14 @@
 //! are sized for the configuration after all fixes too, and a fix whose result
 //! another check then rejects takes that check's fix ([`absorb`]).
 
-use crate::config::args::{LoadError, ServeArgs};
-use crate::config::model::ModelInfo;
-use crate::config::report::Report;
-use crate::config::resolve::resolve_once;
-use crate::config::validate::{PoolAdvice, StartupNeed};
 use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
+use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
+use crate::engines::vllm_0_33::resolve::resolve_once;
+use crate::engines::vllm_0_33::validate::{PoolAdvice, StartupNeed};
 use crate::gpu::GpuSpec;
+use crate::model::ModelInfo;
 use crate::path::{FieldPath, Seg};
+use crate::report::Report;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
 
@@ -1029,7 +1029,7 @@ fn empty_together(errors: &mut [Diagnostic], doc: &dyn Lookup) {
         ]
     };
     // Bounded: each round adds a removal one level up the tree.
-    for _ in 0..crate::config::connectors::MAX_DEPTH + 2 {
+    for _ in 0..crate::engines::vllm_0_33::connectors::MAX_DEPTH + 2 {
         let gone: Vec<FieldPath> = errors
             .iter()
             .flat_map(|d| &d.fix)

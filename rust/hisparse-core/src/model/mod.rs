@@ -4,6 +4,9 @@
 //! where vLLM reads them (see [`read`]): the text model's under `text_config`
 //! for composite models, a few at the top level.
 
+pub mod file;
+pub mod hub;
+
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::fmt;
