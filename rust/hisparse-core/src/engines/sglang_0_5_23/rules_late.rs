@@ -218,7 +218,8 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .disaggregation_transfer_backend
             .as_deref()
             .unwrap_or("mooncake");
-        if backend != "mooncake" && backend != "fake" {
+        // mooncake_tcp is rewritten to mooncake (pd_disaggregation_hook.py:30-36); fake moves no KV.
+        if !matches!(backend, "mooncake" | "mooncake_tcp" | "fake") {
             d.push(
                 err(
                     Code::DraftKvTransferBackendUnsupported,

@@ -166,6 +166,9 @@ fn report_round_trips_with_sglang_settings_and_stages() {
     let back: crate::Report = serde_json::from_str(&ok.to_json()).unwrap();
     assert!(back.sglang_hisparse().is_some());
     assert_eq!(back.hisparse, ok.hisparse);
+    // Its warnings' `never` reads back as vLLM's until mapped to the report's engine.
+    assert_ne!(back, ok);
+    assert_eq!(back.engine_stages(), ok);
 }
 
 #[test]
