@@ -40,6 +40,7 @@ from hisparse_rs._core import (
     error_codes,
     gpu_spec,
     pool_error_codes,
+    sglang_codes,
     vllm_deviations,
     vllm_stages,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "pool_error_codes",
     "resolve",
     "serve_args",
+    "sglang_codes",
     "vllm_deviations",
     "vllm_stages",
 ]
