@@ -262,9 +262,16 @@ fn resolution<'a>(
         None => Resolved::new("auto".to_owned(), default("the model's dtype")),
     };
 
-    // page_size: forced to 64 x index_kpool for DSA on CUDA (model_overrides/deepseek_v2.py:161-173).
-    let page_size = if is_dsa && !hip {
-        Resolved::new(64 * index_kpool, derived(&["index_kpool"], "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171)"))
+    // page_size: forced to 64 x index_kpool for DSA (model_overrides/deepseek_v2.py:161-173);
+    // on ROCm too, unless aiter's preshuffle paged-MQA path is unavailable
+    // (Triton < 3.5, :151-159: page 1), which is not assumed here.
+    let page_size = if is_dsa {
+        let rule = if hip {
+            "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171); ROCm with aiter's preshuffle path assumed (else page 1, :151-159)"
+        } else {
+            "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171)"
+        };
+        Resolved::new(64 * index_kpool, derived(&["index_kpool"], rule))
     } else {
         match args.page_size {
             Some(p) => Resolved::new(p, explicit("page_size")),
