@@ -407,18 +407,39 @@ fn resolution<'a>(
     }
 }
 
-/// Bytes of one token's MLA latent in one layer as SGLang stores it:
-/// bfloat16 `(kv_lora_rank + qk_rope_head_dim) x 2`, fp8_e4m3
-/// `kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2`
-/// (mem_cache/kv_cache_configurator.py:3412-3475).
-pub fn kv_row_bytes(dtype: &str, model: &ModelInfo) -> Option<u64> {
+/// Bytes of one token's MLA latent in one layer as SGLang stores it
+/// (`calculate_mla_kv_cache_dim`, mem_cache/kv_cache_configurator.py:3412-3475):
+/// bfloat16 `(kv_lora_rank + qk_rope_head_dim) x 2`; fp8_e4m3
+/// `kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2` (656), or the
+/// raw `kv_lora_rank + qk_rope_head_dim` for the raw layout (`raw_layout`: a
+/// trtllm backend, ROCm's tilelang/triton/aiter, or tilelang for both).
+pub fn kv_row_bytes(dtype: &str, model: &ModelInfo, raw_layout: bool) -> Option<u64> {
     let rank = u64::from(model.kv_lora_rank?);
     let rope = u64::from(model.qk_rope_head_dim?);
     match dtype {
         "bfloat16" => Some((rank + rope) * 2),
+        "fp8_e4m3" if raw_layout => Some(rank + rope),
         "fp8_e4m3" => Some(rank + rank / 128 * 4 + rope * 2),
         _ => None,
     }
+}
+
+/// Whether the DSA KV rows use the raw layout (kv_cache_configurator.py:3425-3455).
+fn raw_layout(r: &Resolution<'_>) -> bool {
+    fn name(x: &Option<Resolved<String>>) -> &str {
+        x.as_ref().map_or("", |v| v.value.as_str())
+    }
+    let (pre, dec) = (name(&r.dsa_prefill_backend), name(&r.dsa_decode_backend));
+    let trtllm = match r.args.pd_mode() {
+        "decode" => dec == "trtllm",
+        "prefill" => pre == "trtllm",
+        _ => pre == "trtllm" || dec == "trtllm",
+    };
+    let hip_raw = r.hip
+        && [pre, dec]
+            .iter()
+            .any(|x| matches!(*x, "tilelang" | "triton" | "aiter"));
+    trtllm || hip_raw || (pre == "tilelang" && dec == "tilelang")
 }
 
 fn int_resolved(r: &Resolved<Value>) -> Option<Resolved<i64>> {
@@ -442,7 +463,7 @@ fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {
         disable_radix_cache: r.disable_radix_cache.clone(),
         disaggregation_mode: r.disaggregation_mode.clone(),
         speculative_num_draft_tokens: r.speculative.as_ref().map(|s| s.2.clone()),
-        kv_row_bytes: r.model.as_ref().and_then(|m| kv_row_bytes(&r.kv_cache_dtype.value, m)).map(|b| {
+        kv_row_bytes: r.model.as_ref().and_then(|m| kv_row_bytes(&r.kv_cache_dtype.value, m, raw_layout(r))).map(|b| {
             Resolved::new(b, derived(&["kv_cache_dtype", "kv_lora_rank", "qk_rope_head_dim"], "mem_cache/kv_cache_configurator.py:3412-3475"))
         }),
     })
