@@ -417,6 +417,7 @@ pub fn kv_row_bytes(dtype: &str, model: &ModelInfo, raw_layout: bool) -> Option<
     let rank = u64::from(model.kv_lora_rank?);
     let rope = u64::from(model.qk_rope_head_dim?);
     match dtype {
+        // u32 inputs: these sums and products cannot overflow u64.
         "bfloat16" => Some((rank + rope) * 2),
         "fp8_e4m3" if raw_layout => Some(rank + rope),
         "fp8_e4m3" => Some(rank + rank / 128 * 4 + rope * 2),

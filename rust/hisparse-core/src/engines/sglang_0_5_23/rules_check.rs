@@ -122,7 +122,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     if let Some(c) = a.chunked_prefill_size {
         let page = r.page();
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
-            let fixed = (c / page).max(1) * page;
+            let fixed = (c / page).max(1).saturating_mul(page);
             d.push(
                 err(
                     Code::ChunkedPrefillNotPageMultiple,
