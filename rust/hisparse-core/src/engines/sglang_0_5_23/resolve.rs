@@ -129,14 +129,14 @@ pub fn resolve(args: &SglangArgs) -> Report {
 pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     let mut diags = Vec::new();
     let r = resolution(args, machine, &mut diags);
-    if args.hisparse_on() || args.hisparse_config.is_some() {
-        rules_resolve::check(&r, &mut diags);
-        if args.hisparse_on() {
-            rules_check::check(&r, &mut diags);
-            rules_late::check(&r, &mut diags);
-        }
-        deviations::check(&r, &mut diags);
+    // S1's rules fire with or without HiSparse (those about HiSparse check it
+    // themselves); S2 onwards are HiSparse's.
+    rules_resolve::check(&r, &mut diags);
+    if args.hisparse_on() {
+        rules_check::check(&r, &mut diags);
+        rules_late::check(&r, &mut diags);
     }
+    deviations::check(&r, &mut diags);
     report(&r, diags)
 }
 
