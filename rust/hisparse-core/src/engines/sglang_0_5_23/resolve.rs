@@ -193,8 +193,17 @@ fn resolution<'a>(
         .as_deref()
         .is_some_and(|a| DSA_ARCHITECTURES.contains(&a))
         && has_index_topk;
-    let other_sparse = model.as_ref().is_some_and(|m| m.is_deepseek_v4())
-        || arch.as_deref().is_some_and(|a| a.starts_with("MiniMaxM3"));
+    // is_deepseek_v4 / is_minimax_sparse (srt/configs/model_config.py:395-400, :426-431).
+    let other_sparse = arch.as_deref().is_some_and(|a| {
+        matches!(
+            a,
+            "DeepseekV4ForCausalLM"
+                | "DeepseekV4ForCausalLMNextN"
+                | "DeepseekV4ForCausalLMDSpark"
+                | "MiniMaxM3SparseForCausalLM"
+                | "MiniMaxM3SparseForConditionalGeneration"
+        )
+    });
     let index_kpool = model
         .as_ref()
         .and_then(|m| m.index_kpool.as_ref())
@@ -459,8 +468,8 @@ fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {
         page_size: r.page_size.clone(),
         kv_cache_dtype: r.kv_cache_dtype.clone(),
         compute_capability: r.compute_capability.clone(),
-        dsa_prefill_backend: r.dsa_prefill_backend.clone()?,
-        dsa_decode_backend: r.dsa_decode_backend.clone()?,
+        dsa_prefill_backend: r.dsa_prefill_backend.clone(),
+        dsa_decode_backend: r.dsa_decode_backend.clone(),
         disable_radix_cache: r.disable_radix_cache.clone(),
         disaggregation_mode: r.disaggregation_mode.clone(),
         speculative_num_draft_tokens: r.speculative.as_ref().map(|s| s.2.clone()),
