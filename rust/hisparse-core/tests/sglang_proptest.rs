@@ -96,7 +96,7 @@ prop_compose! {
         dec in opt(prop::sample::select(vec!["flashmla_sparse", "flashmla_kv", "tilelang", "triton"])),
         flags in prop::collection::vec(any::<bool>(), 8),
         chunk in opt(prop::sample::select(vec![-1i64, 1000, 4096, 8192])),
-        mrr in opt(prop::sample::select(vec![16i64, 256, 4095, 8191, i64::MAX, -5])),
+        mrr in opt(prop::sample::select(vec![16i64, 256, 4095, 8191, 32768, i64::MAX, -5])),
         spec in opt(prop::sample::select(vec!["EAGLE", "NONE"])),
         steps in opt(prop_oneof![1i64..7, Just(i64::MAX), Just(i64::MIN)]),
         topk in opt(1i64..3),
@@ -104,6 +104,7 @@ prop_compose! {
         backend in opt(prop::sample::select(vec!["mooncake", "nixl", "fake"])),
         threshold in opt(prop::sample::select(vec![0.0f64, 0.5, 1.0])),
         policy in opt(prop::sample::select(vec!["early", "prefill_complete"])),
+        dp in opt(prop::sample::select(vec![1i64, 2, 8, 0])),
     ) -> Value {
         let mut a = json!({"model_path": model(m)});
         let mut put = |k: &str, v: Option<Value>| { if let Some(v) = v { a[k] = v; } };
@@ -128,6 +129,7 @@ prop_compose! {
         put("disaggregation_transfer_backend", backend.map(Value::from));
         put("disaggregation_decode_host_receive_threshold", threshold.map(Value::from));
         put("disaggregation_decode_allocation_policy", policy.map(Value::from));
+        put("dp_size", dp.map(Value::from));
         a
     }
 }

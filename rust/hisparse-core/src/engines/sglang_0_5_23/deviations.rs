@@ -165,7 +165,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .as_ref()
             .map_or(0, |s| u64::from(s.value));
         let (slots, slots_rule) = match r.request_slots() {
-            Some(s) => (u64::try_from(s).unwrap_or(0), "max_running_requests + 1"),
+            Some(s) => (u64::try_from(s).unwrap_or(0), "max_running_requests per attention-DP worker + 1, plus P/D decode's in-transfer slots"),
             None => (
                 ASSUMED_REQUEST_SLOTS,
                 "2049 assumed: SGLang sizes --max-running-requests from memory",

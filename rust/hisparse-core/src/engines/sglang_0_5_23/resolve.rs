@@ -114,9 +114,27 @@ impl Resolution<'_> {
     pub fn draft_tokens(&self) -> Option<i64> {
         self.speculative.as_ref().map(|s| s.2.value)
     }
-    /// Request slots, `max_running_requests + 1` (hisparse_coordinator.py:178-188), when given.
+    /// Request slots of one attention-DP worker's req_to_token pool, which
+    /// the coordinator sizes by (hisparse_coordinator.py:163, :637), when
+    /// `--max-running-requests` is given: `max(1, max_running_requests //
+    /// attn_dp_size)` (model_executor/pool_configurator.py:1141-1144) + 1; on
+    /// P/D decode plus the in-transfer slots, 2 x per-worker for at most 32
+    /// (arg_groups/pd_disaggregation_hook.py:129-143; DecodeReqToTokenPool
+    /// allocates size + pre_alloc_size + 1 rows, disaggregation/decode.py:200).
     pub fn request_slots(&self) -> Option<i64> {
-        self.args.max_running_requests.map(|m| m.saturating_add(1))
+        let m = self.args.max_running_requests?;
+        let attn_dp = if self.args.enable_dp_attention == Some(true) {
+            self.args.dp_size.unwrap_or(1).max(1)
+        } else {
+            1
+        };
+        let per_worker = (m / attn_dp).max(1);
+        let extra = if self.args.pd_mode() == "decode" && per_worker <= 32 {
+            per_worker * 2
+        } else {
+            0
+        };
+        Some(per_worker.saturating_add(extra).saturating_add(1))
     }
 }
 

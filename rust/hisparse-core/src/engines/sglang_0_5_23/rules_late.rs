@@ -174,8 +174,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         }
         if let Some(slots) = r.request_slots() {
             if slots > dbs {
-                d.push(
-                    err(
+                let e = err(
                         Code::RequestSlotsOverDeviceBuffer,
                         FieldPath::root("max_running_requests"),
                         "HiSparse spec request capacity must not exceed device_buffer_size.",
@@ -183,13 +182,14 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                     )
                     .given(&json!(r.args.max_running_requests))
                     .allowed(format!(
-                        "max_running_requests + 1 <= device_buffer_size {dbs}"
-                    ))
-                    .fix(vec![set(
-                        "max_running_requests",
-                        json!(dbs.saturating_sub(1).max(1)),
-                    )]),
-                );
+                        "request slots {slots} (per attention-DP worker + 1, plus P/D decode's in-transfer slots) <= device_buffer_size {dbs}"
+                    ));
+                let fix = most_running_requests(r, dbs)
+                    .map(|m| vec![set("max_running_requests", json!(m))]);
+                d.push(match fix {
+                    Some(ops) => e.fix(ops),
+                    None => e,
+                });
             }
         }
     }
@@ -239,6 +239,24 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
+}
+
+/// The largest `--max-running-requests` whose request slots fit `dbs`
+/// (see [`Resolution::request_slots`]), or None.
+fn most_running_requests(r: &Resolution<'_>, dbs: i64) -> Option<i64> {
+    let attn_dp = if r.args.enable_dp_attention == Some(true) {
+        r.args.dp_size.unwrap_or(1).max(1)
+    } else {
+        1
+    };
+    let room = dbs.checked_sub(1)?;
+    // Per worker p: p + 1 slots, or 3p + 1 on P/D decode for p <= 32.
+    let p = if room > 32 || r.args.pd_mode() != "decode" {
+        room
+    } else {
+        room / 3
+    };
+    (p >= 1).then(|| p.saturating_mul(attn_dp))
 }
 
 /// `swap_in_block_size` (S3) and `host_to_device_ratio` (S4).

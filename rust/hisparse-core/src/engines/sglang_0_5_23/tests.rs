@@ -186,3 +186,29 @@ fn draft_tokens_follow_steps_with_eagle_topk_one() {
         3
     );
 }
+
+#[test]
+fn request_slots_are_per_attention_dp_worker_with_decode_transfer_slots() {
+    let spec = json!({"speculative_algorithm": "EAGLE", "max_running_requests": 8191});
+    // One worker: 8192 slots against the 4096 buffer.
+    let r = check(&decode(spec.clone()), &options(json!({}))).unwrap();
+    assert!(r
+        .errors
+        .iter()
+        .any(|e| e.code == Code::RequestSlotsOverDeviceBuffer));
+    // Attention DP 8: 8191 // 8 + 1 = 1024 slots per worker (pool_configurator.py:1141-1144).
+    let mut dp = spec.clone();
+    dp["enable_dp_attention"] = json!(true);
+    dp["dp_size"] = json!(8);
+    assert!(check(&decode(dp), &options(json!({}))).unwrap().valid);
+    // A small decode batch reserves 2 x its size for in-transfer requests:
+    // 16 + 32 + 1 = 49 slots (pd_disaggregation_hook.py:129-143).
+    let a = decode(json!({"max_running_requests": 16}));
+    let r = check(&a, &options(json!({}))).unwrap();
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
+        .unwrap();
+    assert!(w.message.contains("49 request slots"), "{}", w.message);
+}
