@@ -283,9 +283,17 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     }
     let base_per_token = c.layers.saturating_mul(c.kv_row + c.index_row);
     let base_slots = c.available / base_per_token.max(1) / c.page * c.page;
+    // --max-running-requests is split over attention-DP workers (pool_configurator.py:1141-1144);
+    // the figures here are one worker's (its TP ranks share each request).
+    let attn_dp = if args.enable_dp_attention == Some(true) {
+        pos(args.dp_size)
+    } else {
+        1
+    };
     let max_running = args
         .max_running_requests
-        .and_then(|m| u64::try_from(m).ok());
+        .and_then(|m| u64::try_from(m).ok())
+        .map(|m| (m / attn_dp).max(1));
     let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
     let point = |ctx: u64| -> PlanPoint {
         let tokens = crate::sizes::round_up(ctx, c.page);
