@@ -166,6 +166,7 @@ codes! {
     HisparseConfigIgnored => "hisparse_config_ignored",
     ComputeCapabilityAssumed => "compute_capability_assumed",
     SglangPlanServesNoRequests => "sglang_plan_serves_no_requests",
+    SpeculativeSwapOnXpu => "speculative_swap_on_xpu",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

@@ -105,6 +105,7 @@ prop_compose! {
         threshold in opt(prop::sample::select(vec![0.0f64, 0.5, 1.0])),
         policy in opt(prop::sample::select(vec!["early", "prefill_complete"])),
         dp in opt(prop::sample::select(vec![1i64, 2, 8, 0])),
+        device in opt(prop::sample::select(vec!["cuda", "xpu"])),
     ) -> Value {
         let mut a = json!({"model_path": model(m)});
         let mut put = |k: &str, v: Option<Value>| { if let Some(v) = v { a[k] = v; } };
@@ -130,6 +131,7 @@ prop_compose! {
         put("disaggregation_decode_host_receive_threshold", threshold.map(Value::from));
         put("disaggregation_decode_allocation_policy", policy.map(Value::from));
         put("dp_size", dp.map(Value::from));
+        put("device", device.map(Value::from));
         a
     }
 }

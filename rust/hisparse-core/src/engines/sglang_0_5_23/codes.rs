@@ -50,6 +50,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::HisparseConfigIgnored,
     Code::ComputeCapabilityAssumed,
     Code::SglangPlanServesNoRequests,
+    Code::SpeculativeSwapOnXpu,
 ];
 
 #[cfg(test)]

@@ -128,6 +128,19 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     }
     // S5: hisparse_coordinator.py:178-188 (HiSparseSpecSwapManager); top_k there is the model's index_topk.
     if let Some((steps, _, draft)) = &r.speculative {
+        // hisparse_coordinator.py:174-175.
+        if r.args.device.as_deref() == Some("xpu") {
+            d.push(
+                err(
+                    Code::SpeculativeSwapOnXpu,
+                    FieldPath::root("device"),
+                    "HiSparse speculative swap is unsupported on XPU.",
+                    CoordinatorInit,
+                )
+                .given(&json!("xpu"))
+                .allowed("cuda (or no speculation)"),
+            );
+        }
         let n = draft.value;
         let model_top_k = r.index_topk.unwrap_or(top_k);
         let draft_fix = |n: i64| {
