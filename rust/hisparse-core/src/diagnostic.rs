@@ -167,6 +167,8 @@ codes! {
     ComputeCapabilityAssumed => "compute_capability_assumed",
     SglangPlanServesNoRequests => "sglang_plan_serves_no_requests",
     SpeculativeSwapOnXpu => "speculative_swap_on_xpu",
+    SpeculativeNumStepsMissing => "speculative_num_steps_missing",
+    SpeculativeEagleTopkMissing => "speculative_eagle_topk_missing",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

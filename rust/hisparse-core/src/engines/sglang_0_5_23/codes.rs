@@ -51,6 +51,8 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::ComputeCapabilityAssumed,
     Code::SglangPlanServesNoRequests,
     Code::SpeculativeSwapOnXpu,
+    Code::SpeculativeNumStepsMissing,
+    Code::SpeculativeEagleTopkMissing,
 ];
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 use super::args::flag_name;
 use super::args::SglangArgs;
 use super::fixes::{apply_all, fix_form};
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, FixOp};
+use crate::path::{FieldPath, Seg};
 use serde_json::Value;
 
 /// The flags that change `args` into `args` with every fix of `errors`
@@ -39,6 +40,54 @@ pub fn fixed_flags(args: &SglangArgs, errors: &[Diagnostic]) -> Option<String> {
         })
         .collect();
     (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// Words for a fix in SGLang's terms (the diagnostic's hint): `set
+/// disable_radix_cache to true (sglang serve: --disable-radix-cache)`; keys of
+/// `hisparse_config` are edited inside `--hisparse-config`.
+pub fn describe_fix(ops: &[FixOp]) -> String {
+    let flag_of = |path: &FieldPath, value: Option<&Value>| -> Option<String> {
+        let [Seg::Key(k)] = path.0.as_slice() else {
+            return None;
+        };
+        if k == "model_path" {
+            return None;
+        }
+        let flag = flag_name(k);
+        Some(match value {
+            None | Some(Value::Bool(false)) | Some(Value::Null) => format!("drop {flag}"),
+            Some(Value::Bool(true)) => flag,
+            Some(Value::String(s)) => format!("{flag} {}", quote(s)),
+            Some(v) => format!("{flag} {v}"),
+        })
+    };
+    let parts: Vec<String> = ops
+        .iter()
+        .map(|op| match op {
+            FixOp::Set { path, value } => match flag_of(path, Some(value)) {
+                Some(f) => format!("set {path} to {value} (sglang serve: {f})"),
+                None => format!("set {path} to {value} (in --hisparse-config)"),
+            },
+            FixOp::Remove { path } => match flag_of(path, None) {
+                Some(f) => format!("remove {path} (sglang serve: {f})"),
+                None => format!("remove {path} (from --hisparse-config)"),
+            },
+            FixOp::Move { from, to } => format!("move {from} to {to}"),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// Every diagnostic whose hint is the generic (vLLM-worded) description of
+/// its fix gets the SGLang wording instead.
+pub(crate) fn sglang_hints(diags: &mut [Diagnostic]) {
+    for d in diags {
+        if !d.fix.is_empty()
+            && d.hint.as_deref() == Some(crate::diagnostic::describe_fix(&d.fix).as_str())
+        {
+            d.hint = Some(describe_fix(&d.fix));
+        }
+    }
 }
 
 /// JSON as Python's `json.dumps` writes it (`", "`, `": "`).

@@ -38,6 +38,7 @@ pub fn apply_all(args: &SglangArgs, diags: &[Diagnostic]) -> Option<SglangArgs> 
 pub(crate) fn check_fixed(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     let mut report = resolve_for(args, machine);
     plan::host_budget_check(args, machine, &mut report);
+    super::fixed_flags::sglang_hints(&mut report.errors);
     report.fixed_flags = fixed_flags(args, &report.errors);
     report
 }

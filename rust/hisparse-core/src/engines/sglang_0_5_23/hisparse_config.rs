@@ -58,19 +58,25 @@ pub fn parse(value: Option<&Value>) -> Result<Option<Map<String, Value>>, Box<Di
     match parsed {
         Value::Object(map) => Ok(Some(map)),
         other => {
-            // factory.py:81 `extra_config.pop("top_k", 2048)` on a list, number or
-            // string: TypeError / AttributeError.
-            let kind = match &other {
-                Value::Array(_) => "list",
-                Value::Null => "NoneType",
-                Value::Bool(_) => "bool",
-                Value::Number(_) => "number",
-                _ => "str",
+            // factory.py:79 `extra_config.pop("top_k", 2048)`: a list raises
+            // TypeError, anything else AttributeError (FACTS_sglang.md #1).
+            let exception = match &other {
+                Value::Array(_) => "TypeError: pop expected at most 1 argument, got 2".to_owned(),
+                v => {
+                    let t = match v {
+                        Value::Null => "NoneType",
+                        Value::Bool(_) => "bool",
+                        Value::Number(n) if n.is_f64() => "float",
+                        Value::Number(_) => "int",
+                        _ => "str",
+                    };
+                    format!("AttributeError: '{t}' object has no attribute 'pop'")
+                }
             };
             Err(Box::new(Diagnostic::error(
                 Code::HisparseConfigNotObject,
                 path,
-                format!("hisparse_config must be a JSON object; SGLang fails on a {kind} at extra_config.pop(\"top_k\", 2048) (mem_cache/sparsity/factory.py:81) after the weights load"),
+                format!("{exception} (hisparse_config must be a JSON object; SGLang fails at extra_config.pop(\"top_k\", 2048), mem_cache/sparsity/factory.py:79, after the weights load)"),
             )
             .stage(SglangStage::AfterWeightsLoad)
             .given(&other)

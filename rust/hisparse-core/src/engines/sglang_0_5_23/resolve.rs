@@ -31,6 +31,10 @@ pub struct Machine<'a> {
     pub weights_gib: Option<f64>,
 }
 
+/// `--max-running-requests` SGLang resolves with speculation when it is not
+/// given (arg_groups/speculative_hook.py:1086-1091).
+pub const SPEC_DEFAULT_MAX_RUNNING_REQUESTS: i64 = 48;
+
 /// The architectures `is_deepseek_dsa` accepts (srt/configs/model_config.py:191-212).
 pub const DSA_ARCHITECTURES: &[&str] = &[
     "DeepseekV3ForCausalLM",
@@ -121,8 +125,14 @@ impl Resolution<'_> {
     /// P/D decode plus the in-transfer slots, 2 x per-worker for at most 32
     /// (arg_groups/pd_disaggregation_hook.py:129-143; DecodeReqToTokenPool
     /// allocates size + pre_alloc_size + 1 rows, disaggregation/decode.py:200).
+    /// With speculation and no `--max-running-requests` SGLang resolves 48
+    /// (arg_groups/speculative_hook.py:1086-1091; FACTS_sglang.md #7).
     pub fn request_slots(&self) -> Option<i64> {
-        let m = self.args.max_running_requests?;
+        let m = match self.args.max_running_requests {
+            Some(m) => m,
+            None if self.speculative.is_some() => SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
+            None => return None,
+        };
         let attn_dp = if self.args.enable_dp_attention == Some(true) {
             self.args.dp_size.unwrap_or(1).max(1)
         } else {
@@ -498,6 +508,8 @@ fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {
 }
 
 fn report(r: &Resolution<'_>, diags: Vec<Diagnostic>) -> Report {
+    let mut diags = diags;
+    super::fixed_flags::sglang_hints(&mut diags);
     let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(Diagnostic::is_error);
     let valid = errors.is_empty();
     let hisparse = (valid && r.args.hisparse_on())

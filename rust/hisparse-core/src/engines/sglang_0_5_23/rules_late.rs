@@ -81,7 +81,9 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         ("top_k", &r.top_k),
         ("device_buffer_size", &r.device_buffer_size),
     ] {
-        if hc::as_int(&v.value).is_none() && !v.value.is_null() {
+        // An explicit null is popped as None and fails the S3 comparison too.
+        let given = matches!(v.provenance, crate::report::Provenance::Explicit { .. });
+        if hc::as_int(&v.value).is_none() && (!v.value.is_null() || given) {
             ints_ok = false;
             let fix = match key {
                 "top_k" => vec![FixOp::Remove {
@@ -91,11 +93,27 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                     path: key_path("device_buffer_size"),
                 }],
             };
+            // A float compares and passes S3, then fails in torch.zeros when the
+            // coordinator sizes its tensors (hisparse_coordinator.py:648-696,
+            // FACTS_sglang.md #5); a string or null fails the S3 comparison.
+            let (stage, when) = if v.value.is_f64() {
+                (CoordinatorInit, "when the coordinator sizes its tensors by it (torch.zeros, managers/hisparse_coordinator.py:648-696)")
+            } else {
+                (AfterWeightsLoad, "at device_buffer_size < top_k (mem_cache/sparsity/factory.py:84-87), after the weights load")
+            };
             d.push(
-                err(Code::HisparseConfigInvalidType, key_path(key), format!("hisparse_config.{key} must be an integer; SGLang compares it (device_buffer_size < top_k, mem_cache/sparsity/factory.py:86) and sizes tensors with it after the weights load"), AfterWeightsLoad)
-                    .given(&v.value)
-                    .allowed("an integer")
-                    .fix(fix),
+                err(
+                    Code::HisparseConfigInvalidType,
+                    key_path(key),
+                    format!(
+                        "hisparse_config.{key} must be an integer; SGLang fails on {} {when}",
+                        py_repr(&v.value)
+                    ),
+                    stage,
+                )
+                .given(&v.value)
+                .allowed("an integer")
+                .fix(fix),
             );
         }
     }
@@ -193,7 +211,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                         "HiSparse spec request capacity must not exceed device_buffer_size.",
                         CoordinatorInit,
                     )
-                    .given(&json!(r.args.max_running_requests))
+                    .given(&json!(r.args.max_running_requests.unwrap_or(super::resolve::SPEC_DEFAULT_MAX_RUNNING_REQUESTS)))
                     .allowed(format!(
                         "request slots {slots} (per attention-DP worker + 1, plus P/D decode's in-transfer slots) <= device_buffer_size {dbs}"
                     ));
@@ -208,10 +226,17 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     }
     // S6: the swap-in kernel asserts device_buffer_size >= the model's index_topk
     // (kernels/ops/kvcache/hisparse.py:301-303; the JSON top_k is not what runs).
+    // With speculation the spec kernel runs instead, with no such assert
+    // (kernels/ops/kvcache/hisparse.py:71-168, FACTS_sglang.md #16): SGLang starts.
     if let Some(k) = r.index_topk {
         if dbs < k {
+            let (stage, what) = if r.speculative.is_some() {
+                (SglangStage::Never, format!("with speculation SGLang's spec swap-in kernel does not check it and starts, with a hot buffer smaller than the {k} rows the indexer selects"))
+            } else {
+                (FirstDecode, format!("SGLang's swap-in kernel asserts hot_buffer_size ({dbs}) must be >= num_top_k ({k}) at the first decode (kernels/ops/kvcache/hisparse.py:301-303)"))
+            };
             d.push(
-                err(Code::DeviceBufferSizeBelowIndexTopk, key_path("device_buffer_size"), format!("device_buffer_size ({dbs}) is smaller than the model's index_topk ({k}): SGLang's swap-in kernel asserts at the first decode (kernels/ops/kvcache/hisparse.py:301-303); the JSON top_k ({top_k}) is replaced by index_topk at run time (model_runner.py:1039)"), FirstDecode)
+                err(Code::DeviceBufferSizeBelowIndexTopk, key_path("device_buffer_size"), format!("device_buffer_size ({dbs}) is smaller than the model's index_topk ({k}): {what}; the JSON top_k ({top_k}) is replaced by index_topk at run time (model_runner.py:1036-1040)"), stage)
                     .given(&json!(dbs))
                     .allowed(format!(">= index_topk {k}"))
                     .fix(buffer_fix(r)),
@@ -220,8 +245,18 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     }
     // Never checked: the LRU slot list is int16 and wraps (hisparse_coordinator.py:690-697).
     if dbs > MAX_DEVICE_BUFFER_SIZE {
+        // With speculation the spec kernel's JIT build static_asserts
+        // hot_buffer_size <= 32768 (kernels/jit/csrc/kvcacheio/hisparse_spec.cuh:73-74).
+        let (stage, tail) = if r.speculative.is_some() && dbs > 32768 {
+            (FirstDecode, "; with speculation the first swap-in fails to compile: \"speculative CLOCK cursor requires hot_buffer_size <= 32768.\" (kernels/jit/csrc/kvcacheio/hisparse_spec.cuh:73-74)")
+        } else {
+            (
+                SglangStage::Never,
+                ": SGLang starts and the slot ids wrap silently",
+            )
+        };
         d.push(
-            err(Code::DeviceBufferSizeOverInt16, key_path("device_buffer_size"), format!("device_buffer_size {dbs} does not fit the coordinator's int16 LRU slot list (torch.arange(device_buffer_size, dtype=torch.int16), managers/hisparse_coordinator.py:690-697): SGLang starts and the slot ids wrap silently"), SglangStage::Never)
+            err(Code::DeviceBufferSizeOverInt16, key_path("device_buffer_size"), format!("device_buffer_size {dbs} does not fit the coordinator's int16 LRU slot list (torch.arange(device_buffer_size, dtype=torch.int16), managers/hisparse_coordinator.py:690-697){tail}"), stage)
                 .given(&json!(dbs))
                 .allowed(format!("at most {MAX_DEVICE_BUFFER_SIZE}"))
                 .fix(buffer_fix(r)),
@@ -318,7 +353,30 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     }
     let ratio = &r.host_to_device_ratio.value;
     match hc::as_int(ratio) {
-        // A float reaches a tensor size (pool_host/base.py:221-229): TypeError at the pool build.
+        // `true` is 1 in Python and starts (FACTS_sglang.md #3): a warning.
+        None if ratio == &Value::Bool(true) => d.push(
+            Diagnostic::warning(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), "host_to_device_ratio true is read as 1 by SGLang (Python's bool is an int): a host pool as large as the device pool")
+                .stage(SglangStage::Never)
+                .given(ratio)
+                .allowed("an integer >= 1")
+                .fix(vec![set_key("host_to_device_ratio", json!(1))]),
+        ),
+        // null or a string: first used at S3, in the indexer cell size
+        // (model_executor/pool_configurator.py:633-635, FACTS_sglang.md #3).
+        None if ratio.is_null() || ratio.is_string() || ratio.is_array() || ratio.is_object() => d.push(
+            err(Code::HisparseConfigInvalidType, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer; SGLang fails on {} when it sizes the indexer cells after the weights load (int(... * indexer_ratio), model_executor/pool_configurator.py:633-635)", py_repr(ratio)), AfterWeightsLoad)
+                .given(ratio)
+                .allowed("an integer >= 1")
+                .fix(vec![set_key("host_to_device_ratio", json!(hc::DEFAULT_HOST_TO_DEVICE_RATIO))]),
+        ),
+        // A float passes S3 and fails in torch.zeros when the allocator is built
+        // (mem_cache/allocator/hisparse.py:63-72); `false` is 0 (the zero rule's).
+        None if ratio == &Value::Bool(false) => d.push(
+            err(Code::HostToDeviceRatioZero, key_path("host_to_device_ratio"), "host_to_device_ratio false is 0 to SGLang: the host pool has zero capacity; SGLang starts with no error and cannot hold a request's KV", SglangStage::Never)
+                .given(ratio)
+                .allowed("an integer >= 1 (default 2)")
+                .fix(vec![set_key("host_to_device_ratio", json!(hc::DEFAULT_HOST_TO_DEVICE_RATIO))]),
+        ),
         None => {
             let fixed = ratio
                 .as_f64()
@@ -327,7 +385,7 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                     (f.round() as i64).max(1)
                 });
             d.push(
-                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into a tensor constructor when it builds the host pool and fails there, after the weights load", py_repr(ratio)), PoolBuild)
+                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into torch.zeros when it builds the HiSparse allocator and fails there (zeros(): argument 'size' (position 1) must be tuple of ints, not float; mem_cache/allocator/hisparse.py:63-72), after the weights load", py_repr(ratio)), PoolBuild)
                     .given(ratio)
                     .allowed("an integer >= 1")
                     .fix(vec![set_key("host_to_device_ratio", json!(fixed))]),

@@ -102,18 +102,22 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         );
     }
     if r.is_dsa {
-        // model_overrides/deepseek_v2.py:18-22 (_dsa_dcp_overrides).
+        // model_overrides/deepseek_v2.py:18-26 (_dsa_dcp_overrides): refused with
+        // HiSparse or HiCache, with P/D, or eagle_topk other than 1; else DCP resolves.
         if let Some(dcp) = a.dcp_size.filter(|&n| n > 1) {
-            if on || a.enable_hierarchical_cache == Some(true) {
+            let msg = if on || a.enable_hierarchical_cache == Some(true) {
+                Some("DSA DCP does not support HiSparse or HiCache.")
+            } else if a.pd_mode() != "null" {
+                Some("DSA DCP does not support PD disaggregation.")
+            } else {
+                None
+            };
+            if let Some(msg) = msg {
                 d.push(
-                    err(
-                        Code::DsaDcpUnsupported,
-                        "dcp_size",
-                        "DSA DCP does not support HiSparse or HiCache.",
-                    )
-                    .given(&json!(dcp))
-                    .allowed("1 with --enable-hisparse")
-                    .fix(vec![set("dcp_size", json!(1))]),
+                    err(Code::DsaDcpUnsupported, "dcp_size", msg)
+                        .given(&json!(dcp))
+                        .allowed("1 with --enable-hisparse")
+                        .fix(vec![set("dcp_size", json!(1))]),
                 );
             }
         }
@@ -189,6 +193,30 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .given(&json!(true))
             .fix(vec![set("enable_kv_cache_sharding", json!(false))]),
         );
+    }
+    // speculative_hook.py:1159-1174: EAGLE picks (3, 1, 4) only when none of
+    // steps / topk / draft tokens is given; topk or draft tokens without steps
+    // is a bare AssertionError, steps without topk a TypeError (FACTS_sglang.md #6).
+    if a.speculation_on() {
+        let (steps, topk, draft) = (
+            a.speculative_num_steps,
+            a.speculative_eagle_topk,
+            a.speculative_num_draft_tokens,
+        );
+        if steps.is_none() && (topk.is_some() || draft.is_some()) {
+            let n = draft.unwrap_or(4).clamp(2, 4);
+            d.push(
+                err(Code::SpeculativeNumStepsMissing, "speculative_num_steps", "AssertionError (no message): --speculative-eagle-topk or --speculative-num-draft-tokens without --speculative-num-steps (arg_groups/speculative_hook.py:1159-1163)")
+                    .allowed("all three of --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens, or none")
+                    .fix(vec![set("speculative_num_steps", json!(n - 1))]),
+            );
+        } else if steps.is_some() && topk.is_none() {
+            d.push(
+                err(Code::SpeculativeEagleTopkMissing, "speculative_eagle_topk", "TypeError: '>' not supported between instances of 'NoneType' and 'int' (--speculative-num-steps without --speculative-eagle-topk, arg_groups/speculative_hook.py:1159-1174)")
+                    .allowed("--speculative-eagle-topk 1 with --speculative-num-steps")
+                    .fix(vec![set("speculative_eagle_topk", json!(1))]),
+            );
+        }
     }
     // speculative_hook.py:1272-1282: for DSA (attention backend dsa) this fires before S2's rule.
     if let Some((_, topk, _)) = r.speculative {

@@ -174,7 +174,7 @@ fn report_round_trips_with_sglang_settings_and_stages() {
 #[test]
 fn draft_tokens_follow_steps_with_eagle_topk_one() {
     // speculative_hook.py:1255-1266: draft tokens = steps + 1 whatever was given.
-    let r = check(&decode(json!({"speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_num_draft_tokens": 6})), &options(json!({}))).unwrap();
+    let r = check(&decode(json!({"speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 6})), &options(json!({}))).unwrap();
     assert!(r.valid, "{:?}", r.errors);
     assert_eq!(
         r.sglang_hisparse()
@@ -211,4 +211,68 @@ fn request_slots_are_per_attention_dp_worker_with_decode_transfer_slots() {
         .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
         .unwrap();
     assert!(w.message.contains("49 request slots"), "{}", w.message);
+}
+
+#[test]
+fn speculative_parameters_are_all_or_none() {
+    // speculative_hook.py:1159-1174 (FACTS_sglang.md #6).
+    let r = check(
+        &decode(json!({"speculative_algorithm": "EAGLE", "speculative_num_steps": 2})),
+        &options(json!({})),
+    )
+    .unwrap();
+    assert_eq!(
+        r.errors.iter().map(|e| e.code).collect::<Vec<_>>(),
+        [Code::SpeculativeEagleTopkMissing]
+    );
+    let r = check(
+        &decode(json!({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 3})),
+        &options(json!({})),
+    )
+    .unwrap();
+    assert_eq!(
+        r.errors.iter().map(|e| e.code).collect::<Vec<_>>(),
+        [Code::SpeculativeNumStepsMissing]
+    );
+    assert_eq!(r.fixed_flags.as_deref(), Some("--speculative-num-steps 2"));
+    // EAGLE alone: (3, 1, 4) and 48 requests, 49 slots.
+    let r = check(
+        &decode(json!({"speculative_algorithm": "EAGLE"})),
+        &options(json!({})),
+    )
+    .unwrap();
+    assert!(r.valid, "{:?}", r.errors);
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
+        .unwrap();
+    assert!(w.message.contains("49 request slots"), "{}", w.message);
+}
+
+#[test]
+fn hints_name_sglang_flags() {
+    let r = check(
+        &decode(json!({"disaggregation_mode": null, "enable_mixed_chunk": true})),
+        &options(json!({})),
+    )
+    .unwrap();
+    for e in &r.errors {
+        let h = e.hint.as_deref().unwrap_or("");
+        assert!(!h.contains("vllm"), "{h}");
+    }
+    let radix = r
+        .errors
+        .iter()
+        .find(|e| e.code == Code::RadixCacheEnabled)
+        .unwrap();
+    assert!(
+        radix
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("sglang serve: --disable-radix-cache"),
+        "{:?}",
+        radix.hint
+    );
 }
