@@ -14,6 +14,7 @@ mod vllm_flags;
 mod yaml;
 
 use argv::human_readable_int;
+use hisparse_core::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 
 use clap::{ArgAction, CommandFactory, Parser};
 use hisparse_core::check::check;

@@ -24,10 +24,13 @@ pub mod pool;
 pub mod pytext;
 pub mod report;
 pub mod sizes;
+pub mod stage;
+pub mod words;
 
 pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
-pub use engines::vllm_0_33::args::{LoadError, ServeArgs};
+pub use engines::vllm_0_33::args::ServeArgs;
 pub use engines::vllm_0_33::resolve::{resolve, resolve_with_model};
+pub use model::LoadError;
 pub use path::{FieldPath, Seg};
 pub use pool::{
     HiSparseMetrics, HostKVPool, HostPoolExhausted, MetricsSnapshot, PoolError, PoolLayout,

@@ -137,13 +137,14 @@ pub struct Report {
 }
 
 impl Report {
-    /// A report from diagnostics alone (e.g. flags that are not valid JSON).
-    pub fn from_diagnostics(diags: Vec<Diagnostic>) -> Self {
+    /// A report from diagnostics alone (e.g. flags that are not valid JSON),
+    /// for the vLLM release `vllm_version` the engine module states.
+    pub fn from_diagnostics(vllm_version: &str, diags: Vec<Diagnostic>) -> Self {
         let (errors, warnings): (Vec<_>, Vec<_>) =
             diags.into_iter().partition(Diagnostic::is_error);
         Report {
             schema_version: SCHEMA_VERSION,
-            vllm_version: crate::VLLM_VERSION.to_owned(),
+            vllm_version: vllm_version.to_owned(),
             valid: errors.is_empty(),
             hisparse_enabled: false,
             model: None,

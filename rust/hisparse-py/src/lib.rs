@@ -94,6 +94,7 @@ fn check_json(
     let options = options_json.map(parse_options).transpose()?;
     if !problems.is_empty() {
         return Ok(Report::from(hisparse_core::Report::from_diagnostics(
+            hisparse_core::VLLM_VERSION,
             problems,
         )));
     }
@@ -138,7 +139,10 @@ fn plan_json(
     let options = parse_options(options_json)?;
     if !problems.is_empty() {
         return Ok((
-            Report::from(hisparse_core::Report::from_diagnostics(problems)),
+            Report::from(hisparse_core::Report::from_diagnostics(
+                hisparse_core::VLLM_VERSION,
+                problems,
+            )),
             None,
         ));
     }

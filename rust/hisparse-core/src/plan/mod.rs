@@ -21,6 +21,7 @@ pub use weights::{estimate as estimate_weights, WeightEstimate};
 use crate::check::check_with_model;
 use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 use crate::engines::vllm_0_33::validate::add_hisparse_connector;
 use crate::gpu::GpuSpec;
 use crate::model::ModelInfo;

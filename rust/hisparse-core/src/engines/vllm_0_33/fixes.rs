@@ -119,7 +119,7 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
                 }];
                 d.hint = Some(format!(
                     "{}; with the other fixes of this report, which remove the connectors there, it is the only connector",
-                    crate::diagnostic::describe_fix(&d.fix)
+                    super::diagnostics::describe_fix(&d.fix)
                 ));
             }
         }
@@ -1014,7 +1014,7 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
         d.hint = Some(format!(
             "{}; with the other fixes of this report, which remove {removed}, only {}",
             d.hint.as_deref().unwrap_or("apply the fix"),
-            crate::diagnostic::describe_fix(&d.fix)
+            super::diagnostics::describe_fix(&d.fix)
         ));
     }
 }
@@ -1266,6 +1266,7 @@ fn cmp_paths(a: Option<&FieldPath>, b: Option<&FieldPath>) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
     use serde_json::json;
 
     fn p(s: &str) -> FieldPath {

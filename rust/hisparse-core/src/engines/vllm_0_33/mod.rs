@@ -9,6 +9,7 @@
 pub mod args;
 pub mod connectors;
 pub mod deviations;
+pub mod diagnostics;
 pub mod fixed_flags;
 pub(crate) mod fixes;
 pub(crate) mod misplaced;

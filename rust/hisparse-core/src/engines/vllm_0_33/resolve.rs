@@ -9,6 +9,7 @@
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
 use crate::engines::vllm_0_33::connectors::{self, ConnectorTree};
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
 use crate::engines::vllm_0_33::schema::{
     self, check_keys, closest, lax_bool, lax_int, quoted, type_error, ATTENTION_FIELDS,
@@ -83,7 +84,7 @@ pub(crate) fn resolve_once(
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around
         // them, under the model they were given with when it reads.
-        let mut report = Report::from_diagnostics(d);
+        let mut report = Report::from_diagnostics(super::VERSION, d);
         report.model = args
             .load_hf_config()
             .ok()
@@ -171,7 +172,7 @@ pub(crate) fn resolve_once(
         None
     };
 
-    let mut report = Report::from_diagnostics(d);
+    let mut report = Report::from_diagnostics(super::VERSION, d);
     fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
     report.model = model
@@ -411,7 +412,7 @@ fn check_dp_local(given: Option<i64>, dp: i64, d: &mut Vec<Diagnostic>) -> Optio
         )
     } else {
         (
-            format!("data_parallel_size_local {n} is more than data_parallel_size {dp}: a node cannot run more DP replicas than the deployment has; vLLM {} ParallelConfig refuses it", crate::VLLM_VERSION),
+            format!("data_parallel_size_local {n} is more than data_parallel_size {dp}: a node cannot run more DP replicas than the deployment has; vLLM {} ParallelConfig refuses it", crate::engines::vllm_0_33::VERSION),
             format!("run at most the {dp} replicas on this node (--data-parallel-size-local {dp}), or raise --data-parallel-size to the whole deployment's replicas"),
             Some(dp),
         )
@@ -579,7 +580,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                     path.clone(),
                     format!(
                         "\"{t}\" is not a kv_cache_dtype vLLM {} accepts",
-                        crate::VLLM_VERSION
+                        crate::engines::vllm_0_33::VERSION
                     ),
                 )
                 .stage(stages::VllmStage::Argparse)
@@ -603,7 +604,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None => {
                 let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
                 d.push(
-                    Diagnostic::error(Code::InvalidValue, path.clone(), format!("VLLM_USE_V2_MODEL_RUNNER={s:?} is not an integer; vLLM {} fails to start on it", crate::VLLM_VERSION))
+                    Diagnostic::error(Code::InvalidValue, path.clone(), format!("VLLM_USE_V2_MODEL_RUNNER={s:?} is not an integer; vLLM {} fails to start on it", crate::engines::vllm_0_33::VERSION))
                         .given(&json!(s))
                         .allowed("\"1\", \"0\", or unset")
                         .hint("unset VLLM_USE_V2_MODEL_RUNNER")

@@ -1,0 +1,89 @@
+//! The stages at which each engine refuses a configuration: their names
+//! only, the vocabulary of [`crate::diagnostic::Stage`]. Which code an engine
+//! raises at which stage, with the engine's file:line, is that engine's
+//! table (`engines/vllm_0_33/stages.rs` for vLLM 0.33.0), and so is the
+//! sentence that names the release.
+
+use serde::{Deserialize, Serialize};
+
+/// When vLLM 0.33.0 refuses a configuration, in start-up order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VllmStage {
+    /// `vllm serve`'s argument parser: a flag's type or choices, a JSON flag
+    /// that is not JSON or that pydantic rejects (vllm/engine/arg_utils.py,
+    /// vllm/config/*.py validators run while the flags are parsed).
+    Argparse,
+    /// `EngineArgs.create_engine_config()`: `ModelConfig`, `ParallelConfig`,
+    /// `VllmConfig.__post_init__` (vllm/config/vllm.py), seconds in, before any
+    /// engine process starts.
+    Config,
+    /// The engine core and its executor starting, before a worker loads the
+    /// model: the data-parallel launch, the multiprocessing executor's layout
+    /// (vllm/v1/executor/multiproc_executor.py), `vllm serve --headless`.
+    EngineStart,
+    /// In the workers, while the model is built and its weights loaded: the
+    /// attention backend each layer selects (the KV cache dtype), the draft
+    /// model, and the block size fixed for those backends right after
+    /// (`update_block_size_for_backend`, multiproc_executor.py:802).
+    ModelLoad,
+    /// After the model has loaded, when the engine sizes the KV cache and the
+    /// workers build it: the HiSparse layout and host pool
+    /// (vllm/v1/hisparse/layout.py, vllm/v1/core/kv_cache_planning.py:671),
+    /// the pinned host RAM, the HiSparse runtime (vllm/v1/hisparse/runtime.py),
+    /// the KV connectors.
+    Workers,
+    /// At the first scheduled step (the first forward or decode).
+    FirstStep,
+    /// vLLM accepts the configuration and starts; what is reported then
+    /// breaks (a crash or wrong result later) or is silently ignored. Every
+    /// warning vLLM does not refuse has it too.
+    Never,
+}
+
+impl VllmStage {
+    /// Every stage, in start-up order.
+    pub const ALL: &'static [VllmStage] = &[
+        VllmStage::Argparse,
+        VllmStage::Config,
+        VllmStage::EngineStart,
+        VllmStage::ModelLoad,
+        VllmStage::Workers,
+        VllmStage::FirstStep,
+        VllmStage::Never,
+    ];
+
+    /// The stable string form, e.g. `"model_load"` (the JSON `stage`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VllmStage::Argparse => "argparse",
+            VllmStage::Config => "config",
+            VllmStage::EngineStart => "engine_start",
+            VllmStage::ModelLoad => "model_load",
+            VllmStage::Workers => "workers",
+            VllmStage::FirstStep => "first_step",
+            VllmStage::Never => "never",
+        }
+    }
+
+    /// The stage named `s`, if it is one.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|st| st.as_str() == s)
+    }
+
+    /// When, in words, for "vLLM 0.33.0 refuses this {when}" (or, for
+    /// `never`, the whole sentence's tail after "vLLM 0.33.0").
+    pub fn when(self) -> &'static str {
+        match self {
+            VllmStage::Argparse => "at argument parsing, before anything starts",
+            VllmStage::Config => "while building its config, seconds in",
+            VllmStage::EngineStart => "when its engine and executor start, before the model loads",
+            VllmStage::ModelLoad => "while its workers load the model, minutes in",
+            VllmStage::Workers => {
+                "after the model has loaded, when its workers set up the KV cache"
+            }
+            VllmStage::FirstStep => "at the first step, after start-up has finished",
+            VllmStage::Never => "",
+        }
+    }
+}
