@@ -14,9 +14,9 @@
 //!   memory is known, instead of the start-up minimum that holds one request.
 
 use crate::diagnostic::FixOp;
+use crate::engines::vllm_0_33::advise::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
-use crate::engines::vllm_0_33::fixes::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::validate::PoolAdvice;
 use crate::gpu::{self, GpuSpec};
 use crate::model::ModelInfo;

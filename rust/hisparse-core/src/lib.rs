@@ -28,8 +28,8 @@ pub mod stage;
 pub mod words;
 
 pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
+pub use engines::vllm_0_33::advise::{resolve, resolve_with_model};
 pub use engines::vllm_0_33::args::ServeArgs;
-pub use engines::vllm_0_33::resolve::{resolve, resolve_with_model};
 pub use model::LoadError;
 pub use path::{FieldPath, Seg};
 pub use pool::{

@@ -8,7 +8,7 @@
 
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
-use crate::engines::vllm_0_33::misplaced::is_host_pool_key;
+use crate::engines::vllm_0_33::schema::is_host_pool_key;
 use crate::engines::vllm_0_33::schema::{
     check_keys, closest, kind, lax_bool, lax_int, quoted, type_error, KNOWN_CONNECTORS, KV_ROLES,
     KV_TRANSFER_FIELDS, KV_TRANSFER_REMOVED,

@@ -6,12 +6,14 @@
 //! knowingly differs from vLLM's (`deviations`), and at which start-up stage
 //! vLLM 0.33.0 refuses each code (`stages`).
 
+pub mod advise;
 pub mod args;
 pub mod connectors;
 pub mod deviations;
 pub mod diagnostics;
 pub mod fixed_flags;
 pub(crate) mod fixes;
+pub(crate) mod input;
 pub(crate) mod misplaced;
 pub mod resolve;
 pub mod schema;

@@ -1,7 +1,10 @@
 //! Resolution and validation: from [`ServeArgs`] to a [`Report`].
 //!
 //! This module reads the inputs (each JSON flag, the scalars, the model) and
-//! checks their shape; [`super::validate`] then checks HiSparse itself.
+//! checks their shape; [`super::validate`] then checks HiSparse itself, and
+//! [`super::fixes::settle`] makes the report's fixes work together. The
+//! public entry points ([`super::advise::resolve`]) run this once per
+//! configuration the fixes give.
 //! Order follows vLLM 0.33.0 `VllmConfig.__post_init__`: `hisparse_config` is
 //! inferred from a HiSparseConnector (PR 57041) *before* validation, so every
 //! HiSparse check fires on the inferred path too, and all run in one pass.
@@ -10,7 +13,7 @@ use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
 use crate::engines::vllm_0_33::connectors::{self, ConnectorTree};
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
-use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::input::{HiSparseInput, Scalars};
 use crate::engines::vllm_0_33::schema::{
     self, check_keys, closest, lax_bool, lax_int, quoted, type_error, ATTENTION_FIELDS,
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
@@ -25,53 +28,6 @@ use crate::path::FieldPath;
 use crate::report::{ModelSummary, Report};
 use crate::sizes::Parallel;
 use serde_json::{json, Value};
-
-/// The explicit `attention_config.hisparse_config`, as far as it parsed.
-pub(crate) struct HiSparseInput {
-    pub(crate) path: FieldPath,
-    pub(crate) device_buffer_size: Option<u64>,
-    pub(crate) eager_host_mirror: Option<bool>,
-}
-
-/// Scalars after their own checks; invalid ones fall back to vLLM's defaults
-/// (their error is already recorded).
-pub(crate) struct Scalars {
-    pub(crate) parallel: Parallel,
-    pub(crate) block_size: Option<u64>,
-    pub(crate) max_model_len: Option<u64>,
-    /// `--max-model-len auto` / -1: vLLM fits the context to memory.
-    pub(crate) max_model_len_auto: bool,
-    pub(crate) platform: String,
-    pub(crate) kv_cache_dtype: Option<String>,
-    pub(crate) v2_runner: Option<bool>,
-}
-
-/// Resolve and validate a serve configuration.
-///
-/// Returns every error and warning at once, with fixes that pass alone and
-/// together (see `config::fixes`); `Err` only when the model's config file
-/// cannot be read at all (an I/O problem, not a configuration one).
-pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
-    resolve_with_model(args).map(|(report, _)| report)
-}
-
-/// [`resolve`], also returning the model facts it read (after `--hf-overrides`),
-/// for the capacity planner.
-pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    resolve_on(args, None)
-}
-
-/// [`resolve_with_model`] for a known GPU: adds vLLM's residency-resolver
-/// shared-memory check (and refuses a GPU that is not NVIDIA).
-pub fn resolve_on(
-    args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
-) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    let (mut report, model) = fixes::resolve_advised(args, gpu, None, None)?;
-    let fixed = fixed_flags(args, &report.errors);
-    (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
-    Ok((report, model))
-}
 
 /// One resolution: the report (errors settled, see `config::fixes`), the
 /// model facts and what start-up needs of the host pool when the sizes are known.

@@ -26,6 +26,17 @@ pub const KV_TRANSFER_FIELDS: &[&str] = &[
 pub const KV_TRANSFER_REMOVED: &[&str] =
     &["kv_buffer_size", "kv_rank", "kv_parallel_size", "kv_ip"];
 
+/// The HiSparse settings' own keys (the HiSparseConnector's
+/// `kv_connector_extra_config.host_pool_gib`, `hisparse_config`'s two).
+pub(crate) const HOST_POOL_GIB: &str = "host_pool_gib";
+pub(crate) const DEVICE_BUFFER_SIZE: &str = "device_buffer_size";
+pub(crate) const EAGER_HOST_MIRROR: &str = "eager_host_mirror";
+
+/// `host_pool_gib`, or a misspelling of it (`host_pool_gb`, `hostpoolgib`).
+pub(crate) fn is_host_pool_key(key: &str, typos: bool) -> bool {
+    key == HOST_POOL_GIB || (typos && closest(key, &[HOST_POOL_GIB]).is_some())
+}
+
 /// `KVRole` literal values.
 pub const KV_ROLES: &[&str] = &["kv_producer", "kv_consumer", "kv_both"];
 
@@ -404,9 +415,10 @@ fn held_pool<'a>(
     {
         return None;
     }
-    value.as_object()?.iter().find_map(|(k, v)| {
-        crate::engines::vllm_0_33::misplaced::is_host_pool_key(k, true).then_some((k.as_str(), v))
-    })
+    value
+        .as_object()?
+        .iter()
+        .find_map(|(k, v)| is_host_pool_key(k, true).then_some((k.as_str(), v)))
 }
 
 /// An "expected TYPE" error at `path` for a value of the wrong type.

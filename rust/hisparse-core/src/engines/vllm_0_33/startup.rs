@@ -10,7 +10,7 @@ use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::connectors;
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
-use crate::engines::vllm_0_33::resolve::Scalars;
+use crate::engines::vllm_0_33::input::Scalars;
 use crate::engines::vllm_0_33::schema::{quoted, QUANTIZATION_METHODS};
 use crate::engines::vllm_0_33::stages::VllmStage;
 use crate::limits::MAX_DIVISOR_TRIALS;

@@ -12,10 +12,10 @@ use crate::engines::vllm_0_33::connectors::{
     ConnectorTree, HiSparseSite, CONNECTORS_WITHOUT_HMA, HISPARSE, MULTI,
 };
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
+use crate::engines::vllm_0_33::input::{HiSparseInput, Scalars};
 use crate::engines::vllm_0_33::misplaced::{
     Misplaced, DEVICE_BUFFER_SIZE, EAGER_HOST_MIRROR, HOST_POOL_GIB,
 };
-use crate::engines::vllm_0_33::resolve::{HiSparseInput, Scalars};
 use crate::engines::vllm_0_33::schema::{
     lax_bool, lax_int, py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS,
     SPARSE_MLA_DTYPES,
