@@ -8,6 +8,7 @@
 
 pub mod advise;
 pub mod args;
+pub mod check;
 pub mod connectors;
 pub mod deviations;
 pub mod diagnostics;
@@ -15,6 +16,8 @@ pub mod fixed_flags;
 pub(crate) mod fixes;
 pub(crate) mod input;
 pub(crate) mod misplaced;
+pub mod plan;
+pub(crate) mod planner;
 pub mod resolve;
 pub mod schema;
 pub mod stages;
