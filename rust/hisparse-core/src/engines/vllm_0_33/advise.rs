@@ -1,12 +1,12 @@
-//! Advice above the check: the joint pass that re-runs [`resolve_once`] on
+//! Advice above the check: the joint pass that re-runs `resolve_once` on
 //! the configuration every fix of a report gives, so the fixes pass applied
 //! alone and together, and the public entry points built on it.
 //!
-//! [`resolve_advised`] is the joint pass around one resolution: values that
+//! `resolve_advised` is the joint pass around one resolution: values that
 //! depend on other fixes (the host pool for the block size another fix sets)
 //! are sized for the configuration after all fixes too, and a fix whose result
-//! another check then rejects takes that check's fix ([`absorb`]). The
-//! settling of one report's fixes ([`super::fixes::settle`]) runs inside
+//! another check then rejects takes that check's fix (`absorb`). The
+//! settling of one report's fixes (`super::fixes::settle`) runs inside
 //! every resolution; this module only calls resolution, never the reverse.
 
 use super::args::{LoadError, ServeArgs};
@@ -24,7 +24,7 @@ use serde_json::json;
 /// Resolve and validate a serve configuration.
 ///
 /// Returns every error and warning at once, with fixes that pass alone and
-/// together (see [`super::fixes`] and this module); `Err` only when the model's config file
+/// together (see `super::fixes` and this module); `Err` only when the model's config file
 /// cannot be read at all (an I/O problem, not a configuration one).
 pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
     resolve_with_model(args).map(|(report, _)| report)
@@ -102,7 +102,7 @@ pub(crate) fn resolve_advised(
 }
 
 /// A check of a resolved configuration against the machines it runs on (the
-/// node's host RAM, [`crate::check`]): it adds its errors to a valid report.
+/// node's host RAM, [`super::check`]): it adds its errors to a valid report.
 /// The joint pass runs it on every configuration a fix gives, so a fix whose
 /// result it rejects takes its fix too ([`absorb`]).
 pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, &mut Report);

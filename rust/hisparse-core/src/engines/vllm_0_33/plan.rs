@@ -1,6 +1,6 @@
 //! `hisparse-check --plan` and `hisparse_rs.plan()` for vLLM 0.33.0: the
 //! check ([`super::check`]) first, then the plan of its resolved HiSparse
-//! settings ([`super::planner`]), or of the HiSparseConnector a configuration
+//! settings (`super::planner`), or of the HiSparseConnector a configuration
 //! without HiSparse would take.
 
 use crate::diagnostic::{apply_fix, Code, Diagnostic};

@@ -2,7 +2,7 @@
 //!
 //! This module reads the inputs (each JSON flag, the scalars, the model) and
 //! checks their shape; [`super::validate`] then checks HiSparse itself, and
-//! [`super::fixes::settle`] makes the report's fixes work together. The
+//! `super::fixes::settle` makes the report's fixes work together. The
 //! public entry points ([`super::advise::resolve`]) run this once per
 //! configuration the fixes give.
 //! Order follows vLLM 0.33.0 `VllmConfig.__post_init__`: `hisparse_config` is
@@ -29,7 +29,7 @@ use crate::report::{ModelSummary, Report};
 use crate::sizes::Parallel;
 use serde_json::{json, Value};
 
-/// One resolution: the report (errors settled, see `config::fixes`), the
+/// One resolution: the report (errors settled, see [`super::fixes`]), the
 /// model facts and what start-up needs of the host pool when the sizes are known.
 pub(crate) fn resolve_once(
     args: &ServeArgs,
