@@ -126,7 +126,9 @@ def model_dir(name: str) -> str:
     return str(target)
 
 
-def _refusal(verdict: dict[str, Any], stage: str, exc: BaseException, message: str | None = None) -> dict[str, Any]:
+def _refusal(
+    verdict: dict[str, Any], stage: str, exc: BaseException, message: str | None = None
+) -> dict[str, Any]:
     verdict.update(
         valid=False,
         stage=stage,
@@ -344,7 +346,9 @@ class _Namespace:
         self.__dict__.update(fields)
 
 
-def _spec_swap_scratch(*, top_k: int, device_buffer_size: int, num_draft_tokens: int, max_num_req_slots: int) -> int:
+def _spec_swap_scratch(
+    *, top_k: int, device_buffer_size: int, num_draft_tokens: int, max_num_req_slots: int
+) -> int:
     """HiSparseSpecSwapManager's checks and scratch capacity (hisparse_coordinator.py:150-196)."""
     import torch
     from sglang.srt.managers.hisparse_coordinator import HiSparseSpecSwapManager
@@ -380,7 +384,9 @@ def _check_host_pool(
     model_config = model_config_of(server_args)
     fp8 = resolved["kv_cache_dtype"] == "fp8_e4m3"
     kv_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
-    kv_cache_dim = kv_cache_configurator.calculate_mla_kv_cache_dim(model_config=model_config, kv_cache_dtype=kv_dtype)
+    kv_cache_dim = kv_cache_configurator.calculate_mla_kv_cache_dim(
+        model_config=model_config, kv_cache_dtype=kv_dtype
+    )
     # The DSA pool stores an fp8 row as bytes (its scales and bf16 rope packed in).
     store_dtype = torch.uint8 if fp8 else torch.bfloat16
     layer_num = model_config.num_hidden_layers
