@@ -59,7 +59,8 @@ REFUSED: list[tuple[str, list[str], str, str, str]] = [
     ("float_ratio", [*DSV32, *HISPARSE, *config('{"host_to_device_ratio": 1.5}')], "pool_build", "TypeError",
      "must be tuple of ints, not float"),
     ("dbs_4000", [*DSV32, *HISPARSE, *config('{"device_buffer_size": 4000}')], "coordinator_init",
-     "ValueError", "HiSparse spec scratch and device buffer sizes must be non-negative multiples of page_size=64."),
+     "ValueError", "HiSparse spec scratch and device buffer sizes must be non-negative multiples of "
+     "page_size=64."),
     # With --speculative-eagle-topk 1 SGLang sets draft tokens to steps + 1
     # (speculative_hook.py:1255-1266): 6 draft tokens are 5 steps.
     ("six_draft_tokens", [*DSV32, *HISPARSE, "--speculative-algorithm", "EAGLE",
