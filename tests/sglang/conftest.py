@@ -39,6 +39,14 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     write = terminalreporter.write_line  # type: ignore[attr-defined]
     write(f"SGLang 0.5.23 imported once in {IMPORT_S:.1f} s")
     differential = sys.modules.get("test_differential")
+    oracle = getattr(differential, "ORACLE_FIGURES", None)
+    if oracle:
+        stages = ", ".join(
+            f"{key.removeprefix('stage ')}: {n}"
+            for key, n in sorted(oracle.items())
+            if key.startswith("stage ")
+        )
+        write(f"SGLang 0.5.23's verdicts on {oracle['examples']} drawn launches, by first refusal ({stages})")
     figures = getattr(differential, "FIGURES", None)
     if not figures:
         return
