@@ -63,9 +63,11 @@ What is stubbed, and why (nothing else is):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -89,6 +91,7 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 # The SM the stub answers; sglang_verdict sets it per call.
 _SM: tuple[int, int] = (9, 0)
 _MODEL_TMP = Path(tempfile.mkdtemp(prefix="hisparse-sglang-models-"))
+atexit.register(shutil.rmtree, _MODEL_TMP, True)
 
 # When SGLang's max_running_requests is unset, it is sized from GPU memory
 # (model_executor/pool_configurator.py:1565-1574 approximates
@@ -168,6 +171,24 @@ def sglang_verdict(
     "message", "exception", "resolved" (SGLang's resolved values, those known
     at the stage reached), "modelled_to" (the last stage run)}.
     """
+    # A launch is a fresh process: SGLang's resolution sets environment
+    # variables (handle_environment_variables, the DSA dense threshold, ...)
+    # that must not reach the next verdict.
+    environ = dict(os.environ)
+    try:
+        return _verdict(argv, sm=sm, host_ram_bytes=host_ram_bytes, device_kv_slots=device_kv_slots)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def _verdict(
+    argv: list[str],
+    *,
+    sm: tuple[int, int],
+    host_ram_bytes: int | None,
+    device_kv_slots: int | None,
+) -> dict[str, Any]:
     global _SM
     _SM = (int(sm[0]), int(sm[1]))
     verdict: dict[str, Any] = {

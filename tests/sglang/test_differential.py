@@ -111,35 +111,31 @@ Json = Any
 
 # --- Generators ---
 
-MODELS = ["deepseek-v3.2"] * 8 + [
-    "glm-5",
-    "glm-5.1",
-    "glm-5-fp8",
-    "deepseek-v4-flash",
-    "deepseek-v3",
-    "llama-3.1-8b",
-]
+DSA_MODELS = ["deepseek-v3.2"] * 4 + ["glm-5", "glm-5.1", "glm-5-fp8"]
+MODELS = [*DSA_MODELS, "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v3", "llama-3.1-8b"]
+
+# An object of the known fields, values in and out of range, and unknown keys.
+hisparse_object = st.fixed_dictionaries(
+    {},
+    optional={
+        "top_k": st.sampled_from([2048, 2048, 1024, 512, 4096, 0]),
+        "device_buffer_size": st.sampled_from(
+            [4096, 4096, 2048, 6144, 8192, 4000, 1000, 1024, 32768, 40000, 4096.0, -64]
+        ),
+        "host_to_device_ratio": st.sampled_from([2, 2, 1, 4, 8, 0, 1.5, 2.0, -1, "2", None]),
+        "swap_in_block_size": st.sampled_from([960, 960, 1, 1024, 0, 2048, True, 9.5, "960"]),
+        "algorithm": st.sampled_from(["deepseek_dsa", "quest"]),
+        "min_sparse_prompt_len": st.sampled_from([0, 2048]),
+        "page_size": st.sampled_from([64, 1]),
+        # Unknown keys: misspellings SGLang keeps silently.
+        "device_buffer": st.just(8192),
+        "topk": st.just(2048),
+        "host_ratio": st.just(4),
+    },
+).map(json.dumps)
 
 hisparse_config_text = st.one_of(
-    # An object of the known fields, values in and out of range.
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "top_k": st.sampled_from([2048, 2048, 1024, 512, 4096, 0]),
-            "device_buffer_size": st.sampled_from(
-                [4096, 4096, 2048, 6144, 8192, 4000, 1000, 1024, 32768, 40000, 4096.0, -64]
-            ),
-            "host_to_device_ratio": st.sampled_from([2, 2, 1, 4, 8, 0, 1.5, 2.0, -1, "2", None]),
-            "swap_in_block_size": st.sampled_from([960, 960, 1, 1024, 0, 2048, True, 9.5, "960"]),
-            "algorithm": st.sampled_from(["deepseek_dsa", "quest"]),
-            "min_sparse_prompt_len": st.sampled_from([0, 2048]),
-            "page_size": st.sampled_from([64, 1]),
-            # Unknown keys: misspellings SGLang keeps silently.
-            "device_buffer": st.just(8192),
-            "topk": st.just(2048),
-            "host_ratio": st.just(4),
-        },
-    ).map(json.dumps),
+    hisparse_object,
     st.sampled_from(
         [
             "{top_k:2048}",  # not JSON (the shell ate the quotes)
@@ -160,14 +156,22 @@ def maybe(values: list[Json]) -> st.SearchStrategy[Json]:
 
 @st.composite
 def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
-    """A `sglang serve` argv (after `sglang serve`) and the GPU's SM."""
-    argv = ["--model-path", model_dir(draw(st.sampled_from(MODELS))), "--device", "cuda"]
-    if draw(st.integers(0, 5)):
+    """A `sglang serve` argv (after `sglang serve`) and the GPU's SM.
+
+    Half the launches are HiSparse-ready (a DSA model, HiSparse on, the radix
+    cache off, a JSON object, few other flags), so that the stages after the
+    weights load (where `--hisparse-config` is first read) are reached often;
+    the other half draw every flag freely."""
+    ready = draw(st.booleans())
+    name = draw(st.sampled_from(DSA_MODELS if ready else MODELS))
+    argv = ["--model-path", model_dir(name), "--device", "cuda"]
+    if ready or draw(st.integers(0, 5)):
         argv.append("--enable-hisparse")
-    if draw(st.integers(0, 2)):
-        argv += ["--hisparse-config", draw(hisparse_config_text)]
-    if draw(st.integers(0, 4)):
+    if ready or draw(st.integers(0, 2)):
+        argv += ["--hisparse-config", draw(hisparse_object if ready else hisparse_config_text)]
+    if ready or draw(st.integers(0, 4)):
         argv.append("--disable-radix-cache")
+    rarely = 9 if ready else 3  # one flag in 10 (ready) or in 4 (free) is set
     valued: dict[str, st.SearchStrategy[Json]] = {
         "--disaggregation-mode": maybe(["null", "prefill", "decode", "decode"]),
         "--disaggregation-transfer-backend": maybe(["mooncake", "nixl"]),
@@ -186,7 +190,7 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         "--mem-fraction-static": maybe([0.8, 0.9]),
     }
     for flag, strategy in valued.items():
-        if draw(st.integers(0, 3)) == 0:
+        if draw(st.integers(0, rarely)) == 0:
             value = draw(strategy)
             if value is not None:
                 argv += [flag, str(value)]
