@@ -60,5 +60,8 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
         if key.startswith("sglang refuses at "):
             write(f"    {key}: {n}")
     for key, n in sorted(figures.items()):
+        if key.startswith("ours refuses at "):
+            write(f"  not compared: {key}: {n}")
+    for key, n in sorted(figures.items()):
         if key.startswith("deviation "):
             write(f"  named deviation {key.removeprefix('deviation ')}: {n}")

@@ -466,7 +466,8 @@ def _check_host_pool(
     kv_cache_dim = kv_cache_configurator.calculate_mla_kv_cache_dim(
         model_config=model_config, kv_cache_dtype=kv_dtype
     )
-    # The DSA pool stores an fp8 row as bytes (its scales and bf16 rope packed in).
+    # A KV pool stores fp8 as uint8 (mem_cache/memory_pool.py:2029-2033); the DSA
+    # row packs its scales and bf16 rope into those bytes (calculate_mla_kv_cache_dim).
     store_dtype = torch.uint8 if fp8 else torch.bfloat16
     layer_num = model_config.num_hidden_layers
     allocation = MLAHostAllocation(

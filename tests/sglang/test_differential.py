@@ -252,15 +252,27 @@ def _codes(report: Any) -> set[str]:
     return {d.code for d in [*report.errors, *report.warnings]}
 
 
-def compare(argv: list[str], sm: tuple[int, int], verdict: dict[str, Json]) -> None:
-    """Our verdict against SGLang's, for one launch; records the figures."""
-    import hisparse_rs
+def compare(
+    argv: list[str], sm: tuple[int, int], verdict: dict[str, Json], report: Any, figures: Counter[str]
+) -> None:
+    """Our report against SGLang's verdict, for one launch; counts into `figures`.
 
-    report = hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
-    FIGURES["examples"] += 1
+    Raises AssertionError when they disagree and no DEVIATIONS code in the
+    report names it."""
+    figures["examples"] += 1
     if verdict["stage"] is not None:
-        FIGURES[f"sglang refuses at {verdict['stage']}"] += 1
+        figures[f"sglang refuses at {verdict['stage']}"] += 1
     ours = _our_stage(report)
+    if (
+        verdict["valid"]
+        and ours is not None
+        and STAGES.index(ours) > STAGES.index(verdict["modelled_to"])
+        and not report.valid
+    ):
+        # We refuse at a stage the oracle does not run (DeepSeek-V4 past
+        # after_weights_load, `request` for all): nothing of SGLang's to compare.
+        figures[f"ours refuses at {ours}, past the oracle's last stage"] += 1
+        return
     differences: list[str] = []
     if report.valid != verdict["valid"]:
         differences.append(f"valid: ours {report.valid}, SGLang {verdict['valid']}")
@@ -274,11 +286,11 @@ def compare(argv: list[str], sm: tuple[int, int], verdict: dict[str, Json]) -> N
                     f"{field}: ours {resolved.get(field)!r}, SGLang {verdict['resolved'][field]!r}"
                 )
     if not differences:
-        FIGURES["agreements"] += 1
+        figures["agreements"] += 1
         if verdict["valid"]:
-            FIGURES["valid in both (resolved settings compared)"] += 1
+            figures["valid in both (resolved settings compared)"] += 1
         else:
-            FIGURES["refused by both, at the same stage"] += 1
+            figures["refused by both, at the same stage"] += 1
         return
     named = sorted(_codes(report) & DEVIATIONS.keys())
     assert named, (
@@ -287,7 +299,7 @@ def compare(argv: list[str], sm: tuple[int, int], verdict: dict[str, Json]) -> N
         f"Ours: {[(d.code, d.stage, d.message) for d in report.errors]}; no code from DEVIATIONS names it."
     )
     for code in named:
-        FIGURES[f"deviation {code}"] += 1
+        figures[f"deviation {code}"] += 1
 
 
 # --- The tests ---
@@ -341,5 +353,61 @@ def test_oracle_on_drawn_launches(case: tuple[list[str], tuple[int, int]]) -> No
 @example(([*DSV32, "--enable-hisparse", "--disaggregation-mode", "decode", "--page-size", "16"], (10, 0)))
 def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
     """hisparse_rs.check_sglang_argv and SGLang agree, or a DEVIATIONS code names the difference."""
+    import hisparse_rs
+
     argv, sm = case
-    compare(argv, sm, sglang_verdict(argv, sm=sm))
+    verdict = sglang_verdict(argv, sm=sm)
+    report = hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
+    compare(argv, sm, verdict, report, FIGURES)
+
+
+class _Diagnostic:
+    def __init__(self, code: str, stage: str) -> None:
+        self.code, self.stage, self.path, self.message = code, stage, "", code
+
+
+class _Report:
+    """A Report as check_sglang_argv returns it, built by hand (the comparison rule's own test)."""
+
+    def __init__(
+        self, errors: list[_Diagnostic], warnings: list[_Diagnostic], hisparse: dict[str, Json]
+    ) -> None:
+        self.valid = not errors
+        self.errors, self.warnings = errors, warnings
+        self._hisparse = hisparse
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"hisparse": {k: {"value": v, "source": "test"} for k, v in self._hisparse.items()}}
+        )
+
+
+def test_comparison_rule() -> None:
+    """compare() counts an agreement, fails an unexplained difference, accepts a named one."""
+    figures: Counter[str] = Counter()
+    argv = [*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 4000}']
+    refused = sglang_verdict(argv)
+    assert refused["stage"] == "coordinator_init"
+    compare(argv, (9, 0), refused, _Report([_Diagnostic("x", "coordinator_init")], [], {}), figures)
+    assert figures["agreements"] == 1
+    try:  # the right verdict at the wrong stage, no deviation named
+        compare(argv, (9, 0), refused, _Report([_Diagnostic("x", "check")], [], {}), figures)
+    except AssertionError as exc:
+        assert "stage: ours check, SGLang coordinator_init" in str(exc)
+    else:
+        raise AssertionError("a stage difference passed")
+    compare(
+        argv, (9, 0), refused, _Report([_Diagnostic("host_pool_over_ram_budget", "check")], [], {}), figures
+    )
+    assert figures["deviation host_pool_over_ram_budget"] == 1
+    valid_argv = [*DSV32, *HISPARSE]
+    valid = sglang_verdict(valid_argv)
+    same = {k: valid["resolved"][k] for k in COMPARED}
+    compare(valid_argv, (9, 0), valid, _Report([], [], same), figures)
+    assert figures["valid in both (resolved settings compared)"] == 1
+    try:  # one resolved value off
+        compare(valid_argv, (9, 0), valid, _Report([], [], {**same, "page_size": 1}), figures)
+    except AssertionError as exc:
+        assert "page_size: ours 1, SGLang 64" in str(exc)
+    else:
+        raise AssertionError("a resolved-value difference passed")
