@@ -373,6 +373,10 @@ def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
     """hisparse_rs.check_sglang_argv and SGLang agree, or a DEVIATIONS code names the difference."""
     import hisparse_rs
 
+    assert hasattr(hisparse_rs, "check_sglang_argv"), (
+        "hisparse_rs.check_sglang_argv is missing: this test compares SGLang with the "
+        "SGLang Python API of issue 16 (item 5); it cannot run without it"
+    )
     argv, sm = case
     verdict = sglang_verdict(argv, sm=sm)
     report = hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
