@@ -31,12 +31,16 @@ the first refusal, as a launch on GPUs would (the stage names are the
                     `configure_spec_scratch` on the allocator of pool_build
                     (allocator/hisparse.py:82-93: device_buffer_size + page_size
                     must be a page multiple).
-- first_decode      the swap-in kernel's assert `hot_buffer_size >= num_top_k`
-                    (kernels/ops/kvcache/hisparse.py:301-303), with
-                    hot_buffer_size = device_buffer_size
+- first_decode      without speculation, the swap-in wrapper's assert
+                    `hot_buffer_size >= num_top_k` (kernels/ops/kvcache/hisparse.py:301-303),
+                    with hot_buffer_size = device_buffer_size
                     (hisparse_coordinator.py:1522) and num_top_k = the model's
-                    `index_topk` (model_runner.py:1036-1043). The kernel is a CUDA
-                    JIT module, so the assert is replicated here, message verbatim.
+                    `index_topk` (model_runner.py:1036-1043); with speculation,
+                    the spec kernel instead (no such assert; its JIT build
+                    static_asserts 1 < device_buffer_size <= 32768,
+                    jit/csrc/kvcacheio/hisparse_spec.cuh:73-74). CUDA JIT
+                    modules, so both are replicated here, messages verbatim (the
+                    static_assert's text, inside whatever the JIT build raises).
 
 - request           the P/D decode side's first transferred request: HiSparse
                     with a draft KV pool needs the Mooncake transfer backend
@@ -306,10 +310,24 @@ def _verdict(
     except Exception as exc:
         return _refusal(verdict, "coordinator_init", exc)
 
-    # S6 first_decode: kernels/ops/kvcache/hisparse.py:301-303, replicated (a CUDA JIT
-    # module); hot_buffer_size is the coordinator's device_buffer_size (:1522).
+    # S6 first_decode, replicated (CUDA JIT modules). Without speculation the
+    # swap-in is load_cache_to_device_buffer_mla, whose wrapper asserts
+    # hot_buffer_size (the coordinator's device_buffer_size, :1522) >= num_top_k
+    # (kernels/ops/kvcache/hisparse.py:301-303). With speculation the target's
+    # top-k is 3-D and goes to the spec kernel (hisparse_coordinator.py:1491-1498
+    # -> :509, kernels/ops/kvcache/hisparse.py:71-168): no such assert, but its
+    # JIT build static_asserts 1 < hot_buffer_size <= 32768
+    # (jit/csrc/kvcacheio/hisparse_spec.cuh:73-74), the first swap-in compiling it.
     verdict["modelled_to"] = "first_decode"
-    if not device_buffer_size >= top_k:
+    if num_draft_tokens:
+        if not 1 < device_buffer_size <= 32768:
+            exc = RuntimeError(
+                "speculative hot buffer must contain at least two slots."
+                if device_buffer_size <= 1
+                else "speculative CLOCK cursor requires hot_buffer_size <= 32768."
+            )
+            return _refusal(verdict, "first_decode", exc)
+    elif not device_buffer_size >= top_k:
         exc = AssertionError(f"hot_buffer_size ({device_buffer_size}) must be >= num_top_k ({top_k})")
         return _refusal(verdict, "first_decode", exc)
 

@@ -128,6 +128,20 @@ def test_blackwell_auto_dtype_is_fp8_with_flashmla_kv() -> None:
     assert (resolved["kv_cache_dtype"], resolved["dsa_decode_backend"]) == ("fp8_e4m3", "flashmla_kv")
 
 
+def test_speculation_takes_the_spec_kernel() -> None:
+    """With EAGLE the swap-in is the spec kernel (hisparse_coordinator.py:1491-1498):
+    a buffer below index_topk passes (no assert there), one above 32768 fails its
+    JIT build's static_assert (hisparse_spec.cuh:74)."""
+    spec = [*EAGLE, "--speculative-num-draft-tokens", "3", "--max-running-requests", "16"]
+    below = sglang_verdict([*DSV32, *HISPARSE, *spec, *config('{"top_k": 1024, "device_buffer_size": 1024}')])
+    assert below["valid"], below
+    over = sglang_verdict([*DSV32, *HISPARSE, *spec, *config('{"device_buffer_size": 32832}')])
+    assert (over["stage"], over["message"]) == (
+        "first_decode",
+        "speculative CLOCK cursor requires hot_buffer_size <= 32768.",
+    ), over
+
+
 def test_hisparse_outside_pd_decode_starts() -> None:
     """SGLang #22970: no P/D decode mode, no warning, it starts (our check warns)."""
     verdict = sglang_verdict([*DSV32, *HISPARSE])
