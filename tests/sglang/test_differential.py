@@ -136,6 +136,36 @@ hisparse_object = st.fixed_dictionaries(
     },
 ).map(json.dumps)
 
+# A HiSparse-ready launch's config: valid values, then at most one fault, so
+# that each late rule is reached about as often as the others.
+FAULTS: list[dict[str, Json]] = [
+    {"device_buffer_size": 4000},  # coordinator_init: not a page multiple
+    {"device_buffer_size": 1000},  # after_weights_load: below the JSON top_k
+    {"top_k": 1024, "device_buffer_size": 1024},  # first_decode: below index_topk
+    {"host_to_device_ratio": 1.5},  # pool_build
+    {"host_to_device_ratio": 0},  # starts with no host tier
+    {"host_to_device_ratio": None},  # after_weights_load
+    {"device_buffer_size": 40000},  # starts, the int16 LRU list wraps
+    {"device_buffer_size": 4096.0},  # coordinator_init
+    {"swap_in_block_size": 0},
+    {"swap_in_block_size": True},
+    {"top_k": 512},  # JSON top_k other than index_topk
+    {"device_buffer": 8192},  # an unknown key
+]
+ready_config = st.builds(
+    lambda base, fault: json.dumps({**base, **fault}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "top_k": st.just(2048),
+            "device_buffer_size": st.sampled_from([4096, 2048, 6144, 8192]),
+            "host_to_device_ratio": st.sampled_from([1, 2, 4, 8]),
+            "swap_in_block_size": st.sampled_from([960, 512, 1024]),
+        },
+    ),
+    st.sampled_from([{}, {}, {}, *FAULTS]),
+)
+
 hisparse_config_text = st.one_of(
     hisparse_object,
     st.sampled_from(
@@ -170,7 +200,7 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
     if ready or draw(st.integers(0, 5)):
         argv.append("--enable-hisparse")
     if ready or draw(st.integers(0, 2)):
-        argv += ["--hisparse-config", draw(hisparse_object if ready else hisparse_config_text)]
+        argv += ["--hisparse-config", draw(ready_config if ready else hisparse_config_text)]
     if ready or draw(st.integers(0, 4)):
         argv.append("--disable-radix-cache")
     rarely = 9 if ready else 3  # one flag in 10 (ready) or in 4 (free) is set
