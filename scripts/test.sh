@@ -89,11 +89,33 @@ add_step() {
   STEP_DETAILS+=("${3:-}")
 }
 
-add_step venv "python environment .venv" "the wheel (maturin, a release build) and the test + kernels extras (torch, triton: ~4 GB the first time)"
+# ci_wheel: the path of this checkout's wheel, built once per run (maturin, a
+# release build: minutes on 2 cores) into target/ci-wheel/ and installed into
+# every venv and the GPU bundle, instead of one build per `pip install .`.
+# maturin itself comes from .venv (pyproject.toml's build requirement).
+ci_wheel() {
+  local dir=target/ci-wheel
+  if ! ls "$dir"/hisparse_rs-*.whl >/dev/null 2>&1; then
+    if [ ! -x .venv/bin/python ]; then
+      python3 -m venv .venv
+    fi
+    .venv/bin/python -m pip install --quiet 'maturin>=1.9,<2' >&2
+    .venv/bin/python -m maturin build --release --locked --out "$dir" --quiet >&2
+  fi
+  ls "$dir"/hisparse_rs-*.whl
+}
+
+add_step venv "python environment .venv" "the wheel (maturin, a release build, once for every venv) and the test + kernels extras (torch, triton: ~4 GB the first time)"
 step_venv() {
   df -h . | sed 's/^/  disk: /'
+  rm -rf target/ci-wheel # this checkout's sources, not a previous run's
+  local wheel
+  wheel=$(ci_wheel)
+  echo "  wheel: $wheel"
   # The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
-  venv_install .venv ".[test,kernels]"
+  # --force-reinstall --no-deps first: the same version number as an older build.
+  venv_install .venv --force-reinstall --no-deps "$wheel"
+  venv_install .venv "$wheel[test,kernels]"
 }
 
 add_step cargo_fmt "cargo fmt --check"
@@ -144,7 +166,7 @@ step_gpu_rehearsal() {
   # The .gpu/ bundle a lent GPU runs (docs/kernels.md, "GPU check"), then its
   # whole code path under the interpreter in a venv of the device image's
   # torch / triton, and the AOT compile on that Triton (scripts/gpu_rehearsal.sh).
-  bash scripts/gpu_bundle.sh
+  HISPARSE_RS_WHEEL="$(ci_wheel)" bash scripts/gpu_bundle.sh
   bash scripts/gpu_rehearsal.sh
 }
 
@@ -153,7 +175,10 @@ step_venv_vllm() {
   # vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
   # tests get their own venv, made from this project's files: the vllm extra
   # (vllm==0.33.0) and the test extra.
-  venv_install .venv-vllm ".[test,vllm]"
+  local wheel
+  wheel=$(ci_wheel)
+  venv_install .venv-vllm --force-reinstall --no-deps "$wheel"
+  venv_install .venv-vllm "$wheel[test,vllm]"
 }
 
 add_step pytest_vllm "pytest tests/vllm" "the plugin and the differential test (1,000 configurations) against vLLM 0.33.0"
@@ -172,7 +197,10 @@ step_venv_sglang() {
   # Then this project with the test extra, as .venv-vllm has it.
   venv_install .venv-sglang -r tests/sglang/requirements.txt
   venv_install .venv-sglang --no-deps sglang==0.5.23
-  venv_install .venv-sglang ".[test]"
+  local wheel
+  wheel=$(ci_wheel)
+  venv_install .venv-sglang --force-reinstall --no-deps "$wheel"
+  venv_install .venv-sglang "$wheel[test]"
 }
 
 add_step pytest_sglang "pytest tests/sglang" "SGLang's real parser, resolution and HiSparse checks: the flag table, the oracle, the differential test"
