@@ -32,7 +32,10 @@ mkdir -p "$bundle/wheels" "$cache"
 # needed while the device's glibc is >= 2.34; gpu_check.sh reports it if not.
 # (Through `pip wheel` maturin's PEP 517 backend tags it plain linux_x86_64, unchecked: so
 # maturin itself, pyproject.toml's build requirement, installed where it is missing.)
-if command -v maturin >/dev/null; then
+if [ -n "${HISPARSE_RS_WHEEL:-}" ]; then
+  # scripts/test.sh builds the wheel once for every venv and this bundle.
+  cp "$HISPARSE_RS_WHEEL" "$bundle/wheels/"
+elif command -v maturin >/dev/null; then
   maturin build --release --out "$bundle/wheels" --quiet
 else
   "$py" -m pip install --quiet 'maturin>=1.9,<2'

@@ -2,7 +2,8 @@
 # Run every test from a fresh clone: builds the wheel through maturin (the
 # pyproject backend) into .venv, then Rust formatting, lints and tests, Python
 # lints, type checks, stub check and pytest; then the vLLM plugin's tests
-# against vLLM 0.33.0 in .venv-vllm. Fails on any failure, and on a pytest run
+# against vLLM 0.33.0 in .venv-vllm, and the SGLang tests against SGLang
+# 0.5.23's own argument code in .venv-sglang. Fails on any failure, and on a pytest run
 # that collects no tests (pytest's exit 5).
 #
 #   bash scripts/test.sh            every step, in order (CI: .ci/run)
@@ -40,7 +41,8 @@ pip_log() {
   '
 }
 
-# venv_install VENV SPEC: create VENV if needed and pip install SPEC into it.
+# venv_install VENV SPEC...: create VENV if needed and pip install SPEC (one
+# requirement, or pip's own arguments: `-r FILE`, `--no-deps NAME`) into it.
 # torch and CUDA come as GB-sized wheels; a dropped connection must not fail
 # the run, so pip resumes downloads and the whole install is retried. Disk:
 # the two venvs hold ~15 GB once installed (torch and CUDA wheels twice: the
@@ -48,17 +50,18 @@ pip_log() {
 # wheels in its cache (PIP_NO_CACHE_DIR), and the free space is printed first,
 # so a full disk reads as one (a run once failed with ENOSPC).
 venv_install() {
-  local venv=$1 spec=$2 attempt
+  local venv=$1 attempt
+  shift
   if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   fi
   "$venv/bin/python" -u -m pip install --progress-bar off --upgrade pip | pip_log
   for attempt in 1 2 3; do
     if "$venv/bin/python" -u -m pip install --progress-bar off --retries 10 --resume-retries 10 --timeout 60 \
-      "$spec" | pip_log; then
+      "$@" | pip_log; then
       return 0
     fi
-    echo "pip install $spec into $venv failed (attempt $attempt)" >&2
+    echo "pip install $* into $venv failed (attempt $attempt)" >&2
     if [ "$attempt" = 3 ]; then
       df -h . >&2
       exit 1
@@ -86,11 +89,33 @@ add_step() {
   STEP_DETAILS+=("${3:-}")
 }
 
-add_step venv "python environment .venv" "the wheel (maturin, a release build) and the test + kernels extras (torch, triton: ~4 GB the first time)"
+# ci_wheel: the path of this checkout's wheel, built once per run (maturin, a
+# release build: minutes on 2 cores) into target/ci-wheel/ and installed into
+# every venv and the GPU bundle, instead of one build per `pip install .`.
+# maturin itself comes from .venv (pyproject.toml's build requirement).
+ci_wheel() {
+  local dir=target/ci-wheel
+  if ! ls "$dir"/hisparse_rs-*.whl >/dev/null 2>&1; then
+    if [ ! -x .venv/bin/python ]; then
+      python3 -m venv .venv
+    fi
+    .venv/bin/python -m pip install --quiet 'maturin>=1.9,<2' >&2
+    .venv/bin/python -m maturin build --release --locked --out "$dir" --quiet >&2
+  fi
+  ls "$dir"/hisparse_rs-*.whl
+}
+
+add_step venv "python environment .venv" "the wheel (maturin, a release build, once for every venv) and the test + kernels extras (torch, triton: ~4 GB the first time)"
 step_venv() {
   df -h . | sed 's/^/  disk: /'
+  rm -rf target/ci-wheel # this checkout's sources, not a previous run's
+  local wheel
+  wheel=$(ci_wheel)
+  echo "  wheel: $wheel"
   # The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
-  venv_install .venv ".[test,kernels]"
+  # --force-reinstall --no-deps first: the same version number as an older build.
+  venv_install .venv --force-reinstall --no-deps "$wheel"
+  venv_install .venv "$wheel[test,kernels]"
 }
 
 add_step cargo_fmt "cargo fmt --check"
@@ -119,7 +144,7 @@ step_mypy() { python -m mypy python/hisparse_rs benches; }
 add_step stubtest "stubtest hisparse_rs._core"
 step_stubtest() { python -m mypy.stubtest hisparse_rs._core; }
 
-add_step pytest "pytest tests" "all but tests/vllm; the kernels under Triton's interpreter when there is no GPU"
+add_step pytest "pytest tests" "all but tests/vllm and tests/sglang; the kernels under Triton's interpreter when there is no GPU"
 step_pytest() {
   # Without a GPU the Triton kernels run under Triton's interpreter on CPU
   # tensors (tests/conftest.py decides the same way; it must be set before
@@ -130,9 +155,10 @@ step_pytest() {
   fi
   echo "  hypothesis profile: $HYPOTHESIS_PROFILE, TRITON_INTERPRET=$TRITON_INTERPRET"
   # From the repository root against the installed wheel (tests/conftest.py
-  # puts nothing of python/ on sys.path). tests/vllm needs vLLM, which has its
-  # own venv: the next steps. Exit 5 (no tests collected) fails the run.
-  python -m pytest tests -p no:cacheprovider --ignore=tests/vllm --durations=5
+  # puts nothing of python/ on sys.path). tests/vllm needs vLLM and
+  # tests/sglang SGLang, each in its own venv: the last steps. Exit 5 (no
+  # tests collected) fails the run.
+  python -m pytest tests -p no:cacheprovider --ignore=tests/vllm --ignore=tests/sglang --durations=5
 }
 
 add_step gpu_rehearsal "GPU check rehearsal (CPU)" "the device bundle on the lowest supported torch 2.11 / triton 3.6 (~4.7 GB venv the first time)"
@@ -140,7 +166,7 @@ step_gpu_rehearsal() {
   # The .gpu/ bundle a lent GPU runs (docs/kernels.md, "GPU check"), then its
   # whole code path under the interpreter in a venv of the device image's
   # torch / triton, and the AOT compile on that Triton (scripts/gpu_rehearsal.sh).
-  bash scripts/gpu_bundle.sh
+  HISPARSE_RS_WHEEL="$(ci_wheel)" bash scripts/gpu_bundle.sh
   bash scripts/gpu_rehearsal.sh
 }
 
@@ -149,7 +175,10 @@ step_venv_vllm() {
   # vLLM pins torch 2.14.0 (the kernels above run on 2.15), so the plugin's
   # tests get their own venv, made from this project's files: the vllm extra
   # (vllm==0.33.0) and the test extra.
-  venv_install .venv-vllm ".[test,vllm]"
+  local wheel
+  wheel=$(ci_wheel)
+  venv_install .venv-vllm --force-reinstall --no-deps "$wheel"
+  venv_install .venv-vllm "$wheel[test,vllm]"
 }
 
 add_step pytest_vllm "pytest tests/vllm" "the plugin and the differential test (1,000 configurations) against vLLM 0.33.0"
@@ -157,6 +186,27 @@ step_pytest_vllm() {
   # One pytest session, one vLLM import; gcc builds the no-device driver stub
   # (tests/vllm/README.md).
   (cd tests/vllm && ../../.venv-vllm/bin/python -m pytest . -p no:cacheprovider --durations=5)
+}
+
+add_step venv_sglang "python environment .venv-sglang" "SGLang 0.5.23 --no-deps, torch 2.14.1 and the few packages its argument code imports (~6 GB the first time), the test extra"
+step_venv_sglang() {
+  # SGLang's METADATA asks for ~80 packages, mostly GPU kernels its argument
+  # code never imports: it comes --no-deps, and tests/sglang/requirements.txt
+  # names what prepare_server_args, resolve_once, check_server_args and the
+  # HiSparse allocator / coordinator modules import (with SGLang's pins).
+  # Then this project with the test extra, as .venv-vllm has it.
+  venv_install .venv-sglang -r tests/sglang/requirements.txt
+  venv_install .venv-sglang --no-deps sglang==0.5.23
+  local wheel
+  wheel=$(ci_wheel)
+  venv_install .venv-sglang --force-reinstall --no-deps "$wheel"
+  venv_install .venv-sglang "$wheel[test]"
+}
+
+add_step pytest_sglang "pytest tests/sglang" "SGLang's real parser, resolution and HiSparse checks: the flag table, the oracle, the differential test"
+step_pytest_sglang() {
+  # One pytest session, one SGLang import (tests/sglang/README.md).
+  (cd tests/sglang && ../../.venv-sglang/bin/python -m pytest . -p no:cacheprovider --durations=5)
 }
 
 # --- run -----------------------------------------------------------------------
@@ -185,8 +235,8 @@ else
   done
 fi
 
-# Every step but the two venv installs runs with .venv's tools; the vLLM
-# step names its own python.
+# Every step but the venv installs runs with .venv's tools; the vLLM and
+# SGLang steps name their own python.
 use_venv .venv
 
 START=$SECONDS

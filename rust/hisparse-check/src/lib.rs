@@ -14,11 +14,13 @@ mod vllm_flags;
 mod yaml;
 
 use argv::human_readable_int;
+use hisparse_core::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 
 use clap::{ArgAction, CommandFactory, Parser};
 use hisparse_core::check::check;
 use hisparse_core::engines::vllm_0_33::args::flag_name;
-use hisparse_core::plan::{plan, Plan, PlanOptions};
+use hisparse_core::engines::vllm_0_33::plan::plan;
+use hisparse_core::plan::{Plan, PlanOptions};
 use hisparse_core::{Code, Diagnostic, FieldPath, ServeArgs};
 use serde_json::Value;
 use std::io::Write;

@@ -219,7 +219,7 @@ pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
                 out,
                 "    stage:   {}: {}",
                 d.stage.as_str(),
-                d.stage.sentence(d.is_error())
+                hisparse_core::engines::stage_sentence(d.stage, d.is_error())
             );
         }
         if let Some(given) = &d.given {

@@ -3,10 +3,9 @@
 //! machine-applicable fix (a list of [`FixOp`]s on the JSON form of
 //! [`crate::ServeArgs`]) that makes the diagnostic go away when applied.
 
-use crate::engines::sglang_0_5_23::stages::SglangStage;
-use crate::engines::vllm_0_33::stages::{self, VllmStage};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::path::{FieldPath, Seg};
+use crate::stage::{SglangStage, VllmStage};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -187,7 +186,8 @@ codes! {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stage {
     Vllm(VllmStage),
-    /// SGLang 0.5.23's stages (`engines/sglang_0_5_23/stages.rs`).
+    /// SGLang 0.5.23's stages ([`SglangStage`]; its table is its rules'
+    /// explicit stages, `engines/sglang_0_5_23/`).
     Sglang(SglangStage),
 }
 
@@ -200,30 +200,25 @@ impl Stage {
         }
     }
 
-    /// The sentence the CLI and the plugin print for it ("vLLM 0.33.0 refuses
-    /// this after the model has loaded, ...").
-    pub fn sentence(self, is_error: bool) -> String {
-        match self {
-            Stage::Vllm(s) => s.sentence(is_error),
-            Stage::Sglang(s) => s.sentence(is_error),
-        }
-    }
-}
-
-impl Stage {
     /// This stage as `engine` (`vllm`, `sglang`) names it: the names both
     /// engines have (`argparse`, `never`) read back as vLLM's; an SGLang
-    /// report maps them to SGLang's ([`crate::Report::engine_stages`]).
+    /// report maps them to SGLang's (`Report::engine_stages`).
     pub fn in_engine(self, engine: &str) -> Stage {
         match (self, engine) {
-            (Stage::Vllm(VllmStage::Argparse), crate::report::ENGINE_SGLANG) => {
+            (Stage::Vllm(VllmStage::Argparse), crate::stage::ENGINE_SGLANG) => {
                 Stage::Sglang(SglangStage::Argparse)
             }
-            (Stage::Vllm(VllmStage::Never), crate::report::ENGINE_SGLANG) => {
+            (Stage::Vllm(VllmStage::Never), crate::stage::ENGINE_SGLANG) => {
                 Stage::Sglang(SglangStage::Never)
             }
             (s, _) => s,
         }
+    }
+}
+
+impl From<SglangStage> for Stage {
+    fn from(s: SglangStage) -> Self {
+        Stage::Sglang(s)
     }
 }
 
@@ -247,10 +242,14 @@ impl<'de> Deserialize<'de> for Stage {
             .map(Stage::Vllm)
             .or_else(|| SglangStage::parse(&name).map(Stage::Sglang))
             .ok_or_else(|| {
+                let names: Vec<&str> = VllmStage::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .chain(SglangStage::ALL.iter().map(|s| s.as_str()))
+                    .collect();
                 serde::de::Error::custom(format!(
-                    "{name:?} is not a stage of vLLM {} or SGLang {}",
-                    crate::VLLM_VERSION,
-                    crate::engines::sglang_0_5_23::VERSION
+                    "{name:?} is not a vLLM or SGLang stage (one of {})",
+                    names.join(", ")
                 ))
             })
     }
@@ -282,8 +281,9 @@ pub struct Diagnostic {
     /// One sentence a user can read without the source.
     pub message: String,
     /// When the engine would have refused this (`never`: it accepts it, then
-    /// breaks or ignores it); vLLM 0.33.0's table in `engines/vllm_0_33/stages.rs`,
-    /// or the rule's own where it depends on where the rule fires.
+    /// breaks or ignores it): the engine's table (vLLM 0.33.0's in
+    /// `engines/vllm_0_33/stages.rs`), or the rule's own where it depends on
+    /// where the rule fires.
     pub stage: Stage,
     /// The value that was given, if any (a given JSON null stays `Some(Null)`).
     #[serde(
@@ -304,21 +304,22 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn error(code: Code, path: FieldPath, message: impl Into<String>) -> Self {
-        Self::new(code, Severity::Error, path, message)
-    }
-
-    pub fn warning(code: Code, path: FieldPath, message: impl Into<String>) -> Self {
-        Self::new(code, Severity::Warning, path, message)
-    }
-
-    fn new(code: Code, severity: Severity, path: FieldPath, message: impl Into<String>) -> Self {
+    /// A diagnostic at `stage`. Each engine module wraps this in its own
+    /// `error` / `warning`, which take the stage from that engine's table
+    /// (vLLM 0.33.0: `engines::vllm_0_33::diagnostics::VllmDiagnostic`).
+    pub fn new(
+        code: Code,
+        severity: Severity,
+        stage: impl Into<Stage>,
+        path: FieldPath,
+        message: impl Into<String>,
+    ) -> Self {
         Diagnostic {
             code,
             severity,
             path,
             message: message.into(),
-            stage: Stage::Vllm(stages::stage_of(code)),
+            stage: stage.into(),
             given: None,
             allowed: None,
             hint: None,
@@ -336,7 +337,7 @@ impl Diagnostic {
         self
     }
 
-    /// Set the stage where it is not the code's usual one (see `engines/vllm_0_33/stages.rs`).
+    /// Set the stage where it is not the code's usual one (the engine's table).
     pub fn stage(mut self, stage: impl Into<Stage>) -> Self {
         self.stage = stage.into();
         self
@@ -347,10 +348,15 @@ impl Diagnostic {
         self
     }
 
-    /// Attach a fix; when no hint was written, the hint says what the fix does.
-    pub fn fix(mut self, ops: Vec<FixOp>) -> Self {
+    /// Attach a fix; when no hint was written, `words` (what the fix does,
+    /// in the engine's terms) become the hint.
+    pub fn fix_described(
+        mut self,
+        ops: Vec<FixOp>,
+        words: impl FnOnce(&[FixOp]) -> String,
+    ) -> Self {
         if self.hint.is_none() {
-            self.hint = Some(describe_fix(&ops));
+            self.hint = Some(words(&ops));
         }
         self.fix = ops;
         self
@@ -364,52 +370,6 @@ impl Diagnostic {
 /// A field that is present deserializes to `Some`, even when it is null.
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
-}
-
-/// Words for a fix, with the `vllm serve` flag that does it where there is one.
-pub fn describe_fix(ops: &[FixOp]) -> String {
-    let parts: Vec<String> = ops
-        .iter()
-        .map(|op| match op {
-            FixOp::Set { path, value } => match serve_flag(path, value) {
-                Some(flag) => format!("set {path} to {value} (vllm serve: {flag})"),
-                None => format!("set {path} to {value}"),
-            },
-            // Upper-case top-level fields are environment variables.
-            FixOp::Remove { path } if matches!(path.0.as_slice(), [Seg::Key(k)] if k.chars().all(|c| !c.is_ascii_lowercase())) => {
-                format!("unset {path}")
-            }
-            FixOp::Remove { path } => format!("remove {path}"),
-            FixOp::Move { from, to } => format!("move {from} to {to}"),
-        })
-        .collect();
-    parts.join("; ")
-}
-
-/// The flag form of setting a top-level field: `--block-size 64`. Nested JSON
-/// paths get none: vLLM's dotted flags replace a JSON flag given on the same
-/// command line instead of editing it, so suggesting one could drop settings.
-fn serve_flag(path: &FieldPath, value: &Value) -> Option<String> {
-    let [Seg::Key(first)] = path.0.as_slice() else {
-        return None;
-    };
-    if first.chars().any(|c| c.is_ascii_uppercase()) || first == "model" || first == "hf_config" {
-        return None; // environment variables and the model are not flags
-    }
-    let name = format!("--{}", first.replace('_', "-"));
-    Some(match value {
-        Value::Bool(true) => name,
-        Value::Bool(false) => name.replacen("--", "--no-", 1),
-        Value::String(s)
-            if !s.is_empty()
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) =>
-        {
-            format!("{name} {s}")
-        }
-        Value::Number(n) => format!("{name} {n}"),
-        other => format!("{name} '{other}'"),
-    })
 }
 
 /// Apply fix operations to a JSON document (the JSON form of `ServeArgs`).

@@ -302,7 +302,7 @@ pub fn lookup(name: &str) -> Result<GpuSpec, String> {
         })
         .ok_or_else(|| {
             let mut known: Vec<&str> = TABLE.iter().flat_map(|r| r.names.iter().copied()).collect();
-            let hint = crate::engines::vllm_0_33::schema::closest(&wanted, &known)
+            let hint = crate::words::closest(&wanted, &known)
                 .map(|c| format!("did you mean {c}? "))
                 .unwrap_or_default();
             known.sort_unstable();

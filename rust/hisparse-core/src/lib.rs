@@ -11,7 +11,6 @@
 //! Every rule cites its source: vLLM 0.33.0 (`vllm/config/*.py`,
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
 
-pub mod check;
 pub mod diagnostic;
 pub mod engines;
 pub mod files;
@@ -24,10 +23,15 @@ pub mod pool;
 pub mod pytext;
 pub mod report;
 pub mod sizes;
+pub mod stage;
+pub mod words;
 
 pub use diagnostic::{Code, Diagnostic, FixOp, Severity};
-pub use engines::vllm_0_33::args::{LoadError, ServeArgs};
-pub use engines::vllm_0_33::resolve::{resolve, resolve_with_model};
+pub use engines::vllm_0_33::advise::{resolve, resolve_with_model};
+pub use engines::vllm_0_33::args::ServeArgs;
+/// `hisparse_core::check::check`: vLLM 0.33.0's machine check.
+pub use engines::vllm_0_33::check;
+pub use model::LoadError;
 pub use path::{FieldPath, Seg};
 pub use pool::{
     HiSparseMetrics, HostKVPool, HostPoolExhausted, MetricsSnapshot, PoolError, PoolLayout,

@@ -4,7 +4,6 @@
 //! data behind `hisparse_rs.check()` / `resolve()` in Python.
 
 use crate::diagnostic::Diagnostic;
-pub use crate::engines::sglang_0_5_23::settings::SglangHiSparse;
 use crate::gpu::GpuSpec;
 use serde::{Deserialize, Serialize};
 
@@ -94,10 +93,7 @@ pub struct ResolvedHiSparse {
     pub triton_resolver_shared_memory_bytes: Option<u64>,
 }
 
-/// The `engine` of a vLLM report.
-pub const ENGINE_VLLM: &str = "vllm";
-/// The `engine` of an SGLang report.
-pub const ENGINE_SGLANG: &str = "sglang";
+pub use crate::stage::{ENGINE_SGLANG, ENGINE_VLLM};
 
 fn default_engine() -> String {
     ENGINE_VLLM.to_owned()
@@ -111,6 +107,50 @@ fn default_engine() -> String {
 pub enum HiSparseSettings {
     Vllm(ResolvedHiSparse),
     Sglang(SglangHiSparse),
+}
+
+/// HiSparse settings as SGLang 0.5.23 would run them (`engines/sglang_0_5_23`
+/// resolves them): the report's `hisparse` object for an SGLang launch, with
+/// SGLang's own field names, each value with its provenance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SglangHiSparse {
+    /// `--enable-hisparse`.
+    pub enable_hisparse: Resolved<bool>,
+    /// `hisparse_config.top_k`: feeds only the default buffer and the
+    /// `device_buffer_size >= top_k` check (mem_cache/sparsity/factory.py:85-90).
+    pub top_k: Resolved<i64>,
+    /// The model's `index_topk`, which replaces `top_k` at run time
+    /// (model_executor/model_runner.py:1039-1041).
+    pub index_topk: Resolved<i64>,
+    /// `hisparse_config.device_buffer_size`: device slots per request and layer
+    /// (default 2 x top_k, factory.py:86).
+    pub device_buffer_size: Resolved<i64>,
+    /// `hisparse_config.host_to_device_ratio`: host pool tokens per device KV slot (default 2).
+    pub host_to_device_ratio: Resolved<i64>,
+    /// `hisparse_config.swap_in_block_size` (default 960, 1..1024).
+    pub swap_in_block_size: Resolved<i64>,
+    /// Tokens per page: 64 x index_kpool for DSA (model_overrides/deepseek_v2.py:161-173).
+    pub page_size: Resolved<i64>,
+    /// The KV cache dtype after `auto` (arg_groups/overrides.py:532-544).
+    pub kv_cache_dtype: Resolved<String>,
+    /// The compute capability the dtype was resolved for, e.g. `9.0`.
+    pub compute_capability: Resolved<String>,
+    /// The DSA backends (absent for DeepSeek-V4 and MiniMax-M3, which pick their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsa_prefill_backend: Option<Resolved<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsa_decode_backend: Option<Resolved<String>>,
+    /// Radix cache off (HiSparse requires it; P/D decode turns it off itself).
+    pub disable_radix_cache: Resolved<bool>,
+    /// `null`, `prefill` or `decode`.
+    pub disaggregation_mode: Resolved<String>,
+    /// Draft tokens per verify step; absent without speculation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_num_draft_tokens: Option<Resolved<i64>>,
+    /// Bytes of one token's MLA latent in one layer (1152 bfloat16, 656
+    /// fp8_e4m3; mem_cache/kv_cache_configurator.py:3412-3475); absent if unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_row_bytes: Option<Resolved<u64>>,
 }
 
 /// The model the configuration was checked against.
@@ -166,15 +206,16 @@ pub struct Report {
 }
 
 impl Report {
-    /// A report from diagnostics alone (e.g. flags that are not valid JSON).
-    pub fn from_diagnostics(diags: Vec<Diagnostic>) -> Self {
+    /// A report from diagnostics alone (e.g. flags that are not valid JSON),
+    /// for the vLLM release `vllm_version` the engine module states.
+    pub fn from_diagnostics(vllm_version: &str, diags: Vec<Diagnostic>) -> Self {
         let (errors, warnings): (Vec<_>, Vec<_>) =
             diags.into_iter().partition(Diagnostic::is_error);
         Report {
             schema_version: SCHEMA_VERSION,
             engine: ENGINE_VLLM.to_owned(),
-            engine_version: crate::VLLM_VERSION.to_owned(),
-            vllm_version: Some(crate::VLLM_VERSION.to_owned()),
+            engine_version: vllm_version.to_owned(),
+            vllm_version: Some(vllm_version.to_owned()),
             valid: errors.is_empty(),
             hisparse_enabled: false,
             model: None,
@@ -193,17 +234,6 @@ impl Report {
         serde_json::to_string_pretty(self).expect("Report always serializes")
     }
 
-    /// This report with every diagnostic's stage named as its engine names
-    /// it: call after deserializing an SGLang report, whose `argparse` and
-    /// `never` stages read back as vLLM's (the names are shared).
-    pub fn engine_stages(mut self) -> Self {
-        let engine = self.engine.clone();
-        for d in self.errors.iter_mut().chain(self.warnings.iter_mut()) {
-            d.stage = d.stage.in_engine(&engine);
-        }
-        self
-    }
-
     /// The vLLM settings, when this is a valid vLLM report with HiSparse.
     pub fn vllm_hisparse(&self) -> Option<&ResolvedHiSparse> {
         match &self.hisparse {
@@ -218,6 +248,17 @@ impl Report {
             Some(HiSparseSettings::Sglang(h)) => Some(h),
             _ => None,
         }
+    }
+
+    /// This report with every diagnostic's stage named as its engine names
+    /// it: call after deserializing an SGLang report, whose `argparse` and
+    /// `never` stages read back as vLLM's (the names are shared).
+    pub fn engine_stages(mut self) -> Self {
+        let engine = self.engine.clone();
+        for d in self.errors.iter_mut().chain(self.warnings.iter_mut()) {
+            d.stage = d.stage.in_engine(&engine);
+        }
+        self
     }
 
     /// Compact JSON, for machines (the Python binding).

@@ -91,23 +91,6 @@ pub struct Parallel {
 }
 
 impl Parallel {
-    /// The sizes as given, vLLM's defaults (1) for the rest.
-    pub fn of(args: &crate::ServeArgs) -> Self {
-        Parallel {
-            tp: args.tensor_parallel_size.unwrap_or(1),
-            pp: args.pipeline_parallel_size.unwrap_or(1),
-            dcp: args.decode_context_parallel_size.unwrap_or(1),
-            pcp: args.prefill_context_parallel_size.unwrap_or(1),
-            dp: args.data_parallel_size.unwrap_or(1),
-            nnodes: args.nnodes.unwrap_or(1),
-            // An external-LB DP rank runs one replica (arg_utils.py:2476-2484).
-            dp_local: match args.data_parallel_rank {
-                Some(_) => Some(1),
-                None => args.data_parallel_size_local,
-            },
-        }
-    }
-
     /// GPUs of one DP replica: PP x TP x PCP (vLLM 0.33 `world_size_within_dp`,
     /// vllm/engine/arg_utils.py:2400).
     fn world_within_dp(&self) -> i64 {

@@ -6,7 +6,8 @@
 mod common;
 
 use hisparse_core::diagnostic::apply_fix;
-use hisparse_core::plan::{plan, Limit, Plan, PlanOptions, PoolMode};
+use hisparse_core::engines::vllm_0_33::plan::plan;
+use hisparse_core::plan::{Limit, Plan, PlanOptions, PoolMode};
 use hisparse_core::{Code, FixOp, ServeArgs};
 use proptest::prelude::*;
 use serde_json::{json, Value};

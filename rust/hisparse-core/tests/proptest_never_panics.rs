@@ -11,7 +11,8 @@ mod common;
 
 use common::*;
 use hisparse_core::check::check;
-use hisparse_core::plan::{plan, PlanOptions};
+use hisparse_core::engines::vllm_0_33::plan::plan;
+use hisparse_core::plan::PlanOptions;
 use hisparse_core::{resolve, Code, ServeArgs};
 use proptest::prelude::*;
 use serde_json::{json, Value};

@@ -4,7 +4,8 @@
 
 use hisparse_core::check::check;
 use hisparse_core::diagnostic::apply_fix;
-use hisparse_core::plan::{plan, PlanOptions};
+use hisparse_core::engines::vllm_0_33::plan::plan;
+use hisparse_core::plan::PlanOptions;
 use hisparse_core::{resolve, Code, Report, ServeArgs};
 use serde_json::{json, Value};
 use std::path::PathBuf;

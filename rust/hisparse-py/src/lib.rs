@@ -19,7 +19,8 @@ mod results;
 use hisparse_core::check::check;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
 use hisparse_core::engines::vllm_0_33::args::LoadError;
-use hisparse_core::plan::{plan, PlanError, PlanOptions};
+use hisparse_core::engines::vllm_0_33::plan::plan;
+use hisparse_core::plan::{PlanError, PlanOptions};
 use hisparse_core::{Code, Diagnostic, ServeArgs};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -94,6 +95,7 @@ fn check_json(
     let options = options_json.map(parse_options).transpose()?;
     if !problems.is_empty() {
         return Ok(Report::from(hisparse_core::Report::from_diagnostics(
+            hisparse_core::VLLM_VERSION,
             problems,
         )));
     }
@@ -138,7 +140,10 @@ fn plan_json(
     let options = parse_options(options_json)?;
     if !problems.is_empty() {
         return Ok((
-            Report::from(hisparse_core::Report::from_diagnostics(problems)),
+            Report::from(hisparse_core::Report::from_diagnostics(
+                hisparse_core::VLLM_VERSION,
+                problems,
+            )),
             None,
         ));
     }

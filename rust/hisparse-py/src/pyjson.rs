@@ -21,6 +21,7 @@
 //! overflow the stack; containers are read one item at a time and no further
 //! than the budget (`Walk::container`).
 
+use hisparse_core::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 use hisparse_core::limits::{MAX_INPUT_BYTES, MAX_JSON_DEPTH};
 use hisparse_core::{Code, Diagnostic, FieldPath, Seg};
 use pyo3::exceptions::{PyOverflowError, PyTypeError};

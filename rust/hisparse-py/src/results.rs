@@ -208,7 +208,7 @@ impl Diagnostic {
     /// KV cache"; for `never`, "vLLM 0.33.0 accepts this ...".
     #[getter]
     fn stage_sentence(&self) -> String {
-        self.0.stage.sentence(self.0.is_error())
+        hisparse_core::engines::stage_sentence(self.0.stage, self.0.is_error())
     }
     /// The value that was given (JSON types), or None.
     #[getter]

@@ -7,8 +7,8 @@
 //! stale; reading a config.json (a few KB) costs microseconds, the parse it
 //! saves tens of them.
 
+use super::error::LoadError;
 use super::parse_config;
-use crate::engines::vllm_0_33::args::LoadError;
 use crate::limits::MAX_MODEL_CONFIG_BYTES;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ pub fn load(file: &Path, shown: &str) -> Result<Arc<Value>, LoadError> {
     if !value.is_object() {
         return Err(LoadError::ModelNotObject {
             path: shown.to_owned(),
-            kind: crate::engines::vllm_0_33::schema::kind(&value),
+            kind: crate::words::kind(&value),
         });
     }
     let value = Arc::new(value);

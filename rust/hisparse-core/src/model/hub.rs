@@ -13,7 +13,7 @@
 //! - The file: `snapshots/<hash>/config.json`; `.no_exist/<hash>/config.json`
 //!   records that the repo has none.
 
-use crate::engines::vllm_0_33::args::LoadError;
+use super::error::LoadError;
 use std::path::PathBuf;
 
 /// The file vLLM reads a model's config from.

@@ -4,8 +4,11 @@
 //! where vLLM reads them (see [`read`]): the text model's under `text_config`
 //! for composite models, a few at the top level.
 
+pub mod error;
 pub mod file;
 pub mod hub;
+
+pub use error::LoadError;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};

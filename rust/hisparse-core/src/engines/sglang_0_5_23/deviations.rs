@@ -7,7 +7,8 @@
 //! Besides these, every rule is reported at once where SGLang stops at the
 //! first (not a deviation of the verdict: valid or not is the same).
 
-use super::resolve::Resolution;
+use super::diagnostics::SglangDiagnostic;
+use super::resolution::Resolution;
 use super::stages::SglangStage::Never;
 use crate::diagnostic::{Code, Diagnostic, FixOp, Severity};
 use crate::path::FieldPath;

@@ -4,11 +4,7 @@
 //! compose with each other and keep the user's other keys.
 
 use super::args::SglangArgs;
-use super::fixed_flags::fixed_flags;
-use super::plan;
-use super::resolve::{resolve_for, Machine};
 use crate::diagnostic::{apply_fix, Diagnostic};
-use crate::report::Report;
 use serde_json::Value;
 
 /// `args` as JSON, with `hisparse_config` parsed into an object when its
@@ -31,14 +27,4 @@ pub fn apply_all(args: &SglangArgs, diags: &[Diagnostic]) -> Option<SglangArgs> 
         apply_fix(&mut doc, &d.fix).ok()?;
     }
     SglangArgs::from_json(doc).ok()
-}
-
-/// The full check: resolution, the host RAM budget (when the machine is
-/// known), and the fixed flags.
-pub(crate) fn check_fixed(args: &SglangArgs, machine: &Machine<'_>) -> Report {
-    let mut report = resolve_for(args, machine);
-    plan::host_budget_check(args, machine, &mut report);
-    super::fixed_flags::sglang_hints(&mut report.errors);
-    report.fixed_flags = fixed_flags(args, &report.errors);
-    report
 }

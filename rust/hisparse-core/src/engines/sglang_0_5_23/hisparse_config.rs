@@ -4,6 +4,7 @@
 //! `host_to_device_ratio` 2, `swap_in_block_size` 960 when absent; any other
 //! key is kept silently.
 
+use super::diagnostics::SglangDiagnostic;
 use super::stages::SglangStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;

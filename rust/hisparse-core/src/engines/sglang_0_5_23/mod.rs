@@ -24,18 +24,23 @@
 //! explicitly, and the report has `engine: "sglang"`, `engine_version: "0.5.23"`.
 
 pub mod args;
+pub(crate) mod check;
 pub mod codes;
 pub mod deviations;
+pub mod diagnostics;
 pub mod fixed_flags;
 pub(crate) mod fixes;
+pub mod flags;
 pub mod hisparse_config;
 pub mod plan;
+pub mod resolution;
 pub mod resolve;
 pub(crate) mod rules_check;
 pub(crate) mod rules_late;
 pub(crate) mod rules_resolve;
 pub mod settings;
 pub mod stages;
+pub mod version;
 
 pub use args::SglangArgs;
 pub use plan::plan;
@@ -45,8 +50,7 @@ pub use settings::SglangHiSparse;
 use crate::plan::{PlanError, PlanOptions};
 use crate::report::Report;
 
-/// The SGLang release whose behaviour this module follows.
-pub const VERSION: &str = "0.5.23";
+pub use version::VERSION;
 
 /// `args` with the fixes of every diagnostic in `diags` applied in order
 /// (the JSON form, `hisparse_config` as an object); None when one does not apply.
@@ -67,13 +71,13 @@ pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanErr
         .map(crate::gpu::lookup)
         .transpose()
         .map_err(PlanError::Option)?;
-    let machine = resolve::Machine {
+    let machine = resolution::Machine {
         gpu: gpu.as_ref(),
         host_memory_gib: options.host_memory_gib,
         gpu_memory_gib: options.gpu_memory_gib,
         weights_gib: options.weights_gib,
     };
-    let mut report = fixes::check_fixed(args, &machine);
+    let mut report = check::check_fixed(args, &machine);
     report.gpu = gpu;
     Ok(report)
 }

@@ -16,8 +16,10 @@
 //!   (the least of device slots, host pool, --max-running-requests).
 
 use super::args::SglangArgs;
+use super::diagnostics::SglangDiagnostic;
 use super::hisparse_config::key_path;
-use super::resolve::{resolve_for, Machine};
+use super::resolution::Machine;
+use super::resolve::resolve_for;
 use super::settings::SglangHiSparse;
 use super::stages::SglangStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
@@ -182,7 +184,7 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
         return;
     };
     let mut ignored = Vec::new();
-    let Some((model, _)) = super::resolve::load_model(args, &mut ignored) else {
+    let Some((model, _)) = super::resolution::load_model(args, &mut ignored) else {
         return;
     };
     let Ok(c) = capacity(args, &h, &model, machine) else {
@@ -238,7 +240,12 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         weights_gib: options.weights_gib,
     };
     let report = resolve_for(args, &machine);
-    let no = |why: String| PlanError::Option(format!("--plan (SGLang {}): {why}", super::VERSION));
+    let no = |why: String| {
+        PlanError::Option(format!(
+            "--plan (SGLang {}): {why}",
+            super::version::VERSION
+        ))
+    };
     let Some(h) = report.sglang_hisparse().cloned() else {
         let codes: Vec<&str> = report.errors.iter().map(|e| e.code.as_str()).collect();
         return Err(no(if args.hisparse_on() {
@@ -251,7 +258,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         }));
     };
     let mut ignored = Vec::new();
-    let (model, _) = super::resolve::load_model(args, &mut ignored)
+    let (model, _) = super::resolution::load_model(args, &mut ignored)
         .ok_or_else(|| no("the model's config cannot be read".to_owned()))?;
     let c = capacity(args, &h, &model, &machine).map_err(no)?;
     let max_len = args
@@ -354,7 +361,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     Ok(Plan {
         schema_version: crate::report::SCHEMA_VERSION,
         engine: ENGINE_SGLANG.to_owned(),
-        engine_version: super::VERSION.to_owned(),
+        engine_version: super::version::VERSION.to_owned(),
         vllm_version: String::new(),
         valid: errors.is_empty(),
         model: report.model.clone(),

@@ -1,7 +1,8 @@
 //! Stage S2 rules (`check_server_args` -> srt/arg_groups/validation_hook.py ->
 //! hisparse_hook.py:87-165), only with `--enable-hisparse`.
 
-use super::resolve::Resolution;
+use super::diagnostics::SglangDiagnostic;
+use super::resolution::Resolution;
 use super::stages::SglangStage::Check;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;
@@ -53,7 +54,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         d.push(
             err(Code::HisparseModelNotDsa, "model_path", "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models (e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
                 .given(&json!(r.model.as_ref().and_then(|m| m.architecture.clone())))
-                .allowed(format!("a DSA architecture with index_topk set ({})", super::resolve::DSA_ARCHITECTURES.join(", "))),
+                .allowed(format!("a DSA architecture with index_topk set ({})", super::resolution::DSA_ARCHITECTURES.join(", "))),
         );
     }
     // hisparse_hook.py:109-111 (AssertionError).

@@ -2,8 +2,9 @@
 //! (`--hisparse-config` parsed, pool and allocator built, coordinator started,
 //! first swap-in, requests), plus the int16 LRU bound it never checks.
 
+use super::diagnostics::SglangDiagnostic;
 use super::hisparse_config::{self as hc, key_path, MAX_SWAP_IN_BLOCK_SIZE};
-use super::resolve::Resolution;
+use super::resolution::Resolution;
 use super::stages::SglangStage::{self, *};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;
@@ -211,7 +212,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                         "HiSparse spec request capacity must not exceed device_buffer_size.",
                         CoordinatorInit,
                     )
-                    .given(&json!(r.args.max_running_requests.unwrap_or(super::resolve::SPEC_DEFAULT_MAX_RUNNING_REQUESTS)))
+                    .given(&json!(r.args.max_running_requests.unwrap_or(super::resolution::SPEC_DEFAULT_MAX_RUNNING_REQUESTS)))
                     .allowed(format!(
                         "request slots {slots} (per attention-DP worker + 1, plus P/D decode's in-transfer slots) <= device_buffer_size {dbs}"
                     ));

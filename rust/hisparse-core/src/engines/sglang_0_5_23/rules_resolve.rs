@@ -2,7 +2,8 @@
 //! pipeline order; SGLang stops at the first, we report every one. Each
 //! message is SGLang's own exception text.
 
-use super::resolve::Resolution;
+use super::diagnostics::SglangDiagnostic;
+use super::resolution::Resolution;
 use super::stages::SglangStage::Resolve;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;

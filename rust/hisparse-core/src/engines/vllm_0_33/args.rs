@@ -3,6 +3,7 @@
 //! keyword arguments, and test vectors from JSON; fixes edit its JSON form.
 
 use crate::diagnostic::{Code, Diagnostic};
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 use crate::path::FieldPath;
 use crate::pytext::{json_loads, JsonFlag, JsonSyntax};
 use serde::{Deserialize, Serialize};
@@ -245,59 +246,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     Value::deserialize(d).map(Some)
 }
 
-/// Input that could not be read at all (exit code 2 in `hisparse-check`).
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("model config not found: {path} (pass a local config.json or a directory containing one; hisparse-check does not download from a hub)")]
-    ModelNotFound { path: String },
-    #[error("model {model} is not a local path and its config.json is not in the local Hugging Face cache (read as vLLM does offline; nothing is downloaded). Looked at:\n  {}\nTo fetch it: {fetch}", looked.join("\n  "))]
-    ModelNotCached {
-        model: String,
-        /// Every place looked at, with what was found there.
-        looked: Vec<String>,
-        /// The command that puts it in the cache.
-        fetch: String,
-    },
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not a regular file (a FIFO, device, directory), too large, or unreadable.
-    #[error("cannot read {path}: {source}")]
-    File {
-        path: String,
-        #[source]
-        source: crate::files::FileError,
-    },
-    #[error("{path} is not valid JSON: {source}")]
-    ModelJson {
-        path: String,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("{path}: the model config must be a JSON object, got {kind}")]
-    ModelNotObject { path: String, kind: &'static str },
-}
-
-impl LoadError {
-    /// Stable code: `model_not_found`, `model_not_cached`, `not_a_regular_file`, `file_too_large`,
-    /// `read_failed`, `model_json_invalid` or `model_not_object`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            LoadError::ModelNotFound { .. } => "model_not_found",
-            LoadError::ModelNotCached { .. } => "model_not_cached",
-            LoadError::File { source, .. } => match source.code() {
-                "not_found" => "model_not_found",
-                code => code,
-            },
-            LoadError::Io { .. } => "read_failed",
-            LoadError::ModelJson { .. } => "model_json_invalid",
-            LoadError::ModelNotObject { .. } => "model_not_object",
-        }
-    }
-}
+pub use crate::model::LoadError;
 
 /// The JSON-valued fields, in the order vLLM's `--help` lists them.
 pub const JSON_FIELDS: [&str; 5] = [
@@ -473,4 +422,25 @@ fn config_file(path: &Path) -> Option<PathBuf> {
     }
     let inner = path.join("config.json");
     inner.exists().then_some(inner)
+}
+
+/// vLLM's parallel sizes from its flags (the arithmetic on them is
+/// engine-neutral, in [`crate::sizes`]).
+impl crate::sizes::Parallel {
+    /// The sizes as given, vLLM's defaults (1) for the rest.
+    pub fn of(args: &ServeArgs) -> Self {
+        Self {
+            tp: args.tensor_parallel_size.unwrap_or(1),
+            pp: args.pipeline_parallel_size.unwrap_or(1),
+            dcp: args.decode_context_parallel_size.unwrap_or(1),
+            pcp: args.prefill_context_parallel_size.unwrap_or(1),
+            dp: args.data_parallel_size.unwrap_or(1),
+            nnodes: args.nnodes.unwrap_or(1),
+            // An external-LB DP rank runs one replica (arg_utils.py:2476-2484).
+            dp_local: match args.data_parallel_rank {
+                Some(_) => Some(1),
+                None => args.data_parallel_size_local,
+            },
+        }
+    }
 }

@@ -7,7 +7,8 @@
 //! [`MAX_DEPTH`], and reports every problem with its exact path.
 
 use crate::diagnostic::{Code, Diagnostic, FixOp};
-use crate::engines::vllm_0_33::misplaced::is_host_pool_key;
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
+use crate::engines::vllm_0_33::schema::is_host_pool_key;
 use crate::engines::vllm_0_33::schema::{
     check_keys, closest, kind, lax_bool, lax_int, quoted, type_error, KNOWN_CONNECTORS, KV_ROLES,
     KV_TRANSFER_FIELDS, KV_TRANSFER_REMOVED,
@@ -270,7 +271,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
                         Diagnostic::warning(
                             Code::EmptyMultiConnector,
                             children_path.clone(),
-                            format!("the MultiConnector at {} has no child connectors: vLLM {} starts with it, transfers no KV, and turns the hybrid KV cache manager off", node.path, crate::VLLM_VERSION),
+                            format!("the MultiConnector at {} has no child connectors: vLLM {} starts with it, transfers no KV, and turns the hybrid KV cache manager off", node.path, crate::engines::vllm_0_33::VERSION),
                         )
                         .hint(hint)
                         .fix(removal.clone()),
@@ -492,7 +493,7 @@ fn vllm_crash(path: &FieldPath, how: &str) -> Diagnostic {
         path.clone(),
         format!(
             "vLLM {} does not report this: it raises {how} at start-up",
-            crate::VLLM_VERSION
+            crate::engines::vllm_0_33::VERSION
         ),
     )
 }
@@ -575,7 +576,7 @@ fn check_fields(
                 at.clone(),
                 format!(
                     "\"{name}\" is not a connector vLLM {} knows",
-                    crate::VLLM_VERSION
+                    crate::engines::vllm_0_33::VERSION
                 ),
             )
             .given(&json!(name))
@@ -932,7 +933,7 @@ fn site(
             format!(
                 "this HiSparseConnector is {} MultiConnector levels deep, but vLLM {v} looks only one level deep: it neither infers hisparse_config from it nor finds its host_pool_gib (hisparse_host_pool_gib), so start-up fails, with or without an explicit hisparse_config",
                 node.depth,
-                v = crate::VLLM_VERSION
+                v = crate::engines::vllm_0_33::VERSION
             ),
         )
         .allowed("a HiSparseConnector at the top level or directly in the top-level MultiConnector's connectors");

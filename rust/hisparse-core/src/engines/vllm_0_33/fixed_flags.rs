@@ -135,6 +135,7 @@ impl serde_json::ser::Formatter for PythonSeparators {
 mod tests {
     use super::*;
     use crate::diagnostic::{Code, FixOp};
+    use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
     use crate::path::FieldPath;
     use serde_json::json;
 

@@ -15,13 +15,13 @@
 
 use crate::engines::vllm_0_33::connectors::ConnectorTree;
 use crate::engines::vllm_0_33::fixes::Lookup;
-use crate::engines::vllm_0_33::schema::{closest, KV_TRANSFER_FIELDS};
+use crate::engines::vllm_0_33::schema::KV_TRANSFER_FIELDS;
 use crate::path::{FieldPath, Seg};
 use serde_json::Value;
 
-pub(crate) const HOST_POOL_GIB: &str = "host_pool_gib";
-pub(crate) const DEVICE_BUFFER_SIZE: &str = "device_buffer_size";
-pub(crate) const EAGER_HOST_MIRROR: &str = "eager_host_mirror";
+pub(crate) use crate::engines::vllm_0_33::schema::{
+    is_host_pool_key, DEVICE_BUFFER_SIZE, EAGER_HOST_MIRROR, HOST_POOL_GIB,
+};
 
 /// One setting found in the wrong place.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,11 +53,6 @@ impl Misplaced {
             "ignores it there"
         }
     }
-}
-
-/// `host_pool_gib`, or a misspelling of it (`host_pool_gb`, `hostpoolgib`).
-pub(crate) fn is_host_pool_key(key: &str, typos: bool) -> bool {
-    key == HOST_POOL_GIB || (typos && closest(key, &[HOST_POOL_GIB]).is_some())
 }
 
 /// Every HiSparse setting in a wrong place, in document order: the connector

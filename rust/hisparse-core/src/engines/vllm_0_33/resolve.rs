@@ -1,7 +1,10 @@
 //! Resolution and validation: from [`ServeArgs`] to a [`Report`].
 //!
 //! This module reads the inputs (each JSON flag, the scalars, the model) and
-//! checks their shape; [`super::validate`] then checks HiSparse itself.
+//! checks their shape; [`super::validate`] then checks HiSparse itself, and
+//! `super::fixes::settle` makes the report's fixes work together. The
+//! public entry points ([`super::advise::resolve`]) run this once per
+//! configuration the fixes give.
 //! Order follows vLLM 0.33.0 `VllmConfig.__post_init__`: `hisparse_config` is
 //! inferred from a HiSparseConnector (PR 57041) *before* validation, so every
 //! HiSparse check fires on the inferred path too, and all run in one pass.
@@ -9,7 +12,8 @@
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
 use crate::engines::vllm_0_33::connectors::{self, ConnectorTree};
-use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
+use crate::engines::vllm_0_33::input::{HiSparseInput, Scalars};
 use crate::engines::vllm_0_33::schema::{
     self, check_keys, closest, lax_bool, lax_int, quoted, type_error, ATTENTION_FIELDS,
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
@@ -25,54 +29,7 @@ use crate::report::{ModelSummary, Report};
 use crate::sizes::Parallel;
 use serde_json::{json, Value};
 
-/// The explicit `attention_config.hisparse_config`, as far as it parsed.
-pub(crate) struct HiSparseInput {
-    pub(crate) path: FieldPath,
-    pub(crate) device_buffer_size: Option<u64>,
-    pub(crate) eager_host_mirror: Option<bool>,
-}
-
-/// Scalars after their own checks; invalid ones fall back to vLLM's defaults
-/// (their error is already recorded).
-pub(crate) struct Scalars {
-    pub(crate) parallel: Parallel,
-    pub(crate) block_size: Option<u64>,
-    pub(crate) max_model_len: Option<u64>,
-    /// `--max-model-len auto` / -1: vLLM fits the context to memory.
-    pub(crate) max_model_len_auto: bool,
-    pub(crate) platform: String,
-    pub(crate) kv_cache_dtype: Option<String>,
-    pub(crate) v2_runner: Option<bool>,
-}
-
-/// Resolve and validate a serve configuration.
-///
-/// Returns every error and warning at once, with fixes that pass alone and
-/// together (see `config::fixes`); `Err` only when the model's config file
-/// cannot be read at all (an I/O problem, not a configuration one).
-pub fn resolve(args: &ServeArgs) -> Result<Report, LoadError> {
-    resolve_with_model(args).map(|(report, _)| report)
-}
-
-/// [`resolve`], also returning the model facts it read (after `--hf-overrides`),
-/// for the capacity planner.
-pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    resolve_on(args, None)
-}
-
-/// [`resolve_with_model`] for a known GPU: adds vLLM's residency-resolver
-/// shared-memory check (and refuses a GPU that is not NVIDIA).
-pub fn resolve_on(
-    args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
-) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    let (mut report, model) = fixes::resolve_advised(args, gpu, None, None)?;
-    let fixed = fixed_flags(args, &report.errors);
-    (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
-    Ok((report, model))
-}
-
-/// One resolution: the report (errors settled, see `config::fixes`), the
+/// One resolution: the report (errors settled, see [`super::fixes`]), the
 /// model facts and what start-up needs of the host pool when the sizes are known.
 pub(crate) fn resolve_once(
     args: &ServeArgs,
@@ -83,7 +40,7 @@ pub(crate) fn resolve_once(
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around
         // them, under the model they were given with when it reads.
-        let mut report = Report::from_diagnostics(d);
+        let mut report = Report::from_diagnostics(super::VERSION, d);
         report.model = args
             .load_hf_config()
             .ok()
@@ -171,7 +128,7 @@ pub(crate) fn resolve_once(
         None
     };
 
-    let mut report = Report::from_diagnostics(d);
+    let mut report = Report::from_diagnostics(super::VERSION, d);
     fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
     report.model = model
@@ -415,7 +372,7 @@ fn check_dp_local(given: Option<i64>, dp: i64, d: &mut Vec<Diagnostic>) -> Optio
         )
     } else {
         (
-            format!("data_parallel_size_local {n} is more than data_parallel_size {dp}: a node cannot run more DP replicas than the deployment has; vLLM {} ParallelConfig refuses it", crate::VLLM_VERSION),
+            format!("data_parallel_size_local {n} is more than data_parallel_size {dp}: a node cannot run more DP replicas than the deployment has; vLLM {} ParallelConfig refuses it", crate::engines::vllm_0_33::VERSION),
             format!("run at most the {dp} replicas on this node (--data-parallel-size-local {dp}), or raise --data-parallel-size to the whole deployment's replicas"),
             Some(dp),
         )
@@ -583,7 +540,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                     path.clone(),
                     format!(
                         "\"{t}\" is not a kv_cache_dtype vLLM {} accepts",
-                        crate::VLLM_VERSION
+                        crate::engines::vllm_0_33::VERSION
                     ),
                 )
                 .stage(stages::VllmStage::Argparse)
@@ -607,7 +564,7 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None => {
                 let path = FieldPath::root("VLLM_USE_V2_MODEL_RUNNER");
                 d.push(
-                    Diagnostic::error(Code::InvalidValue, path.clone(), format!("VLLM_USE_V2_MODEL_RUNNER={s:?} is not an integer; vLLM {} fails to start on it", crate::VLLM_VERSION))
+                    Diagnostic::error(Code::InvalidValue, path.clone(), format!("VLLM_USE_V2_MODEL_RUNNER={s:?} is not an integer; vLLM {} fails to start on it", crate::engines::vllm_0_33::VERSION))
                         .given(&json!(s))
                         .allowed("\"1\", \"0\", or unset")
                         .hint("unset VLLM_USE_V2_MODEL_RUNNER")

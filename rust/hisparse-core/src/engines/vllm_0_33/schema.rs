@@ -3,9 +3,11 @@
 //! (unknown keys with a suggestion, types, unexpanded shell variables).
 
 use crate::diagnostic::{Code, Diagnostic, FixOp};
-use crate::limits::{MAX_SUGGEST_CANDIDATES, MAX_SUGGEST_LEN};
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
 use crate::path::{FieldPath, Seg};
 use serde_json::{Map, Value};
+
+pub use crate::words::{closest, kind, quoted};
 
 /// `vllm/config/kv_transfer.py` `KVTransferConfig` fields (0.33.0).
 pub const KV_TRANSFER_FIELDS: &[&str] = &[
@@ -23,6 +25,17 @@ pub const KV_TRANSFER_FIELDS: &[&str] = &[
 /// Fields older vLLM releases had and 0.33.0 rejects as unknown.
 pub const KV_TRANSFER_REMOVED: &[&str] =
     &["kv_buffer_size", "kv_rank", "kv_parallel_size", "kv_ip"];
+
+/// The HiSparse settings' own keys (the HiSparseConnector's
+/// `kv_connector_extra_config.host_pool_gib`, `hisparse_config`'s two).
+pub(crate) const HOST_POOL_GIB: &str = "host_pool_gib";
+pub(crate) const DEVICE_BUFFER_SIZE: &str = "device_buffer_size";
+pub(crate) const EAGER_HOST_MIRROR: &str = "eager_host_mirror";
+
+/// `host_pool_gib`, or a misspelling of it (`host_pool_gb`, `hostpoolgib`).
+pub(crate) fn is_host_pool_key(key: &str, typos: bool) -> bool {
+    key == HOST_POOL_GIB || (typos && closest(key, &[HOST_POOL_GIB]).is_some())
+}
 
 /// `KVRole` literal values.
 pub const KV_ROLES: &[&str] = &["kv_producer", "kv_consumer", "kv_both"];
@@ -258,49 +271,6 @@ pub const QUANTIZATION_METHODS: &[&str] = &[
     "mxfp8",
 ];
 
-/// JSON type name as users know it.
-pub fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Quote a list of names for messages: `"a", "b", "c"`.
-pub fn quoted(names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| format!("\"{n}\""))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The closest candidate to `given`, if one is close enough to be a typo.
-pub fn closest<'a>(given: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    // Bounded by the names, not the input: a name longer than any real one
-    // gets no suggestion, and only so many candidates are compared.
-    if given.len() > MAX_SUGGEST_LEN {
-        return None;
-    }
-    let g = given.to_ascii_lowercase();
-    candidates
-        .iter()
-        .take(MAX_SUGGEST_CANDIDATES)
-        .filter(|c| c.len() <= MAX_SUGGEST_LEN)
-        .map(|c| {
-            let cl = c.to_ascii_lowercase();
-            let score = strsim::jaro_winkler(&g, &cl).max(strsim::normalized_levenshtein(&g, &cl));
-            (score, *c)
-        })
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
-}
-
 /// pydantic lax-mode int: ints, integral floats, integer strings, and bools.
 pub fn lax_int(v: &Value) -> Option<i64> {
     match v {
@@ -365,7 +335,7 @@ pub fn check_keys(
             at.clone(),
             format!(
                 "{class} has no field \"{key}\"; vLLM {} rejects unknown keys",
-                crate::VLLM_VERSION
+                crate::engines::vllm_0_33::VERSION
             ),
         )
         .given(value)
@@ -374,7 +344,7 @@ pub fn check_keys(
             d = d
                 .hint(format!(
                     "\"{key}\" was removed from {class} in vLLM {}; remove it",
-                    crate::VLLM_VERSION
+                    crate::engines::vllm_0_33::VERSION
                 ))
                 .fix(vec![FixOp::Remove { path: at }]);
         } else if let Some((best, set)) = closest(key, known)
@@ -445,9 +415,10 @@ fn held_pool<'a>(
     {
         return None;
     }
-    value.as_object()?.iter().find_map(|(k, v)| {
-        crate::engines::vllm_0_33::misplaced::is_host_pool_key(k, true).then_some((k.as_str(), v))
-    })
+    value
+        .as_object()?
+        .iter()
+        .find_map(|(k, v)| is_host_pool_key(k, true).then_some((k.as_str(), v)))
 }
 
 /// An "expected TYPE" error at `path` for a value of the wrong type.

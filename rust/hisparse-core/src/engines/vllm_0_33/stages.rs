@@ -19,99 +19,18 @@
 //! stays as it is.
 
 use crate::diagnostic::{Code, Diagnostic};
-use serde::{Deserialize, Serialize};
 
-/// When vLLM 0.33.0 refuses a configuration, in start-up order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VllmStage {
-    /// `vllm serve`'s argument parser: a flag's type or choices, a JSON flag
-    /// that is not JSON or that pydantic rejects (vllm/engine/arg_utils.py,
-    /// vllm/config/*.py validators run while the flags are parsed).
-    Argparse,
-    /// `EngineArgs.create_engine_config()`: `ModelConfig`, `ParallelConfig`,
-    /// `VllmConfig.__post_init__` (vllm/config/vllm.py), seconds in, before any
-    /// engine process starts.
-    Config,
-    /// The engine core and its executor starting, before a worker loads the
-    /// model: the data-parallel launch, the multiprocessing executor's layout
-    /// (vllm/v1/executor/multiproc_executor.py), `vllm serve --headless`.
-    EngineStart,
-    /// In the workers, while the model is built and its weights loaded: the
-    /// attention backend each layer selects (the KV cache dtype), the draft
-    /// model, and the block size fixed for those backends right after
-    /// (`update_block_size_for_backend`, multiproc_executor.py:802).
-    ModelLoad,
-    /// After the model has loaded, when the engine sizes the KV cache and the
-    /// workers build it: the HiSparse layout and host pool
-    /// (vllm/v1/hisparse/layout.py, vllm/v1/core/kv_cache_planning.py:671),
-    /// the pinned host RAM, the HiSparse runtime (vllm/v1/hisparse/runtime.py),
-    /// the KV connectors.
-    Workers,
-    /// At the first scheduled step (the first forward or decode).
-    FirstStep,
-    /// vLLM accepts the configuration and starts; what is reported then
-    /// breaks (a crash or wrong result later) or is silently ignored. Every
-    /// warning vLLM does not refuse has it too.
-    Never,
-}
+pub use crate::stage::VllmStage;
 
-impl VllmStage {
-    /// Every stage, in start-up order.
-    pub const ALL: &'static [VllmStage] = &[
-        VllmStage::Argparse,
-        VllmStage::Config,
-        VllmStage::EngineStart,
-        VllmStage::ModelLoad,
-        VllmStage::Workers,
-        VllmStage::FirstStep,
-        VllmStage::Never,
-    ];
-
-    /// The stable string form, e.g. `"model_load"` (the JSON `stage`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VllmStage::Argparse => "argparse",
-            VllmStage::Config => "config",
-            VllmStage::EngineStart => "engine_start",
-            VllmStage::ModelLoad => "model_load",
-            VllmStage::Workers => "workers",
-            VllmStage::FirstStep => "first_step",
-            VllmStage::Never => "never",
+/// The sentence the CLI and the plugin print for a diagnostic at `stage`.
+pub fn sentence(stage: VllmStage, severity_is_error: bool) -> String {
+    let v = super::VERSION;
+    match stage {
+        VllmStage::Never if severity_is_error => {
+            format!("vLLM {v} accepts this and then breaks on it or ignores it")
         }
-    }
-
-    /// The stage named `s`, if it is one.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|st| st.as_str() == s)
-    }
-
-    /// When, in words, for "vLLM 0.33.0 refuses this {when}" (or, for
-    /// `never`, the whole sentence's tail after "vLLM 0.33.0").
-    pub fn when(self) -> &'static str {
-        match self {
-            VllmStage::Argparse => "at argument parsing, before anything starts",
-            VllmStage::Config => "while building its config, seconds in",
-            VllmStage::EngineStart => "when its engine and executor start, before the model loads",
-            VllmStage::ModelLoad => "while its workers load the model, minutes in",
-            VllmStage::Workers => {
-                "after the model has loaded, when its workers set up the KV cache"
-            }
-            VllmStage::FirstStep => "at the first step, after start-up has finished",
-            VllmStage::Never => "",
-        }
-    }
-
-    /// The sentence the CLI and the plugin print for a diagnostic at this stage.
-    pub fn sentence(self, severity_is_error: bool) -> String {
-        let v = crate::VLLM_VERSION;
-        match self {
-            VllmStage::Never if severity_is_error => {
-                format!("vLLM {v} accepts this and then breaks on it or ignores it")
-            }
-            VllmStage::Never => format!("vLLM {v} accepts this"),
-            s => format!("vLLM {v} refuses this {}", s.when()),
-        }
+        VllmStage::Never => format!("vLLM {v} accepts this"),
+        s => format!("vLLM {v} refuses this {}", s.when()),
     }
 }
 
@@ -244,11 +163,11 @@ pub fn set_connector_stages(diags: &mut [Diagnostic], children_late: bool) {
     let late = if children_late { Workers } else { Config };
     for d in diags {
         // A child's engine_id fails only when the connectors are created (its rule says so).
-        if matches!(d.path.0.last(), Some(crate::Seg::Key(k)) if k == "engine_id") {
+        if matches!(d.path.0.last(), Some(crate::path::Seg::Key(k)) if k == "engine_id") {
             continue;
         }
         // Below a `connectors[i]` item: a MultiConnector's child.
-        let item = |w: &[crate::Seg]| matches!(w, [crate::Seg::Key(k), crate::Seg::Index(_)] if k == "connectors");
+        let item = |w: &[crate::path::Seg]| matches!(w, [crate::path::Seg::Key(k), crate::path::Seg::Index(_)] if k == "connectors");
         let segs = &d.path.0;
         let child = segs.windows(2).any(item);
         // Inside that connector's kv_connector_extra_config (a free dict no
@@ -258,7 +177,7 @@ pub fn set_connector_stages(diags: &mut [Diagnostic], children_late: bool) {
         let in_extra = segs[own..].split_last().is_some_and(|(_, above)| {
             above
                 .iter()
-                .any(|s| matches!(s, crate::Seg::Key(k) if k == "kv_connector_extra_config"))
+                .any(|s| matches!(s, crate::path::Seg::Key(k) if k == "kv_connector_extra_config"))
         });
         if in_extra {
             continue;
@@ -292,6 +211,7 @@ pub fn set_connector_stages(diags: &mut [Diagnostic], children_late: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnostic::Severity;
 
     #[test]
     fn every_code_has_one_row() {
@@ -311,8 +231,16 @@ mod tests {
 
     #[test]
     fn connector_stages_follow_where_the_field_is_read() {
-        use crate::FieldPath;
-        let at = |code, path: &str| Diagnostic::error(code, FieldPath::parse(path).unwrap(), "x");
+        use crate::path::FieldPath;
+        let at = |code, path: &str| {
+            Diagnostic::new(
+                code,
+                Severity::Error,
+                stage_of(code),
+                FieldPath::parse(path).unwrap(),
+                "x",
+            )
+        };
         let child = "kv_transfer_config.kv_connector_extra_config.connectors[1].kv_role";
         let mut d = vec![
             at(Code::MissingKvRole, "kv_transfer_config.kv_role"),
@@ -355,10 +283,9 @@ mod tests {
             assert_eq!(json, serde_json::json!(s.as_str()));
         }
         assert_eq!(VllmStage::parse("pool_build"), None);
-        assert!(VllmStage::ModelLoad
-            .sentence(true)
+        assert!(sentence(VllmStage::ModelLoad, true)
             .contains("refuses this while its workers load the model"));
-        assert!(VllmStage::Never.sentence(true).contains("accepts this"));
+        assert!(sentence(VllmStage::Never, true).contains("accepts this"));
         // Start-up order.
         assert!(VllmStage::Argparse < VllmStage::Config && VllmStage::Workers < VllmStage::Never);
     }

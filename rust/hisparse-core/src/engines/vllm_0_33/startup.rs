@@ -9,7 +9,8 @@
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::connectors;
-use crate::engines::vllm_0_33::resolve::Scalars;
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
+use crate::engines::vllm_0_33::input::Scalars;
 use crate::engines::vllm_0_33::schema::{quoted, QUANTIZATION_METHODS};
 use crate::engines::vllm_0_33::stages::VllmStage;
 use crate::limits::MAX_DIVISOR_TRIALS;
@@ -125,7 +126,7 @@ fn check_context_parallel(
             .max()
             .unwrap_or(1)
     };
-    let (tp, pcp, dcp, v) = (p.tp, p.pcp, p.dcp, crate::VLLM_VERSION);
+    let (tp, pcp, dcp, v) = (p.tp, p.pcp, p.dcp, crate::engines::vllm_0_33::VERSION);
     let (why, allowed) = match rule {
         DcpRule::DividesTp => (
             format!("decode context parallelism reuses the TP ranks, so tensor_parallel_size {tp} must be divisible by decode_context_parallel_size {dcp} (vLLM {v} ParallelConfig)"),
@@ -184,7 +185,7 @@ fn check_quantization(model: &ModelInfo, d: &mut Vec<Diagnostic>) {
             format!(
                 "{}'s quantization_config.quant_method is \"{method}\", which vLLM {} does not know: it refuses the model while building its config",
                 model.name(),
-                crate::VLLM_VERSION
+                crate::engines::vllm_0_33::VERSION
             ),
         )
         .given(&json!(method))
@@ -226,7 +227,7 @@ fn check_quant_algo(model: &ModelInfo, method: &str, d: &mut Vec<Diagnostic>) {
             format!(
                 "{}'s quantization_config has quant_method \"{method}\" but no quant_algo: vLLM {} refuses the model while building its config (\"Missing 'quant_algo' in quantization config\")",
                 model.name(),
-                crate::VLLM_VERSION
+                crate::engines::vllm_0_33::VERSION
             ),
         )
         .given(q)
@@ -257,7 +258,7 @@ fn speculative_tokens_missing(
         Diagnostic::error(
             Code::SpeculativeTokensMissing,
             path.clone(),
-            format!("speculative_config has no num_speculative_tokens: vLLM {} requires it (it does not take the checkpoint's MTP depth)", crate::VLLM_VERSION),
+            format!("speculative_config has no num_speculative_tokens: vLLM {} requires it (it does not take the checkpoint's MTP depth)", crate::engines::vllm_0_33::VERSION),
         )
         .allowed("an integer > 0")
         .fix(vec![FixOp::Set {
@@ -304,7 +305,7 @@ fn check_draft_model(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
             format!(
                 "speculative_config sets num_speculative_tokens but no draft model, and method {} needs one: vLLM {} refuses it (\"num_speculative_tokens was provided but without speculative model\")",
                 method.unwrap_or("(none: draft_model)"),
-                crate::VLLM_VERSION
+                crate::engines::vllm_0_33::VERSION
             ),
         )
         .given(spec)
@@ -375,7 +376,7 @@ fn check_launch(
             Diagnostic::error(
                 Code::InvalidValue,
                 path.clone(),
-                format!("nnodes {} does not divide the world size {world} (data x pipeline x tensor x prefill context parallel sizes); vLLM {} refuses it", p.nnodes, crate::VLLM_VERSION),
+                format!("nnodes {} does not divide the world size {world} (data x pipeline x tensor x prefill context parallel sizes); vLLM {} refuses it", p.nnodes, crate::engines::vllm_0_33::VERSION),
             )
             .given(&json!(p.nnodes))
             .allowed(format!("a divisor of {world}"))
@@ -402,7 +403,7 @@ fn check_launch(
             Diagnostic::error(
                 Code::InvalidValue,
                 path.clone(),
-                format!("pipeline parallelism needs the mp, ray or external_launcher executor; vLLM {} does not run it on {}", crate::VLLM_VERSION, backend.unwrap_or_default()),
+                format!("pipeline parallelism needs the mp, ray or external_launcher executor; vLLM {} does not run it on {}", crate::engines::vllm_0_33::VERSION, backend.unwrap_or_default()),
             )
             .given(&json!(backend))
             .allowed("\"mp\", \"ray\" or \"external_launcher\"")
@@ -532,7 +533,7 @@ fn check_node_groups(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     };
     let fixed = starting_dp_local(p, if local > 0 { local } else { inferred }, mp);
     let path = FieldPath::root("data_parallel_size_local");
-    let v = crate::VLLM_VERSION;
+    let v = crate::engines::vllm_0_33::VERSION;
     let (tp, pp, pcp, dp, nnodes) = (p.tp, p.pp, p.pcp, p.dp, p.nnodes);
     let which = match given {
         Some(n) => format!("data_parallel_size_local {n}"),
@@ -600,7 +601,7 @@ fn headless_without_replicas(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnos
         Diagnostic::error(
             Code::HeadlessWithoutLocalReplicas,
             path.clone(),
-            format!("vllm serve --headless runs this node's DP engines and needs at least one: data_parallel_size_local 0 gives none; vLLM {} refuses it (\"data_parallel_size_local must be > 0 in headless mode\", entrypoints/cli/serve.py:203)", crate::VLLM_VERSION),
+            format!("vllm serve --headless runs this node's DP engines and needs at least one: data_parallel_size_local 0 gives none; vLLM {} refuses it (\"data_parallel_size_local must be > 0 in headless mode\", entrypoints/cli/serve.py:203)", crate::engines::vllm_0_33::VERSION),
         )
         .given(&json!(0))
         .allowed(format!("1 ..= data_parallel_size ({})", p.dp))
@@ -625,7 +626,7 @@ fn check_node_rank(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnostic>) {
         Diagnostic::error(
             Code::NodeRankOutOfRange,
             path.clone(),
-            format!("node_rank {rank} is not one of the {nnodes} nodes' zero-based indices; vLLM {} refuses it while building its config (arg_utils.py:2414)", crate::VLLM_VERSION),
+            format!("node_rank {rank} is not one of the {nnodes} nodes' zero-based indices; vLLM {} refuses it while building its config (arg_utils.py:2414)", crate::engines::vllm_0_33::VERSION),
         )
         .given(&json!(rank))
         .allowed(format!("0 ..= {}", (nnodes - 1).max(0)))
@@ -649,7 +650,7 @@ fn check_multi_node_backend(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnosti
             Diagnostic::error(
                 Code::MultiNodeBackendUnsupported,
                 path.clone(),
-                format!("with nnodes {nnodes}, vLLM {} needs --data-parallel-backend mp, not {}: it refuses it while building its config (arg_utils.py:2390)", crate::VLLM_VERSION, dp_backend.unwrap_or_default()),
+                format!("with nnodes {nnodes}, vLLM {} needs --data-parallel-backend mp, not {}: it refuses it while building its config (arg_utils.py:2390)", crate::engines::vllm_0_33::VERSION, dp_backend.unwrap_or_default()),
             )
             .given(&json!(dp_backend))
             .allowed("\"mp\" with --nnodes > 1 (for Ray, drop --nnodes: Ray places the DP ranks)")
@@ -665,7 +666,7 @@ fn check_multi_node_backend(args: &ServeArgs, nnodes: i64, d: &mut Vec<Diagnosti
         Diagnostic::error(
             Code::MultiNodeBackendUnsupported,
             path.clone(),
-            format!("with nnodes {nnodes}, vLLM {} needs the mp, uni or external_launcher executor, not {}: it refuses it while building its config (ParallelConfig, vllm/config/parallel.py:1108)", crate::VLLM_VERSION, backend.unwrap_or_default()),
+            format!("with nnodes {nnodes}, vLLM {} needs the mp, uni or external_launcher executor, not {}: it refuses it while building its config (ParallelConfig, vllm/config/parallel.py:1108)", crate::engines::vllm_0_33::VERSION, backend.unwrap_or_default()),
         )
         .given(&json!(backend))
         .allowed("\"mp\", \"uni\" or \"external_launcher\" with --nnodes > 1 (for Ray, drop --nnodes: Ray places the nodes)")
@@ -694,7 +695,7 @@ fn check_external_lb(
             Diagnostic::error(
                 Code::InvalidValue,
                 rank_path,
-                format!("data_parallel_rank {rank} makes this process an external-LB DP rank, which needs data_parallel_size > 1; vLLM {} refuses it while building its config (\"data_parallel_external_lb can only be set when data_parallel_size > 1\")", crate::VLLM_VERSION),
+                format!("data_parallel_rank {rank} makes this process an external-LB DP rank, which needs data_parallel_size > 1; vLLM {} refuses it while building its config (\"data_parallel_external_lb can only be set when data_parallel_size > 1\")", crate::engines::vllm_0_33::VERSION),
             )
             .given(&json!(rank))
             .allowed("unset with data_parallel_size 1 (one replica needs no external load balancer)")
@@ -708,7 +709,7 @@ fn check_external_lb(
             Diagnostic::error(
                 Code::InvalidValue,
                 rank_path.clone(),
-                format!("{} is not a MoE model, and vLLM {} runs external-LB data parallelism (data_parallel_rank) only for MoE models: it refuses it while building its config", info.name(), crate::VLLM_VERSION),
+                format!("{} is not a MoE model, and vLLM {} runs external-LB data parallelism (data_parallel_rank) only for MoE models: it refuses it while building its config", info.name(), crate::engines::vllm_0_33::VERSION),
             )
             .given(&json!(rank))
             .allowed("unset for a dense model (launch independent vLLM instances instead)")
@@ -722,7 +723,7 @@ fn check_external_lb(
             Diagnostic::error(
                 Code::ExternalLbLocalSizeInvalid,
                 path.clone(),
-                format!("data_parallel_rank {rank} makes this process one external-LB DP rank, which runs one replica: vLLM {} refuses data_parallel_size_local {local} with it (arg_utils.py:2476, \"Set it to 1 or omit it\")", crate::VLLM_VERSION),
+                format!("data_parallel_rank {rank} makes this process one external-LB DP rank, which runs one replica: vLLM {} refuses data_parallel_size_local {local} with it (arg_utils.py:2476, \"Set it to 1 or omit it\")", crate::engines::vllm_0_33::VERSION),
             )
             .given(&json!(local))
             .allowed("1, or unset, with --data-parallel-rank")
@@ -736,7 +737,7 @@ fn check_external_lb(
             Diagnostic::error(
                 Code::InvalidValue,
                 path.clone(),
-                format!("data_parallel_rank {rank} is not one of the {} DP ranks; vLLM {} refuses it while building its config (ParallelConfig, vllm/config/parallel.py:1017)", p.dp, crate::VLLM_VERSION),
+                format!("data_parallel_rank {rank} is not one of the {} DP ranks; vLLM {} refuses it while building its config (ParallelConfig, vllm/config/parallel.py:1017)", p.dp, crate::engines::vllm_0_33::VERSION),
             )
             .given(&json!(rank))
             .allowed(format!("0 ..= {}", p.dp - 1))
@@ -784,7 +785,7 @@ fn check_mtp_layers(args: &ServeArgs, model: &ModelInfo, d: &mut Vec<Diagnostic>
         Diagnostic::error(
             Code::InvalidValue,
             path,
-            format!("{} has no MTP layers (num_nextn_predict_layers), so vLLM {} cannot speculate with method {}: {when}", model.name(), crate::VLLM_VERSION, method.unwrap_or_default()),
+            format!("{} has no MTP layers (num_nextn_predict_layers), so vLLM {} cannot speculate with method {}: {when}", model.name(), crate::engines::vllm_0_33::VERSION, method.unwrap_or_default()),
         )
         .stage(stage)
         .given(&json!(method))

@@ -11,10 +11,11 @@ use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::connectors::{
     ConnectorTree, HiSparseSite, CONNECTORS_WITHOUT_HMA, HISPARSE, MULTI,
 };
+use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
+use crate::engines::vllm_0_33::input::{HiSparseInput, Scalars};
 use crate::engines::vllm_0_33::misplaced::{
     Misplaced, DEVICE_BUFFER_SIZE, EAGER_HOST_MIRROR, HOST_POOL_GIB,
 };
-use crate::engines::vllm_0_33::resolve::{HiSparseInput, Scalars};
 use crate::engines::vllm_0_33::schema::{
     lax_bool, lax_int, py_float, quoted, type_error, HISPARSE_VALIDATED_TOP_CONNECTORS,
     SPARSE_MLA_DTYPES,
@@ -148,7 +149,7 @@ impl Ctx<'_> {
                     Diagnostic::warning(
                         Code::ConnectorNotValidated,
                         FieldPath::root("kv_transfer_config").key("kv_connector"),
-                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::VLLM_VERSION),
+                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::engines::vllm_0_33::VERSION),
                     )
                     .hint("for P/D decode, use a MultiConnector with NixlConnector (kv_consumer) and HiSparseConnector (kv_both) children"),
                 );
@@ -570,7 +571,7 @@ impl Ctx<'_> {
             m.key(),
             m.value,
             m.from,
-            crate::VLLM_VERSION,
+            crate::engines::vllm_0_33::VERSION,
             m.fate(),
             m.field,
             if m.rejected {
@@ -599,7 +600,7 @@ impl Ctx<'_> {
                     false => format!(
                         "{} is not {allowed} there: remove it and {}",
                         m.value,
-                        crate::diagnostic::describe_fix(&ops)
+                        super::diagnostics::describe_fix(&ops)
                     ),
                 };
                 let mut all = vec![FixOp::Remove {
@@ -633,7 +634,7 @@ impl Ctx<'_> {
                     leaf.path.key("kv_connector"),
                     format!(
                         "{what} does not support the hybrid KV cache manager, so vLLM {} turns the manager off, and HiSparse requires it",
-                        crate::VLLM_VERSION
+                        crate::engines::vllm_0_33::VERSION
                     ),
                 )
                 .given(&json!(leaf.name))
@@ -811,7 +812,7 @@ impl Ctx<'_> {
                 Diagnostic::error(
                     Code::ModelNotDsa,
                     path.clone(),
-                    format!("{} has index_topk only under text_config ({}); vLLM {} looks for index_topk on the top-level HF config (hasattr(hf_config, \"index_topk\") in VllmConfig.__post_init__), which transformers' composite config class for it does not expose, so vLLM refuses HiSparse", model.name(), topk.source, crate::VLLM_VERSION),
+                    format!("{} has index_topk only under text_config ({}); vLLM {} looks for index_topk on the top-level HF config (hasattr(hf_config, \"index_topk\") in VllmConfig.__post_init__), which transformers' composite config class for it does not expose, so vLLM refuses HiSparse", model.name(), topk.source, crate::engines::vllm_0_33::VERSION),
                 )
                 .given(&json!(k))
                 .allowed("index_topk at the top level of the HF config (config.json or --hf-overrides)")
@@ -1212,7 +1213,7 @@ impl Ctx<'_> {
                             "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {}",
                             m.value,
                             m.from,
-                            crate::VLLM_VERSION,
+                            crate::engines::vllm_0_33::VERSION,
                             if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
                             m.fate(),
                         ),
@@ -1272,7 +1273,7 @@ impl Ctx<'_> {
                 Diagnostic::error(
                     Code::InvalidValue,
                     path.clone(),
-                    format!("host_pool_gib {gib} is not a finite size: vLLM {} crashes on int(host_pool_gib * 2**30)", crate::VLLM_VERSION),
+                    format!("host_pool_gib {gib} is not a finite size: vLLM {} crashes on int(host_pool_gib * 2**30)", crate::engines::vllm_0_33::VERSION),
                 )
                 .stage(VllmStage::Workers)
                 .given(raw)
@@ -1386,7 +1387,7 @@ impl Ctx<'_> {
                 "host_pool_gib {} is at {}{spelled}, and vLLM {} {}: it reads host_pool_gib only from the HiSparseConnector's kv_connector_extra_config ({to}), which has none, so start-up fails (HiSparseConnector requires host_pool_gib)",
                 m.value,
                 m.from,
-                crate::VLLM_VERSION,
+                crate::engines::vllm_0_33::VERSION,
                 m.fate()
             ),
         )
@@ -1621,7 +1622,7 @@ fn hybrid_block_size(model: &ModelInfo, block_size: u32) -> Diagnostic {
         format!(
             "{} has linear-attention layers beside its sparse-MLA ones: vLLM {} raises the KV cache block size until one attention page holds a linear-attention state (Platform._align_hybrid_block_size), so its host block size, stride and count, and the smallest host pool that starts, differ from these, which are for block_size {block_size}",
             model.name(),
-            crate::VLLM_VERSION
+            crate::engines::vllm_0_33::VERSION
         ),
     )
     .hint("the host-pool figures here are for the given block size; vLLM logs the block size it picks (\"Setting attention block size to N tokens\")")

@@ -2,7 +2,7 @@
 //! `--gpu-memory-gib`, `--host-memory-gib`, `--weights-gib` (and
 //! `--context-length`, `--target-requests` for the pool it suggests). These
 //! are not `vllm serve` flags; vLLM reads the same facts from the machine at
-//! start-up, late. On top of [`crate::resolve`]:
+//! start-up, late. On top of [`super::advise::resolve`]:
 //!
 //! - the GPU's resolver shared-memory limit (vLLM 0.33
 //!   `_check_residency_shared_memory`), when the GPU is named;
@@ -14,9 +14,10 @@
 //!   memory is known, instead of the start-up minimum that holds one request.
 
 use crate::diagnostic::FixOp;
+use crate::engines::vllm_0_33::advise::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
-use crate::engines::vllm_0_33::fixes::{fixed_args, resolve_advised, MachineCheck};
+use crate::engines::vllm_0_33::planner;
 use crate::engines::vllm_0_33::validate::PoolAdvice;
 use crate::gpu::{self, GpuSpec};
 use crate::model::ModelInfo;
@@ -67,8 +68,8 @@ pub(crate) fn check_with_model(
     // Without the node's RAM the pools are not checked: say so on a valid report.
     if host_ram && options.host_memory_gib.is_none() {
         if let Some(h) = report.vllm_hisparse().cloned() {
-            let host = plan::host_plan(args, options, &h, &mut Vec::new());
-            report.warnings.push(plan::pinned_unchecked(&host));
+            let host = planner::host_plan(args, options, &h, &mut Vec::new());
+            report.warnings.push(planner::pinned_unchecked(&host));
         }
     }
     let fixed = fixed_flags(args, &report.errors);
@@ -90,14 +91,14 @@ fn host_ram_check(
     let Some(h) = report.vllm_hisparse().cloned() else {
         return;
     };
-    let host = plan::host_plan(args, options, &h, &mut Vec::new());
+    let host = planner::host_plan(args, options, &h, &mut Vec::new());
     let path = match &h.host_pool_gib.provenance {
         Provenance::Explicit { path } => FieldPath::parse(path).ok(),
         _ => None,
     }
     .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
     let gpu_memory_known = options.gpu_memory_gib.is_some() || args.kv_cache_memory_bytes.is_some();
-    if let Some(mut e) = plan::host_memory_error(&host, &h, &path, gpu_memory_known) {
+    if let Some(mut e) = planner::host_memory_error(&host, &h, &path, gpu_memory_known) {
         if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
             let fits = value.as_f64().unwrap_or(0.0);
             if a.gib < fits && a.gib >= host.min_host_pool_gib {
@@ -109,7 +110,9 @@ fn host_ram_check(
             }
         }
         report.errors.push(e);
-        report.warnings.extend(plan::pools_fit_alone(&host, &path));
+        report
+            .warnings
+            .extend(planner::pools_fit_alone(&host, &path));
         report.valid = false;
         report.hisparse = None;
     }
@@ -130,7 +133,7 @@ fn binding_pool(
     let fixed = fixed_args(args, report)?;
     let (r, model) = resolve_advised(&fixed, gpu, None, None).ok()?;
     let (h, model) = (r.vllm_hisparse().cloned()?, model?);
-    let p = plan::plan_resolved(&fixed, options, &r, &h, &model, gpu).ok()?;
+    let p = planner::plan_resolved(&fixed, options, &r, &h, &model, gpu).ok()?;
     let at = &p.at_context;
     // The planner caps the pool by the node's RAM when it is given.
     let (gib, target, held) = (
