@@ -2,13 +2,16 @@
 //! from the 0.5.23 wheel (`shared/spec/SGLANG.md` has the facts; each rule
 //! cites `srt/...py:line` of the wheel).
 //!
-//! Data flows one way: [`SglangArgs`] (the `ServerArgs` attributes, `args`)
-//! -> [`resolve`] (defaults with provenance and every rule of stages S0-S7
-//! at once, `resolve` + `rules_resolve` / `rules_check` / `rules_late`,
-//! SGLang's own messages; deviations from SGLang in `deviations`)
-//! -> [`check`] (adds the machines: `--gpu`'s compute capability, the node's
-//! RAM, and the fixes as SGLang flags, `fixes` + `fixed_flags`)
-//! -> [`plan()`] (device slots, requests served, pinned host RAM, `plan`).
+//! Data flows one way, in layers (each file imports only those below it; the
+//! module-graph test holds it): `args` ([`SglangArgs`], the `ServerArgs`
+//! attributes) and `hisparse_config` (the JSON as SGLang reads it) ->
+//! `diagnostics` + `flags` (an SGLang diagnostic, its fix as `sglang serve`
+//! words) -> `resolution` (the model and the defaults, with provenance) ->
+//! `rules_resolve` / `rules_check` / `rules_late` (stages S1, S2, S3-S7, each
+//! with SGLang's message and file:line) and `deviations` (what SGLang does not
+//! check) -> `resolve` (every rule at once, the report) -> `fixes` (the fix
+//! form) -> `fixed_flags` -> `plan` (capacity, the host-RAM budget) -> `check`
+//! (all of it for the machines) -> this module's entry points.
 //!
 //! Entry points (stable; the CLI and Python build on them):
 //! - `resolve(&SglangArgs) -> Report`: the verdict without machine facts
