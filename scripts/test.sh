@@ -2,7 +2,8 @@
 # Run every test from a fresh clone: builds the wheel through maturin (the
 # pyproject backend) into .venv, then Rust formatting, lints and tests, Python
 # lints, type checks, stub check and pytest; then the vLLM plugin's tests
-# against vLLM 0.33.0 in .venv-vllm. Fails on any failure, and on a pytest run
+# against vLLM 0.33.0 in .venv-vllm, and the SGLang tests against SGLang
+# 0.5.23's own argument code in .venv-sglang. Fails on any failure, and on a pytest run
 # that collects no tests (pytest's exit 5).
 #
 #   bash scripts/test.sh            every step, in order (CI: .ci/run)
@@ -40,7 +41,8 @@ pip_log() {
   '
 }
 
-# venv_install VENV SPEC: create VENV if needed and pip install SPEC into it.
+# venv_install VENV SPEC...: create VENV if needed and pip install SPEC (one
+# requirement, or pip's own arguments: `-r FILE`, `--no-deps NAME`) into it.
 # torch and CUDA come as GB-sized wheels; a dropped connection must not fail
 # the run, so pip resumes downloads and the whole install is retried. Disk:
 # the two venvs hold ~15 GB once installed (torch and CUDA wheels twice: the
@@ -48,17 +50,18 @@ pip_log() {
 # wheels in its cache (PIP_NO_CACHE_DIR), and the free space is printed first,
 # so a full disk reads as one (a run once failed with ENOSPC).
 venv_install() {
-  local venv=$1 spec=$2 attempt
+  local venv=$1 attempt
+  shift
   if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   fi
   "$venv/bin/python" -u -m pip install --progress-bar off --upgrade pip | pip_log
   for attempt in 1 2 3; do
     if "$venv/bin/python" -u -m pip install --progress-bar off --retries 10 --resume-retries 10 --timeout 60 \
-      "$spec" | pip_log; then
+      "$@" | pip_log; then
       return 0
     fi
-    echo "pip install $spec into $venv failed (attempt $attempt)" >&2
+    echo "pip install $* into $venv failed (attempt $attempt)" >&2
     if [ "$attempt" = 3 ]; then
       df -h . >&2
       exit 1
@@ -159,6 +162,24 @@ step_pytest_vllm() {
   (cd tests/vllm && ../../.venv-vllm/bin/python -m pytest . -p no:cacheprovider --durations=5)
 }
 
+add_step venv_sglang "python environment .venv-sglang" "SGLang 0.5.23 --no-deps, torch 2.14.1 and the few packages its argument code imports (~6 GB the first time), the test extra"
+step_venv_sglang() {
+  # SGLang's METADATA asks for ~80 packages, mostly GPU kernels its argument
+  # code never imports: it comes --no-deps, and tests/sglang/requirements.txt
+  # names what prepare_server_args, resolve_once, check_server_args and the
+  # HiSparse allocator / coordinator modules import (with SGLang's pins).
+  # Then this project with the test extra, as .venv-vllm has it.
+  venv_install .venv-sglang -r tests/sglang/requirements.txt
+  venv_install .venv-sglang --no-deps sglang==0.5.23
+  venv_install .venv-sglang ".[test]"
+}
+
+add_step pytest_sglang "pytest tests/sglang" "SGLang's real parser, resolution and HiSparse checks: the flag table, the oracle, the differential test"
+step_pytest_sglang() {
+  # One pytest session, one SGLang import (tests/sglang/README.md).
+  (cd tests/sglang && ../../.venv-sglang/bin/python -m pytest . -p no:cacheprovider --durations=5)
+}
+
 # --- run -----------------------------------------------------------------------
 
 if [ "${1:-}" = --list ]; then
@@ -185,8 +206,8 @@ else
   done
 fi
 
-# Every step but the two venv installs runs with .venv's tools; the vLLM
-# step names its own python.
+# Every step but the venv installs runs with .venv's tools; the vLLM and
+# SGLang steps name their own python.
 use_venv .venv
 
 START=$SECONDS
