@@ -10,6 +10,7 @@
 mod argv;
 mod render;
 mod render_plan;
+mod sglang_0_5_23;
 mod vllm_flags;
 mod yaml;
 
@@ -609,4 +610,24 @@ fn flag_pair(on: bool, off: bool) -> Option<bool> {
         (_, true) => Some(false),
         _ => None,
     }
+}
+
+/// SGLang 0.5.23's argv as its argparse reads it, as JSON: `values` (the
+/// `ServerArgs` attributes given), `problems` (argparse's refusals, each with
+/// its `kind` and message). For the test that compares the reading with
+/// SGLang's real parser (tests/sglang).
+pub fn sglang_argv_json(argv: &[String]) -> String {
+    let parsed = sglang_0_5_23::argv::parse(argv);
+    let problems: Vec<Value> = parsed
+        .problems
+        .iter()
+        .map(|p| serde_json::json!({"kind": format!("{:?}", p.kind), "message": p.message}))
+        .collect();
+    serde_json::json!({
+        "engine_version": sglang_0_5_23::ENGINE_VERSION,
+        "values": parsed.values,
+        "problems": problems,
+        "help": parsed.help,
+    })
+    .to_string()
 }
