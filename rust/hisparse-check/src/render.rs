@@ -32,9 +32,9 @@ pub fn human(report: &Report) -> String {
     let _ = writeln!(
         out,
         "hisparse-check: {model}; rules of vLLM {}",
-        report.vllm_version
+        report.engine_version
     );
-    match (&report.hisparse, report.hisparse_enabled) {
+    match (report.vllm_hisparse(), report.hisparse_enabled) {
         (Some(h), _) => {
             let why = match &h.enabled.provenance {
                 Provenance::Explicit { path } => format!("explicit ({path})"),
@@ -209,7 +209,7 @@ pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
         let _ = writeln!(out, "  {kind}[{}] {}", d.code.as_str(), d.path);
         let _ = writeln!(out, "    {}", d.message);
         // Warnings vLLM takes as they are say nothing more.
-        if d.is_error() || d.stage != Stage::Vllm(VllmStage::Never) {
+        if d.is_error() || d.stage.as_str() != "never" {
             let _ = writeln!(
                 out,
                 "    stage:   {}: {}",
@@ -234,8 +234,10 @@ pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
 pub(crate) fn engine_verdict(errors: &[Diagnostic]) -> Option<String> {
     let earliest = errors
         .iter()
-        .map(|d| match d.stage {
-            Stage::Vllm(s) => s,
+        .filter_map(|d| match d.stage {
+            Stage::Vllm(s) => Some(s),
+            // SGLang's verdict is rendered by its own front end (branch sgcli).
+            Stage::Sglang(_) => None,
         })
         .min()?;
     let v = hisparse_core::VLLM_VERSION;

@@ -66,7 +66,7 @@ pub(crate) fn check_with_model(
     }
     // Without the node's RAM the pools are not checked: say so on a valid report.
     if host_ram && options.host_memory_gib.is_none() {
-        if let Some(h) = report.hisparse.clone() {
+        if let Some(h) = report.vllm_hisparse().cloned() {
             let host = plan::host_plan(args, options, &h, &mut Vec::new());
             report.warnings.push(plan::pinned_unchecked(&host));
         }
@@ -87,7 +87,7 @@ fn host_ram_check(
     report: &mut Report,
     advice: Option<&PoolAdvice>,
 ) {
-    let Some(h) = report.hisparse.clone() else {
+    let Some(h) = report.vllm_hisparse().cloned() else {
         return;
     };
     let host = plan::host_plan(args, options, &h, &mut Vec::new());
@@ -129,7 +129,7 @@ fn binding_pool(
     }
     let fixed = fixed_args(args, report)?;
     let (r, model) = resolve_advised(&fixed, gpu, None, None).ok()?;
-    let (h, model) = (r.hisparse.clone()?, model?);
+    let (h, model) = (r.vllm_hisparse().cloned()?, model?);
     let p = plan::plan_resolved(&fixed, options, &r, &h, &model, gpu).ok()?;
     let at = &p.at_context;
     // The planner caps the pool by the node's RAM when it is given.

@@ -3,6 +3,7 @@
 //! machine-applicable fix (a list of [`FixOp`]s on the JSON form of
 //! [`crate::ServeArgs`]) that makes the diagnostic go away when applied.
 
+use crate::engines::sglang_0_5_23::stages::SglangStage;
 use crate::engines::vllm_0_33::stages::{self, VllmStage};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::path::{FieldPath, Seg};
@@ -121,6 +122,51 @@ codes! {
     WeightsUnknown => "weights_unknown",
     NoGpuKvRoom => "no_gpu_kv_room",
     PlanAssumption => "plan_assumption",
+    // SGLang 0.5.23 (engines/sglang_0_5_23/codes.rs): one block, its own codes.
+    SglangArgsInvalid => "sglang_args_invalid",
+    HostReceiveWithHisparse => "host_receive_with_hisparse",
+    DecodeRadixCacheWithHisparse => "decode_radix_cache_with_hisparse",
+    PrefillCompleteWithHisparse => "prefill_complete_with_hisparse",
+    PrefillOnlyDisableKvCacheWithHisparse => "prefill_only_disable_kv_cache_with_hisparse",
+    DsaDcpUnsupported => "dsa_dcp_unsupported",
+    DsaKvCacheDtypeUnsupported => "dsa_kv_cache_dtype_unsupported",
+    TilelangFp8WithHisparse => "tilelang_fp8_with_hisparse",
+    TritonDsaBackendOnCuda => "triton_dsa_backend_on_cuda",
+    HierarchicalCacheWithoutRadixCache => "hierarchical_cache_without_radix_cache",
+    KvCacheShardingWithHisparse => "kv_cache_sharding_with_hisparse",
+    EagleTopkNeedsTreeBackend => "eagle_topk_needs_tree_backend",
+    HisparseModelNotDsa => "hisparse_model_not_dsa",
+    RadixCacheEnabled => "radix_cache_enabled",
+    MixedChunkWithHisparse => "mixed_chunk_with_hisparse",
+    SpeculativeEagleTopkNotOne => "speculative_eagle_topk_not_one",
+    SpeculativeAdaptiveWithHisparse => "speculative_adaptive_with_hisparse",
+    DsaBackendNotAllowed => "dsa_backend_not_allowed",
+    ChunkedPrefillNotPageMultiple => "chunked_prefill_not_page_multiple",
+    HisparseConfigInvalidJson => "hisparse_config_invalid_json",
+    HisparseConfigNotObject => "hisparse_config_not_object",
+    HisparseConfigInvalidType => "hisparse_config_invalid_type",
+    DeviceBufferSizeBelowTopK => "device_buffer_size_below_top_k",
+    SwapInBlockSizeNotInt => "swap_in_block_size_not_int",
+    SwapInBlockSizeOutOfRange => "swap_in_block_size_out_of_range",
+    HostToDeviceRatioNotInt => "host_to_device_ratio_not_int",
+    HostToDeviceRatioZero => "host_to_device_ratio_zero",
+    DeviceBufferSizeNotPageMultiple => "device_buffer_size_not_page_multiple",
+    HostPoolOverRamBudget => "host_pool_over_ram_budget",
+    SpeculativeDraftTokensOutOfRange => "speculative_draft_tokens_out_of_range",
+    SpeculativeIndexTopkTooSmall => "speculative_index_topk_too_small",
+    SpeculativeWorkspaceTooLarge => "speculative_workspace_too_large",
+    RequestSlotsOverDeviceBuffer => "request_slots_over_device_buffer",
+    DeviceBufferSizeBelowIndexTopk => "device_buffer_size_below_index_topk",
+    DeviceBufferSizeOverInt16 => "device_buffer_size_over_int16",
+    DraftKvTransferBackendUnsupported => "draft_kv_transfer_backend_unsupported",
+    HisparseOutsidePdDecode => "hisparse_outside_pd_decode",
+    TopKDiffersFromIndexTopk => "top_k_differs_from_index_topk",
+    HisparseConfigUnknownKey => "hisparse_config_unknown_key",
+    PageSizeOverridden => "page_size_overridden",
+    CoordinatorMemoryUnreserved => "coordinator_memory_unreserved",
+    HisparseConfigIgnored => "hisparse_config_ignored",
+    ComputeCapabilityAssumed => "compute_capability_assumed",
+    SglangPlanServesNoRequests => "sglang_plan_serves_no_requests",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an
@@ -139,6 +185,8 @@ codes! {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stage {
     Vllm(VllmStage),
+    /// SGLang 0.5.23's stages (`engines/sglang_0_5_23/stages.rs`).
+    Sglang(SglangStage),
 }
 
 impl Stage {
@@ -146,6 +194,7 @@ impl Stage {
     pub fn as_str(self) -> &'static str {
         match self {
             Stage::Vllm(s) => s.as_str(),
+            Stage::Sglang(s) => s.as_str(),
         }
     }
 
@@ -154,6 +203,7 @@ impl Stage {
     pub fn sentence(self, is_error: bool) -> String {
         match self {
             Stage::Vllm(s) => s.sentence(is_error),
+            Stage::Sglang(s) => s.sentence(is_error),
         }
     }
 }
@@ -173,12 +223,17 @@ impl Serialize for Stage {
 impl<'de> Deserialize<'de> for Stage {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        VllmStage::parse(&name).map(Stage::Vllm).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "{name:?} is not a stage of vLLM {}",
-                crate::VLLM_VERSION
-            ))
-        })
+        // vLLM's names first (`argparse` and `never` are shared), then SGLang's.
+        VllmStage::parse(&name)
+            .map(Stage::Vllm)
+            .or_else(|| SglangStage::parse(&name).map(Stage::Sglang))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "{name:?} is not a stage of vLLM {} or SGLang {}",
+                    crate::VLLM_VERSION,
+                    crate::engines::sglang_0_5_23::VERSION
+                ))
+            })
     }
 }
 

@@ -4,6 +4,7 @@
 //! data behind `hisparse_rs.check()` / `resolve()` in Python.
 
 use crate::diagnostic::Diagnostic;
+pub use crate::engines::sglang_0_5_23::settings::SglangHiSparse;
 use crate::gpu::GpuSpec;
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +94,25 @@ pub struct ResolvedHiSparse {
     pub triton_resolver_shared_memory_bytes: Option<u64>,
 }
 
+/// The `engine` of a vLLM report.
+pub const ENGINE_VLLM: &str = "vllm";
+/// The `engine` of an SGLang report.
+pub const ENGINE_SGLANG: &str = "sglang";
+
+fn default_engine() -> String {
+    ENGINE_VLLM.to_owned()
+}
+
+/// A report's resolved HiSparse settings, in its engine's terms. Untagged:
+/// the JSON is the engine's own object (`engine` at the top of the report says
+/// which); vLLM's is tried first, and its required `connector` tells them apart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HiSparseSettings {
+    Vllm(ResolvedHiSparse),
+    Sglang(SglangHiSparse),
+}
+
 /// The model the configuration was checked against.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelSummary {
@@ -106,15 +126,24 @@ pub struct ModelSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
-    /// The vLLM release whose behaviour this report follows.
-    pub vllm_version: String,
+    /// The engine whose rules this report follows: `vllm` or `sglang`
+    /// (a report without it was written before SGLang: `vllm`).
+    #[serde(default = "default_engine")]
+    pub engine: String,
+    /// That engine's release, e.g. `0.33.0` or `0.5.23`.
+    #[serde(default)]
+    pub engine_version: String,
+    /// The vLLM release whose behaviour this report follows (vLLM reports only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm_version: Option<String>,
     /// True when there are no errors.
     pub valid: bool,
     /// True when HiSparse is configured (explicitly or through a connector), valid or not.
     pub hisparse_enabled: bool,
     pub model: Option<ModelSummary>,
-    /// The resolved settings: present only when valid and HiSparse is enabled.
-    pub hisparse: Option<ResolvedHiSparse>,
+    /// The resolved settings: present only when valid and HiSparse is enabled,
+    /// in the engine's own terms.
+    pub hisparse: Option<HiSparseSettings>,
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
     /// The GPU the check was for (`--gpu`), with the sources of its figures.
@@ -143,7 +172,9 @@ impl Report {
             diags.into_iter().partition(Diagnostic::is_error);
         Report {
             schema_version: SCHEMA_VERSION,
-            vllm_version: crate::VLLM_VERSION.to_owned(),
+            engine: ENGINE_VLLM.to_owned(),
+            engine_version: crate::VLLM_VERSION.to_owned(),
+            vllm_version: Some(crate::VLLM_VERSION.to_owned()),
             valid: errors.is_empty(),
             hisparse_enabled: false,
             model: None,
@@ -160,6 +191,22 @@ impl Report {
     /// Indented JSON, for people and `hisparse-check --json`.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("Report always serializes")
+    }
+
+    /// The vLLM settings, when this is a valid vLLM report with HiSparse.
+    pub fn vllm_hisparse(&self) -> Option<&ResolvedHiSparse> {
+        match &self.hisparse {
+            Some(HiSparseSettings::Vllm(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// The SGLang settings, when this is a valid SGLang report with HiSparse.
+    pub fn sglang_hisparse(&self) -> Option<&SglangHiSparse> {
+        match &self.hisparse {
+            Some(HiSparseSettings::Sglang(h)) => Some(h),
+            _ => None,
+        }
     }
 
     /// Compact JSON, for machines (the Python binding).

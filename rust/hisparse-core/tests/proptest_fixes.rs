@@ -615,5 +615,8 @@ fn regression_a_rename_keeps_the_users_value() {
     };
     let report = resolve(&args).unwrap();
     let fixed = resolve(&apply_every_fix(&args, &report).unwrap()).unwrap();
-    assert_eq!(fixed.hisparse.unwrap().host_pool_gib.value, 64.0);
+    assert_eq!(
+        fixed.vllm_hisparse().cloned().unwrap().host_pool_gib.value,
+        64.0
+    );
 }

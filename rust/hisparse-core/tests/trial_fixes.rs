@@ -122,7 +122,7 @@ fn a_misplaced_pool_too_small_says_what_its_figures_assume() {
         .iter()
         .any(|e| e.code == Code::BlockSizeUnsupported));
     let after = fixes_pass_alone_and_together(&a);
-    assert_eq!(after.hisparse.unwrap().block_size.value, 64);
+    assert_eq!(after.vllm_hisparse().cloned().unwrap().block_size.value, 64);
 }
 
 /// Trial finding 1: the trial's launch command with the HiSparseConnector
@@ -153,7 +153,10 @@ fn a_misspelled_kv_connector_key_is_renamed_and_hisparse_stays_on() {
 /// After the fixes: HiSparse on, the user's 256 GiB kept, the connector at
 /// the MultiConnector's second place.
 fn hisparse_kept(after: Report, case: &str) {
-    let h = after.hisparse.expect("HiSparse on after the fixes");
+    let h = after
+        .vllm_hisparse()
+        .cloned()
+        .expect("HiSparse on after the fixes");
     assert_eq!(h.host_pool_gib.value, 256.0, "{case}");
     assert_eq!(
         h.connector, "kv_transfer_config.kv_connector_extra_config.connectors[1]",
@@ -219,7 +222,7 @@ fn misspelled_connectors_beside_real_ones_are_named() {
             "{listed}: {:?}",
             after.errors
         );
-        let h = after.hisparse.unwrap();
+        let h = after.vllm_hisparse().cloned().unwrap();
         assert_eq!(h.host_pool_gib.value, 256.0);
     }
 }
@@ -558,10 +561,16 @@ fn a_misplaced_pool_moved_into_place_fits_the_node() {
         .unwrap()
         .contains(r#""host_pool_gib": 972.79"#));
     let after = fixes_pass_on(&a, &options);
-    assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 972.79);
+    assert_eq!(
+        after.vllm_hisparse().cloned().unwrap().host_pool_gib.value,
+        972.79
+    );
     // A pool that fits keeps the user's value.
     let after = fixes_pass_on(&multi(500.0), &options);
-    assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 500.0);
+    assert_eq!(
+        after.vllm_hisparse().cloned().unwrap().host_pool_gib.value,
+        500.0
+    );
 }
 
 /// The same with other errors in the launch (GLM-5, a misplaced pool too
@@ -583,7 +592,7 @@ fn a_misplaced_pool_too_large_with_other_errors_fits_the_node() {
     let r = check(&a, &options).unwrap();
     assert!(r.errors.len() >= 2, "{:?}", r.errors);
     let after = fixes_pass_on(&a, &options);
-    assert!(after.hisparse.unwrap().host_pool_gib.value < 3000.0);
+    assert!(after.vllm_hisparse().cloned().unwrap().host_pool_gib.value < 3000.0);
 }
 
 /// Trial: `kv_conector_extra_config: {host_pool_gb: 64}` (both keys
@@ -609,7 +618,10 @@ fn a_misspelled_pool_in_a_misspelled_extra_config_keeps_the_users_value() {
         "{hint}"
     );
     let after = fixes_pass_alone_and_together(&a);
-    assert_eq!(after.hisparse.unwrap().host_pool_gib.value, 64.0);
+    assert_eq!(
+        after.vllm_hisparse().cloned().unwrap().host_pool_gib.value,
+        64.0
+    );
     let all: Vec<_> = r.errors.iter().collect();
     let doc = fixed(&a, &all).to_json();
     assert_eq!(

@@ -115,8 +115,7 @@ fn check(name: &str, report: &Report, expect: &Map<String, Value>, exhaustive: b
         return;
     };
     let hs = report
-        .hisparse
-        .as_ref()
+        .vllm_hisparse()
         .unwrap_or_else(|| panic!("{name}: no resolved hisparse"));
     let resolved = serde_json::to_value(hs).unwrap();
     for (key, want) in fields {
@@ -162,8 +161,10 @@ fn same_settings_cases_match() {
     for case in cases.iter().filter(|c| c.get("same_settings_as").is_some()) {
         let other_name = case["same_settings_as"].as_str().unwrap();
         let other = cases.iter().find(|c| c["name"] == other_name).unwrap();
-        let mut a = serde_json::to_value(run(&args_of(case)).hisparse.unwrap()).unwrap();
-        let mut b = serde_json::to_value(run(&args_of(other)).hisparse.unwrap()).unwrap();
+        let mut a =
+            serde_json::to_value(run(&args_of(case)).vllm_hisparse().cloned().unwrap()).unwrap();
+        let mut b =
+            serde_json::to_value(run(&args_of(other)).vllm_hisparse().cloned().unwrap()).unwrap();
         // Only how HiSparse was switched on may differ (explicit vs inferred).
         a.as_object_mut().unwrap().remove("enabled");
         b.as_object_mut().unwrap().remove("enabled");

@@ -85,8 +85,8 @@ impl Report {
     #[getter]
     fn hisparse(&self) -> Option<HiSparseSettings> {
         self.0
-            .hisparse
-            .clone()
+            .vllm_hisparse()
+            .cloned()
             .map(|h| HiSparseSettings(Arc::new(h)))
     }
     /// Every error, as a tuple of Diagnostic.
@@ -134,8 +134,8 @@ impl Report {
     }
     /// The vLLM release whose rules were applied.
     #[getter]
-    fn vllm_version(&self) -> &str {
-        &self.0.vllm_version
+    fn vllm_version(&self) -> Option<&str> {
+        self.0.vllm_version.as_deref()
     }
     /// The report as JSON text (the `hisparse-check --json` schema).
     fn to_json(&self) -> String {

@@ -3,4 +3,5 @@
 //! at which it refuses), deviations and fixes. What HiSparse itself is (model
 //! dimensions, sizes, pools, capacity) lives outside, engine-neutral.
 
+pub mod sglang_0_5_23;
 pub mod vllm_0_33;

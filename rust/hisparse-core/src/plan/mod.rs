@@ -14,7 +14,7 @@
 //! concurrency. Weights are split across TP ranks (experts across TP x DP with
 //! expert parallelism). Request counts are per DP replica.
 
-mod weights;
+pub(crate) mod weights;
 
 pub use weights::{estimate as estimate_weights, WeightEstimate};
 
@@ -268,6 +268,14 @@ pub struct PlanPoint {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub schema_version: u32,
+    /// The engine planned for: `vllm` or `sglang` (older plans: `vllm`).
+    #[serde(default = "default_engine")]
+    pub engine: String,
+    /// That engine's release.
+    #[serde(default)]
+    pub engine_version: String,
+    /// The vLLM release (vLLM plans only; empty and omitted for SGLang).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub vllm_version: String,
     /// False when the pinned host memory does not fit (see errors).
     pub valid: bool,
@@ -305,6 +313,10 @@ pub struct AssumedHiSparse {
     pub rule: String,
 }
 
+fn default_engine() -> String {
+    crate::report::ENGINE_VLLM.to_owned()
+}
+
 impl Plan {
     /// Indented JSON (`hisparse-check --plan --json`).
     pub fn to_json(&self) -> String {
@@ -318,7 +330,7 @@ impl Plan {
 pub fn plan(args: &ServeArgs, options: &PlanOptions) -> Result<(Report, Option<Plan>), PlanError> {
     let (report, model, gpu) = check_with_model(args, options, false)?;
     let options = options.with_gpu(gpu.as_ref());
-    match (report.hisparse.clone(), model) {
+    match (report.vllm_hisparse().cloned(), model) {
         (Some(h), Some(model)) => {
             let plan = plan_resolved(args, &options, &report, &h, &model, gpu.as_ref())?;
             Ok((report, Some(plan)))
@@ -396,7 +408,7 @@ fn plan_assumed(
     apply_fix(&mut doc, &pool_fix.fix).map_err(nothing)?;
     let assumed = ServeArgs::from_json(doc).map_err(|e| nothing(e.to_string()))?;
     let (report, model, _) = check_with_model(&assumed, options, false)?;
-    let (Some(h), Some(model)) = (report.hisparse.clone(), model) else {
+    let (Some(h), Some(model)) = (report.vllm_hisparse().cloned(), model) else {
         return Err(nothing(
             "the assumed HiSparseConnector does not resolve".to_owned(),
         ));
@@ -713,6 +725,8 @@ impl<'a> Planner<'a> {
         errors.extend(self.serves_no_requests(&at_context));
         Plan {
             schema_version: PLAN_SCHEMA_VERSION,
+            engine: crate::report::ENGINE_VLLM.to_owned(),
+            engine_version: crate::VLLM_VERSION.to_owned(),
             vllm_version: crate::VLLM_VERSION.to_owned(),
             valid: errors.is_empty(),
             model: self.model.take(),

@@ -178,7 +178,11 @@ pub(crate) fn resolve_once(
         .as_ref()
         .map(|(info, source)| summary(info, source.clone()));
     report.gpu = gpu.cloned();
-    report.hisparse = if report.valid { hisparse } else { None };
+    report.hisparse = if report.valid {
+        hisparse.map(crate::report::HiSparseSettings::Vllm)
+    } else {
+        None
+    };
     Ok((report, model.map(|(info, _)| info), needed))
 }
 

@@ -1,0 +1,197 @@
+//! SGLang 0.5.23's `ServerArgs` as hisparse_rs reads it: the attributes the
+//! HiSparse rules read, by SGLang's own names (srt/arg_groups/fields/*.py),
+//! with values as SGLang's argparse produces them. `None` (or absent) means not
+//! given: SGLang's default applies. Every other attribute is kept in `other`
+//! and listed as not read.
+//!
+//! The CLI converts an argv into this JSON object; Python passes a dict.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// SGLang `ServerArgs` attributes (see the module docs). Field docs give the
+/// flag and SGLang's default (file in `srt/arg_groups/fields/`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SglangArgs {
+    /// `--model-path`: a local config.json, a model directory, or a Hugging
+    /// Face id read from the local cache (as vLLM's `--model`, model/hub.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_path: Option<String>,
+    /// `--revision` of a model id (model.py:122; default `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// `--tp-size` / `--tp` (parallel.py:45; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp_size: Option<i64>,
+    /// `--dp-size` / `--dp` (parallel.py:73; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dp_size: Option<i64>,
+    /// `--ep-size` / `--ep` (parallel.py:281; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ep_size: Option<i64>,
+    /// `--pp-size` (parallel.py:59; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp_size: Option<i64>,
+    /// `--dcp-size` (parallel.py:52; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dcp_size: Option<i64>,
+    /// Attention data parallelism (parallel.py:194; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_dp_attention: Option<bool>,
+    /// `--nnodes` (parallel.py:43; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nnodes: Option<i64>,
+    /// `--enable-hisparse` (memory.py:244; store_true, default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_hisparse: Option<bool>,
+    /// `--hisparse-config` / `--hierarchical-sparse-attention-extra-config`
+    /// (memory.py:245): the JSON text as given (SGLang stores it unparsed), or
+    /// an already parsed object from Python.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hisparse_config: Option<Value>,
+    /// `--page-size` (schedule.py:143; resolved: 64 x index_kpool for DSA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<i64>,
+    /// `--kv-cache-dtype` (model.py:197; default `auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_dtype: Option<String>,
+    /// `--dsa-prefill-backend` (exec_.py:299; resolved per dtype).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsa_prefill_backend: Option<String>,
+    /// `--dsa-decode-backend` (exec_.py:341; resolved per dtype).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsa_decode_backend: Option<String>,
+    /// `--attention-backend` (exec_.py:207; `dsa` for DSA models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_backend: Option<String>,
+    /// `--disable-radix-cache` (memory.py:64; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_radix_cache: Option<bool>,
+    /// `--disaggregation-mode`: `null`, `prefill` or `decode` (disagg.py:55).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_mode: Option<String>,
+    /// `--disaggregation-transfer-backend` (disagg.py:65; default `mooncake`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_transfer_backend: Option<String>,
+    /// `--disaggregation-decode-enable-radix-cache` (disagg.py:88; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_decode_enable_radix_cache: Option<bool>,
+    /// `--disaggregation-decode-allocation-policy`: `early` or `prefill_complete` (disagg.py:59).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_decode_allocation_policy: Option<String>,
+    /// `--disaggregation-decode-host-receive-threshold`, 0..1 (disagg.py:182; default 1.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_decode_host_receive_threshold: Option<f64>,
+    /// `--enable-hierarchical-cache` (memory.py:98; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_hierarchical_cache: Option<bool>,
+    /// `--enable-kv-cache-sharding` (parallel.py:184; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_kv_cache_sharding: Option<bool>,
+    /// `--prefill-only-disable-kv-cache` (schedule.py:185; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_only_disable_kv_cache: Option<bool>,
+    /// `--enable-mixed-chunk` (schedule.py:208; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_mixed_chunk: Option<bool>,
+    /// `--chunked-prefill-size` (schedule.py:52; resolved from the GPU; <= 0 disables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunked_prefill_size: Option<i64>,
+    /// `--max-running-requests` (schedule.py:31; resolved from memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_running_requests: Option<i64>,
+    /// `--mem-fraction-static` (schedule.py:27; resolved from the GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_fraction_static: Option<f64>,
+    /// `--max-total-tokens` (schedule.py; caps the device KV slots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_total_tokens: Option<i64>,
+    /// `--context-length` (model.py:110; default the model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<i64>,
+    /// `--speculative-algorithm` (spec.py:31; default none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_algorithm: Option<String>,
+    /// `--speculative-num-draft-tokens` (spec.py:66).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_num_draft_tokens: Option<i64>,
+    /// `--speculative-eagle-topk` (spec.py:62).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_eagle_topk: Option<i64>,
+    /// `--speculative-num-steps` (spec.py:58).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_num_steps: Option<i64>,
+    /// `--speculative-adaptive` (spec.py:237; default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_adaptive: Option<bool>,
+    /// `--device` (device.py:24; default: detected, `cuda` here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Every other `ServerArgs` attribute given: accepted, not read.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl SglangArgs {
+    /// From a JSON object of `ServerArgs` attributes. Errors: not an object,
+    /// or a read attribute of the wrong JSON type (`"tp_size": "8"`).
+    pub fn from_json(value: Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(value)
+    }
+
+    /// The JSON object form (what fixes edit).
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("SglangArgs always serializes")
+    }
+
+    /// The attributes given that hisparse_rs does not read, sorted by name.
+    pub fn not_read(&self) -> Vec<String> {
+        self.other
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    pub(crate) fn hisparse_on(&self) -> bool {
+        self.enable_hisparse == Some(true)
+    }
+
+    /// `disaggregation_mode`, `null` when not given.
+    pub(crate) fn pd_mode(&self) -> &str {
+        self.disaggregation_mode.as_deref().unwrap_or("null")
+    }
+
+    /// Speculation on: an algorithm other than `NONE` (hisparse_hook.py:114-117).
+    pub(crate) fn speculation_on(&self) -> bool {
+        self.speculative_algorithm
+            .as_deref()
+            .is_some_and(|a| !a.eq_ignore_ascii_case("none"))
+    }
+}
+
+/// The flag of an attribute: `tp_size` -> `--tp-size`.
+pub fn flag_name(attr: &str) -> String {
+    format!("--{}", attr.replace('_', "-"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_known_and_keeps_other_attributes() {
+        let a = SglangArgs::from_json(json!({
+            "model_path": "m", "tp_size": 8, "enable_hisparse": true,
+            "hisparse_config": "{\"top_k\": 2048}", "port": 30000, "host": null
+        }))
+        .unwrap();
+        assert_eq!(a.tp_size, Some(8));
+        assert_eq!(a.hisparse_config, Some(json!("{\"top_k\": 2048}")));
+        assert_eq!(a.not_read(), ["port"]);
+        assert_eq!(SglangArgs::from_json(a.to_json()).unwrap(), a);
+        assert!(SglangArgs::from_json(json!({"tp_size": "8"})).is_err());
+        assert_eq!(flag_name("disable_radix_cache"), "--disable-radix-cache");
+    }
+}

@@ -1,0 +1,471 @@
+//! Resolution of an SGLang 0.5.23 launch (stage S1, `ServerArgs.resolve_once`,
+//! srt/arg_groups/pipeline.py): the model, the defaults HiSparse depends on,
+//! each with its provenance, then every rule of S1-S7 and every deviation at
+//! once (SGLang stops at the first failure; we report them all).
+
+use super::args::SglangArgs;
+use super::hisparse_config::{
+    self as hc, DEFAULT_HOST_TO_DEVICE_RATIO, DEFAULT_SWAP_IN_BLOCK_SIZE, DEFAULT_TOP_K,
+};
+use super::settings::SglangHiSparse;
+use super::stages::SglangStage;
+use super::{deviations, rules_check, rules_late, rules_resolve};
+use crate::diagnostic::{Code, Diagnostic};
+use crate::gpu::GpuSpec;
+use crate::model::ModelInfo;
+use crate::path::FieldPath;
+use crate::report::{
+    HiSparseSettings, ModelSummary, Provenance, Report, Resolved, ENGINE_SGLANG, SCHEMA_VERSION,
+};
+use serde_json::{Map, Value};
+
+/// The machine facts a check may know (`hisparse-check --gpu`, `--host-memory-gib`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Machine<'a> {
+    pub gpu: Option<&'a GpuSpec>,
+    /// The node's RAM, GiB (`--host-memory-gib`).
+    pub host_memory_gib: Option<f64>,
+    /// One GPU's memory, GiB (`--gpu-memory-gib`; else the GPU's).
+    pub gpu_memory_gib: Option<f64>,
+    /// Weights on one GPU, GiB (`--weights-gib`; else estimated).
+    pub weights_gib: Option<f64>,
+}
+
+/// The architectures `is_deepseek_dsa` accepts (srt/configs/model_config.py:191-212).
+pub const DSA_ARCHITECTURES: &[&str] = &[
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLMNextN",
+    "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration",
+    "GlmMoeDsaForCausalLM",
+    "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGenerationNextN",
+    "Glm5NextForConditionalGeneration",
+    "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN",
+    "Dots3NoteForCausalLM",
+    "Dots3NoteForCausalLMNextN",
+    "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN",
+];
+
+/// Everything the rules read: the args and what SGLang resolves from them.
+pub struct Resolution<'a> {
+    pub args: &'a SglangArgs,
+    pub model: Option<ModelInfo>,
+    pub model_source: Option<String>,
+    /// DSA by SGLang's test: architecture list and `index_topk` set.
+    pub is_dsa: bool,
+    /// DeepSeek-V4 or MiniMax-M3 (HiSparse runs there too, other rules).
+    pub other_sparse: bool,
+    pub index_topk: Option<i64>,
+    pub index_kpool: i64,
+    /// ROCm (`gfx...`), from `--gpu`.
+    pub hip: bool,
+    pub sm_major: u32,
+    pub compute_capability: Resolved<String>,
+    pub kv_cache_dtype: Resolved<String>,
+    pub page_size: Resolved<i64>,
+    pub disable_radix_cache: Resolved<bool>,
+    pub dsa_prefill_backend: Option<Resolved<String>>,
+    pub dsa_decode_backend: Option<Resolved<String>>,
+    pub disaggregation_mode: Resolved<String>,
+    /// The parsed `hisparse_config` (empty when not given or not an object).
+    pub config: Map<String, Value>,
+    /// Whether it parsed as an object (false: its own error was reported).
+    pub config_ok: bool,
+    pub top_k: Resolved<Value>,
+    pub device_buffer_size: Resolved<Value>,
+    pub host_to_device_ratio: Resolved<Value>,
+    pub swap_in_block_size: Resolved<Value>,
+    /// (steps, eagle_topk, draft tokens) after SGLang's speculative defaults; None without speculation.
+    pub speculative: Option<(i64, i64, Resolved<i64>)>,
+    pub machine: Machine<'a>,
+}
+
+fn explicit(attr: &str) -> Provenance {
+    Provenance::Explicit {
+        path: attr.to_owned(),
+    }
+}
+fn default(rule: &str) -> Provenance {
+    Provenance::Default {
+        rule: rule.to_owned(),
+    }
+}
+fn derived(from: &[&str], rule: &str) -> Provenance {
+    Provenance::Derived {
+        from: from.iter().map(|s| (*s).to_owned()).collect(),
+        rule: rule.to_owned(),
+    }
+}
+
+impl Resolution<'_> {
+    pub fn device_buffer(&self) -> Option<i64> {
+        hc::as_int(&self.device_buffer_size.value)
+    }
+    pub fn top_k_int(&self) -> Option<i64> {
+        hc::as_int(&self.top_k.value)
+    }
+    pub fn page(&self) -> i64 {
+        self.page_size.value.max(1)
+    }
+    pub fn draft_tokens(&self) -> Option<i64> {
+        self.speculative.as_ref().map(|s| s.2.value)
+    }
+    /// Request slots, `max_running_requests + 1` (hisparse_coordinator.py:178-188), when given.
+    pub fn request_slots(&self) -> Option<i64> {
+        self.args.max_running_requests.map(|m| m.saturating_add(1))
+    }
+}
+
+/// Resolve an SGLang launch without machine facts (SM 9.0 assumed).
+pub fn resolve(args: &SglangArgs) -> Report {
+    resolve_for(args, &Machine::default())
+}
+
+/// Resolve for the machine (see [`Machine`]).
+pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
+    let mut diags = Vec::new();
+    let r = resolution(args, machine, &mut diags);
+    if args.hisparse_on() || args.hisparse_config.is_some() {
+        rules_resolve::check(&r, &mut diags);
+        if args.hisparse_on() {
+            rules_check::check(&r, &mut diags);
+            rules_late::check(&r, &mut diags);
+        }
+        deviations::check(&r, &mut diags);
+    }
+    report(&r, diags)
+}
+
+/// The model's config, as vLLM's `--model` is read (local file, directory, HF cache).
+pub(crate) fn load_model(
+    args: &SglangArgs,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<(ModelInfo, String)> {
+    let Some(path) = args.model_path.clone() else {
+        diags.push(
+            Diagnostic::error(Code::ModelConfigMissing, FieldPath::root("model_path"), "the following arguments are required: --model-path (SGLang's argparse; hisparse_rs needs its config.json)")
+                .stage(SglangStage::Argparse)
+                .allowed("a config.json, a model directory, or a model id in the Hugging Face cache"),
+        );
+        return None;
+    };
+    let serve = crate::ServeArgs {
+        model: Some(path.clone()),
+        revision: args.revision.clone(),
+        ..Default::default()
+    };
+    match serve.load_hf_config() {
+        Ok(Some((value, shown))) => Some((crate::model::read(&value, None), shown)),
+        Ok(None) => None,
+        Err(e) => {
+            diags.push(
+                Diagnostic::error(
+                    Code::ModelConfigMissing,
+                    FieldPath::root("model_path"),
+                    format!("{e} ({})", e.code()),
+                )
+                .stage(SglangStage::Resolve)
+                .given(&Value::String(path)),
+            );
+            None
+        }
+    }
+}
+
+fn resolution<'a>(
+    args: &'a SglangArgs,
+    machine: &Machine<'a>,
+    diags: &mut Vec<Diagnostic>,
+) -> Resolution<'a> {
+    let (model, model_source) = load_model(args, diags).unzip();
+    let arch = model.as_ref().and_then(|m| m.architecture.clone());
+    let index_topk = model
+        .as_ref()
+        .and_then(|m| m.index_topk.as_ref())
+        .and_then(|s| s.value.as_ref().ok().copied())
+        .map(i64::from);
+    let has_index_topk = model.as_ref().is_some_and(|m| m.index_topk.is_some());
+    let is_dsa = arch
+        .as_deref()
+        .is_some_and(|a| DSA_ARCHITECTURES.contains(&a))
+        && has_index_topk;
+    let other_sparse = model.as_ref().is_some_and(|m| m.is_deepseek_v4())
+        || arch.as_deref().is_some_and(|a| a.starts_with("MiniMaxM3"));
+    let index_kpool = model
+        .as_ref()
+        .and_then(|m| m.index_kpool.as_ref())
+        .map_or(1, |s| i64::from(s.value.max(1)));
+
+    // The compute capability: `--gpu`'s, else H200's SM 9.0 (SGLang asks
+    // torch.cuda.get_device_capability(), model_hook.py:341).
+    let (hip, sm_major, compute_capability) = match machine.gpu {
+        Some(g) if g.platform == "rocm" => {
+            (true, 0, Resolved::new(g.arch.clone(), explicit("--gpu")))
+        }
+        Some(g) => {
+            let digits: String = g.arch.chars().filter(char::is_ascii_digit).collect();
+            let major = digits
+                .get(..digits.len().saturating_sub(1))
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(9);
+            let minor = digits.chars().last().unwrap_or('0');
+            (
+                false,
+                major,
+                Resolved::new(format!("{major}.{minor}"), explicit("--gpu")),
+            )
+        }
+        None => (
+            false,
+            9,
+            Resolved::new(
+                "9.0".to_owned(),
+                default("no --gpu: an H200 (SM 9.0) is assumed"),
+            ),
+        ),
+    };
+
+    // kv_cache_dtype for DSA (arg_groups/overrides.py:532-544).
+    let given_dtype = args.kv_cache_dtype.clone();
+    let kv_cache_dtype = match given_dtype.as_deref() {
+        None | Some("auto") if is_dsa => {
+            let d = if sm_major >= 10 && !hip {
+                "fp8_e4m3"
+            } else {
+                "bfloat16"
+            };
+            let from: &[&str] = if given_dtype.is_some() {
+                &["kv_cache_dtype", "compute_capability"]
+            } else {
+                &["compute_capability"]
+            };
+            Resolved::new(
+                d.to_owned(),
+                derived(
+                    from,
+                    "auto: fp8_e4m3 on SM >= 10, bfloat16 below (arg_groups/overrides.py:532-540)",
+                ),
+            )
+        }
+        Some("bf16") => Resolved::new(
+            "bfloat16".to_owned(),
+            derived(
+                &["kv_cache_dtype"],
+                "bf16 is bfloat16 (overrides.py:539-540)",
+            ),
+        ),
+        Some(d) => Resolved::new(d.to_owned(), explicit("kv_cache_dtype")),
+        None => Resolved::new("auto".to_owned(), default("the model's dtype")),
+    };
+
+    // page_size: forced to 64 x index_kpool for DSA on CUDA (model_overrides/deepseek_v2.py:161-173).
+    let page_size = if is_dsa && !hip {
+        Resolved::new(64 * index_kpool, derived(&["index_kpool"], "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171)"))
+    } else {
+        match args.page_size {
+            Some(p) => Resolved::new(p, explicit("page_size")),
+            None => Resolved::new(1, default("page size 1")),
+        }
+    };
+
+    let mode = args.pd_mode().to_owned();
+    let disaggregation_mode = match &args.disaggregation_mode {
+        Some(m) => Resolved::new(m.clone(), explicit("disaggregation_mode")),
+        None => Resolved::new(
+            mode.clone(),
+            default("null: not P/D disaggregated (fields/disagg.py:55)"),
+        ),
+    };
+    // P/D decode sets the radix cache itself (pd_disaggregation_hook.py:98-127).
+    let disable_radix_cache = if mode == "decode" {
+        let on = args.disaggregation_decode_enable_radix_cache == Some(true);
+        Resolved::new(!on, derived(&["disaggregation_mode", "disaggregation_decode_enable_radix_cache"], "P/D decode turns the radix cache off unless --disaggregation-decode-enable-radix-cache (pd_disaggregation_hook.py:98-127)"))
+    } else {
+        match args.disable_radix_cache {
+            Some(b) => Resolved::new(b, explicit("disable_radix_cache")),
+            None => Resolved::new(false, default("radix cache on (fields/memory.py:64)")),
+        }
+    };
+
+    // HiSparse DSA backend defaults where unset (overrides.py:677-684).
+    let backend = |given: &Option<String>, attr: &str| -> Option<Resolved<String>> {
+        match given {
+            Some(b) => Some(Resolved::new(b.clone(), explicit(attr))),
+            None if args.hisparse_on() && is_dsa => {
+                let b = if hip {
+                    "tilelang"
+                } else if kv_cache_dtype.value == "fp8_e4m3" {
+                    "flashmla_kv"
+                } else {
+                    "flashmla_sparse"
+                };
+                Some(Resolved::new(b.to_owned(), derived(&["kv_cache_dtype"], "HiSparse: flashmla_kv for fp8_e4m3, flashmla_sparse otherwise, tilelang on ROCm (arg_groups/hisparse_hook.py:27-30, overrides.py:677-684)")))
+            }
+            None => None,
+        }
+    };
+    let dsa_prefill_backend = backend(&args.dsa_prefill_backend, "dsa_prefill_backend");
+    let dsa_decode_backend = backend(&args.dsa_decode_backend, "dsa_decode_backend");
+
+    // hisparse_config (factory.py:62-117; SGLang reads it only after the weights load).
+    let (config, config_ok) = if args.hisparse_on() {
+        match hc::parse(args.hisparse_config.as_ref()) {
+            Ok(m) => (m.unwrap_or_default(), true),
+            Err(d) => {
+                diags.push(*d);
+                (Map::new(), false)
+            }
+        }
+    } else {
+        (Map::new(), true)
+    };
+    let field = |key: &str, dflt: Value, rule: &str| match config.get(key) {
+        Some(v) => Resolved::new(v.clone(), explicit(&format!("hisparse_config.{key}"))),
+        None => Resolved::new(dflt, default(rule)),
+    };
+    let top_k = field(
+        "top_k",
+        Value::from(DEFAULT_TOP_K),
+        "2048 (mem_cache/sparsity/factory.py:81)",
+    );
+    let device_buffer_size = match config.get("device_buffer_size") {
+        Some(v) => Resolved::new(v.clone(), explicit("hisparse_config.device_buffer_size")),
+        None => {
+            let v =
+                hc::as_int(&top_k.value).map_or(Value::Null, |t| Value::from(t.saturating_mul(2)));
+            Resolved::new(
+                v,
+                derived(&["hisparse_config.top_k"], "2 x top_k (factory.py:82)"),
+            )
+        }
+    };
+    let host_to_device_ratio = field(
+        "host_to_device_ratio",
+        Value::from(DEFAULT_HOST_TO_DEVICE_RATIO),
+        "2 (factory.py:83)",
+    );
+    let swap_in_block_size = field(
+        "swap_in_block_size",
+        Value::from(DEFAULT_SWAP_IN_BLOCK_SIZE),
+        "960 (factory.py:84)",
+    );
+
+    // Speculative defaults: (3, 1, 4) for DSA models when not given
+    // (speculative_hook.py:1430-1461); with eagle_topk 1 the draft tokens are
+    // steps + 1, whatever was given (speculative_hook.py:1255-1266).
+    let speculative = args.speculation_on().then(|| {
+        let steps = args.speculative_num_steps.unwrap_or(3);
+        let topk = args.speculative_eagle_topk.unwrap_or(1);
+        let draft = if topk == 1 {
+            let rule = "speculative_num_steps + 1 with speculative_eagle_topk 1 (speculative_hook.py:1255-1266)";
+            Resolved::new(steps.saturating_add(1), derived(&["speculative_num_steps", "speculative_eagle_topk"], rule))
+        } else {
+            match args.speculative_num_draft_tokens {
+                Some(d) => Resolved::new(d, explicit("speculative_num_draft_tokens")),
+                None => Resolved::new(4, default("4 (speculative_hook.py:1430-1461)")),
+            }
+        };
+        (steps, topk, draft)
+    });
+
+    Resolution {
+        args,
+        model,
+        model_source,
+        is_dsa,
+        other_sparse,
+        index_topk,
+        index_kpool,
+        hip,
+        sm_major,
+        compute_capability,
+        kv_cache_dtype,
+        page_size,
+        disable_radix_cache,
+        dsa_prefill_backend,
+        dsa_decode_backend,
+        disaggregation_mode,
+        config,
+        config_ok,
+        top_k,
+        device_buffer_size,
+        host_to_device_ratio,
+        swap_in_block_size,
+        speculative,
+        machine: *machine,
+    }
+}
+
+/// Bytes of one token's MLA latent in one layer as SGLang stores it:
+/// bfloat16 `(kv_lora_rank + qk_rope_head_dim) x 2`, fp8_e4m3
+/// `kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2`
+/// (mem_cache/kv_cache_configurator.py:3412-3475).
+pub fn kv_row_bytes(dtype: &str, model: &ModelInfo) -> Option<u64> {
+    let rank = u64::from(model.kv_lora_rank?);
+    let rope = u64::from(model.qk_rope_head_dim?);
+    match dtype {
+        "bfloat16" => Some((rank + rope) * 2),
+        "fp8_e4m3" => Some(rank + rank / 128 * 4 + rope * 2),
+        _ => None,
+    }
+}
+
+fn int_resolved(r: &Resolved<Value>) -> Option<Resolved<i64>> {
+    hc::as_int(&r.value).map(|v| Resolved::new(v, r.provenance.clone()))
+}
+
+fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {
+    let index_topk = r.index_topk?;
+    Some(SglangHiSparse {
+        enable_hisparse: Resolved::new(true, explicit("enable_hisparse")),
+        top_k: int_resolved(&r.top_k)?,
+        index_topk: Resolved::new(index_topk, derived(&["config.json:index_topk"], "the model's index_topk replaces top_k at run time (model_executor/model_runner.py:1039-1041)")),
+        device_buffer_size: int_resolved(&r.device_buffer_size)?,
+        host_to_device_ratio: int_resolved(&r.host_to_device_ratio)?,
+        swap_in_block_size: int_resolved(&r.swap_in_block_size)?,
+        page_size: r.page_size.clone(),
+        kv_cache_dtype: r.kv_cache_dtype.clone(),
+        compute_capability: r.compute_capability.clone(),
+        dsa_prefill_backend: r.dsa_prefill_backend.clone()?,
+        dsa_decode_backend: r.dsa_decode_backend.clone()?,
+        disable_radix_cache: r.disable_radix_cache.clone(),
+        disaggregation_mode: r.disaggregation_mode.clone(),
+        speculative_num_draft_tokens: r.speculative.as_ref().map(|s| s.2.clone()),
+        kv_row_bytes: r.model.as_ref().and_then(|m| kv_row_bytes(&r.kv_cache_dtype.value, m)).map(|b| {
+            Resolved::new(b, derived(&["kv_cache_dtype", "kv_lora_rank", "qk_rope_head_dim"], "mem_cache/kv_cache_configurator.py:3412-3475"))
+        }),
+    })
+}
+
+fn report(r: &Resolution<'_>, diags: Vec<Diagnostic>) -> Report {
+    let (errors, warnings): (Vec<_>, Vec<_>) = diags.into_iter().partition(Diagnostic::is_error);
+    let valid = errors.is_empty();
+    let hisparse = (valid && r.args.hisparse_on())
+        .then(|| settings(r))
+        .flatten()
+        .map(HiSparseSettings::Sglang);
+    Report {
+        schema_version: SCHEMA_VERSION,
+        engine: ENGINE_SGLANG.to_owned(),
+        engine_version: super::VERSION.to_owned(),
+        vllm_version: None,
+        valid,
+        hisparse_enabled: r.args.hisparse_on(),
+        model: r.model.as_ref().map(|m| ModelSummary {
+            source: r.model_source.clone().unwrap_or_default(),
+            architecture: m.architecture.clone(),
+            model_type: m.model_type.clone(),
+        }),
+        hisparse,
+        errors,
+        warnings,
+        gpu: None,
+        ignored_flags: r.args.not_read(),
+        fixed_flags: None,
+        fixed_env: None,
+    }
+}

@@ -1,0 +1,140 @@
+//! Stage S2 rules (`check_server_args` -> srt/arg_groups/validation_hook.py ->
+//! hisparse_hook.py:87-165), only with `--enable-hisparse`.
+
+use super::resolve::Resolution;
+use super::stages::SglangStage::Check;
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::{json, Value};
+
+fn set(attr: &str, value: Value) -> FixOp {
+    FixOp::Set {
+        path: FieldPath::root(attr),
+        value,
+    }
+}
+fn err(code: Code, attr: &str, msg: &str) -> Diagnostic {
+    Diagnostic::error(code, FieldPath::root(attr), msg).stage(Check)
+}
+
+/// The DSA backends HiSparse allows on CUDA for a KV dtype (hisparse_hook.py:18-37).
+pub fn allowed_backends(hip: bool, dtype: &str) -> &'static [&'static str] {
+    if hip {
+        return &["aiter", "tilelang", "triton"];
+    }
+    match dtype {
+        "bfloat16" => &["flashmla_sparse"],
+        "fp8_e4m3" => &["flashinfer_sparse_mla", "flashmla_kv"],
+        _ => &["flashinfer_sparse_mla", "flashmla_kv", "flashmla_sparse"],
+    }
+}
+
+/// The radix-cache fix: P/D decode decides it from its own flag
+/// (pd_disaggregation_hook.py:98-127); HiCache must go with it (kv_cache_hook.py:393-397).
+pub(crate) fn radix_off(r: &Resolution<'_>) -> Vec<FixOp> {
+    let mut ops = if r.args.pd_mode() == "decode" {
+        vec![set(
+            "disaggregation_decode_enable_radix_cache",
+            json!(false),
+        )]
+    } else {
+        vec![set("disable_radix_cache", json!(true))]
+    };
+    if r.args.enable_hierarchical_cache == Some(true) {
+        ops.push(set("enable_hierarchical_cache", json!(false)));
+    }
+    ops
+}
+
+pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    // hisparse_hook.py:103-106 (AssertionError); model_config.py:191-212.
+    if r.model.is_some() && !r.is_dsa && !r.other_sparse {
+        d.push(
+            err(Code::HisparseModelNotDsa, "model_path", "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models (e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
+                .given(&json!(r.model.as_ref().and_then(|m| m.architecture.clone())))
+                .allowed(format!("a DSA architecture with index_topk set ({})", super::resolve::DSA_ARCHITECTURES.join(", "))),
+        );
+    }
+    // hisparse_hook.py:108-110 (AssertionError).
+    if !r.disable_radix_cache.value {
+        d.push(
+            err(Code::RadixCacheEnabled, "disable_radix_cache", "Hierarchical sparse attention currently requires --disable-radix-cache.")
+                .given(&json!(false))
+                .allowed("the radix cache off (--disable-radix-cache, or P/D decode without --disaggregation-decode-enable-radix-cache)")
+                .fix(radix_off(r)),
+        );
+    }
+    // hisparse_hook.py:82-84 (validate_hisparse_feature_combos).
+    if a.enable_mixed_chunk == Some(true) {
+        d.push(
+            err(
+                Code::MixedChunkWithHisparse,
+                "enable_mixed_chunk",
+                "--enable-hisparse does not support --enable-mixed-chunk yet.",
+            )
+            .given(&json!(true))
+            .fix(vec![set("enable_mixed_chunk", json!(false))]),
+        );
+    }
+    if let Some((_, topk, _)) = r.speculative {
+        // hisparse_hook.py:117-121.
+        if topk != 1 {
+            d.push(
+                err(Code::SpeculativeEagleTopkNotOne, "speculative_eagle_topk", "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.")
+                    .given(&json!(topk))
+                    .allowed("1")
+                    .fix(vec![set("speculative_eagle_topk", json!(1))]),
+            );
+        }
+        // hisparse_hook.py:122-126.
+        if a.speculative_adaptive == Some(true) {
+            d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(vec![set("speculative_adaptive", json!(false))]));
+        }
+    }
+    // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA only.
+    if r.is_dsa {
+        let allowed = allowed_backends(r.hip, &r.kv_cache_dtype.value);
+        for (attr, label, b) in [
+            ("dsa_prefill_backend", "prefill", &r.dsa_prefill_backend),
+            ("dsa_decode_backend", "decode", &r.dsa_decode_backend),
+        ] {
+            let Some(b) = b else { continue };
+            if !allowed.contains(&b.value.as_str()) {
+                let list = format!(
+                    "[{}]",
+                    allowed
+                        .iter()
+                        .map(|x| format!("'{x}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                d.push(
+                    err(Code::DsaBackendNotAllowed, attr, &format!("HiSparse supports DSA {label} backend(s) {list} on this platform with --kv-cache-dtype={}, but got --dsa-{label}-backend={}. Please use one of {list}, or omit the option to let SGLang pick a backend for this platform.", r.kv_cache_dtype.value, b.value))
+                        .given(&json!(b.value))
+                        .allowed(format!("one of {list}"))
+                        .fix(vec![FixOp::Remove { path: FieldPath::root(attr) }]),
+                );
+            }
+        }
+    }
+    // validation_hook.py:243-246 (AssertionError), hit because the DSA page is 64.
+    if let Some(c) = a.chunked_prefill_size {
+        let page = r.page();
+        if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
+            let fixed = (c / page).max(1) * page;
+            d.push(
+                err(
+                    Code::ChunkedPrefillNotPageMultiple,
+                    "chunked_prefill_size",
+                    "chunked_prefill_size must be divisible by page_size",
+                )
+                .given(&json!(c))
+                .allowed(format!(
+                    "a multiple of page_size {page}, or -1 to disable chunked prefill"
+                ))
+                .fix(vec![set("chunked_prefill_size", json!(fixed))]),
+            );
+        }
+    }
+}

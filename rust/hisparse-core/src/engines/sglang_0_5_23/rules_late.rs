@@ -1,0 +1,327 @@
+//! Stages S3-S7: what SGLang 0.5.23 finds only after the weights have loaded
+//! (`--hisparse-config` parsed, pool and allocator built, coordinator started,
+//! first swap-in, requests), plus the int16 LRU bound it never checks.
+
+use super::hisparse_config::{self as hc, key_path, MAX_SWAP_IN_BLOCK_SIZE};
+use super::resolve::Resolution;
+use super::stages::SglangStage::{self, *};
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::{json, Value};
+
+/// Largest `device_buffer_size` the int16 LRU slot list holds
+/// (hisparse_coordinator.py:690-697 `torch.arange(device_buffer_size, dtype=torch.int16)`).
+pub const MAX_DEVICE_BUFFER_SIZE: i64 = i16::MAX as i64;
+/// Draft tokens the speculative swap supports (hisparse_coordinator.py:178-182).
+pub const SPEC_DRAFT_TOKENS: std::ops::RangeInclusive<i64> = 2..=4;
+/// Smallest model `index_topk` with speculation (hisparse_coordinator.py:178).
+pub const SPEC_MIN_TOP_K: i64 = 1024;
+/// Largest draft tokens x top_k (hisparse_coordinator.py:183-185).
+pub const SPEC_MAX_OCCURRENCES: i64 = 8192;
+
+fn set_key(key: &str, value: Value) -> FixOp {
+    FixOp::Set {
+        path: key_path(key),
+        value,
+    }
+}
+fn set(attr: &str, value: Value) -> FixOp {
+    FixOp::Set {
+        path: FieldPath::root(attr),
+        value,
+    }
+}
+fn err(code: Code, path: FieldPath, msg: impl Into<String>, stage: SglangStage) -> Diagnostic {
+    Diagnostic::error(code, path, msg).stage(stage)
+}
+
+/// The `device_buffer_size` every buffer rule accepts, from the user's value:
+/// at least `top_k`, the model's `index_topk` and (with speculation) the
+/// request slots, a multiple of the page, at most 32767 (rounded down to the
+/// page there). None when no such value exists.
+pub(crate) fn good_device_buffer(r: &Resolution<'_>) -> Option<i64> {
+    let page = r.page();
+    let mut low = r.device_buffer().unwrap_or(0).max(1);
+    low = low
+        .max(r.top_k_int().unwrap_or(0))
+        .max(r.index_topk.unwrap_or(0));
+    if r.speculative.is_some() {
+        low = low.max(r.request_slots().unwrap_or(0));
+    }
+    let up = crate::sizes::round_up(u64::try_from(low).ok()?, u64::try_from(page).ok()?);
+    let up = i64::try_from(up).ok()?;
+    let cap = MAX_DEVICE_BUFFER_SIZE / page * page;
+    if up <= cap {
+        Some(up)
+    } else {
+        None
+    }
+}
+
+fn buffer_fix(r: &Resolution<'_>) -> Vec<FixOp> {
+    good_device_buffer(r).map_or_else(Vec::new, |v| vec![set_key("device_buffer_size", json!(v))])
+}
+
+pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    if !r.config_ok {
+        return; // the config's own error stands for every rule that reads it
+    }
+    let page = r.page();
+    // S3: factory.py:81-98.
+    let mut ints_ok = true;
+    for (key, v) in [
+        ("top_k", &r.top_k),
+        ("device_buffer_size", &r.device_buffer_size),
+    ] {
+        if hc::as_int(&v.value).is_none() && !v.value.is_null() {
+            ints_ok = false;
+            let fix = match key {
+                "top_k" => vec![FixOp::Remove {
+                    path: key_path("top_k"),
+                }],
+                _ => vec![FixOp::Remove {
+                    path: key_path("device_buffer_size"),
+                }],
+            };
+            d.push(
+                err(Code::HisparseConfigInvalidType, key_path(key), format!("hisparse_config.{key} must be an integer; SGLang compares it (device_buffer_size < top_k, mem_cache/sparsity/factory.py:86) and sizes tensors with it after the weights load"), AfterWeightsLoad)
+                    .given(&v.value)
+                    .allowed("an integer")
+                    .fix(fix),
+            );
+        }
+    }
+    let (Some(top_k), Some(dbs)) = (r.top_k_int(), r.device_buffer()) else {
+        late_config(r, d);
+        return;
+    };
+    if ints_ok && dbs < top_k {
+        d.push(
+            err(
+                Code::DeviceBufferSizeBelowTopK,
+                key_path("device_buffer_size"),
+                format!("device_buffer_size ({dbs}) must be no smaller than top_k ({top_k})"),
+                AfterWeightsLoad,
+            )
+            .given(&json!(dbs))
+            .allowed(format!(">= top_k {top_k}"))
+            .fix(buffer_fix(r)),
+        );
+    }
+    late_config(r, d);
+    // S5: allocator/hisparse.py:82-91 (configure_spec_scratch), with or without speculation.
+    if dbs % page != 0 || dbs < 0 {
+        d.push(
+            err(Code::DeviceBufferSizeNotPageMultiple, key_path("device_buffer_size"), format!("HiSparse spec scratch and device buffer sizes must be non-negative multiples of page_size={page}."), CoordinatorInit)
+                .given(&json!(dbs))
+                .allowed(format!("a multiple of page_size {page} (64 x index_kpool for DSA)"))
+                .fix(buffer_fix(r)),
+        );
+    }
+    // S5: hisparse_coordinator.py:178-188 (HiSparseSpecSwapManager); top_k there is the model's index_topk.
+    if let Some((steps, _, draft)) = &r.speculative {
+        let n = draft.value;
+        let model_top_k = r.index_topk.unwrap_or(top_k);
+        let draft_fix = |n: i64| {
+            vec![
+                set("speculative_num_steps", json!(n - 1)),
+                set("speculative_num_draft_tokens", json!(n)),
+            ]
+        };
+        if !SPEC_DRAFT_TOKENS.contains(&n) || model_top_k < SPEC_MIN_TOP_K {
+            let mut e = err(
+                Code::SpeculativeDraftTokensOutOfRange,
+                FieldPath::root("speculative_num_draft_tokens"),
+                "HiSparse spec swap requires 2-4 draft tokens and top_k >= 1024.",
+                CoordinatorInit,
+            )
+            .given(&json!(n))
+            .allowed(format!(
+                "2 to 4 draft tokens (speculative_num_steps {steps} + 1 with eagle_topk 1)"
+            ));
+            if model_top_k < SPEC_MIN_TOP_K {
+                e.code = Code::SpeculativeIndexTopkTooSmall;
+                e.path = FieldPath::root("speculative_algorithm");
+                e.given = Some(json!(model_top_k));
+                e.allowed = Some("a model with index_topk >= 1024, or no speculation".to_owned());
+            } else {
+                let fixed = n.clamp(2, (SPEC_MAX_OCCURRENCES / model_top_k.max(1)).clamp(2, 4));
+                e = e.fix(draft_fix(fixed));
+            }
+            d.push(e);
+        } else if n.saturating_mul(model_top_k) > SPEC_MAX_OCCURRENCES {
+            let fixed = SPEC_MAX_OCCURRENCES / model_top_k.max(1);
+            let mut e = err(
+                Code::SpeculativeWorkspaceTooLarge,
+                FieldPath::root("speculative_num_draft_tokens"),
+                "HiSparse spec swap supports at most 8192 occurrences.",
+                CoordinatorInit,
+            )
+            .given(&json!(n))
+            .allowed(format!("draft tokens x index_topk {model_top_k} <= 8192"));
+            if fixed >= 2 {
+                e = e.fix(draft_fix(fixed));
+            }
+            d.push(e);
+        }
+        if let Some(slots) = r.request_slots() {
+            if slots > dbs {
+                d.push(
+                    err(
+                        Code::RequestSlotsOverDeviceBuffer,
+                        FieldPath::root("max_running_requests"),
+                        "HiSparse spec request capacity must not exceed device_buffer_size.",
+                        CoordinatorInit,
+                    )
+                    .given(&json!(r.args.max_running_requests))
+                    .allowed(format!(
+                        "max_running_requests + 1 <= device_buffer_size {dbs}"
+                    ))
+                    .fix(vec![set("max_running_requests", json!((dbs - 1).max(1)))]),
+                );
+            }
+        }
+    }
+    // S6: the swap-in kernel asserts device_buffer_size >= the model's index_topk
+    // (kernels/ops/kvcache/hisparse.py:301-303; the JSON top_k is not what runs).
+    if let Some(k) = r.index_topk {
+        if dbs < k {
+            d.push(
+                err(Code::DeviceBufferSizeBelowIndexTopk, key_path("device_buffer_size"), format!("device_buffer_size ({dbs}) is smaller than the model's index_topk ({k}): SGLang's swap-in kernel asserts at the first decode (kernels/ops/kvcache/hisparse.py:301-303); the JSON top_k ({top_k}) is replaced by index_topk at run time (model_runner.py:1039)"), FirstDecode)
+                    .given(&json!(dbs))
+                    .allowed(format!(">= index_topk {k}"))
+                    .fix(buffer_fix(r)),
+            );
+        }
+    }
+    // Never checked: the LRU slot list is int16 and wraps (hisparse_coordinator.py:690-697).
+    if dbs > MAX_DEVICE_BUFFER_SIZE {
+        d.push(
+            err(Code::DeviceBufferSizeOverInt16, key_path("device_buffer_size"), format!("device_buffer_size {dbs} does not fit the coordinator's int16 LRU slot list (torch.arange(device_buffer_size, dtype=torch.int16), managers/hisparse_coordinator.py:690-697): SGLang starts and the slot ids wrap silently"), SglangStage::Never)
+                .given(&json!(dbs))
+                .allowed(format!("at most {MAX_DEVICE_BUFFER_SIZE}"))
+                .fix(buffer_fix(r)),
+        );
+    }
+    // S7: P/D decode with a draft KV pool needs Mooncake (disaggregation/decode.py:1787-1813).
+    if r.speculative.is_some() && r.args.pd_mode() == "decode" {
+        let backend = r
+            .args
+            .disaggregation_transfer_backend
+            .as_deref()
+            .unwrap_or("mooncake");
+        if backend != "mooncake" && backend != "fake" {
+            d.push(
+                err(
+                    Code::DraftKvTransferBackendUnsupported,
+                    FieldPath::root("disaggregation_transfer_backend"),
+                    "HiSparse device-only PD transfer currently requires the Mooncake backend",
+                    Request,
+                )
+                .given(&json!(backend))
+                .allowed("mooncake with HiSparse and a speculative draft model on P/D decode")
+                .fix(vec![set(
+                    "disaggregation_transfer_backend",
+                    json!("mooncake"),
+                )]),
+            );
+        }
+    }
+}
+
+/// `swap_in_block_size` (S3) and `host_to_device_ratio` (S4).
+fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let swap = &r.swap_in_block_size.value;
+    match hc::as_int(swap) {
+        // factory.py:91-94.
+        None => {
+            let fixed = swap
+                .as_f64()
+                .filter(|_| !swap.is_boolean())
+                .map_or(hc::DEFAULT_SWAP_IN_BLOCK_SIZE, |f| {
+                    (f.round() as i64).clamp(1, MAX_SWAP_IN_BLOCK_SIZE)
+                });
+            d.push(
+                err(
+                    Code::SwapInBlockSizeNotInt,
+                    key_path("swap_in_block_size"),
+                    format!(
+                        "swap_in_block_size must be an integer, got {}",
+                        py_repr(swap)
+                    ),
+                    AfterWeightsLoad,
+                )
+                .given(swap)
+                .allowed("an integer in [1, 1024]")
+                .fix(vec![set_key("swap_in_block_size", json!(fixed))]),
+            );
+        }
+        // factory.py:95-98.
+        Some(s) if !(1..=MAX_SWAP_IN_BLOCK_SIZE).contains(&s) => d.push(
+            err(
+                Code::SwapInBlockSizeOutOfRange,
+                key_path("swap_in_block_size"),
+                format!("swap_in_block_size ({s}) must be in the range [1, 1024]"),
+                AfterWeightsLoad,
+            )
+            .given(swap)
+            .allowed("1 to 1024")
+            .fix(vec![set_key(
+                "swap_in_block_size",
+                json!(s.clamp(1, MAX_SWAP_IN_BLOCK_SIZE)),
+            )]),
+        ),
+        Some(_) => {}
+    }
+    let ratio = &r.host_to_device_ratio.value;
+    match hc::as_int(ratio) {
+        // A float reaches a tensor size (pool_host/base.py:221-229): TypeError at the pool build.
+        None => {
+            let fixed = ratio
+                .as_f64()
+                .filter(|_| !ratio.is_boolean())
+                .map_or(hc::DEFAULT_HOST_TO_DEVICE_RATIO, |f| {
+                    (f.round() as i64).max(1)
+                });
+            d.push(
+                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into a tensor constructor when it builds the host pool and fails there, after the weights load", py_repr(ratio)), PoolBuild)
+                    .given(ratio)
+                    .allowed("an integer >= 1")
+                    .fix(vec![set_key("host_to_device_ratio", json!(fixed))]),
+            );
+        }
+        Some(n) if n < 1 => {
+            let (msg, stage) = if n == 0 {
+                ("host_to_device_ratio 0 gives the host pool zero capacity; SGLang starts with no error and cannot hold a request's KV".to_owned(), SglangStage::Never)
+            } else {
+                (format!("host_to_device_ratio {n} gives the host pool a negative size; SGLang fails when it builds the pool"), PoolBuild)
+            };
+            d.push(
+                err(
+                    Code::HostToDeviceRatioZero,
+                    key_path("host_to_device_ratio"),
+                    msg,
+                    stage,
+                )
+                .given(ratio)
+                .allowed("an integer >= 1 (default 2)")
+                .fix(vec![set_key(
+                    "host_to_device_ratio",
+                    json!(hc::DEFAULT_HOST_TO_DEVICE_RATIO),
+                )]),
+            );
+        }
+        Some(_) => {}
+    }
+}
+
+/// Python's repr of a JSON value, for SGLang's messages (`2.5`, `'x'`, `True`).
+fn py_repr(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("'{s}'"),
+        Value::Bool(true) => "True".to_owned(),
+        Value::Bool(false) => "False".to_owned(),
+        Value::Null => "None".to_owned(),
+        other => other.to_string(),
+    }
+}

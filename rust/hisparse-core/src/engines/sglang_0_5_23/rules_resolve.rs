@@ -1,0 +1,185 @@
+//! Stage S1 rules (`ServerArgs.resolve_once`, srt/arg_groups/pipeline.py), in
+//! pipeline order; SGLang stops at the first, we report every one. Each
+//! message is SGLang's own exception text.
+
+use super::resolve::Resolution;
+use super::stages::SglangStage::Resolve;
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::{json, Value};
+
+fn set(attr: &str, value: Value) -> FixOp {
+    FixOp::Set {
+        path: FieldPath::root(attr),
+        value,
+    }
+}
+fn remove(attr: &str) -> FixOp {
+    FixOp::Remove {
+        path: FieldPath::root(attr),
+    }
+}
+fn err(code: Code, attr: &str, msg: &str) -> Diagnostic {
+    Diagnostic::error(code, FieldPath::root(attr), msg).stage(Resolve)
+}
+
+pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
+    // pd_disaggregation_hook.py:68-72.
+    if let Some(t) = a.disaggregation_decode_host_receive_threshold {
+        if on && t < 1.0 {
+            d.push(
+                err(
+                    Code::HostReceiveWithHisparse,
+                    "disaggregation_decode_host_receive_threshold",
+                    "Decode host receive does not yet support HiSparse or role switching",
+                )
+                .given(&json!(t))
+                .allowed("1 (host receive off) with --enable-hisparse")
+                .fix(vec![set(
+                    "disaggregation_decode_host_receive_threshold",
+                    json!(1.0),
+                )]),
+            );
+        }
+    }
+    // pd_disaggregation_hook.py:98-104.
+    if on && a.pd_mode() == "decode" && a.disaggregation_decode_enable_radix_cache == Some(true) {
+        d.push(
+            err(
+                Code::DecodeRadixCacheWithHisparse,
+                "disaggregation_decode_enable_radix_cache",
+                "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse",
+            )
+            .given(&json!(true))
+            .allowed("off with --enable-hisparse")
+            .fix(vec![set(
+                "disaggregation_decode_enable_radix_cache",
+                json!(false),
+            )]),
+        );
+    }
+    // pd_disaggregation_hook.py:199-242 (_validate_prefill_complete lists HiSparse as unsupported).
+    if on && a.disaggregation_decode_allocation_policy.as_deref() == Some("prefill_complete") {
+        d.push(
+            err(Code::PrefillCompleteWithHisparse, "disaggregation_decode_allocation_policy", "--disaggregation-decode-allocation-policy prefill_complete does not yet support HiSparse")
+                .given(&json!("prefill_complete"))
+                .allowed("early with --enable-hisparse")
+                .fix(vec![set("disaggregation_decode_allocation_policy", json!("early"))]),
+        );
+    }
+    // kv_cache_hook.py:932-938.
+    if on && a.prefill_only_disable_kv_cache == Some(true) {
+        d.push(
+            err(Code::PrefillOnlyDisableKvCacheWithHisparse, "prefill_only_disable_kv_cache", "--prefill-only-disable-kv-cache is incompatible with --enable-hisparse: HiSparse uses a dedicated pool family that is not the no-op MHA pool.")
+                .given(&json!(true))
+                .fix(vec![set("prefill_only_disable_kv_cache", json!(false))]),
+        );
+    }
+    if r.is_dsa {
+        // model_overrides/deepseek_v2.py:18-22 (_dsa_dcp_overrides).
+        if let Some(dcp) = a.dcp_size.filter(|&n| n > 1) {
+            if on || a.enable_hierarchical_cache == Some(true) {
+                d.push(
+                    err(
+                        Code::DsaDcpUnsupported,
+                        "dcp_size",
+                        "DSA DCP does not support HiSparse or HiCache.",
+                    )
+                    .given(&json!(dcp))
+                    .allowed("1 with --enable-hisparse")
+                    .fix(vec![set("dcp_size", json!(1))]),
+                );
+            }
+        }
+        // arg_groups/overrides.py:541-544 (AssertionError).
+        let dtype = r.kv_cache_dtype.value.as_str();
+        if !matches!(dtype, "bfloat16" | "fp8_e4m3") {
+            d.push(
+                err(
+                    Code::DsaKvCacheDtypeUnsupported,
+                    "kv_cache_dtype",
+                    "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+                )
+                .given(&json!(a.kv_cache_dtype))
+                .allowed("auto, bf16, bfloat16 or fp8_e4m3")
+                .fix(vec![set("kv_cache_dtype", json!("auto"))]),
+            );
+        }
+    }
+    let backends = [
+        ("dsa_prefill_backend", &r.dsa_prefill_backend),
+        ("dsa_decode_backend", &r.dsa_decode_backend),
+    ];
+    // overrides.py:561-567: the triton DSA backend is ROCm-only.
+    if !r.hip {
+        for (attr, b) in backends {
+            if b.as_ref().is_some_and(|b| b.value == "triton") {
+                d.push(
+                    err(Code::TritonDsaBackendOnCuda, attr, "The triton DSA backend is only supported on ROCm/HIP. Pick an alternative DSA backend for CUDA (flashmla_kv on Hopper, trtllm on Blackwell).")
+                        .given(&json!("triton"))
+                        .fix(vec![remove(attr)]),
+                );
+            }
+        }
+    }
+    // overrides.py:687-692 (HiSparse arm of the DSA backend resolution).
+    if on && r.is_dsa && !r.hip && r.kv_cache_dtype.value == "fp8_e4m3" {
+        for (attr, b) in backends {
+            if b.as_ref().is_some_and(|b| b.value == "tilelang") {
+                d.push(
+                    err(
+                        Code::TilelangFp8WithHisparse,
+                        attr,
+                        "CUDA TileLang FP8 KV does not support HiSparse.",
+                    )
+                    .given(&json!("tilelang"))
+                    .fix(vec![remove(attr)]),
+                );
+            }
+        }
+    }
+    // kv_cache_hook.py:393-397.
+    if a.enable_hierarchical_cache == Some(true) && r.disable_radix_cache.value {
+        d.push(
+            err(Code::HierarchicalCacheWithoutRadixCache, "enable_hierarchical_cache", "The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be used at the same time. Please use only one of them.")
+                .given(&json!(true))
+                .allowed("off: HiSparse needs the radix cache off, and HiCache needs it on")
+                .fix(vec![set("enable_hierarchical_cache", json!(false))]),
+        );
+    }
+    // kv_shard_hook.py:96-101 and :198-203.
+    if on && a.enable_kv_cache_sharding == Some(true) {
+        let msg = if a.pd_mode() != "prefill" {
+            "--enable-kv-cache-sharding is only supported on PD prefill workers (kv_shard_hook.py:96-101); it never runs with HiSparse"
+        } else {
+            "--enable-kv-cache-sharding does not support --enable-hisparse: HiSparse selects a non-sharded allocator and assumes each rank owns complete KV pages."
+        };
+        d.push(
+            err(
+                Code::KvCacheShardingWithHisparse,
+                "enable_kv_cache_sharding",
+                msg,
+            )
+            .given(&json!(true))
+            .fix(vec![set("enable_kv_cache_sharding", json!(false))]),
+        );
+    }
+    // speculative_hook.py:1272-1282: for DSA (attention backend dsa) this fires before S2's rule.
+    if let Some((_, topk, _)) = r.speculative {
+        let backend = a
+            .attention_backend
+            .as_deref()
+            .unwrap_or(if r.is_dsa { "dsa" } else { "" });
+        if topk > 1 && r.page_size.value > 1 && !matches!(backend, "flashinfer" | "fa3" | "triton")
+        {
+            d.push(
+                err(Code::EagleTopkNeedsTreeBackend, "speculative_eagle_topk", &format!("speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', 'triton'); got attention_backend={backend:?}. Use page_size == 1 or one of those backends."))
+                    .given(&json!(topk))
+                    .allowed("1 with --enable-hisparse")
+                    .fix(vec![set("speculative_eagle_topk", json!(1))]),
+            );
+        }
+    }
+}
