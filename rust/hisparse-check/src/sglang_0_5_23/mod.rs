@@ -8,5 +8,6 @@ pub mod argv;
 pub mod convert;
 mod flag_table;
 pub mod flags;
+pub mod read;
 
 pub use flag_table::ENGINE_VERSION;
