@@ -505,6 +505,12 @@ pub fn check_sglang_argv(
     sglang_cli::check_argv(&launch.args, launch.sglang_serve, options)
 }
 
+/// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for,
+/// sorted (the Python API's names for `engine="sglang"`).
+pub fn sglang_server_arg_names() -> Vec<&'static str> {
+    sglang_0_5_23::flags::dests()
+}
+
 /// Write the result and flush: a full disk or a closed stdout is an error,
 /// not a silent exit 0 (a closed pipe is quiet: [`write_failed`]).
 fn print(stdout: &mut impl Write, text: &str) -> std::io::Result<()> {

@@ -44,10 +44,15 @@ pub fn plan(p: &Plan) -> String {
     let mut out = String::new();
     let model = model_heading(p.model.as_ref());
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
+    let engine = if p.engine == "sglang" {
+        "SGLang"
+    } else {
+        "vLLM"
+    };
     let _ = writeln!(
         out,
-        "hisparse-check --plan: {model}; rules of vLLM {}",
-        p.vllm_version
+        "hisparse-check --plan: {model}; rules of {engine} {}",
+        p.engine_version
     );
     if let Some(a) = &p.assumed {
         let _ = writeln!(

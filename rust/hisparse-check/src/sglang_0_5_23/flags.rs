@@ -130,6 +130,18 @@ pub fn prefixed(prefix: &str) -> Vec<(&'static str, &'static Flag)> {
     hits
 }
 
+/// Every `ServerArgs` attribute an option sets, sorted, once each (not `help`).
+pub fn dests() -> Vec<&'static str> {
+    let mut d: Vec<&'static str> = FLAGS
+        .iter()
+        .filter(|f| f.action != Action::Help)
+        .map(|f| f.dest)
+        .collect();
+    d.sort_unstable();
+    d.dedup();
+    d
+}
+
 /// Every spelling, for did-you-mean.
 pub fn spellings() -> impl Iterator<Item = &'static str> {
     FLAGS.iter().flat_map(|f| f.spellings.iter().copied())
