@@ -80,6 +80,8 @@ def test_json_schema_is_stable() -> None:
     out = as_json(DSV32, "--kv-transfer-config", json.dumps(PD))
     assert set(out) == {
         "schema_version",
+        "engine",
+        "engine_version",
         "vllm_version",
         "valid",
         "hisparse_enabled",

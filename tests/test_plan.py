@@ -123,6 +123,8 @@ def test_json_schema_is_stable() -> None:
     out = json.loads(plan(tensor_parallel_size=8, gpu_memory_gib=140).to_json())
     assert set(out) == {
         "schema_version",
+        "engine",
+        "engine_version",
         "vllm_version",
         "valid",
         "model",

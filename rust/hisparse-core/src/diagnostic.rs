@@ -208,6 +208,23 @@ impl Stage {
     }
 }
 
+impl Stage {
+    /// This stage as `engine` (`vllm`, `sglang`) names it: the names both
+    /// engines have (`argparse`, `never`) read back as vLLM's; an SGLang
+    /// report maps them to SGLang's ([`crate::Report::engine_stages`]).
+    pub fn in_engine(self, engine: &str) -> Stage {
+        match (self, engine) {
+            (Stage::Vllm(VllmStage::Argparse), crate::report::ENGINE_SGLANG) => {
+                Stage::Sglang(SglangStage::Argparse)
+            }
+            (Stage::Vllm(VllmStage::Never), crate::report::ENGINE_SGLANG) => {
+                Stage::Sglang(SglangStage::Never)
+            }
+            (s, _) => s,
+        }
+    }
+}
+
 impl From<VllmStage> for Stage {
     fn from(s: VllmStage) -> Self {
         Stage::Vllm(s)

@@ -193,6 +193,17 @@ impl Report {
         serde_json::to_string_pretty(self).expect("Report always serializes")
     }
 
+    /// This report with every diagnostic's stage named as its engine names
+    /// it: call after deserializing an SGLang report, whose `argparse` and
+    /// `never` stages read back as vLLM's (the names are shared).
+    pub fn engine_stages(mut self) -> Self {
+        let engine = self.engine.clone();
+        for d in self.errors.iter_mut().chain(self.warnings.iter_mut()) {
+            d.stage = d.stage.in_engine(&engine);
+        }
+        self
+    }
+
     /// The vLLM settings, when this is a valid vLLM report with HiSparse.
     pub fn vllm_hisparse(&self) -> Option<&ResolvedHiSparse> {
         match &self.hisparse {

@@ -181,7 +181,11 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         };
         let top_k = u64::try_from(r.index_topk.unwrap_or(0)).unwrap_or(0);
         let bytes = coordinator_bytes(layers, slots, dbs, page, context, top_k);
-        if layers > 0 && bytes > 0 && dbs <= super::rules_late::MAX_DEVICE_BUFFER_SIZE as u64 {
+        if r.is_dsa
+            && layers > 0
+            && bytes > 0
+            && dbs <= super::rules_late::MAX_DEVICE_BUFFER_SIZE as u64
+        {
             d.push(
                 warn(Code::CoordinatorMemoryUnreserved, FieldPath::root("mem_fraction_static"), format!("the HiSparse coordinator allocates {:.2} GiB per GPU of bookkeeping ({layers} layers, {slots} request slots ({slots_rule}), device_buffer_size {dbs}, context {context}; managers/hisparse_coordinator.py:637-724) after SGLang has sized the KV pool from --mem-fraction-static, which does not reserve it", bytes as f64 / f64::from(1u32 << 30)))
                     .given(&json!(bytes))

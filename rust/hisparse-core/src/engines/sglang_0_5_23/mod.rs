@@ -48,6 +48,12 @@ use crate::report::Report;
 /// The SGLang release whose behaviour this module follows.
 pub const VERSION: &str = "0.5.23";
 
+/// `args` with the fixes of every diagnostic in `diags` applied in order
+/// (the JSON form, `hisparse_config` as an object); None when one does not apply.
+pub fn fixes_applied(args: &SglangArgs, diags: &[crate::Diagnostic]) -> Option<SglangArgs> {
+    fixes::apply_all(args, diags)
+}
+
 /// Check an SGLang launch for the machines `options` describes: the GPU's
 /// compute capability (`options.gpu`; without it SM 9.0 is assumed and a
 /// warning says so), the host pool against the node's RAM budget
@@ -71,3 +77,6 @@ pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanErr
     report.gpu = gpu;
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,7 +16,6 @@
 //!   (the least of device slots, host pool, --max-running-requests).
 
 use super::args::SglangArgs;
-use super::deviations::coordinator_bytes;
 use super::hisparse_config::key_path;
 use super::resolve::{resolve_for, Machine};
 use super::settings::SglangHiSparse;
@@ -193,15 +192,15 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
     if c.pool_bytes <= budget {
         return;
     }
-    let per_ratio = c
-        .n_dev
-        .saturating_mul(c.layers)
-        .saturating_mul(c.kv_row)
-        .max(1);
-    let fit = (1..c.ratio)
-        .rev()
-        .find(|&r| (c.n_dev * r / c.page + 1) * c.page * c.layers * c.kv_row <= budget);
-    let _ = per_ratio;
+    // The largest integer ratio whose pool fits, as pool_host/base.py:221-229 sizes it.
+    let pool = |r: u64| {
+        (c.n_dev.saturating_mul(r) / c.page)
+            .saturating_add(1)
+            .saturating_mul(c.page)
+            .saturating_mul(c.layers)
+            .saturating_mul(c.kv_row)
+    };
+    let fit = (1..c.ratio).rev().find(|&r| pool(r) <= budget);
     let mut e = Diagnostic::error(
         Code::HostPoolOverRamBudget,
         key_path("host_to_device_ratio"),
@@ -267,7 +266,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         .map(|g| budget_per_rank(g, c.ranks_per_host));
     let mut errors = report.errors.clone();
     let mut warnings = report.warnings.clone();
-    if let Some(b) = budget.filter(|&b| c.pool_bytes > b) {
+    if budget.is_some_and(|b| c.pool_bytes > b) {
         let mut r = report.clone();
         host_budget_check(args, &machine, &mut r);
         errors.extend(
@@ -275,7 +274,6 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
                 .into_iter()
                 .filter(|e| e.code == Code::HostPoolOverRamBudget),
         );
-        let _ = b;
     }
     if host_mem.is_none() {
         warnings.push(
@@ -340,15 +338,6 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
                 .stage(SglangStage::Request),
         );
     }
-    let slots = max_running.map_or(super::deviations::ASSUMED_REQUEST_SLOTS, |m| m + 1);
-    let _coordinator = coordinator_bytes(
-        c.layers,
-        slots,
-        c.d,
-        c.page,
-        max_len,
-        u64::try_from(h.index_topk.value).unwrap_or(0),
-    );
     let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
     let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
     Ok(Plan {

@@ -40,19 +40,27 @@ fn err(code: Code, path: FieldPath, msg: impl Into<String>, stage: SglangStage) 
 /// request slots, a multiple of the page, at most 32767 (rounded down to the
 /// page there). None when no such value exists.
 pub(crate) fn good_device_buffer(r: &Resolution<'_>) -> Option<i64> {
-    let page = r.page();
-    let mut low = r.device_buffer().unwrap_or(0).max(1);
-    low = low
-        .max(r.top_k_int().unwrap_or(0))
-        .max(r.index_topk.unwrap_or(0));
+    let page = u64::try_from(r.page()).ok()?;
+    let mut low = r
+        .top_k_int()
+        .unwrap_or(0)
+        .max(r.index_topk.unwrap_or(0))
+        .max(1);
     if r.speculative.is_some() {
         low = low.max(r.request_slots().unwrap_or(0));
     }
-    let up = crate::sizes::round_up(u64::try_from(low).ok()?, u64::try_from(page).ok()?);
-    let up = i64::try_from(up).ok()?;
-    let cap = MAX_DEVICE_BUFFER_SIZE / page * page;
-    if up <= cap {
-        Some(up)
+    let round = |x: i64| {
+        u64::try_from(x)
+            .ok()
+            .map(|x| crate::sizes::round_up(x, page))
+            .and_then(|x| i64::try_from(x).ok())
+    };
+    let want = round(low.max(r.device_buffer().unwrap_or(0)))?;
+    let cap = MAX_DEVICE_BUFFER_SIZE / r.page() * r.page();
+    if want <= cap {
+        Some(want)
+    } else if round(low)? <= cap {
+        Some(cap) // the user's buffer was over the int16 bound: the largest that fits
     } else {
         None
     }
@@ -210,7 +218,8 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .disaggregation_transfer_backend
             .as_deref()
             .unwrap_or("mooncake");
-        if backend != "mooncake" && backend != "fake" {
+        // mooncake_tcp is rewritten to mooncake (pd_disaggregation_hook.py:30-36); fake moves no KV.
+        if !matches!(backend, "mooncake" | "mooncake_tcp" | "fake") {
             d.push(
                 err(
                     Code::DraftKvTransferBackendUnsupported,

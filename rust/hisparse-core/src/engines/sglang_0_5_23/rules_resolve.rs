@@ -60,13 +60,37 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             )]),
         );
     }
-    // pd_disaggregation_hook.py:199-242 (_validate_prefill_complete lists HiSparse as unsupported).
+    // pd_disaggregation_hook.py:47-48 -> :199-242: SGLang lists every unsupported feature.
     if on && a.disaggregation_decode_allocation_policy.as_deref() == Some("prefill_complete") {
+        let mut unsupported = Vec::new();
+        if !matches!(a.pd_mode(), "prefill" | "decode") {
+            unsupported.push("aggregated serving");
+        }
+        if !matches!(
+            a.disaggregation_transfer_backend
+                .as_deref()
+                .unwrap_or("mooncake"),
+            "mooncake" | "mooncake_tcp"
+        ) {
+            unsupported.push("transfer backends other than Mooncake");
+        }
+        unsupported.push("HiSparse");
+        let msg = format!(
+            "--disaggregation-decode-allocation-policy prefill_complete does not yet support {}",
+            unsupported.join(", ")
+        );
         d.push(
-            err(Code::PrefillCompleteWithHisparse, "disaggregation_decode_allocation_policy", "--disaggregation-decode-allocation-policy prefill_complete does not yet support HiSparse")
-                .given(&json!("prefill_complete"))
-                .allowed("early with --enable-hisparse")
-                .fix(vec![set("disaggregation_decode_allocation_policy", json!("early"))]),
+            err(
+                Code::PrefillCompleteWithHisparse,
+                "disaggregation_decode_allocation_policy",
+                &msg,
+            )
+            .given(&json!("prefill_complete"))
+            .allowed("early with --enable-hisparse")
+            .fix(vec![set(
+                "disaggregation_decode_allocation_policy",
+                json!("early"),
+            )]),
         );
     }
     // kv_cache_hook.py:932-938.
