@@ -122,7 +122,7 @@ step_mypy() { python -m mypy python/hisparse_rs benches; }
 add_step stubtest "stubtest hisparse_rs._core"
 step_stubtest() { python -m mypy.stubtest hisparse_rs._core; }
 
-add_step pytest "pytest tests" "all but tests/vllm; the kernels under Triton's interpreter when there is no GPU"
+add_step pytest "pytest tests" "all but tests/vllm and tests/sglang; the kernels under Triton's interpreter when there is no GPU"
 step_pytest() {
   # Without a GPU the Triton kernels run under Triton's interpreter on CPU
   # tensors (tests/conftest.py decides the same way; it must be set before
@@ -133,9 +133,10 @@ step_pytest() {
   fi
   echo "  hypothesis profile: $HYPOTHESIS_PROFILE, TRITON_INTERPRET=$TRITON_INTERPRET"
   # From the repository root against the installed wheel (tests/conftest.py
-  # puts nothing of python/ on sys.path). tests/vllm needs vLLM, which has its
-  # own venv: the next steps. Exit 5 (no tests collected) fails the run.
-  python -m pytest tests -p no:cacheprovider --ignore=tests/vllm --durations=5
+  # puts nothing of python/ on sys.path). tests/vllm needs vLLM and
+  # tests/sglang SGLang, each in its own venv: the last steps. Exit 5 (no
+  # tests collected) fails the run.
+  python -m pytest tests -p no:cacheprovider --ignore=tests/vllm --ignore=tests/sglang --durations=5
 }
 
 add_step gpu_rehearsal "GPU check rehearsal (CPU)" "the device bundle on the lowest supported torch 2.11 / triton 3.6 (~4.7 GB venv the first time)"

@@ -9,10 +9,11 @@ choices, `--config`, the deprecated spellings; `server_args.py:351-443`).
 One entry per option, keyed by its first option string, with every spelling
 (`option_strings`), `dest`, the action kind (argparse's registry name:
 store, store_true, store_false, append, count, help, ...; a custom Action
-class by its class name), `nargs`, `choices` (sorted when argparse holds a
-set), `type` (the callable's name: int, float, str, json for json.loads, or
-SGLang's own parser functions such as json_list_type), `default` (as JSON where it is JSON, else
-its repr), `const` and `required`.
+class by its class name), `nargs`, `choices` (sorted: argparse only tests
+membership, and some lists follow import order), `type` (the callable's
+name: int, float, str, json for json.loads, or SGLang's own parser functions
+such as json_list_type), `default` (as JSON where it is JSON, else its
+repr), `const` and `required`; at the top, argparse's `allow_abbrev`.
 
 Run in .venv-sglang: `python dump_flags.py > sglang_flags.json` regenerates
 the committed table (test_flag_table.py fails while the two differ).
@@ -76,9 +77,10 @@ def dump(parser: argparse.ArgumentParser) -> dict[str, Any]:
             "dest": action.dest,
             "action": kind,
             "nargs": action.nargs,
-            "choices": None if choices is None else _jsonable(
-                sorted(choices, key=repr) if isinstance(choices, (set, frozenset)) else list(choices)
-            ),
+            # Sorted: argparse reads choices as a set of values, and some of
+            # SGLang's lists are built from registries in import order
+            # (--reasoning-parser differs between a script and a pytest session).
+            "choices": None if choices is None else sorted(_jsonable(list(choices)), key=repr),
             "type": _type_name(action.type),
             "default": None if action.default is argparse.SUPPRESS else _jsonable(action.default),
             "const": _jsonable(action.const),

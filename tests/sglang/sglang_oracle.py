@@ -14,7 +14,9 @@ the first refusal, as a launch on GPUs would (the stage names are the
 - after_weights_load `parse_hisparse_config()` (mem_cache/sparsity/factory.py:62-117),
                     first called while the KV pool is sized, after the weights
                     load (model_executor/pool_configurator.py:584-586). It takes
-                    no argument: it reads the published `hisparse_config`.
+                    no argument: it reads the published `hisparse_config`. Then
+                    the indexer cell size that multiplies by its
+                    host_to_device_ratio (:633-635), replicated on SGLang's helpers.
 - pool_build        `HiSparseTokenToKVPoolAllocator(...)` itself, on CPU
                     (mem_cache/allocator/hisparse.py:22-80), with the parsed
                     `host_to_device_ratio`: a float ratio fails in its tensor
@@ -61,9 +63,11 @@ What is stubbed, and why (nothing else is):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -87,6 +91,7 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 # The SM the stub answers; sglang_verdict sets it per call.
 _SM: tuple[int, int] = (9, 0)
 _MODEL_TMP = Path(tempfile.mkdtemp(prefix="hisparse-sglang-models-"))
+atexit.register(shutil.rmtree, _MODEL_TMP, True)
 
 # When SGLang's max_running_requests is unset, it is sized from GPU memory
 # (model_executor/pool_configurator.py:1565-1574 approximates
@@ -114,6 +119,7 @@ def import_sglang() -> None:
     import sglang.srt.mem_cache.allocator.hisparse
     import sglang.srt.mem_cache.pool_host.mla
     import sglang.srt.mem_cache.sparsity.factory
+    import sglang.srt.model_executor.pool_configurator
     import sglang.srt.server_args  # noqa: F401
 
 
@@ -126,7 +132,9 @@ def model_dir(name: str) -> str:
     return str(target)
 
 
-def _refusal(verdict: dict[str, Any], stage: str, exc: BaseException, message: str | None = None) -> dict[str, Any]:
+def _refusal(
+    verdict: dict[str, Any], stage: str, exc: BaseException, message: str | None = None
+) -> dict[str, Any]:
     verdict.update(
         valid=False,
         stage=stage,
@@ -163,6 +171,24 @@ def sglang_verdict(
     "message", "exception", "resolved" (SGLang's resolved values, those known
     at the stage reached), "modelled_to" (the last stage run)}.
     """
+    # A launch is a fresh process: SGLang's resolution sets environment
+    # variables (handle_environment_variables, the DSA dense threshold, ...)
+    # that must not reach the next verdict.
+    environ = dict(os.environ)
+    try:
+        return _verdict(argv, sm=sm, host_ram_bytes=host_ram_bytes, device_kv_slots=device_kv_slots)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def _verdict(
+    argv: list[str],
+    *,
+    sm: tuple[int, int],
+    host_ram_bytes: int | None,
+    device_kv_slots: int | None,
+) -> dict[str, Any]:
     global _SM
     _SM = (int(sm[0]), int(sm[1]))
     verdict: dict[str, Any] = {
@@ -232,6 +258,10 @@ def sglang_verdict(
     )
     if not is_deepseek_dsa(hf_config):
         return verdict  # DeepSeek-V4 / MiniMax-M3: other allocators, not modelled
+    try:
+        _indexer_cell_size(server_args, cfg.host_to_device_ratio)
+    except Exception as exc:
+        return _refusal(verdict, "after_weights_load", exc)
 
     page_size = resolved["page_size"]
     # model_runner.py:1039: the model's index_topk replaces the JSON top_k.
@@ -257,14 +287,18 @@ def sglang_verdict(
         if resolved["speculative_algorithm"] not in (None, "NONE"):
             num_draft_tokens = resolved["speculative_num_draft_tokens"] or 0
         max_running = resolved["max_running_requests"] or AUTO_MAX_RUNNING_REQUESTS
-        scratch = _spec_swap_scratch(
+        slots = max_running + 1  # ReqToTokenPool: size + 1 rows (memory_pool.py:402)
+        # hisparse_coordinator.py:644-696: the padded buffer and the per-request tensors
+        padded_buffer_size = _coordinator_buffers(device_buffer_size, page_size, slots)
+        scratch = _spec_swap_scratch(  # :698-701
             top_k=top_k,
             device_buffer_size=device_buffer_size,
             num_draft_tokens=num_draft_tokens,
-            max_num_req_slots=max_running + 1,  # ReqToTokenPool: size + 1 rows (memory_pool.py:402)
+            max_num_req_slots=slots,
         )
-        # hisparse_coordinator.py:642-646, 700-704
-        allocator.configure_spec_scratch(scratch, device_buffer_size=device_buffer_size + page_size)
+        # :702-706
+        allocator.configure_spec_scratch(scratch, device_buffer_size=padded_buffer_size)
+        _coordinator_tail_buffers(device_buffer_size, top_k, slots)  # :707-726
     except Exception as exc:
         return _refusal(verdict, "coordinator_init", exc)
 
@@ -275,6 +309,31 @@ def sglang_verdict(
         exc = AssertionError(f"hot_buffer_size ({device_buffer_size}) must be >= num_top_k ({top_k})")
         return _refusal(verdict, "first_decode", exc)
     return verdict
+
+
+def _indexer_cell_size(server_args: Any, ratio: Any) -> int:
+    """The DSA indexer's bytes per KV slot, where SGLang first uses host_to_device_ratio.
+
+    MemoryPoolConfigurator._compute_dsa_indexer_cell_size
+    (model_executor/pool_configurator.py:560-635) with HiSparse on: every layer
+    keeps its index buffer (:592-597), times the ratio (:584-586), through int()
+    (:633-635): a string or list ratio fails here, a float passes. Replicated on
+    SGLang's own helpers and constants (the method needs a KVCacheConfigurator,
+    which needs a GPU).
+    """
+    import torch
+    from sglang.srt.arg_groups.overrides import model_config_of
+    from sglang.srt.model_executor import pool_configurator as pc
+
+    model_config = model_config_of(server_args)
+    hf_config = model_config.hf_config
+    index_head_dim = pc.get_dsa_index_head_dim(hf_config)
+    per_token = pc.ceil_div(
+        index_head_dim + index_head_dim // pc.DSATokenToKVPool.quant_block_size * 4,
+        pc.get_dsa_index_kpool(hf_config),
+    )
+    element_size = torch._utils._element_size(pc.DSATokenToKVPool.index_k_with_scale_buffer_dtype)
+    return int(per_token * model_config.num_hidden_layers * element_size * ratio)
 
 
 def _quiet_logging() -> None:
@@ -339,12 +398,36 @@ def _build_allocator(page_size: int, ratio: Any) -> Any:
     )
 
 
+def _coordinator_buffers(device_buffer_size: Any, page_size: int, slots: int) -> Any:
+    """HiSparseCoordinator.__init__'s tensors sized by device_buffer_size, as it builds
+    them (hisparse_coordinator.py:644-696), on `meta` (one layer: the layer count
+    changes no shape rule). A float size fails in torch.zeros, a negative one in
+    torch.arange; a size over 32767 passes and wraps the int16 LRU list (:690-696)."""
+    import torch
+
+    padded_buffer_size = device_buffer_size + page_size  # :644-646
+    torch.zeros((slots, padded_buffer_size), dtype=torch.int64, device="meta")  # :648-652
+    torch.full((1, slots, padded_buffer_size), -1, dtype=torch.int32, device="meta")  # :677-682
+    torch.arange(device_buffer_size, dtype=torch.int16, device="meta")  # :690-692
+    return padded_buffer_size
+
+
+def _coordinator_tail_buffers(device_buffer_size: Any, top_k: int, slots: int) -> None:
+    """The tensors built after configure_spec_scratch (hisparse_coordinator.py:707-726)."""
+    import torch
+
+    torch.arange(device_buffer_size, dtype=torch.int32, device="meta")  # :707-709
+    torch.full((slots, top_k), -1, dtype=torch.int32, device="meta")  # :717-726
+
+
 class _Namespace:
     def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)
 
 
-def _spec_swap_scratch(*, top_k: int, device_buffer_size: int, num_draft_tokens: int, max_num_req_slots: int) -> int:
+def _spec_swap_scratch(
+    *, top_k: int, device_buffer_size: int, num_draft_tokens: int, max_num_req_slots: int
+) -> int:
     """HiSparseSpecSwapManager's checks and scratch capacity (hisparse_coordinator.py:150-196)."""
     import torch
     from sglang.srt.managers.hisparse_coordinator import HiSparseSpecSwapManager
@@ -380,8 +463,11 @@ def _check_host_pool(
     model_config = model_config_of(server_args)
     fp8 = resolved["kv_cache_dtype"] == "fp8_e4m3"
     kv_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
-    kv_cache_dim = kv_cache_configurator.calculate_mla_kv_cache_dim(model_config=model_config, kv_cache_dtype=kv_dtype)
-    # The DSA pool stores an fp8 row as bytes (its scales and bf16 rope packed in).
+    kv_cache_dim = kv_cache_configurator.calculate_mla_kv_cache_dim(
+        model_config=model_config, kv_cache_dtype=kv_dtype
+    )
+    # A KV pool stores fp8 as uint8 (mem_cache/memory_pool.py:2029-2033); the DSA
+    # row packs its scales and bf16 rope into those bytes (calculate_mla_kv_cache_dim).
     store_dtype = torch.uint8 if fp8 else torch.bfloat16
     layer_num = model_config.num_hidden_layers
     allocation = MLAHostAllocation(

@@ -1,0 +1,413 @@
+"""hisparse_rs.check_sglang_argv agrees with SGLang 0.5.23's own code, or names where it knowingly differs.
+
+Hypothesis draws `sglang serve` launches: the model (the DSA configs of
+tests/data/models, DeepSeek-V4, non-DSA ones), `--enable-hisparse` on or off,
+`--hisparse-config` (valid, not JSON, a list, float / zero / negative ratio,
+bad swap_in_block_size, top_k other than the model's index_topk,
+device_buffer_size off the 64-token page, below index_topk, above 32767,
+unknown keys), P/D mode and transfer backend, the radix cache, page size, kv
+dtype, DSA backends, attention backend, mixed chunk, chunked prefill,
+max running requests, EAGLE with its draft tokens / topk / steps, TP / DP /
+attention DP, DCP, HiCache, mem fraction, and the GPU's SM (H200 or B200).
+
+Each launch goes through SGLang (`sglang_oracle.sglang_verdict`: its parser,
+resolve_once, check_server_args, parse_hisparse_config, the HiSparse
+allocator and coordinator checks on CPU) and through
+`hisparse_rs.check_sglang_argv`, told the same GPU. They must agree:
+valid or not; for a refused launch, the stage of SGLang's first refusal is
+the earliest `Diagnostic.stage` among the report's errors (stage order:
+`sglang_oracle.STAGES`); for a valid one, the resolved settings
+(`COMPARED`, SGLang's names, ours from `Report.to_json()["hisparse"]`) are
+equal. Or the report carries one of the codes in `DEVIATIONS`: the single
+list of where hisparse_rs knowingly differs from SGLang 0.5.23, each with
+why (the Rust side's deviation codes must be these).
+
+Not compared here: the host-RAM check (SGLang sizes the host pool from the
+device pool, which it sizes from GPU memory; the oracle runs that check only
+when told the device slots, test_oracle.py pins it), so the check is told a
+host far larger than any pool; stage `request` (not modelled by the oracle).
+
+`test_oracle_on_drawn_launches` runs the oracle alone on the same launches
+(runnable before the Python API exists). The figures (examples, agreements,
+named deviations by code) are printed at the end of the session (conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from sglang_oracle import RESOLVED_FIELDS, STAGES, model_dir, sglang_verdict
+
+#: Where hisparse_rs knowingly differs from SGLang 0.5.23: code -> why. The one
+#: list; the Rust rules' deviation codes and the docs' table use these codes.
+DEVIATIONS: dict[str, str] = {
+    "hisparse_outside_pd_decode": (
+        "SGLang starts HiSparse without --disaggregation-mode decode although its docs require it "
+        "(sglang#22970); we warn"
+    ),
+    "device_buffer_size_over_int16": (
+        "device_buffer_size > 32767: SGLang starts and its int16 LRU slot list wraps silently "
+        "(managers/hisparse_coordinator.py:690-696); we refuse"
+    ),
+    "top_k_differs_from_index_topk": (
+        "the JSON top_k is used only for its default and check (mem_cache/sparsity/factory.py:79-87); "
+        "at run time the model's index_topk replaces it (model_executor/model_runner.py:1036-1040); we say so"
+    ),
+    "host_to_device_ratio_not_int": (
+        "a float ratio passes the launcher and fails in a tensor constructor at pool build "
+        "(mem_cache/allocator/hisparse.py:34-72); we refuse it at once (the same stage as SGLang or earlier)"
+    ),
+    "host_to_device_ratio_zero": (
+        "ratio 0 builds a zero-capacity pool with no error (allocator/hisparse.py:34); we refuse"
+    ),
+    "hisparse_config_unknown_key": (
+        "SGLang keeps unknown keys silently in sparse_extra_config (factory.py:102-112); we warn (a typo)"
+    ),
+    "page_size_overridden": (
+        "for a DSA model SGLang replaces --page-size by 64 x index_kpool (model_overrides/deepseek_v2.py); "
+        "we warn that the flag is ignored"
+    ),
+    "host_pool_over_ram_budget": (
+        "the host pool per rank beyond (min(available, cgroup) - 10 GiB) / ranks_per_host: SGLang refuses at "
+        "coordinator init (pool_host/base.py:248-257) after the weights load; we refuse up front"
+    ),
+    "coordinator_memory_unreserved": (
+        "the coordinator's GPU bookkeeping is not reserved by SGLang's memory sizing; we warn"
+    ),
+}
+
+#: The resolved settings compared when both start with HiSparse (SGLang's names).
+COMPARED = (
+    "top_k",
+    "index_topk",
+    "device_buffer_size",
+    "host_to_device_ratio",
+    "swap_in_block_size",
+    "page_size",
+    "kv_cache_dtype",
+    "dsa_prefill_backend",
+    "dsa_decode_backend",
+    "disable_radix_cache",
+    "disaggregation_mode",
+    "speculative_num_draft_tokens",
+)
+
+#: The GPU the check is told for the SM the oracle's stub answers.
+GPU_FOR_SM = {(9, 0): "h200", (10, 0): "b200"}
+# Far above any pool a drawn launch makes (8 ranks of DeepSeek-V3.2 at ratio 8
+# pin about 4 TB), yet a real machine's size (the API bounds it): the RAM rule
+# is not compared here (module docstring).
+HOST_MEMORY_GIB = 16384.0
+
+#: What the session saw; conftest.py prints it.
+FIGURES: Counter[str] = Counter()
+ORACLE_FIGURES: Counter[str] = Counter()
+
+Json = Any
+
+# --- Generators ---
+
+DSA_MODELS = ["deepseek-v3.2"] * 4 + ["glm-5", "glm-5.1", "glm-5-fp8"]
+MODELS = [*DSA_MODELS, "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v3", "llama-3.1-8b"]
+
+# An object of the known fields, values in and out of range, and unknown keys.
+hisparse_object = st.fixed_dictionaries(
+    {},
+    optional={
+        "top_k": st.sampled_from([2048, 2048, 1024, 512, 4096, 0]),
+        "device_buffer_size": st.sampled_from(
+            [4096, 4096, 2048, 6144, 8192, 4000, 1000, 1024, 32768, 40000, 4096.0, -64]
+        ),
+        "host_to_device_ratio": st.sampled_from([2, 2, 1, 4, 8, 0, 1.5, 2.0, -1, "2", None]),
+        "swap_in_block_size": st.sampled_from([960, 960, 1, 1024, 0, 2048, True, 9.5, "960"]),
+        "algorithm": st.sampled_from(["deepseek_dsa", "quest"]),
+        "min_sparse_prompt_len": st.sampled_from([0, 2048]),
+        "page_size": st.sampled_from([64, 1]),
+        # Unknown keys: misspellings SGLang keeps silently.
+        "device_buffer": st.just(8192),
+        "topk": st.just(2048),
+        "host_ratio": st.just(4),
+    },
+).map(json.dumps)
+
+hisparse_config_text = st.one_of(
+    hisparse_object,
+    st.sampled_from(
+        [
+            "{top_k:2048}",  # not JSON (the shell ate the quotes)
+            "{'top_k': 2048}",  # a Python dict's repr
+            "",
+            "[2048]",
+            "null",
+            "4096",
+            '{"top_k": 2048,}',
+        ]
+    ),
+)
+
+
+def maybe(values: list[Json]) -> st.SearchStrategy[Json]:
+    return st.sampled_from([None, *values])
+
+
+@st.composite
+def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
+    """A `sglang serve` argv (after `sglang serve`) and the GPU's SM.
+
+    Half the launches are HiSparse-ready (a DSA model, HiSparse on, the radix
+    cache off, a JSON object, few other flags), so that the stages after the
+    weights load (where `--hisparse-config` is first read) are reached often;
+    the other half draw every flag freely."""
+    ready = draw(st.booleans())
+    name = draw(st.sampled_from(DSA_MODELS if ready else MODELS))
+    argv = ["--model-path", model_dir(name), "--device", "cuda"]
+    if ready or draw(st.integers(0, 5)):
+        argv.append("--enable-hisparse")
+    if ready or draw(st.integers(0, 2)):
+        argv += ["--hisparse-config", draw(hisparse_object if ready else hisparse_config_text)]
+    if ready or draw(st.integers(0, 4)):
+        argv.append("--disable-radix-cache")
+    rarely = 9 if ready else 3  # one flag in 10 (ready) or in 4 (free) is set
+    valued: dict[str, st.SearchStrategy[Json]] = {
+        "--disaggregation-mode": maybe(["null", "prefill", "decode", "decode"]),
+        "--disaggregation-transfer-backend": maybe(["mooncake", "nixl"]),
+        "--page-size": maybe([1, 16, 64, 128]),
+        "--kv-cache-dtype": maybe(["auto", "bfloat16", "bf16", "fp8_e4m3", "fp8_e5m2"]),
+        "--dsa-prefill-backend": maybe(
+            ["flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla", "tilelang"]
+        ),
+        "--dsa-decode-backend": maybe(["flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla", "triton"]),
+        "--attention-backend": maybe(["dsa", "flashinfer", "fa3", "triton"]),
+        "--chunked-prefill-size": maybe([4096, 8192, 1000, -1]),
+        "--max-running-requests": maybe([16, 64, 256, 4096, 8192]),
+        "--tp-size": maybe([1, 2, 4, 8]),
+        "--dp-size": maybe([1, 2, 8]),
+        "--dcp-size": maybe([1, 1, 1, 2]),
+        "--mem-fraction-static": maybe([0.8, 0.9]),
+    }
+    for flag, strategy in valued.items():
+        if draw(st.integers(0, rarely)) == 0:
+            value = draw(strategy)
+            if value is not None:
+                argv += [flag, str(value)]
+    for flag in ("--enable-mixed-chunk", "--enable-dp-attention", "--enable-hierarchical-cache"):
+        if draw(st.integers(0, 14)) == 0:
+            argv.append(flag)
+    if draw(st.integers(0, 9)) == 0:
+        # As users write them: argparse's abbreviations and its errors.
+        argv += draw(
+            st.sampled_from(
+                [
+                    ["--tp", "8"],  # a unique prefix of --tp-size: accepted
+                    ["--dp", "2"],
+                    ["--enable-hisparse=1"],  # store_true with a value
+                    ["--page-size", "sixty"],
+                    ["--kv-cache-dtype", "fp8"],  # vLLM's spelling, not SGLang's
+                    ["--hisparse-confg", "{}"],  # misspelled: an argparse prefix of nothing
+                    ["--hierarchical-sparse-attention-extra-config", '{"device_buffer_size": 8192}'],
+                    ["--disaggregation-mode", "both"],
+                ]
+            )
+        )
+    if draw(st.integers(0, 3)) == 0:
+        argv += ["--speculative-algorithm", "EAGLE"]
+        # SGLang wants all three or none (speculative_hook.py:1160-1163).
+        if draw(st.integers(0, 3)):
+            steps = draw(st.sampled_from([1, 2, 3, 5]))
+            topk = draw(st.sampled_from([1, 1, 1, 2]))
+            drafts = draw(st.sampled_from([steps + 1, steps + 1, 6, 2]))
+            argv += [
+                "--speculative-num-steps", str(steps),
+                "--speculative-eagle-topk", str(topk),
+                "--speculative-num-draft-tokens", str(drafts),
+            ]  # fmt: skip
+    sm = draw(st.sampled_from([(9, 0), (9, 0), (9, 0), (10, 0)]))
+    return argv, sm
+
+
+# --- Our side ---
+
+
+def _our_stage(report: Any) -> str | None:
+    """The earliest SGLang stage among the report's errors, in SGLang's order."""
+    stages = [d.stage for d in report.errors]
+    unknown = [s for s in stages if s not in STAGES]
+    assert not unknown, f"diagnostic stages outside {STAGES}: {unknown}"
+    return min(stages, key=STAGES.index) if stages else None
+
+
+def _our_resolved(report: Any) -> dict[str, Json]:
+    data = report.to_json()
+    if isinstance(data, str):
+        data = json.loads(data)
+    hisparse = data.get("hisparse") or {}
+    return {k: v.get("value") if isinstance(v, dict) else v for k, v in hisparse.items()}
+
+
+def _codes(report: Any) -> set[str]:
+    return {d.code for d in [*report.errors, *report.warnings]}
+
+
+def compare(
+    argv: list[str], sm: tuple[int, int], verdict: dict[str, Json], report: Any, figures: Counter[str]
+) -> None:
+    """Our report against SGLang's verdict, for one launch; counts into `figures`.
+
+    Raises AssertionError when they disagree and no DEVIATIONS code in the
+    report names it."""
+    figures["examples"] += 1
+    if verdict["stage"] is not None:
+        figures[f"sglang refuses at {verdict['stage']}"] += 1
+    ours = _our_stage(report)
+    if (
+        verdict["valid"]
+        and ours is not None
+        and STAGES.index(ours) > STAGES.index(verdict["modelled_to"])
+        and not report.valid
+    ):
+        # We refuse at a stage the oracle does not run (DeepSeek-V4 past
+        # after_weights_load, `request` for all): nothing of SGLang's to compare.
+        figures[f"ours refuses at {ours}, past the oracle's last stage"] += 1
+        return
+    differences: list[str] = []
+    if report.valid != verdict["valid"]:
+        differences.append(f"valid: ours {report.valid}, SGLang {verdict['valid']}")
+    elif not verdict["valid"] and ours != verdict["stage"]:
+        differences.append(f"stage: ours {ours}, SGLang {verdict['stage']}")
+    elif verdict["valid"] and verdict["resolved"].get("enable_hisparse"):
+        resolved = _our_resolved(report)
+        for field in COMPARED:
+            if field in verdict["resolved"] and resolved.get(field) != verdict["resolved"][field]:
+                differences.append(
+                    f"{field}: ours {resolved.get(field)!r}, SGLang {verdict['resolved'][field]!r}"
+                )
+    if not differences:
+        figures["agreements"] += 1
+        if verdict["valid"]:
+            figures["valid in both (resolved settings compared)"] += 1
+        else:
+            figures["refused by both, at the same stage"] += 1
+        return
+    named = sorted(_codes(report) & DEVIATIONS.keys())
+    assert named, (
+        f"hisparse_rs and SGLang 0.5.23 disagree on `sglang serve {' '.join(argv)}` (SM {sm}): "
+        f"{'; '.join(differences)}. SGLang: {verdict['exception']}: {verdict['message']}. "
+        f"Ours: {[(d.code, d.stage, d.message) for d in report.errors]}; no code from DEVIATIONS names it."
+    )
+    for code in named:
+        figures[f"deviation {code}"] += 1
+
+
+# --- The tests ---
+
+DSV32 = ["--model-path", model_dir("deepseek-v3.2"), "--device", "cuda"]
+HISPARSE = ["--enable-hisparse", "--disable-radix-cache"]
+
+
+def _settings() -> settings:
+    """At least 500 launches under every profile (the ci profile's 300 is the suite's default)."""
+    return settings(max_examples=max(500, settings().max_examples))
+
+
+@_settings()
+@given(launch())
+@example(([*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 4000}'], (9, 0)))
+@example(([*DSV32, *HISPARSE, "--hisparse-config", '{"top_k": 1024, "device_buffer_size": 1024}'], (9, 0)))
+@example(([*DSV32, *HISPARSE, "--hisparse-config", "{top_k:2048}"], (9, 0)))
+@example(([*DSV32, "--enable-hisparse", "--disaggregation-mode", "decode"], (9, 0)))
+def test_oracle_on_drawn_launches(case: tuple[list[str], tuple[int, int]]) -> None:
+    """SGLang's verdict on every drawn launch is well formed (the harness itself never breaks)."""
+    argv, sm = case
+    verdict = sglang_verdict(argv, sm=sm)
+    ORACLE_FIGURES["examples"] += 1
+    ORACLE_FIGURES[f"stage {verdict['stage']}"] += 1
+    assert verdict["valid"] == (verdict["stage"] is None), verdict
+    if not verdict["valid"]:
+        assert verdict["stage"] in STAGES and verdict["exception"], verdict
+        # A refusal from the harness's own code, not SGLang's, would be one of these.
+        assert verdict["exception"] not in (
+            "NameError",
+            "ImportError",
+            "ModuleNotFoundError",
+            "UnboundLocalError",
+        )
+        if verdict["stage"] == "argparse":
+            assert verdict["exception"] == "SystemExit" and ": error: " in verdict["message"], verdict
+    else:
+        assert set(RESOLVED_FIELDS) <= verdict["resolved"].keys(), verdict
+        if verdict["resolved"]["enable_hisparse"] and verdict["modelled_to"] == "first_decode":
+            assert set(COMPARED) <= verdict["resolved"].keys(), verdict
+
+
+@_settings()
+@given(launch())
+@example(([*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 4000}'], (9, 0)))
+@example(([*DSV32, *HISPARSE, "--hisparse-config", '{"top_k": 1024, "device_buffer_size": 1024}'], (9, 0)))
+@example(([*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 40000}'], (9, 0)))
+@example(([*DSV32, *HISPARSE, "--hisparse-config", '{"host_to_device_ratio": 0}'], (9, 0)))
+@example(([*DSV32, *HISPARSE], (9, 0)))
+@example(([*DSV32, "--enable-hisparse", "--disaggregation-mode", "decode", "--page-size", "16"], (10, 0)))
+def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
+    """hisparse_rs.check_sglang_argv and SGLang agree, or a DEVIATIONS code names the difference."""
+    import hisparse_rs
+
+    argv, sm = case
+    verdict = sglang_verdict(argv, sm=sm)
+    report = hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
+    compare(argv, sm, verdict, report, FIGURES)
+
+
+class _Diagnostic:
+    def __init__(self, code: str, stage: str) -> None:
+        self.code, self.stage, self.path, self.message = code, stage, "", code
+
+
+class _Report:
+    """A Report as check_sglang_argv returns it, built by hand (the comparison rule's own test)."""
+
+    def __init__(
+        self, errors: list[_Diagnostic], warnings: list[_Diagnostic], hisparse: dict[str, Json]
+    ) -> None:
+        self.valid = not errors
+        self.errors, self.warnings = errors, warnings
+        self._hisparse = hisparse
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"hisparse": {k: {"value": v, "source": "test"} for k, v in self._hisparse.items()}}
+        )
+
+
+def test_comparison_rule() -> None:
+    """compare() counts an agreement, fails an unexplained difference, accepts a named one."""
+    figures: Counter[str] = Counter()
+    argv = [*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 4000}']
+    refused = sglang_verdict(argv)
+    assert refused["stage"] == "coordinator_init"
+    compare(argv, (9, 0), refused, _Report([_Diagnostic("x", "coordinator_init")], [], {}), figures)
+    assert figures["agreements"] == 1
+    try:  # the right verdict at the wrong stage, no deviation named
+        compare(argv, (9, 0), refused, _Report([_Diagnostic("x", "check")], [], {}), figures)
+    except AssertionError as exc:
+        assert "stage: ours check, SGLang coordinator_init" in str(exc)
+    else:
+        raise AssertionError("a stage difference passed")
+    compare(
+        argv, (9, 0), refused, _Report([_Diagnostic("host_pool_over_ram_budget", "check")], [], {}), figures
+    )
+    assert figures["deviation host_pool_over_ram_budget"] == 1
+    valid_argv = [*DSV32, *HISPARSE]
+    valid = sglang_verdict(valid_argv)
+    same = {k: valid["resolved"][k] for k in COMPARED}
+    compare(valid_argv, (9, 0), valid, _Report([], [], same), figures)
+    assert figures["valid in both (resolved settings compared)"] == 1
+    try:  # one resolved value off
+        compare(valid_argv, (9, 0), valid, _Report([], [], {**same, "page_size": 1}), figures)
+    except AssertionError as exc:
+        assert "page_size: ours 1, SGLang 64" in str(exc)
+    else:
+        raise AssertionError("a resolved-value difference passed")
