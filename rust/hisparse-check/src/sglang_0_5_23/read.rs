@@ -59,6 +59,15 @@ pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
         (words.to_vec(), Vec::new())
     };
     let parsed = argv::parse(&words);
+    if parsed.values.contains_key("config") {
+        // SGLang merges a YAML file's options into the argv before parsing
+        // (ConfigArgumentMerger, server_args.py:683-690); checking without them
+        // would check another launch.
+        return Err(
+            "--config FILE: hisparse-check does not read SGLang config files yet; give the file's options as flags on the command line"
+                .to_owned(),
+        );
+    }
     // The rest of the check reads the launch as meant: `--enable-hisparse=1`
     // is refused by argparse (an error below) and read as `--enable-hisparse`,
     // so the later stages' errors come in the same report.
