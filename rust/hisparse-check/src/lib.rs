@@ -219,6 +219,10 @@ VLLM_USE_V2_MODEL_RUNNER environment variable, and HF_HUB_CACHE / HF_HOME for
 model ids. Other vllm serve flags (--port, --trust-remote-code, ...) are
 accepted and listed as ignored.
 
+SGLang 0.5.23: hisparse-check --engine sglang SGLANG_FLAGS, or the launch
+pasted whole: hisparse-check -- sglang serve MODEL ... (also
+-- python -m sglang.launch_server ...); see hisparse-check --engine sglang --help.
+
 --plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
   bash examples/dsv32-decode-pd.sh --plan --gpu h200 --context-length 128K
 

@@ -88,9 +88,19 @@ pub fn human(report: &Report) -> String {
         let _ = writeln!(out, "\n{line}");
     }
     if let Some(flags) = &report.fixed_flags {
+        // argparse's refusals are words of the command line, not settings: their fixes are above.
+        let argparse = report
+            .errors
+            .iter()
+            .any(|d| d.stage == Stage::Sglang(SglangStage::Argparse));
+        let also = if argparse {
+            " (and correct the argparse errors above)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "\nWith every fix applied, change these sglang serve flags:\n  {flags}"
+            "\nWith every fix applied{also}, change these sglang serve flags:\n  {flags}"
         );
     }
     let verdict = if report.valid { "valid" } else { "INVALID" };

@@ -23,6 +23,7 @@ const OWN: &str = "hisparse-check's own flags (not sglang serve flags)";
 #[command(
     name = "hisparse-check --engine sglang",
     version,
+    override_usage = "hisparse-check --engine sglang [OPTIONS] SGLANG_FLAGS...\n       hisparse-check [OPTIONS] -- sglang serve [MODEL] SGLANG_FLAGS...\n       hisparse-check [OPTIONS] -- python -m sglang.launch_server SGLANG_FLAGS...",
     after_help = AFTER_HELP,
     disable_help_flag = false
 )]
@@ -62,10 +63,6 @@ pub(crate) struct SglangCli {
 }
 
 const AFTER_HELP: &str = "\
-Forms: hisparse-check --engine sglang [OWN FLAGS] SGLANG_FLAGS
-       hisparse-check [OWN FLAGS] -- sglang serve [MODEL] SGLANG_FLAGS
-       hisparse-check [OWN FLAGS] -- python -m sglang.launch_server SGLANG_FLAGS
-
 hisparse-check's own flags are matched by their exact spelling before SGLang's
 argparse reads the rest (so --gpu and --json are never read as prefixes of
 SGLang's --gpu-id-step or --json-model-override-args).

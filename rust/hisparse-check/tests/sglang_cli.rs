@@ -290,7 +290,14 @@ fn usage_errors_exit_2() {
     let (code, _, _) = run(&["--engine", "sglang"]);
     assert_eq!(code, 2);
     // A config file would change the launch: refused rather than checked without it.
-    let (code, _, err) = run(&["--engine", "sglang", "--model", &model(), "--config", "x.yaml"]);
+    let (code, _, err) = run(&[
+        "--engine",
+        "sglang",
+        "--model",
+        &model(),
+        "--config",
+        "x.yaml",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("--config FILE"), "{err}");
     let (code, out, _) = run(&["--engine", "sglang", "--help"]);
