@@ -33,6 +33,7 @@ __all__ = [
     "__version__",
     "_config_file_argv",
     "_register_exceptions",
+    "_sglang_argv_json",
     "_sglang_server_arg_names",
     "_vllm_flag_table",
     "apply_fix_json",
@@ -551,6 +552,9 @@ def sglang_plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[
 
 def check_sglang_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
     """Check an ``sglang serve`` argv exactly as ``hisparse-check --engine sglang`` reads it."""
+
+def _sglang_argv_json(argv: Sequence[str]) -> str:
+    """SGLang 0.5.23's argparse reading of argv as JSON (values, problems), for the differential test."""
 
 def _sglang_server_arg_names() -> list[str]:
     """Every ServerArgs attribute ``sglang serve`` 0.5.23 has a flag for (sorted)."""

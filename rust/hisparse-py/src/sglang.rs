@@ -262,3 +262,12 @@ pub fn check_sglang_argv(
 pub fn sglang_server_arg_names() -> Vec<&'static str> {
     hisparse_check::sglang_server_arg_names()
 }
+
+/// SGLang 0.5.23's argparse reading of `argv` as JSON (`values`: the
+/// `ServerArgs` attributes given; `problems`: argparse's refusals, each with
+/// `kind` and `message`), for tests/sglang/test_argv_reading.py, which holds
+/// it to SGLang's real parser.
+#[pyfunction(name = "_sglang_argv_json")]
+pub fn sglang_argv_json(argv: Vec<String>) -> PyResult<String> {
+    gil::no_panic(|| hisparse_check::sglang_argv_json(&argv)).map_err(gil::internal_error)
+}
