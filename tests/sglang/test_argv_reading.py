@@ -21,10 +21,10 @@ import json
 import re
 from typing import Any
 
+import dump_flags
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dump_flags
 from hisparse_rs import _core
 
 PARSER = dump_flags.build_parser()
