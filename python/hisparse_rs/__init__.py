@@ -42,6 +42,7 @@ from hisparse_rs._core import (
     error_codes,
     gpu_spec,
     pool_error_codes,
+    sglang_codes,
     vllm_deviations,
     vllm_stages,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "pool_error_codes",
     "resolve",
     "serve_args",
+    "sglang_codes",
     "vllm_deviations",
     "vllm_stages",
 ]

@@ -46,6 +46,7 @@ __all__ = [
     "run_cli",
     "run_cli_plan",
     "sglang_check_json",
+    "sglang_codes",
     "sglang_plan_json",
     "vllm_deviations",
     "vllm_stages",
@@ -578,6 +579,9 @@ def gpu_spec(name: str) -> dict[str, Any]:
 
 def error_codes() -> list[str]:
     """Every stable diagnostic code."""
+
+def sglang_codes() -> list[str]:
+    """The codes only SGLang 0.5.23's rules report (a subset of :func:`error_codes`)."""
 
 def vllm_deviations() -> list[tuple[str, str]]:
     """Where the verdict knowingly differs from vLLM 0.33.0's: ``(code, what vLLM does instead)``.

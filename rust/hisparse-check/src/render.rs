@@ -31,7 +31,12 @@ pub fn human(report: &Report) -> String {
     let model = model_heading(report.model.as_ref());
     let _ = writeln!(
         out,
-        "hisparse-check: {model}; rules of vLLM {}",
+        "hisparse-check: {model}; rules of {} {}",
+        if report.engine == hisparse_core::report::ENGINE_SGLANG {
+            "SGLang"
+        } else {
+            "vLLM"
+        },
         report.engine_version
     );
     match (report.vllm_hisparse(), report.hisparse_enabled) {

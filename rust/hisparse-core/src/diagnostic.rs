@@ -123,7 +123,6 @@ codes! {
     NoGpuKvRoom => "no_gpu_kv_room",
     PlanAssumption => "plan_assumption",
     // SGLang 0.5.23 (engines/sglang_0_5_23/codes.rs): one block, its own codes.
-    SglangArgsInvalid => "sglang_args_invalid",
     HostReceiveWithHisparse => "host_receive_with_hisparse",
     DecodeRadixCacheWithHisparse => "decode_radix_cache_with_hisparse",
     PrefillCompleteWithHisparse => "prefill_complete_with_hisparse",

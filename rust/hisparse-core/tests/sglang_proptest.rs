@@ -48,6 +48,12 @@ fn int_like() -> BoxedStrategy<Value> {
         (0.0f64..5.0).prop_map(Value::from),
         Just(json!(true)),
         Just(json!("2048")),
+        prop::sample::select(vec![
+            json!(i64::MIN),
+            json!(i64::MAX),
+            json!(u64::MAX),
+            json!(-1e300)
+        ]),
         Just(Value::Null),
     ]
     .boxed()
@@ -82,7 +88,7 @@ prop_compose! {
         on in opt(any::<bool>()),
         cfg in hisparse_config(),
         mode in opt(prop::sample::select(vec!["null", "prefill", "decode"])),
-        tp in opt(prop::sample::select(vec![1i64, 2, 8, 16])),
+        tp in opt(prop::sample::select(vec![1i64, 2, 8, 16, 0, -3, i64::MAX])),
         dcp in opt(1i64..3),
         page in opt(prop::sample::select(vec![1i64, 16, 32, 64, 128])),
         dtype in opt(prop::sample::select(vec!["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2"])),
@@ -90,9 +96,9 @@ prop_compose! {
         dec in opt(prop::sample::select(vec!["flashmla_sparse", "flashmla_kv", "tilelang", "triton"])),
         flags in prop::collection::vec(any::<bool>(), 8),
         chunk in opt(prop::sample::select(vec![-1i64, 1000, 4096, 8192])),
-        mrr in opt(prop::sample::select(vec![16i64, 256, 4095, 8191])),
+        mrr in opt(prop::sample::select(vec![16i64, 256, 4095, 8191, i64::MAX, -5])),
         spec in opt(prop::sample::select(vec!["EAGLE", "NONE"])),
-        steps in opt(1i64..7),
+        steps in opt(prop_oneof![1i64..7, Just(i64::MAX), Just(i64::MIN)]),
         topk in opt(1i64..3),
         draft in opt(1i64..8),
         backend in opt(prop::sample::select(vec!["mooncake", "nixl", "fake"])),

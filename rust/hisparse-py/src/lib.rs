@@ -257,6 +257,15 @@ fn error_codes() -> Vec<&'static str> {
     Code::ALL.iter().map(|c| c.as_str()).collect()
 }
 
+/// The codes only SGLang 0.5.23's rules report (the rest are vLLM's or shared).
+#[pyfunction]
+fn sglang_codes() -> Vec<&'static str> {
+    hisparse_core::engines::sglang_0_5_23::codes::SGLANG_CODES
+        .iter()
+        .map(|c| c.as_str())
+        .collect()
+}
+
 /// Where the verdict knowingly differs from vLLM 0.33.0: (code, what vLLM does).
 #[pyfunction]
 fn vllm_deviations() -> Vec<(&'static str, &'static str)> {
@@ -319,6 +328,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_stages, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang_codes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
     m.add_class::<pool::HostKVPool>()?;
     m.add_class::<pool::PoolLayout>()?;

@@ -7,7 +7,6 @@ use crate::diagnostic::Code;
 
 /// Every SGLang-only code, in declaration order.
 pub const SGLANG_CODES: &[Code] = &[
-    Code::SglangArgsInvalid,
     Code::HostReceiveWithHisparse,
     Code::DecodeRadixCacheWithHisparse,
     Code::PrefillCompleteWithHisparse,

@@ -139,7 +139,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             }
         }
     }
-    if r.is_dsa && !r.hip {
+    if r.is_dsa {
         if let Some(p) = a.page_size.filter(|&p| p != r.page_size.value) {
             d.push(
                 warn(Code::PageSizeOverridden, FieldPath::root("page_size"), format!("--page-size {p} is replaced by {} (64 x index_kpool {}) for this DSA model (model_overrides/deepseek_v2.py:169-171)", r.page_size.value, r.index_kpool))

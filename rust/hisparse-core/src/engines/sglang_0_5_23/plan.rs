@@ -286,7 +286,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let max_running = args
         .max_running_requests
         .and_then(|m| u64::try_from(m).ok());
-    let per_req_dev = c.d + 64 + c.scratch;
+    let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
     let point = |ctx: u64| -> PlanPoint {
         let tokens = crate::sizes::round_up(ctx, c.page);
         let base = base_slots / tokens.max(1);
@@ -339,6 +339,9 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         );
     }
     let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
+    let host_block = c.page.saturating_mul(c.layers).saturating_mul(c.kv_row);
+    // ceil(context / page) + 1: one request at the longest context, and the padding page.
+    let min_blocks = crate::sizes::blocks_for(max_len, c.page).saturating_add(1);
     let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
     Ok(Plan {
         schema_version: crate::report::SCHEMA_VERSION,
@@ -356,8 +359,8 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             sparse_mla_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
             indexer_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
             draft_layers: 0,
-            mla_bytes_per_token: c.layers * c.kv_row,
-            indexer_bytes_per_token: c.layers * c.index_row,
+            mla_bytes_per_token: c.layers.saturating_mul(c.kv_row),
+            indexer_bytes_per_token: c.layers.saturating_mul(c.index_row),
             block_size: u32::try_from(c.page).unwrap_or(u32::MAX),
             device_buffer_size: u32::try_from(c.d).unwrap_or(u32::MAX),
             hot_buffer_bytes: (c.d + 64).saturating_mul(c.layers).saturating_mul(c.kv_row),
@@ -369,17 +372,17 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             mode: PoolMode::Private,
             mode_rule: "every rank pins its own copy: the MLA latent has no head dimension to split (pool_host/base.py:221-229, pool_host/mla.py:195-197)".to_owned(),
             host_pool_gib: c.pool_bytes as f64 / GIB,
-            host_block_bytes: c.page * c.layers * c.kv_row,
-            host_block_stride: c.page * c.layers * c.kv_row,
+            host_block_bytes: host_block,
+            host_block_stride: host_block,
             host_blocks: c.n_host / c.page,
-            min_host_blocks: crate::sizes::blocks_for(max_len, c.page) + 1,
-            min_host_pool_gib: ((crate::sizes::blocks_for(max_len, c.page) + 1) * c.page * c.layers * c.kv_row) as f64 / GIB,
+            min_host_blocks: min_blocks,
+            min_host_pool_gib: min_blocks.saturating_mul(host_block) as f64 / GIB,
             pool_bytes: c.pool_bytes,
             pools_per_node: c.pools_per_node,
             pinned_bytes_per_node: pinned,
             host_memory_bytes: host_mem,
             host_memory_source: if host_mem.is_some() { "given with --host-memory-gib".to_owned() } else { "not given".to_owned() },
-            usable_host_memory_bytes: budget.map(|b| b * c.ranks_per_host),
+            usable_host_memory_bytes: budget.map(|b| b.saturating_mul(c.ranks_per_host)),
             host_memory_given: host_mem.is_some(),
             draft_model: None,
         },

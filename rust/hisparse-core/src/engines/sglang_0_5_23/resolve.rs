@@ -129,14 +129,14 @@ pub fn resolve(args: &SglangArgs) -> Report {
 pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     let mut diags = Vec::new();
     let r = resolution(args, machine, &mut diags);
-    if args.hisparse_on() || args.hisparse_config.is_some() {
-        rules_resolve::check(&r, &mut diags);
-        if args.hisparse_on() {
-            rules_check::check(&r, &mut diags);
-            rules_late::check(&r, &mut diags);
-        }
-        deviations::check(&r, &mut diags);
+    // S1's rules fire with or without HiSparse (those about HiSparse check it
+    // themselves); S2 onwards are HiSparse's.
+    rules_resolve::check(&r, &mut diags);
+    if args.hisparse_on() {
+        rules_check::check(&r, &mut diags);
+        rules_late::check(&r, &mut diags);
     }
+    deviations::check(&r, &mut diags);
     report(&r, diags)
 }
 
@@ -193,8 +193,17 @@ fn resolution<'a>(
         .as_deref()
         .is_some_and(|a| DSA_ARCHITECTURES.contains(&a))
         && has_index_topk;
-    let other_sparse = model.as_ref().is_some_and(|m| m.is_deepseek_v4())
-        || arch.as_deref().is_some_and(|a| a.starts_with("MiniMaxM3"));
+    // is_deepseek_v4 / is_minimax_sparse (srt/configs/model_config.py:395-400, :426-431).
+    let other_sparse = arch.as_deref().is_some_and(|a| {
+        matches!(
+            a,
+            "DeepseekV4ForCausalLM"
+                | "DeepseekV4ForCausalLMNextN"
+                | "DeepseekV4ForCausalLMDSpark"
+                | "MiniMaxM3SparseForCausalLM"
+                | "MiniMaxM3SparseForConditionalGeneration"
+        )
+    });
     let index_kpool = model
         .as_ref()
         .and_then(|m| m.index_kpool.as_ref())
@@ -262,9 +271,16 @@ fn resolution<'a>(
         None => Resolved::new("auto".to_owned(), default("the model's dtype")),
     };
 
-    // page_size: forced to 64 x index_kpool for DSA on CUDA (model_overrides/deepseek_v2.py:161-173).
-    let page_size = if is_dsa && !hip {
-        Resolved::new(64 * index_kpool, derived(&["index_kpool"], "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171)"))
+    // page_size: forced to 64 x index_kpool for DSA (model_overrides/deepseek_v2.py:161-173);
+    // on ROCm too, unless aiter's preshuffle paged-MQA path is unavailable
+    // (Triton < 3.5, :151-159: page 1), which is not assumed here.
+    let page_size = if is_dsa {
+        let rule = if hip {
+            "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171); ROCm with aiter's preshuffle path assumed (else page 1, :151-159)"
+        } else {
+            "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171)"
+        };
+        Resolved::new(64 * index_kpool, derived(&["index_kpool"], rule))
     } else {
         match args.page_size {
             Some(p) => Resolved::new(p, explicit("page_size")),
@@ -400,18 +416,40 @@ fn resolution<'a>(
     }
 }
 
-/// Bytes of one token's MLA latent in one layer as SGLang stores it:
-/// bfloat16 `(kv_lora_rank + qk_rope_head_dim) x 2`, fp8_e4m3
-/// `kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2`
-/// (mem_cache/kv_cache_configurator.py:3412-3475).
-pub fn kv_row_bytes(dtype: &str, model: &ModelInfo) -> Option<u64> {
+/// Bytes of one token's MLA latent in one layer as SGLang stores it
+/// (`calculate_mla_kv_cache_dim`, mem_cache/kv_cache_configurator.py:3412-3475):
+/// bfloat16 `(kv_lora_rank + qk_rope_head_dim) x 2`; fp8_e4m3
+/// `kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2` (656), or the
+/// raw `kv_lora_rank + qk_rope_head_dim` for the raw layout (`raw_layout`: a
+/// trtllm backend, ROCm's tilelang/triton/aiter, or tilelang for both).
+pub fn kv_row_bytes(dtype: &str, model: &ModelInfo, raw_layout: bool) -> Option<u64> {
     let rank = u64::from(model.kv_lora_rank?);
     let rope = u64::from(model.qk_rope_head_dim?);
     match dtype {
+        // u32 inputs: these sums and products cannot overflow u64.
         "bfloat16" => Some((rank + rope) * 2),
+        "fp8_e4m3" if raw_layout => Some(rank + rope),
         "fp8_e4m3" => Some(rank + rank / 128 * 4 + rope * 2),
         _ => None,
     }
+}
+
+/// Whether the DSA KV rows use the raw layout (kv_cache_configurator.py:3425-3455).
+fn raw_layout(r: &Resolution<'_>) -> bool {
+    fn name(x: &Option<Resolved<String>>) -> &str {
+        x.as_ref().map_or("", |v| v.value.as_str())
+    }
+    let (pre, dec) = (name(&r.dsa_prefill_backend), name(&r.dsa_decode_backend));
+    let trtllm = match r.args.pd_mode() {
+        "decode" => dec == "trtllm",
+        "prefill" => pre == "trtllm",
+        _ => pre == "trtllm" || dec == "trtllm",
+    };
+    let hip_raw = r.hip
+        && [pre, dec]
+            .iter()
+            .any(|x| matches!(*x, "tilelang" | "triton" | "aiter"));
+    trtllm || hip_raw || (pre == "tilelang" && dec == "tilelang")
 }
 
 fn int_resolved(r: &Resolved<Value>) -> Option<Resolved<i64>> {
@@ -430,12 +468,12 @@ fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {
         page_size: r.page_size.clone(),
         kv_cache_dtype: r.kv_cache_dtype.clone(),
         compute_capability: r.compute_capability.clone(),
-        dsa_prefill_backend: r.dsa_prefill_backend.clone()?,
-        dsa_decode_backend: r.dsa_decode_backend.clone()?,
+        dsa_prefill_backend: r.dsa_prefill_backend.clone(),
+        dsa_decode_backend: r.dsa_decode_backend.clone(),
         disable_radix_cache: r.disable_radix_cache.clone(),
         disaggregation_mode: r.disaggregation_mode.clone(),
         speculative_num_draft_tokens: r.speculative.as_ref().map(|s| s.2.clone()),
-        kv_row_bytes: r.model.as_ref().and_then(|m| kv_row_bytes(&r.kv_cache_dtype.value, m)).map(|b| {
+        kv_row_bytes: r.model.as_ref().and_then(|m| kv_row_bytes(&r.kv_cache_dtype.value, m, raw_layout(r))).map(|b| {
             Resolved::new(b, derived(&["kv_cache_dtype", "kv_lora_rank", "qk_rope_head_dim"], "mem_cache/kv_cache_configurator.py:3412-3475"))
         }),
     })

@@ -48,7 +48,7 @@ pub(crate) fn radix_off(r: &Resolution<'_>) -> Vec<FixOp> {
 
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     let a = r.args;
-    // hisparse_hook.py:103-106 (AssertionError); model_config.py:191-212.
+    // hisparse_hook.py:104-107 (AssertionError); model_config.py:191-212.
     if r.model.is_some() && !r.is_dsa && !r.other_sparse {
         d.push(
             err(Code::HisparseModelNotDsa, "model_path", "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models (e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
@@ -56,7 +56,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 .allowed(format!("a DSA architecture with index_topk set ({})", super::resolve::DSA_ARCHITECTURES.join(", "))),
         );
     }
-    // hisparse_hook.py:108-110 (AssertionError).
+    // hisparse_hook.py:109-111 (AssertionError).
     if !r.disable_radix_cache.value {
         d.push(
             err(Code::RadixCacheEnabled, "disable_radix_cache", "Hierarchical sparse attention currently requires --disable-radix-cache.")
@@ -122,7 +122,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     if let Some(c) = a.chunked_prefill_size {
         let page = r.page();
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
-            let fixed = (c / page).max(1) * page;
+            let fixed = (c / page).max(1).saturating_mul(page);
             d.push(
                 err(
                     Code::ChunkedPrefillNotPageMultiple,

@@ -185,7 +185,10 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                     .allowed(format!(
                         "max_running_requests + 1 <= device_buffer_size {dbs}"
                     ))
-                    .fix(vec![set("max_running_requests", json!((dbs - 1).max(1)))]),
+                    .fix(vec![set(
+                        "max_running_requests",
+                        json!(dbs.saturating_sub(1).max(1)),
+                    )]),
                 );
             }
         }

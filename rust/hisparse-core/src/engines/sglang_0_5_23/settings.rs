@@ -29,8 +29,11 @@ pub struct SglangHiSparse {
     pub kv_cache_dtype: Resolved<String>,
     /// The compute capability the dtype was resolved for, e.g. `9.0`.
     pub compute_capability: Resolved<String>,
-    pub dsa_prefill_backend: Resolved<String>,
-    pub dsa_decode_backend: Resolved<String>,
+    /// The DSA backends (absent for DeepSeek-V4 and MiniMax-M3, which pick their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsa_prefill_backend: Option<Resolved<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsa_decode_backend: Option<Resolved<String>>,
     /// Radix cache off (HiSparse requires it; P/D decode turns it off itself).
     pub disable_radix_cache: Resolved<bool>,
     /// `null`, `prefill` or `decode`.
