@@ -38,10 +38,14 @@ the first refusal, as a launch on GPUs would (the stage names are the
                     `index_topk` (model_runner.py:1036-1043). The kernel is a CUDA
                     JIT module, so the assert is replicated here, message verbatim.
 
+- request           the P/D decode side's first transferred request: HiSparse
+                    with a draft KV pool needs the Mooncake transfer backend
+                    (srt/disaggregation/decode.py:1787-1811), replicated.
+
 Modelled for DSA models (DeepSeek-V3.2, GLM-5): DeepSeek-V4 and MiniMax-M3
 HiSparse use other allocators; for them the verdict ends after
-after_weights_load (`"modelled_to"` says so). Not modelled: stage `request`
-(P/D transfer backends at request time, srt/disaggregation/decode.py).
+after_weights_load (`"modelled_to"` says so). Not modelled at `request`:
+beam search and the other per-request refusals.
 
 What is stubbed, and why (nothing else is):
 - `torch.cuda.get_device_capability` answers `sm` (there is no GPU; SGLang
@@ -308,6 +312,19 @@ def _verdict(
     if not device_buffer_size >= top_k:
         exc = AssertionError(f"hot_buffer_size ({device_buffer_size}) must be >= num_top_k ({top_k})")
         return _refusal(verdict, "first_decode", exc)
+
+    # S7 request: the P/D decode side's first transferred request
+    # (srt/disaggregation/decode.py:1787-1811, replicated: it needs a live
+    # transfer). With HiSparse, a draft KV pool (a speculative algorithm with a
+    # draft model; NGRAM has none) moves device-only pages, which only Mooncake does.
+    verdict["modelled_to"] = "request"
+    if (
+        resolved["disaggregation_mode"] == "decode"
+        and resolved["speculative_algorithm"] not in (None, "NONE", "NGRAM")
+        and resolved["disaggregation_transfer_backend"] != "mooncake"
+    ):
+        exc = NotImplementedError("HiSparse device-only PD transfer currently requires the Mooncake backend")
+        return _refusal(verdict, "request", exc)
     return verdict
 
 

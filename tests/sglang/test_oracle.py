@@ -75,6 +75,9 @@ REFUSED: list[tuple[str, list[str], str, str, str]] = [
     ("spec_slots_over_buffer", [*DSV32, *HISPARSE, *EAGLE, "--speculative-num-draft-tokens", "3",
      "--max-running-requests", "4096"], "coordinator_init", "ValueError",
      "HiSparse spec request capacity must not exceed device_buffer_size."),
+    ("pd_decode_draft_over_nixl", [*DSV32, "--enable-hisparse", "--disaggregation-mode", "decode",
+     "--disaggregation-transfer-backend", "nixl", *EAGLE, "--speculative-num-draft-tokens", "3"], "request",
+     "NotImplementedError", "HiSparse device-only PD transfer currently requires the Mooncake backend"),
     ("buffer_below_index_topk", [*DSV32, *HISPARSE, *config('{"top_k": 1024, "device_buffer_size": 1024}')],
      "first_decode", "AssertionError", "hot_buffer_size (1024) must be >= num_top_k (2048)"),
 ]  # fmt: skip
@@ -97,7 +100,7 @@ def test_pd_decode_launch_is_valid_with_sglangs_resolved_values() -> None:
          "--page-size", "16", *config('{"top_k": 2048, "device_buffer_size": 4096}')]
     )  # fmt: skip
     assert verdict["valid"], verdict
-    assert verdict["modelled_to"] == "first_decode"
+    assert verdict["modelled_to"] == "request"
     want: dict[str, Any] = {
         "enable_hisparse": True,
         "disable_radix_cache": True,
