@@ -208,9 +208,11 @@ class SglangHiSparseSettings:
     def compute_capability(self) -> str:
         """The compute capability the dtype was resolved for, e.g. "9.0"."""
     @property
-    def dsa_prefill_backend(self) -> str: ...
+    def dsa_prefill_backend(self) -> str | None:
+        """The DSA prefill backend; None for a model without DSA (DeepSeek-V4, MiniMax-M3)."""
     @property
-    def dsa_decode_backend(self) -> str: ...
+    def dsa_decode_backend(self) -> str | None:
+        """The DSA decode backend; None for a model without DSA."""
     @property
     def disable_radix_cache(self) -> bool:
         """The radix cache is off (HiSparse requires it)."""

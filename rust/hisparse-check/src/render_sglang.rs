@@ -44,16 +44,13 @@ pub fn human(report: &Report) -> String {
                     format!("{v} B per token and layer")
                 }));
             }
-            rows.push(row(
-                "dsa_prefill_backend",
-                &h.dsa_prefill_backend,
-                Clone::clone,
-            ));
-            rows.push(row(
-                "dsa_decode_backend",
-                &h.dsa_decode_backend,
-                Clone::clone,
-            ));
+            // DSA backends: absent for models without DSA (DeepSeek-V4, MiniMax-M3).
+            if let Some(r) = &h.dsa_prefill_backend {
+                rows.push(row("dsa_prefill_backend", r, Clone::clone));
+            }
+            if let Some(r) = &h.dsa_decode_backend {
+                rows.push(row("dsa_decode_backend", r, Clone::clone));
+            }
             rows.push(row("disable_radix_cache", &h.disable_radix_cache, |v| {
                 v.to_string()
             }));

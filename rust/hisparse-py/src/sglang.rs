@@ -65,13 +65,18 @@ impl SglangHiSparseSettings {
     fn compute_capability(&self) -> &str {
         &self.0.compute_capability.value
     }
+    /// The DSA prefill backend; None for a model without DSA (DeepSeek-V4, MiniMax-M3).
     #[getter]
-    fn dsa_prefill_backend(&self) -> &str {
-        &self.0.dsa_prefill_backend.value
+    fn dsa_prefill_backend(&self) -> Option<&str> {
+        self.0
+            .dsa_prefill_backend
+            .as_ref()
+            .map(|r| r.value.as_str())
     }
+    /// The DSA decode backend; None for a model without DSA.
     #[getter]
-    fn dsa_decode_backend(&self) -> &str {
-        &self.0.dsa_decode_backend.value
+    fn dsa_decode_backend(&self) -> Option<&str> {
+        self.0.dsa_decode_backend.as_ref().map(|r| r.value.as_str())
     }
     /// The radix cache is off (HiSparse requires it).
     #[getter]
@@ -116,8 +121,8 @@ impl SglangHiSparseSettings {
         put(&dict, "page_size", Some(&h.page_size))?;
         put(&dict, "kv_cache_dtype", Some(&h.kv_cache_dtype))?;
         put(&dict, "compute_capability", Some(&h.compute_capability))?;
-        put(&dict, "dsa_prefill_backend", Some(&h.dsa_prefill_backend))?;
-        put(&dict, "dsa_decode_backend", Some(&h.dsa_decode_backend))?;
+        put(&dict, "dsa_prefill_backend", h.dsa_prefill_backend.as_ref())?;
+        put(&dict, "dsa_decode_backend", h.dsa_decode_backend.as_ref())?;
         put(&dict, "disable_radix_cache", Some(&h.disable_radix_cache))?;
         put(&dict, "disaggregation_mode", Some(&h.disaggregation_mode))?;
         put(
