@@ -206,3 +206,81 @@ fn sentence(p: &Problem) -> String {
         ProblemKind::Required => "no model: sglang serve needs --model-path".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any words read without a panic, and every refusal is an error at
+    /// stage argparse (a fixed-seed generator: deterministic runs).
+    #[test]
+    fn any_words_read_without_panic() {
+        const PIECES: &[&str] = &[
+            "--tp",
+            "--tp=",
+            "-",
+            "--",
+            "---",
+            "-h",
+            "-hx",
+            "--enable-hisparse=1",
+            "--enable-hi",
+            "--hisparse-config",
+            "{",
+            "}",
+            "[NaN]",
+            "1e400",
+            "-5",
+            "-.5",
+            "1.5Ki",
+            "25.6k",
+            "99999999999999999999999999k",
+            "ä",
+            "٨",
+            "\u{0}",
+            " ",
+            "=",
+            "--model",
+            "m",
+            "--cuda-graph-bs-decode",
+            "--lora-paths",
+            "{\"lora_name\": 1}",
+            "--page-size",
+            "--max-lora-chunk-size",
+            "16",
+            "None",
+            "",
+            "--config",
+            "--mem-fraction-static",
+            "inf",
+            "nan",
+            "--disaggregation-decode-host-receive-threshold",
+        ];
+        let mut state: u64 = 0x5347_4c61_6e67;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize % n
+        };
+        for _ in 0..400 {
+            let len = next(8);
+            let words: Vec<String> = (0..len)
+                .map(|_| {
+                    let a = PIECES[next(PIECES.len())];
+                    if next(4) == 0 {
+                        format!("{a}{}", PIECES[next(PIECES.len())])
+                    } else {
+                        a.to_owned()
+                    }
+                })
+                .collect();
+            if let Ok(r) = read(&words, next(2) == 0) {
+                assert!(r
+                    .errors
+                    .iter()
+                    .all(|d| d.is_error() && d.stage == SglangStage::Argparse.into()));
+            }
+        }
+    }
+}
