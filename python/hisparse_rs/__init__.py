@@ -19,6 +19,7 @@ layer) and the kernels in :mod:`hisparse_rs.kernels` need the ``kernels`` extra
 from typing import TYPE_CHECKING, Any
 
 from hisparse_rs._core import (
+    SGLANG_VERSION,
     VLLM_VERSION,
     Diagnostic,
     GpuPlan,
@@ -36,6 +37,7 @@ from hisparse_rs._core import (
     Report,
     ResidencyResolver,
     ResolveResult,
+    SglangHiSparseSettings,
     __version__,
     error_codes,
     gpu_spec,
@@ -48,6 +50,7 @@ from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, res
 from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadError, PoolError
 from hisparse_rs.planning import plan, plan_args, plot_plan
 from hisparse_rs.pool import allocate_pool_buffer, layer_view, layer_views
+from hisparse_rs.sglang import ENGINES, check_sglang_argv
 
 if TYPE_CHECKING:
     from hisparse_rs.runtime import DecodeRuntime, LayerResult
@@ -63,6 +66,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ENGINES",
+    "SGLANG_VERSION",
     "VLLM_VERSION",
     "ConfigError",
     "DecodeRuntime",
@@ -87,11 +92,13 @@ __all__ = [
     "ResidencyResolver",
     "ResolveResult",
     "ResolvedConfig",
+    "SglangHiSparseSettings",
     "__version__",
     "allocate_pool_buffer",
     "apply_fix",
     "check",
     "check_args",
+    "check_sglang_argv",
     "error_codes",
     "gpu_spec",
     "layer_view",

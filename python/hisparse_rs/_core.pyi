@@ -10,6 +10,7 @@ from hisparse_rs.config import ResolvedConfig
 
 __all__ = [
     "MAX_RESOLVE_ENTRIES",
+    "SGLANG_VERSION",
     "VLLM_VERSION",
     "Diagnostic",
     "GpuPlan",
@@ -28,25 +29,33 @@ __all__ = [
     "Report",
     "ResidencyResolver",
     "ResolveResult",
+    "SglangHiSparseSettings",
     "__version__",
     "_config_file_argv",
     "_register_exceptions",
+    "_sglang_argv_json",
+    "_sglang_server_arg_names",
     "_vllm_flag_table",
     "apply_fix_json",
     "check_json",
+    "check_sglang_argv",
     "error_codes",
     "gpu_spec",
     "plan_json",
     "pool_error_codes",
     "run_cli",
     "run_cli_plan",
+    "sglang_check_json",
     "sglang_codes",
+    "sglang_plan_json",
     "vllm_deviations",
     "vllm_stages",
 ]
 
 __version__: Final[str]
 VLLM_VERSION: Final[str]
+SGLANG_VERSION: Final[str]
+"""The SGLang release whose rules ``engine="sglang"`` applies ("0.5.23")."""
 MAX_RESOLVE_ENTRIES: Final[int]
 """Most top-k entries (rows x width) one resolve call takes (2**26); PoolError ``batch_too_large`` beyond."""
 
@@ -171,6 +180,56 @@ class HiSparseSettings:
     def provenance(self) -> dict[str, Provenance]: ...
 
 @final
+class SglangHiSparseSettings:
+    """HiSparse as SGLang 0.5.23 would run it, with SGLang's names (tokens, slots, bytes)."""
+
+    @property
+    def top_k(self) -> int:
+        """``hisparse_config.top_k``: read only by the default buffer and the buffer >= top_k check."""
+    @property
+    def index_topk(self) -> int:
+        """The model's ``index_topk``, which replaces ``top_k`` at run time."""
+    @property
+    def device_buffer_size(self) -> int:
+        """Device slots per request and layer (default 2 x top_k)."""
+    @property
+    def host_to_device_ratio(self) -> int:
+        """Host pool tokens per device KV slot (default 2)."""
+    @property
+    def swap_in_block_size(self) -> int:
+        """Tokens per swap-in block (default 960, 1..=1024)."""
+    @property
+    def page_size(self) -> int:
+        """Tokens per page: 64 x index_kpool for DSA, overriding ``--page-size``."""
+    @property
+    def kv_cache_dtype(self) -> str:
+        """The KV cache dtype after ``auto`` (fp8_e4m3 on SM >= 10, bfloat16 below)."""
+    @property
+    def compute_capability(self) -> str:
+        """The compute capability the dtype was resolved for, e.g. "9.0"."""
+    @property
+    def dsa_prefill_backend(self) -> str | None:
+        """The DSA prefill backend; None for a model without DSA (DeepSeek-V4, MiniMax-M3)."""
+    @property
+    def dsa_decode_backend(self) -> str | None:
+        """The DSA decode backend; None for a model without DSA."""
+    @property
+    def disable_radix_cache(self) -> bool:
+        """The radix cache is off (HiSparse requires it)."""
+    @property
+    def disaggregation_mode(self) -> str:
+        """ "null", "prefill" or "decode"."""
+    @property
+    def speculative_num_draft_tokens(self) -> int | None:
+        """Draft tokens per verify step; None without speculation."""
+    @property
+    def kv_row_bytes(self) -> int | None:
+        """Bytes of one token's MLA latent in one layer (1152 bfloat16, 656 fp8_e4m3)."""
+    @property
+    def provenance(self) -> dict[str, Provenance]:
+        """Field name -> Provenance for every resolved field (a new dict each call)."""
+
+@final
 class ModelSummary:
     """The model checked against."""
 
@@ -192,7 +251,14 @@ class Report:
     @property
     def model(self) -> ModelSummary | None: ...
     @property
-    def hisparse(self) -> HiSparseSettings | None: ...
+    def hisparse(self) -> HiSparseSettings | SglangHiSparseSettings | None:
+        """The resolved settings in the engine's terms (SglangHiSparseSettings for SGLang)."""
+    @property
+    def engine(self) -> str:
+        """The engine whose rules were applied: "vllm" or "sglang"."""
+    @property
+    def engine_version(self) -> str:
+        """That engine's release, e.g. "0.33.0" or "0.5.23"."""
     @property
     def errors(self) -> tuple[Diagnostic, ...]: ...
     @property
@@ -200,6 +266,9 @@ class Report:
     @property
     def gpu(self) -> dict[str, Any] | None:
         """The GPU named with ``gpu=`` (its figures and their sources), or None."""
+    @property
+    def ignored_flags(self) -> list[str]:
+        """Flags given that the check does not read, as given (``--port 30000``); a new list each call."""
     @property
     def fixed_flags(self) -> str | None:
         """The ``vllm serve`` flags to change with every fix applied, as shell text.
@@ -473,6 +542,25 @@ def _vllm_flag_table() -> str:
     {"vllm": "0.33.0", "flags": [{"name", "option_strings", "negative_option_strings",
     "nargs", "takes_value", "choices", "int_choices"}, ...]}.
     """
+
+def sglang_check_json(args: Mapping[str, Any] | str, options_json: str | None = None) -> Report:
+    """Check an SGLang 0.5.23 launch given as ServerArgs attributes (a mapping or its JSON text);
+    with options (JSON: gpu, gpu_memory_gib, host_memory_gib, weights_gib) the machine checks run.
+
+    Raises ValueError for an option out of range or an unknown GPU, TypeError on ill-typed input.
+    """
+
+def sglang_plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:
+    """Plan an SGLang 0.5.23 launch (as sglang_check_json takes it); the plan is None unless valid."""
+
+def check_sglang_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
+    """Check an ``sglang serve`` argv exactly as ``hisparse-check --engine sglang`` reads it."""
+
+def _sglang_argv_json(argv: Sequence[str]) -> str:
+    """SGLang 0.5.23's argparse reading of argv as JSON (values, problems), for the differential test."""
+
+def _sglang_server_arg_names() -> list[str]:
+    """Every ServerArgs attribute ``sglang serve`` 0.5.23 has a flag for (sorted)."""
 
 def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:
     """Plan capacity for serve args (as check_json takes them) with planner options (JSON).

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hisparse_rs import _core
-from hisparse_rs._core import Diagnostic, HiSparseSettings, ModelSummary, Report
+from hisparse_rs import _core, sglang
+from hisparse_rs._core import Diagnostic, HiSparseSettings, ModelSummary, Report, SglangHiSparseSettings
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = [
@@ -68,9 +68,10 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ResolvedConfig:
-    """A valid configuration: ``hisparse`` is None when HiSparse is not configured."""
+    """A valid configuration: ``hisparse`` is None when HiSparse is not configured
+    (a :class:`SglangHiSparseSettings` for ``engine="sglang"``)."""
 
-    hisparse: HiSparseSettings | None
+    hisparse: HiSparseSettings | SglangHiSparseSettings | None
     model: ModelSummary | None
     warnings: tuple[Diagnostic, ...]
 
@@ -104,6 +105,7 @@ def _serve_args(
 def check(
     model: str | os.PathLike[str] | None = None,
     *,
+    engine: str = "vllm",
     revision: str | None = None,
     hf_config_path: str | os.PathLike[str] | None = None,
     hf_config: Mapping[str, Any] | None = None,
@@ -139,10 +141,24 @@ def check(
     gpu_memory_gib: float | None = None,
     host_memory_gib: float | None = None,
     weights_gib: float | None = None,
+    **server_args: Any,
 ) -> Report:
-    """Check a vLLM serve configuration for HiSparse and return the report; never raises on a bad config.
+    """Check a vLLM serve configuration (or, with ``engine="sglang"``, an SGLang
+    0.5.23 launch) for HiSparse and return the report; never raises on a bad config.
 
     Args:
+        engine: ``"vllm"`` (vLLM 0.33.0, the default) or ``"sglang"`` (SGLang
+            0.5.23). For SGLang, ``model`` is ``--model-path`` and every other
+            argument is an SGLang ``ServerArgs`` attribute in ``server_args``
+            (``tp_size=8, enable_hisparse=True, hisparse_config='{"top_k": 2048}',
+            disaggregation_mode="decode"``), with values as SGLang's argparse
+            produces them; ``revision``, ``kv_cache_dtype`` and ``nnodes`` are
+            SGLang attributes too, and the machine options below work for both
+            (``gpu`` picks SGLang's ``auto`` kv cache dtype: fp8_e4m3 on
+            SM >= 10, bfloat16 below). The other arguments are vLLM's and a
+            TypeError for SGLang. See :mod:`hisparse_rs.sglang`.
+        server_args: SGLang ``ServerArgs`` attributes (``engine="sglang"`` only;
+            a TypeError for vLLM, and for a name SGLang 0.5.23 does not have).
         model: a local ``config.json``, a directory containing one, or a Hugging
             Face model id read from the local cache (``HF_HUB_CACHE``,
             ``HF_HOME/hub``, ``~/.cache/huggingface/hub``; never downloaded).
@@ -188,8 +204,28 @@ def check(
     Raises:
         ModelLoadError: the model's config.json cannot be found or read.
         TypeError: an argument has the wrong type.
-        ValueError: an unknown ``gpu`` or a machine option out of range.
+        ValueError: an unknown ``gpu`` or ``engine``, or a machine option out of range.
     """
+    given = {k: v for k, v in locals().items() if k in _VLLM_ONLY and v is not None and v is not _ENV}
+    machine = {
+        "gpu": gpu,
+        "gpu_memory_gib": gpu_memory_gib,
+        "host_memory_gib": host_memory_gib,
+        "weights_gib": weights_gib,
+    }
+    if sglang.engine_name(engine) == "sglang":
+        if given:
+            raise TypeError(
+                f"check(engine='sglang') takes SGLang ServerArgs names; {', '.join(sorted(given))} "
+                "are vLLM's (e.g. tensor_parallel_size is tp_size)"
+            )
+        shared = {"revision": revision, "kv_cache_dtype": kv_cache_dtype, "nnodes": nnodes}
+        return sglang.check(model, machine, {**shared, **server_args})
+    if server_args:
+        raise TypeError(
+            f"check() got unexpected keyword arguments: {', '.join(sorted(server_args))} "
+            "(SGLang ServerArgs names need engine='sglang')"
+        )
     args = _serve_args(
         model,
         revision=revision,
@@ -224,16 +260,17 @@ def check(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         platform=platform,
     )
-    machine = {
-        "gpu": gpu,
-        "gpu_memory_gib": gpu_memory_gib,
-        "host_memory_gib": host_memory_gib,
-        "weights_gib": weights_gib,
-    }
     return check_args(args, **{k: v for k, v in machine.items() if v is not None})
 
 
-_CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {"model", *_MACHINE_OPTIONS}
+_CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {
+    "model",
+    "engine",
+    "server_args",
+    *_MACHINE_OPTIONS,
+}
+# vLLM's arguments that SGLang does not share (its revision, kv_cache_dtype and nnodes are SGLang's too).
+_VLLM_ONLY = _CHECK_KEYWORDS - {"revision", "kv_cache_dtype", "nnodes"}
 
 
 def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -277,7 +314,7 @@ def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:
     """Resolve a serve configuration like :func:`check` (same arguments, ``gpu=``
-    included), but raise if it is invalid.
+    and ``engine=`` included), but raise if it is invalid.
 
     Returns a :class:`ResolvedConfig`; its ``hisparse`` is None when HiSparse is
     not configured. Raises :class:`ConfigError` (a ValueError) carrying every

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from hisparse_rs import _core
+from hisparse_rs import _core, sglang
 from hisparse_rs._core import Plan
 from hisparse_rs.config import _check_options, serve_args
 from hisparse_rs.exceptions import ConfigError
@@ -35,6 +35,7 @@ _MARKERS: dict[Limit, str] = {"gpu": "o", "host": "s", "max_num_seqs": "^", "bas
 def plan(
     model: str | os.PathLike[str] | None = None,
     *,
+    engine: str = "vllm",
     context_length: int | None = None,
     target_requests: int | None = None,
     host_memory_gib: float | None = None,
@@ -49,6 +50,14 @@ def plan(
     the host memory pinned per node, and a sweep from 8K tokens to max_model_len.
 
     Args:
+        engine: ``"vllm"`` (default) or ``"sglang"``: for SGLang 0.5.23,
+            ``model`` is ``--model-path`` and ``**serve`` are SGLang
+            ``ServerArgs`` attributes, as :func:`check` takes them with
+            ``engine="sglang"`` (device slots from GPU memory and
+            ``mem_fraction_static``, ``D + 64`` slots per request, host RAM
+            pinned per rank: every rank holds its own copy). ``context_length``
+            here is the planner's tokens per request, as for vLLM; SGLang's own
+            ``context_length`` attribute is not taken by :func:`plan`.
         model, **serve: the serve configuration, exactly as :func:`check` takes it
             (``kv_transfer_config=...``, ``tensor_parallel_size=...``,
             ``kv_cache_memory_bytes=...``, ``gpu_memory_utilization=...``).
@@ -81,12 +90,12 @@ def plan(
 
     Raises:
         ConfigError: the configuration is invalid (what ``vllm serve`` refuses).
-        ValueError: an option is out of range, the GPU is unknown, or HiSparse
-            is not configured and cannot be (the model is not DSA).
+        ValueError: an option is out of range, the GPU or ``engine`` is unknown,
+            or HiSparse is not configured and cannot be (the model is not DSA;
+            for SGLang: the launch has no ``enable_hisparse``).
         ModelLoadError: the model's config.json cannot be read.
         TypeError: an argument has the wrong type.
     """
-    args = serve_args(model, **serve)
     options = {
         "context_length": context_length,
         "target_requests": target_requests,
@@ -95,6 +104,14 @@ def plan(
         "weights_gib": weights_gib,
         "gpu": gpu,
     }
+    if sglang.engine_name(engine) == "sglang":
+        report, result = sglang.plan(model, options, serve)
+        if not report.valid:
+            raise ConfigError(report)
+        if result is None:  # pragma: no cover - the core plans every valid launch or raises
+            raise ValueError("nothing to plan")
+        return result
+    args = serve_args(model, **serve)
     return plan_args(args, **{k: v for k, v in options.items() if v is not None})
 
 

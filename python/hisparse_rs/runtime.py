@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from hisparse_rs._core import HiSparseMetrics, HostKVPool, ResidencyResolver
+from hisparse_rs._core import HiSparseMetrics, HiSparseSettings, HostKVPool, ResidencyResolver
 from hisparse_rs.exceptions import HostPoolExhausted, PoolError, missing_extra
 
 try:
@@ -470,6 +470,8 @@ class DecodeRuntime:
         h = resolved.hisparse
         if h is None:
             raise ValueError("HiSparse is not enabled in this configuration: nothing to run")
+        if not isinstance(h, HiSparseSettings):
+            raise ValueError("DecodeRuntime runs vLLM 0.33's HiSparse layout: resolve a vLLM configuration")
         dtype = "bfloat16" if h.kv_cache_dtype in ("auto", "bfloat16") else h.kv_cache_dtype
         if dtype not in ROW_BYTES or h.row_bytes != ROW_BYTES[dtype]:
             raise ValueError(

@@ -263,7 +263,9 @@ def _check(engine_args: Any, args: dict[str, Any], mode: str) -> bool:
         logger.info(
             "hisparse_rs preflight: HiSparse configuration valid (device_buffer_size %s, host_pool_gib %s)%s",
             report.hisparse.device_buffer_size if report.hisparse else "?",
-            report.hisparse.host_pool_gib if report.hisparse else "?",
+            report.hisparse.host_pool_gib
+            if isinstance(report.hisparse, hisparse_rs.HiSparseSettings)
+            else "?",
             f" for {node.checked}" if node.checked else "",
         )
         os.environ[_CHECKED_ENV] = fingerprint

@@ -8,8 +8,12 @@
 //! code is still the verdict: it had the output it asked for.
 
 mod argv;
+mod launch;
 mod render;
 mod render_plan;
+mod render_sglang;
+mod sglang_0_5_23;
+mod sglang_cli;
 mod vllm_flags;
 mod yaml;
 
@@ -217,6 +221,10 @@ VLLM_USE_V2_MODEL_RUNNER environment variable, and HF_HUB_CACHE / HF_HOME for
 model ids. Other vllm serve flags (--port, --trust-remote-code, ...) are
 accepted and listed as ignored.
 
+SGLang 0.5.23: hisparse-check --engine sglang SGLANG_FLAGS, or the launch
+pasted whole: hisparse-check -- sglang serve MODEL ... (also
+-- python -m sglang.launch_server ...); see hisparse-check --engine sglang --help.
+
 --plan example (8 x H200, the bundled DeepSeek-V3.2 decode instance):
   bash examples/dsv32-decode-pd.sh --plan --gpu h200 --context-length 128K
 
@@ -262,7 +270,7 @@ fn parse_bytes(text: &str) -> Result<i64, String> {
     })
 }
 
-fn parse_tokens(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_tokens(text: &str) -> Result<u64, String> {
     human_readable_int(text)
         .and_then(|n| u64::try_from(n).ok())
         .filter(|n| *n > 0)
@@ -316,6 +324,16 @@ where
     let args: Vec<String> = args.into_iter().map(Into::into).collect();
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
+    let args = match launch::split(&args) {
+        Ok(l) if l.engine == launch::Engine::Sglang => {
+            return run_sglang(&l.args, l.sglang_serve, &mut stdout, &mut stderr)
+        }
+        Ok(l) => l.args,
+        Err(msg) => {
+            let _ = writeln!(stderr, "hisparse-check: error: {msg}");
+            return (EXIT_USAGE, None);
+        }
+    };
     let parsed = match parse(&args) {
         Ok(p) => p,
         Err(Usage::Message(msg)) => {
@@ -393,6 +411,110 @@ where
         return write_failed(&mut stderr, &e, verdict);
     }
     (verdict, Some(plan))
+}
+
+/// Usage errors as the vLLM side prints them: ours under the tool's name,
+/// clap's `--help` and `--version` on stdout.
+fn usage_exit(e: Usage, stderr: &mut impl Write) -> (i32, Option<Plan>) {
+    match e {
+        Usage::Message(msg) => {
+            let _ = writeln!(stderr, "hisparse-check: error: {msg}");
+            (EXIT_USAGE, None)
+        }
+        Usage::Clap(e) if e.use_stderr() => {
+            let text = e.render().to_string();
+            let text = text.strip_prefix("error: ").unwrap_or(&text);
+            let _ = write!(stderr, "hisparse-check: error: {text}");
+            (EXIT_USAGE, None)
+        }
+        Usage::Clap(e) => {
+            if let Err(io) = stdout_open()
+                .and_then(|()| e.print())
+                .and_then(|()| std::io::stdout().flush())
+            {
+                return write_failed(stderr, &io, EXIT_VALID);
+            }
+            (EXIT_VALID, None)
+        }
+    }
+}
+
+/// An SGLang 0.5.23 launch (`sglang_cli`): the report or the plan, with the
+/// same exit codes and output rules as vLLM's.
+fn run_sglang(
+    words: &[String],
+    serve: bool,
+    stdout: &mut impl Write,
+    stderr: &mut impl Write,
+) -> (i32, Option<Plan>) {
+    let parsed = match sglang_cli::parse(words, serve) {
+        Ok(p) => p,
+        Err(e) => return usage_exit(e, stderr),
+    };
+    if parsed.read.help {
+        // `--hel` and other prefixes of SGLang's --help: hisparse-check's help.
+        let help = sglang_cli::SglangCli::command().render_help().to_string();
+        if let Err(e) = print(stdout, &help) {
+            return write_failed(stderr, &e, EXIT_VALID);
+        }
+        return (EXIT_VALID, None);
+    }
+    if parsed.cli.plot.is_some() {
+        let _ = writeln!(stderr, "hisparse-check: error: --plot draws with matplotlib, which runs in Python: use the hisparse-check that pip installs with the plot extra, or hisparse_rs.plot_plan()");
+        return (EXIT_USAGE, None);
+    }
+    let json_output = parsed.cli.json;
+    let outcome = match sglang_cli::run(parsed) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = writeln!(stderr, "hisparse-check: error: {e}");
+            return (EXIT_USAGE, None);
+        }
+    };
+    let (text, valid, plan) = match outcome {
+        sglang_cli::Outcome::Report(report) => {
+            let text = if json_output {
+                report.to_json()
+            } else {
+                render_sglang::human(&report)
+            };
+            (text, report.valid, None)
+        }
+        sglang_cli::Outcome::Plan(plan) => {
+            let text = if json_output {
+                plan.to_json()
+            } else {
+                render_plan::plan(&plan)
+            };
+            (text, plan.valid, Some(*plan))
+        }
+    };
+    let verdict = if valid { EXIT_VALID } else { EXIT_INVALID };
+    if let Err(e) = print(stdout, &text) {
+        return write_failed(stderr, &e, verdict);
+    }
+    (verdict, plan)
+}
+
+/// Check an SGLang 0.5.23 launch given as its argv (the words after `sglang
+/// serve` or `python -m sglang.launch_server`; a leading program is taken
+/// off too), exactly as `hisparse-check --engine sglang` reads it: argparse's
+/// refusals are errors at stage `argparse`, flags the check does not read are
+/// in `ignored_flags`. Err: an option out of range, an unknown GPU.
+pub fn check_sglang_argv(
+    argv: &[String],
+    options: &PlanOptions,
+) -> Result<hisparse_core::Report, String> {
+    let mut words = vec!["--engine".to_owned(), "sglang".to_owned()];
+    words.extend(argv.iter().cloned());
+    let launch = launch::split(&words)?;
+    sglang_cli::check_argv(&launch.args, launch.sglang_serve, options)
+}
+
+/// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for,
+/// sorted (the Python API's names for `engine="sglang"`).
+pub fn sglang_server_arg_names() -> Vec<&'static str> {
+    sglang_0_5_23::flags::dests()
 }
 
 /// Write the result and flush: a full disk or a closed stdout is an error,
@@ -490,7 +612,7 @@ fn plan_options(cli: &Cli) -> PlanOptions {
     }
 }
 
-enum Usage {
+pub(crate) enum Usage {
     Message(String),
     Clap(clap::Error),
 }
@@ -611,4 +733,24 @@ fn flag_pair(on: bool, off: bool) -> Option<bool> {
         (_, true) => Some(false),
         _ => None,
     }
+}
+
+/// SGLang 0.5.23's argv as its argparse reads it, as JSON: `values` (the
+/// `ServerArgs` attributes given), `problems` (argparse's refusals, each with
+/// its `kind` and message). For the test that compares the reading with
+/// SGLang's real parser (tests/sglang).
+pub fn sglang_argv_json(argv: &[String]) -> String {
+    let parsed = sglang_0_5_23::argv::parse(argv);
+    let problems: Vec<Value> = parsed
+        .problems
+        .iter()
+        .map(|p| serde_json::json!({"kind": format!("{:?}", p.kind), "message": p.message}))
+        .collect();
+    serde_json::json!({
+        "engine_version": sglang_0_5_23::ENGINE_VERSION,
+        "values": parsed.values,
+        "problems": problems,
+        "help": parsed.help,
+    })
+    .to_string()
 }

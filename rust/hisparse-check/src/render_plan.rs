@@ -44,10 +44,24 @@ pub fn plan(p: &Plan) -> String {
     let mut out = String::new();
     let model = model_heading(p.model.as_ref());
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
+    // The engine's own names for the same figures (SGLang: context_length,
+    // max_running_requests; srt/arg_groups/fields/model.py, schedule.py).
+    let sg = p.engine == "sglang";
+    let engine = if sg { "SGLang" } else { "vLLM" };
+    let max_len = if sg {
+        "context_length"
+    } else {
+        "max_model_len"
+    };
+    let max_seqs = if sg {
+        "max_running_requests"
+    } else {
+        "max_num_seqs"
+    };
     let _ = writeln!(
         out,
-        "hisparse-check --plan: {model}; rules of vLLM {}",
-        p.vllm_version
+        "hisparse-check --plan: {model}; rules of {engine} {}",
+        p.engine_version
     );
     if let Some(a) = &p.assumed {
         let _ = writeln!(
@@ -121,7 +135,7 @@ pub fn plan(p: &Plan) -> String {
     );
     let _ = writeln!(
         out,
-        "  start-up minimum  {} blocks (ceil(max_model_len {} / {}) + 2) = {} GiB",
+        "  start-up minimum  {} blocks (ceil({max_len} {} / {}) + 2) = {} GiB",
         n(h.min_host_blocks),
         p.max_model_len,
         s.block_size,
@@ -191,7 +205,11 @@ pub fn plan(p: &Plan) -> String {
             if let Some(src) = &g.weights_source {
                 let _ = writeln!(out, "  weights           {src}");
             }
-            let _ = writeln!(out, "                    upper bound: vLLM also reserves activation and CUDA-graph memory; pass the KV size from its start-up log as --kv-cache-memory-bytes");
+            let _ = if sg {
+                writeln!(out, "                    upper bound: SGLang sizes the pool after profiling; --max-total-tokens caps it")
+            } else {
+                writeln!(out, "                    upper bound: vLLM also reserves activation and CUDA-graph memory; pass the KV size from its start-up log as --kv-cache-memory-bytes")
+            };
         }
         (Some(kv), None) => {
             let _ = writeln!(out, "  KV room           {} ({})", gib(kv), g.kv_source);
@@ -202,7 +220,7 @@ pub fn plan(p: &Plan) -> String {
     }
     let _ = writeln!(
         out,
-        "  max_num_seqs      {} ({})",
+        "  {max_seqs:<17} {} ({})",
         g.max_num_seqs, g.max_num_seqs_source
     );
     if let (Some(b), Some(hb)) = (g.baseline_blocks, g.hisparse_blocks) {
@@ -216,9 +234,9 @@ pub fn plan(p: &Plan) -> String {
 
     let a = &p.at_context;
     let which = if p.context_length == p.max_model_len {
-        " (max_model_len)"
+        format!(" ({max_len})")
     } else {
-        ""
+        String::new()
     };
     let _ = writeln!(
         out,
@@ -249,7 +267,7 @@ pub fn plan(p: &Plan) -> String {
     );
     let _ = writeln!(
         out,
-        "  limits            GPU {}, host {}, max_num_seqs {}",
+        "  limits            GPU {}, host {}, {max_seqs} {}",
         a.gpu_limit
             .map_or_else(|| "?".to_owned(), |x| x.to_string()),
         a.host_limit,

@@ -15,6 +15,7 @@ mod gil;
 mod pool;
 mod pyjson;
 mod results;
+mod sglang;
 
 use hisparse_core::check::check;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
@@ -305,6 +306,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Report>()?;
     m.add_class::<PyDiagnostic>()?;
     m.add_class::<HiSparseSettings>()?;
+    m.add_class::<sglang::SglangHiSparseSettings>()?;
+    m.add(
+        "SGLANG_VERSION",
+        hisparse_core::engines::sglang_0_5_23::VERSION,
+    )?;
     m.add_class::<Provenance>()?;
     m.add_class::<ModelSummary>()?;
     m.add_class::<Plan>()?;
@@ -313,6 +319,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<GpuPlan>()?;
     m.add_class::<PlanPoint>()?;
     m.add_function(wrap_pyfunction!(plan_json, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::sglang_check_json, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::sglang_plan_json, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::check_sglang_argv, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::sglang_server_arg_names, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::sglang_argv_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli_plan, m)?)?;
     m.add_function(wrap_pyfunction!(check_json, m)?)?;
     m.add_function(wrap_pyfunction!(apply_fix_json, m)?)?;

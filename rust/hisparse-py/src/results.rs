@@ -81,13 +81,34 @@ impl Report {
     fn model(&self) -> Option<ModelSummary> {
         self.0.model.clone().map(ModelSummary)
     }
-    /// The resolved settings; None unless valid with HiSparse on.
+    /// The resolved settings, in the engine's terms (HiSparseSettings for
+    /// vLLM, SglangHiSparseSettings for SGLang); None unless valid with HiSparse on.
     #[getter]
-    fn hisparse(&self) -> Option<HiSparseSettings> {
-        self.0
-            .vllm_hisparse()
-            .cloned()
-            .map(|h| HiSparseSettings(Arc::new(h)))
+    fn hisparse<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        use hisparse_core::report::HiSparseSettings as Core;
+        Ok(match &self.0.hisparse {
+            Some(Core::Vllm(h)) => {
+                Some(Bound::new(py, HiSparseSettings(Arc::new(h.clone())))?.into_any())
+            }
+            Some(Core::Sglang(h)) => Some(
+                Bound::new(
+                    py,
+                    crate::sglang::SglangHiSparseSettings(Arc::new(h.clone())),
+                )?
+                .into_any(),
+            ),
+            None => None,
+        })
+    }
+    /// The engine whose rules were applied: "vllm" or "sglang".
+    #[getter]
+    fn engine(&self) -> &str {
+        &self.0.engine
+    }
+    /// That engine's release, e.g. "0.33.0" or "0.5.23".
+    #[getter]
+    fn engine_version(&self) -> &str {
+        &self.0.engine_version
     }
     /// Every error, as a tuple of Diagnostic.
     #[getter]
@@ -120,6 +141,12 @@ impl Report {
     #[getter]
     fn fixed_flags(&self) -> Option<&str> {
         self.0.fixed_flags.as_deref()
+    }
+    /// The flags given that the check does not read, as given (`--port 30000`):
+    /// a CLI run's, or `check_sglang_argv`'s; empty for mapping arguments.
+    #[getter]
+    fn ignored_flags(&self) -> Vec<String> {
+        self.0.ignored_flags.clone()
     }
     /// The environment variables the fixes change, as shell text run before
     /// `vllm serve` (`unset VAR`, `VAR=value`). None when no fix changes one.
@@ -257,7 +284,7 @@ impl Diagnostic {
 /// or "derived" (computed by `rule` from the inputs in `from_`).
 #[pyclass(frozen, eq, module = "hisparse_rs")]
 #[derive(PartialEq)]
-pub struct Provenance(CoreProvenance);
+pub struct Provenance(pub(crate) CoreProvenance);
 
 #[pymethods]
 impl Provenance {

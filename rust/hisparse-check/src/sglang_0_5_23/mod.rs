@@ -1,0 +1,13 @@
+//! SGLang 0.5.23's flag dialect: its `sglang serve` options ([`flag_table`],
+//! generated from the dump of its real parser), their shapes ([`flags`]),
+//! argparse's `type` callables ([`convert`]) and the argv read as its argparse
+//! reads it ([`argv`]). The result is the JSON object of `ServerArgs`
+//! attributes the core's `SglangArgs` reads, and the argparse-stage refusals.
+
+pub mod argv;
+pub mod convert;
+mod flag_table;
+pub mod flags;
+pub mod read;
+
+pub use flag_table::ENGINE_VERSION;

@@ -1,0 +1,286 @@
+//! An SGLang launch's words -> the core's [`SglangArgs`] plus the refusals of
+//! SGLang's argparse as diagnostics at stage `argparse`, and the flags given
+//! that the check does not read. One reading for the CLI and the Python
+//! binding (`hisparse_rs.check_sglang_argv`).
+
+use super::argv::{self, Problem, ProblemKind};
+use hisparse_core::engines::sglang_0_5_23::stages::SglangStage;
+use hisparse_core::engines::sglang_0_5_23::SglangArgs;
+use hisparse_core::{Code, Diagnostic, FieldPath, FixOp, Report};
+use serde_json::Value;
+
+/// A launch read as SGLang 0.5.23 reads it.
+#[derive(Debug)]
+pub struct Read {
+    pub args: SglangArgs,
+    /// argparse's refusals, each an error at stage `argparse`.
+    pub errors: Vec<Diagnostic>,
+    /// Flags given that the check does not read, as given (`--port 30000`).
+    pub ignored: Vec<String>,
+    /// `-h` / `--help` was among the words.
+    pub help: bool,
+}
+
+/// `sglang serve`'s own handling before `prepare_server_args`: the
+/// `--model-type` selector is taken out (cli/serve.py:30-59) and a first word
+/// that is not a flag is the model (cli/serve.py:62-66).
+fn serve_front_end(words: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut out = Vec::with_capacity(words.len() + 1);
+    let mut front = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        if w == "--model-type" {
+            front.extend(words[i..(i + 2).min(words.len())].iter().cloned());
+            i += 2;
+            continue;
+        }
+        if w.starts_with("--model-type=") {
+            front.push(w.clone());
+            i += 1;
+            continue;
+        }
+        out.push(w.clone());
+        i += 1;
+    }
+    if out.first().is_some_and(|w| !w.starts_with('-')) {
+        out.insert(0, "--model-path".to_owned());
+    }
+    (out, front)
+}
+
+/// Read `words` (after `sglang serve` when `serve` is true, else after
+/// `python -m sglang.launch_server`). Err: the attributes do not make an
+/// `SglangArgs` (a number beyond what the check reads, such as `inf`).
+pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
+    let (words, front) = if serve {
+        serve_front_end(words)
+    } else {
+        (words.to_vec(), Vec::new())
+    };
+    let parsed = argv::parse(&words);
+    if parsed.values.contains_key("config") {
+        // SGLang merges a YAML file's options into the argv before parsing
+        // (ConfigArgumentMerger, server_args.py:683-690); checking without them
+        // would check another launch.
+        return Err(
+            "--config FILE: hisparse-check does not read SGLang config files yet; give the file's options as flags on the command line"
+                .to_owned(),
+        );
+    }
+    // The rest of the check reads the launch as meant: `--enable-hisparse=1`
+    // is refused by argparse (an error below) and read as `--enable-hisparse`,
+    // so the later stages' errors come in the same report.
+    let mut values = parsed.values.clone();
+    for p in &parsed.problems {
+        if let (ProblemKind::ValueNotTaken, Some(dest)) = (p.kind, p.dest) {
+            if truthy(p) {
+                values.insert(dest.to_owned(), Value::Bool(true));
+            }
+        }
+    }
+    let args = SglangArgs::from_json(Value::Object(values))
+        .map_err(|e| format!("the flags do not make SGLang server arguments: {e}"))?;
+    let not_read = args.not_read();
+    let mut ignored: Vec<String> = parsed
+        .given
+        .iter()
+        .filter(|g| not_read.iter().any(|n| n == g.dest))
+        .map(|g| g.words.join(" "))
+        .collect();
+    if !front.is_empty() {
+        ignored.insert(0, front.join(" "));
+    }
+    let errors = parsed.problems.iter().map(diagnostic).collect();
+    Ok(Read {
+        args,
+        errors,
+        ignored,
+        help: parsed.help,
+    })
+}
+
+/// Put the reading's refusals and ignored flags into the core's report of its
+/// arguments: argparse comes first (it is SGLang's first stage), and a launch
+/// argparse refuses is invalid, with no settings resolved.
+pub fn finish(report: &mut Report, read: Read) {
+    if !read.errors.is_empty() {
+        report.valid = false;
+        report.hisparse = None;
+    }
+    let mut errors = read.errors;
+    // The core's own "no model" is argparse's required --model-path again.
+    let core_errors = std::mem::take(&mut report.errors);
+    let kept: Vec<Diagnostic> = core_errors
+        .into_iter()
+        .filter(|d| !errors.iter().any(|a| a.code == d.code && a.path == d.path))
+        .collect();
+    errors.extend(kept);
+    report.errors = errors;
+    report.ignored_flags = read.ignored;
+}
+
+fn diagnostic(p: &Problem) -> Diagnostic {
+    let v = super::ENGINE_VERSION;
+    let message = format!(
+        "{} (sglang serve {v} stops here: \"sglang serve: error: {}\")",
+        sentence(p),
+        p.message
+    );
+    let given = (!p.given.is_empty()).then(|| Value::from(p.given.join(" ")));
+    let (code, path) = match (p.kind, p.dest) {
+        (ProblemKind::Unrecognized | ProblemKind::Ambiguous, _) | (_, None) => {
+            let word = p
+                .given
+                .first()
+                .map_or("", |w| w.split('=').next().unwrap_or(w));
+            (Code::UnknownKey, FieldPath::root(word))
+        }
+        (ProblemKind::Required, Some(dest)) => (Code::ModelConfigMissing, FieldPath::root(dest)),
+        (_, Some(dest)) => (Code::InvalidValue, FieldPath::root(dest)),
+    };
+    let mut d = Diagnostic::error(code, path, message).stage(SglangStage::Argparse);
+    if let Some(g) = &given {
+        d = d.given(g);
+    }
+    if let Some(allowed) = &p.allowed {
+        d = d.allowed(allowed.clone());
+    }
+    match (p.kind, p.dest) {
+        (ProblemKind::Unrecognized, _) => match &p.suggestion {
+            Some(s) => d.hint(format!("did you mean {s}? (a flag of sglang serve {v})")),
+            None => d.hint(format!("remove it: sglang serve {v} has no such flag")),
+        },
+        (ProblemKind::Ambiguous, _) => d.hint(
+            "spell the flag out: argparse takes a prefix only when it names one spelling",
+        ),
+        (ProblemKind::ValueNotTaken, Some(dest)) => {
+            let on = truthy(p);
+            let spelled = p.suggestion.clone().unwrap_or_default();
+            if on {
+                d.hint(format!("write {spelled} alone: it takes no value (store_true)"))
+                    .fix(vec![FixOp::Set {
+                        path: FieldPath::root(dest),
+                        value: Value::Bool(true),
+                    }])
+            } else {
+                d.hint(format!(
+                    "{spelled} takes no value (store_true): write it alone to turn it on, leave it out to keep it off"
+                ))
+            }
+        }
+        (ProblemKind::MissingValue, _) => d.hint("give the flag its value"),
+        (ProblemKind::Required, _) => {
+            d.hint("give the model: --model-path DIR (a config.json, its directory, or a cached Hugging Face id)")
+        }
+        _ => d,
+    }
+}
+
+/// `--flag=1` / `=true` / `=yes` / `=on`: the flag meant on.
+fn truthy(p: &Problem) -> bool {
+    p.given
+        .first()
+        .and_then(|w| w.split_once('='))
+        .is_some_and(|(_, v)| {
+            matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+        })
+}
+
+/// The problem in words, before argparse's own text.
+fn sentence(p: &Problem) -> String {
+    match p.kind {
+        ProblemKind::Unrecognized => format!("{} is not a flag of sglang serve", p.given.join(" ")),
+        ProblemKind::Ambiguous => format!(
+            "{} is a prefix of several sglang serve flags",
+            p.given.join(" ")
+        ),
+        ProblemKind::MissingValue => format!("{} needs a value", p.given.join(" ")),
+        ProblemKind::ValueNotTaken => format!("{} takes no value", p.given.join(" ")),
+        ProblemKind::InvalidValue => {
+            format!("{} is not a value this flag takes", p.given.join(" "))
+        }
+        ProblemKind::InvalidChoice => {
+            format!("{} is not one of the flag's choices", p.given.join(" "))
+        }
+        ProblemKind::Required => "no model: sglang serve needs --model-path".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any words read without a panic, and every refusal is an error at
+    /// stage argparse (a fixed-seed generator: deterministic runs).
+    #[test]
+    fn any_words_read_without_panic() {
+        const PIECES: &[&str] = &[
+            "--tp",
+            "--tp=",
+            "-",
+            "--",
+            "---",
+            "-h",
+            "-hx",
+            "--enable-hisparse=1",
+            "--enable-hi",
+            "--hisparse-config",
+            "{",
+            "}",
+            "[NaN]",
+            "1e400",
+            "-5",
+            "-.5",
+            "1.5Ki",
+            "25.6k",
+            "99999999999999999999999999k",
+            "ä",
+            "٨",
+            "\u{0}",
+            " ",
+            "=",
+            "--model",
+            "m",
+            "--cuda-graph-bs-decode",
+            "--lora-paths",
+            "{\"lora_name\": 1}",
+            "--page-size",
+            "--max-lora-chunk-size",
+            "16",
+            "None",
+            "",
+            "--config",
+            "--mem-fraction-static",
+            "inf",
+            "nan",
+            "--disaggregation-decode-host-receive-threshold",
+        ];
+        let mut state: u64 = 0x5347_4c61_6e67;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize % n
+        };
+        for _ in 0..400 {
+            let len = next(8);
+            let words: Vec<String> = (0..len)
+                .map(|_| {
+                    let a = PIECES[next(PIECES.len())];
+                    if next(4) == 0 {
+                        format!("{a}{}", PIECES[next(PIECES.len())])
+                    } else {
+                        a.to_owned()
+                    }
+                })
+                .collect();
+            if let Ok(r) = read(&words, next(2) == 0) {
+                assert!(r
+                    .errors
+                    .iter()
+                    .all(|d| d.is_error() && d.stage == SglangStage::Argparse.into()));
+            }
+        }
+    }
+}

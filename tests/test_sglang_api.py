@@ -1,0 +1,174 @@
+"""Issue 16, part 5: the Python API for SGLang 0.5.23. ``check`` / ``resolve`` /
+``plan`` with ``engine="sglang"`` and ``check_sglang_argv`` return the same
+Report types as for vLLM, and an argv reads the same through the binding as
+through ``hisparse-check --engine sglang --json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hisparse_rs
+from conftest import HANG_S, MODELS
+
+EXE = shutil.which("hisparse-check") or str(Path(sys.executable).parent / "hisparse-check")
+DSV32 = str(MODELS / "deepseek-v3.2")
+HS = '{"top_k": 2048, "device_buffer_size": 4096, "host_to_device_ratio": 2}'
+VALID = dict(tp_size=8, enable_hisparse=True, disaggregation_mode="decode", hisparse_config=HS)
+
+
+def cli_json(*argv: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [EXE, "--json", "--engine", "sglang", *argv],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env={k: v for k, v in os.environ.items() if not k.startswith("HF_")},
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    report: dict[str, object] = json.loads(proc.stdout)
+    return report
+
+
+def test_check_an_sglang_launch() -> None:
+    report = hisparse_rs.check(DSV32, engine="sglang", gpu="h200", **VALID)
+    assert report.valid, report.to_json()
+    assert (report.engine, report.engine_version) == ("sglang", hisparse_rs.SGLANG_VERSION)
+    h = report.hisparse
+    assert isinstance(h, hisparse_rs.SglangHiSparseSettings)
+    assert (h.device_buffer_size, h.top_k, h.index_topk, h.page_size) == (4096, 2048, 2048, 64)
+    assert h.kv_cache_dtype == "bfloat16"  # SM 9.0: auto is bfloat16 (overrides.py:532-540)
+    assert h.provenance["device_buffer_size"].source == "explicit"
+    b200 = hisparse_rs.check(DSV32, engine="sglang", gpu="b200", **VALID).hisparse
+    assert isinstance(b200, hisparse_rs.SglangHiSparseSettings)
+    assert b200.kv_cache_dtype == "fp8_e4m3"
+
+
+def test_resolve_raises_with_every_error_and_its_sglang_stage() -> None:
+    with pytest.raises(hisparse_rs.ConfigError) as info:
+        hisparse_rs.resolve(
+            DSV32,
+            engine="sglang",
+            enable_hisparse=True,
+            enable_mixed_chunk=True,
+            hisparse_config='{"device_buffer_size": 4000}',
+        )
+    stages = {(d.code, d.stage) for d in info.value.report.errors}
+    assert ("mixed_chunk_with_hisparse", "check") in stages, stages
+    assert ("device_buffer_size_not_page_multiple", "coordinator_init") in stages, stages
+    assert all("SGLang 0.5.23" in d.stage_sentence for d in info.value.report.errors)
+    ok = hisparse_rs.resolve(DSV32, engine="sglang", **VALID)
+    assert isinstance(ok.hisparse, hisparse_rs.SglangHiSparseSettings)
+
+
+def test_plan_an_sglang_launch() -> None:
+    plan = hisparse_rs.plan(DSV32, engine="sglang", gpu="h200", host_memory_gib=2048, **VALID)
+    assert plan.valid
+    assert json.loads(plan.to_json())["engine"] == "sglang"
+    with pytest.raises(hisparse_rs.ConfigError):
+        hisparse_rs.plan(DSV32, engine="sglang", enable_hisparse=True, enable_mixed_chunk=True)
+
+
+def test_engine_and_argument_names_are_checked() -> None:
+    with pytest.raises(ValueError, match="allowed vllm, sglang"):
+        hisparse_rs.check(DSV32, engine="trtllm")
+    with pytest.raises(ValueError, match="allowed vllm, sglang"):
+        hisparse_rs.plan(DSV32, engine="SGLang")
+    with pytest.raises(TypeError, match="tensor_parallel_size"):
+        hisparse_rs.check(DSV32, engine="sglang", tensor_parallel_size=8)
+    with pytest.raises(TypeError, match="tp_sise"):
+        hisparse_rs.check(DSV32, engine="sglang", tp_sise=8)
+    with pytest.raises(TypeError, match="engine='sglang'"):
+        hisparse_rs.check(DSV32, tp_size=8)
+    with pytest.raises(TypeError):
+        hisparse_rs.check_sglang_argv("--model-path m")  # type: ignore[arg-type]
+
+
+def test_check_sglang_argv_is_the_cli_s_reading() -> None:
+    argv = [
+        "--model-path",
+        DSV32,
+        "--tp",
+        "8",
+        "--enable-hisparse=1",
+        "--kv-cache-dtype",
+        "fp9",
+        "--port",
+        "1",
+    ]
+    report = hisparse_rs.check_sglang_argv(argv)
+    assert not report.valid
+    first = report.errors[0]
+    assert (first.code, first.stage) == ("invalid_value", "argparse")
+    assert "ignored explicit argument '1'" in first.message
+    assert report.ignored_flags == ["--port 1"]
+    assert json.loads(report.to_json()) == cli_json(*argv)
+    # A leading program and a positional model, as `sglang serve MODEL`.
+    assert json.loads(hisparse_rs.check_sglang_argv(["sglang", "serve", *argv[1:]]).to_json()) == cli_json(
+        *argv
+    )
+
+
+FLAG_WORDS = st.sampled_from(
+    [
+        ["--tp", "8"],
+        ["--tp-size=4"],
+        ["--dp", "2"],
+        ["--ep", "8"],
+        ["--enable-hisparse"],
+        ["--enable-hisparse=1"],
+        ["--hisparse-config", HS],
+        ["--hierarchical-sparse-attention-extra-config", '{"device_buffer_size": 4000}'],
+        ["--hisparse-config", "not json"],
+        ["--page-size", "32"],
+        ["--kv-cache-dtype", "fp8_e4m3"],
+        ["--kv-cache-dtype", "fp9"],
+        ["--disable-radix-cache"],
+        ["--disaggregation-mode", "decode"],
+        ["--disaggregation-mode", "prefil"],
+        ["--enable-mixed-chunk"],
+        ["--chunked-prefill-size", "100"],
+        ["--max-running-requests", "8192"],
+        ["--mem-fraction-static", "0.8"],
+        ["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "6"],
+        ["--port", "30000"],
+        ["--trust-remote-code"],
+        ["--pagesize", "64"],
+        ["--enable-hi"],
+        ["--tp-size", "x"],
+    ]
+)
+
+
+# Each example runs the CLI once: 60 of them (derandomized by the ci profile) keep this under a minute.
+@settings(max_examples=60)
+@given(st.lists(FLAG_WORDS, max_size=6), st.sampled_from([None, "h200", "b200"]))
+def test_binding_and_cli_agree_on_drawn_argvs(flags: list[list[str]], gpu: str | None) -> None:
+    argv = ["--model-path", DSV32] + [w for f in flags for w in f]
+    report = hisparse_rs.check_sglang_argv(argv, gpu=gpu)
+    cli = cli_json(*argv, *(["--gpu", gpu] if gpu else []))
+    assert json.loads(report.to_json()) == cli
+    assert report.engine == "sglang"
+    assert all(
+        d.stage
+        in (
+            "argparse",
+            "resolve",
+            "check",
+            "after_weights_load",
+            "pool_build",
+            "coordinator_init",
+            "first_decode",
+            "request",
+            "never",
+        )
+        for d in report.errors
+    )
