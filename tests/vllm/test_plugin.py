@@ -430,7 +430,9 @@ def test_the_readme_shows_what_vllm_serve_prints() -> None:
     match = re.search(r"## Inside `vllm serve`\n.*?```bash\n(.*?)\n```\n\n```text\n(.*?)\n```", readme, re.S)
     assert match, "README lost its vllm serve example"
     command, shown = match.groups()
-    whole = re.search(r"```text\n(ValueError: hisparse_rs.*?)\n```", (ROOT / "docs/vllm-plugin.md").read_text(), re.S)
+    whole = re.search(
+        r"```text\n(ValueError: hisparse_rs.*?)\n```", (ROOT / "docs/vllm-plugin.md").read_text(), re.S
+    )
     assert whole, "docs/vllm-plugin.md lost the whole message"
     argv = shlex.split(command.replace("\\\n", " "))
     assert argv[:2] == ["vllm", "serve"]

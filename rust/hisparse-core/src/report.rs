@@ -207,15 +207,16 @@ pub struct Report {
 
 impl Report {
     /// A report from diagnostics alone (e.g. flags that are not valid JSON),
-    /// for the vLLM release `vllm_version` the engine module states.
-    pub fn from_diagnostics(vllm_version: &str, diags: Vec<Diagnostic>) -> Self {
+    /// for `engine` ([`ENGINE_VLLM`], [`ENGINE_SGLANG`]) at the release
+    /// `engine_version` its engine module states.
+    pub fn from_diagnostics(engine: &str, engine_version: &str, diags: Vec<Diagnostic>) -> Self {
         let (errors, warnings): (Vec<_>, Vec<_>) =
             diags.into_iter().partition(Diagnostic::is_error);
         Report {
             schema_version: SCHEMA_VERSION,
-            engine: ENGINE_VLLM.to_owned(),
-            engine_version: vllm_version.to_owned(),
-            vllm_version: Some(vllm_version.to_owned()),
+            engine: engine.to_owned(),
+            engine_version: engine_version.to_owned(),
+            vllm_version: (engine == ENGINE_VLLM).then(|| engine_version.to_owned()),
             valid: errors.is_empty(),
             hisparse_enabled: false,
             model: None,

@@ -96,6 +96,7 @@ fn check_json(
     let options = options_json.map(parse_options).transpose()?;
     if !problems.is_empty() {
         return Ok(Report::from(hisparse_core::Report::from_diagnostics(
+            hisparse_core::report::ENGINE_VLLM,
             hisparse_core::VLLM_VERSION,
             problems,
         )));
@@ -142,6 +143,7 @@ fn plan_json(
     if !problems.is_empty() {
         return Ok((
             Report::from(hisparse_core::Report::from_diagnostics(
+                hisparse_core::report::ENGINE_VLLM,
                 hisparse_core::VLLM_VERSION,
                 problems,
             )),

@@ -149,11 +149,11 @@ impl SglangHiSparseSettings {
 
 /// A report of input problems only, as an SGLang report.
 fn problems_report(problems: Vec<Diagnostic>) -> Report {
-    let mut r = hisparse_core::Report::from_diagnostics(problems);
-    r.engine = ENGINE_SGLANG.to_owned();
-    r.engine_version = core_sglang::VERSION.to_owned();
-    r.vllm_version = None;
-    Report::from(r)
+    Report::from(hisparse_core::Report::from_diagnostics(
+        ENGINE_SGLANG,
+        core_sglang::VERSION,
+        problems,
+    ))
 }
 
 /// `ServerArgs` attributes from a mapping (converted with bounds) or JSON

@@ -4,6 +4,7 @@
 //! binding (`hisparse_rs.check_sglang_argv`).
 
 use super::argv::{self, Problem, ProblemKind};
+use hisparse_core::engines::sglang_0_5_23::diagnostics::SglangDiagnostic as _;
 use hisparse_core::engines::sglang_0_5_23::stages::SglangStage;
 use hisparse_core::engines::sglang_0_5_23::SglangArgs;
 use hisparse_core::{Code, Diagnostic, FieldPath, FixOp, Report};

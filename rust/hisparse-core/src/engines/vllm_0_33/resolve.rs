@@ -40,7 +40,7 @@ pub(crate) fn resolve_once(
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around
         // them, under the model they were given with when it reads.
-        let mut report = Report::from_diagnostics(super::VERSION, d);
+        let mut report = Report::from_diagnostics(crate::report::ENGINE_VLLM, super::VERSION, d);
         report.model = args
             .load_hf_config()
             .ok()
@@ -128,7 +128,7 @@ pub(crate) fn resolve_once(
         None
     };
 
-    let mut report = Report::from_diagnostics(super::VERSION, d);
+    let mut report = Report::from_diagnostics(crate::report::ENGINE_VLLM, super::VERSION, d);
     fixes::settle(&mut report.errors, args);
     report.hisparse_enabled = enabled;
     report.model = model
