@@ -43,6 +43,7 @@ from hisparse_rs._core import (
     gpu_spec,
     pool_error_codes,
     sglang_codes,
+    sglang_deviations,
     vllm_deviations,
     vllm_stages,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "resolve",
     "serve_args",
     "sglang_codes",
+    "sglang_deviations",
     "vllm_deviations",
     "vllm_stages",
 ]

@@ -593,6 +593,15 @@ def vllm_deviations() -> list[tuple[str, str]]:
     carries one of these codes.
     """
 
+def sglang_deviations() -> list[tuple[str, str]]:
+    """Where the verdict knowingly differs from SGLang 0.5.23's: ``(code, what SGLang does instead)``.
+
+    docs/sglang.md's deviation table, in one place
+    (``rust/hisparse-core/src/engines/sglang_0_5_23/deviations.rs``); the
+    differential test against SGLang accepts a disagreement only when the
+    report carries one of these codes.
+    """
+
 def vllm_stages() -> list[tuple[str, str, str]]:
     """When vLLM 0.33.0 refuses each code: ``(code, stage, where vLLM raises it)``.
 

@@ -282,6 +282,15 @@ fn vllm_deviations() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// Where the verdict knowingly differs from SGLang 0.5.23: (code, what SGLang does).
+#[pyfunction]
+fn sglang_deviations() -> Vec<(&'static str, &'static str)> {
+    hisparse_core::engines::sglang_0_5_23::deviations::SGLANG_DEVIATIONS
+        .iter()
+        .map(|d| (d.code.as_str(), d.sglang))
+        .collect()
+}
+
 /// When vLLM 0.33.0 refuses each code: (code, stage, where vLLM raises it),
 /// from `rust/hisparse-core/src/engines/vllm_0_33/stages.rs`. A report's
 /// `Diagnostic.stage` is the code's stage unless its rule sets another.
@@ -334,6 +343,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vllm_flag_table, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_deviations, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang_deviations, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_stages, m)?)?;
     m.add_function(wrap_pyfunction!(sglang_codes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
