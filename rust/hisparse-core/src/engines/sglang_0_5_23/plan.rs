@@ -263,7 +263,9 @@ pub fn resolved_max_running_requests(
 /// reserve; MLA models skip post-capture KV sizing, arg_groups/overrides.py:1809-1810).
 /// Assumed: nvidia-smi reports the GPU's memory as given here (SGLang reads
 /// `memory.total` in MiB, utils/common.py:802-806), the decode CUDA graph on
-/// and its batch sizes not given, no DeepEP all-to-all (+2 GiB, :397-409).
+/// and prefill CUDA graphs off (the defaults), their batch sizes not given, no
+/// DeepEP all-to-all (+2 GiB, :397-409). Checked against SGLang's own
+/// `prepare_server_args` + `resolve_once` with the GPU memory stubbed (tests/sglang_plan.rs).
 pub fn default_mem_fraction_static(
     args: &SglangArgs,
     draft_tokens: Option<u64>,
@@ -322,10 +324,9 @@ pub fn default_mem_fraction_static(
             graph_rule.push(format!("DP attention max_bs x {adp} x 3{}", if max_bs > 300 { " (+ x 1.5 above 300)" } else { "" }));
         }
     }
-    if mode != "decode" {
-        graph += 1.5 * 1024.0;
-        graph_rule.push("1,536 MLA prefill graphs".to_owned());
-    }
+    // The MLA prefill-graph term (+1536, :383-389) applies only with prefill
+    // CUDA graphs on, which they are not by default (SGLang's own resolve_once
+    // gives 0.897 for TP 8 on 144,384 MiB without P/D: no prefill term).
     let sum = 512.0 + activation as f64 * 1.5 + parallel + graph;
     let floor = gpu > 60.0 * 1024.0;
     let reserved = if floor { sum.max(10.0 * 1024.0) } else { sum };
