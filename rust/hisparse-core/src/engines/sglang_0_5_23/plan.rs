@@ -285,7 +285,9 @@ pub fn default_mem_fraction_static(
     } else {
         (16384, 512)
     };
-    let given_mrr = args.max_running_requests.and_then(|m| u64::try_from(m).ok());
+    let given_mrr = args
+        .max_running_requests
+        .and_then(|m| u64::try_from(m).ok());
     if let Some(m) = given_mrr.filter(|&m| m < max_bs) {
         max_bs = m;
     }
@@ -321,7 +323,14 @@ pub fn default_mem_fraction_static(
             if max_bs > 300 {
                 graph += max_bs as f64 * adp * 1.5;
             }
-            graph_rule.push(format!("DP attention max_bs x {adp} x 3{}", if max_bs > 300 { " (+ x 1.5 above 300)" } else { "" }));
+            graph_rule.push(format!(
+                "DP attention max_bs x {adp} x 3{}",
+                if max_bs > 300 {
+                    " (+ x 1.5 above 300)"
+                } else {
+                    ""
+                }
+            ));
         }
     }
     // The MLA prefill-graph term (+1536, :383-389) applies only with prefill
@@ -461,7 +470,15 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         );
     }
     let base_per_token = c.layers.saturating_mul(c.kv_row + c.index_row);
-    let base_slots = device_slots(c.available, c.layers, c.kv_row + c.index_row, 0, 0, c.page, args);
+    let base_slots = device_slots(
+        c.available,
+        c.layers,
+        c.kv_row + c.index_row,
+        0,
+        0,
+        c.page,
+        args,
+    );
     // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
     // the figures here are one worker's (its TP ranks share each request).
     let attn_dp = if args.enable_dp_attention == Some(true) {
@@ -479,8 +496,20 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
     // Requests one GPU holds with HiSparse at ratio `r`: (device, host, cap).
     let with_ratio = |r: u64, tokens: u64| -> (u64, u64, u64, u64) {
-        let n_dev = device_slots(c.available, c.layers, c.kv_row, c.index_row, r, c.page, args);
-        let gpu = if tokens > n_dev { 0 } else { n_dev / per_req_dev.max(1) };
+        let n_dev = device_slots(
+            c.available,
+            c.layers,
+            c.kv_row,
+            c.index_row,
+            r,
+            c.page,
+            args,
+        );
+        let gpu = if tokens > n_dev {
+            0
+        } else {
+            n_dev / per_req_dev.max(1)
+        };
         let host = host_tokens(n_dev, r, c.page) / tokens.max(1);
         let pool = host_tokens(n_dev, r, c.page)
             .saturating_mul(c.layers)
@@ -489,9 +518,17 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     };
     let point = |ctx: u64| -> PlanPoint {
         let tokens = crate::sizes::round_up(ctx, c.page);
-        let base = if tokens > base_slots { 0 } else { base_slots / tokens.max(1) };
+        let base = if tokens > base_slots {
+            0
+        } else {
+            base_slots / tokens.max(1)
+        };
         // A whole prompt sits in device slots while it is prefilled (SGLANG.md §4).
-        let gpu_limit = if tokens > c.n_dev { 0 } else { c.n_dev / per_req_dev.max(1) };
+        let gpu_limit = if tokens > c.n_dev {
+            0
+        } else {
+            c.n_dev / per_req_dev.max(1)
+        };
         let host_limit = c.n_host / tokens.max(1);
         let (mut best, mut limit) = (gpu_limit, Limit::Gpu);
         if host_limit < best {
@@ -536,7 +573,11 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             host_limit,
             hisparse_requests: Some(best),
             hisparse_limit: Some(limit),
-            target_requests: Some(options.target_requests.unwrap_or(gpu_limit.min(max_running))),
+            target_requests: Some(
+                options
+                    .target_requests
+                    .unwrap_or(gpu_limit.min(max_running)),
+            ),
             min_host_pool_gib: needed.map(|(_, _, pool)| round2(pool as f64 / GIB)),
             min_host_pool_requests: needed.map(|(_, held, _)| held),
             host_to_device_ratio: needed.map(|(r, _, _)| r),
@@ -595,7 +636,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             // SGLang sizes the pool from the device slots; the least it builds
             // is the padding page (host_to_device_ratio 0, pool_host/base.py:226-228).
             min_host_blocks: 1,
-            min_host_pool_gib: round2(host_block as f64 / GIB),
+            min_host_pool_gib: host_block as f64 / GIB,
             pool_bytes: c.pool_bytes,
             pools_per_node: c.pools_per_node,
             pinned_bytes_per_node: pinned,
