@@ -32,7 +32,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     );
     let _ = writeln!(
         out,
-        "Figures are per GPU (TP {} GPUs; {} DP replica{}): every TP rank holds the whole MLA latent and indexer keys of its requests (one KV head), and pins its own host pool.",
+        "Requests are per DP replica (per attention-DP worker with --enable-dp-attention); each of its GPUs holds the whole MLA latent and indexer keys of every request (one KV head) and pins its own host pool; byte figures are per GPU (TP {}, {} DP replica{}).",
         g.tensor_parallel_size,
         g.data_parallel_size,
         plural(g.data_parallel_size as usize)
@@ -122,7 +122,11 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
             }
         );
         if let Some(src) = &g.weights_source {
-            let _ = writeln!(out, "  weights           {src}");
+            if g.weights_estimated {
+                let _ = writeln!(out, "  weights           estimated from config.json: {src}; pass the figure of SGLang's start-up log as --weights-gib");
+            } else {
+                let _ = writeln!(out, "  weights           {src}");
+            }
         }
     }
     let _ = writeln!(
@@ -187,7 +191,11 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     } else {
         ""
     };
-    let _ = writeln!(out, "\nat {} tokens{which}, per GPU", n(p.context_length));
+    let _ = writeln!(
+        out,
+        "\nat {} tokens{which}, per DP replica",
+        n(p.context_length)
+    );
     let (base, with) = (
         requests(a.baseline_requests, a.baseline_limit),
         requests(a.hisparse_requests, a.hisparse_limit),
@@ -225,22 +233,32 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         a.min_host_pool_requests,
         a.target_requests,
     ) {
-        let _ = writeln!(
-            out,
-            "  host_to_device_ratio {ratio} holds {held} of {t} request{} (a {pool:.2} GiB pool per rank, {pool:.2} GiB x {} ranks per node){}",
-            plural(t as usize),
-            h.pools_per_node,
-            if held < t {
-                ": the most the node's RAM budget allows"
-            } else {
-                ""
-            }
+        let pool = format!(
+            "a {pool:.2} GiB pool per rank, {pool:.2} GiB x {} ranks per node",
+            h.pools_per_node
         );
+        let _ = if held < t {
+            writeln!(
+                out,
+                "  host_to_device_ratio {ratio} is the largest the RAM budget per rank allows: it holds {held} of the {t} request{} the device holds at that ratio ({pool})",
+                plural(t as usize)
+            )
+        } else if t > 0 {
+            writeln!(
+                out,
+                "  host_to_device_ratio {ratio} holds the {t} request{} the device holds at that ratio ({pool}; each R adds {} x {} B to the device cell)",
+                plural(t as usize),
+                s.indexer_layers,
+                s.indexer_row_bytes
+            )
+        } else {
+            Ok(())
+        };
     }
 
     let _ = writeln!(
         out,
-        "\nsweep (requests per GPU, binding limit in parentheses; ratio: the smallest host_to_device_ratio whose host pool holds what the device holds{}; k = 1000 tokens, K = 1024)",
+        "\nsweep (requests per DP replica, binding limit in parentheses; ratio: the smallest host_to_device_ratio whose host pool holds what the device holds{}; k = 1000 tokens, K = 1024)",
         if p.sweep.iter().any(capped) {
             ", at most what the RAM budget per rank allows ((host): it holds fewer)"
         } else {

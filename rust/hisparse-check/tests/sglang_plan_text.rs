@@ -61,7 +61,7 @@ fn the_sglang_plan_speaks_sglang() {
         "  host_pool_gib     86.22 GiB per rank = 1,317,440 tokens x 70,272 B",
         "budget per rank (2048.00 GiB - 10 GiB) / 8 ranks per host = 254.75 GiB (pool_host/base.py:84-107): fits",
         "  limits            device 158 (N_dev // 4,160), host 8 (N_host // 163,840), max_running_requests 2058",
-        "  host_to_device_ratio 10 holds 23 of 158 requests",
+        "  host_to_device_ratio 10 is the largest the RAM budget per rank allows: it holds 23 of the 90 requests the device holds at that ratio (a 246.92 GiB pool per rank, 246.92 GiB x 8 ranks per node)",
     ] {
         assert!(t.contains(line), "{line:?} not in\n{t}");
     }

@@ -164,6 +164,9 @@ fn limits_and_the_ratio_the_sweep_suggests() {
     // = 276.85 GB, over the 273.54 GB budget per rank.
     assert_eq!(a.host_to_device_ratio, Some(10));
     assert_eq!(a.min_host_pool_requests, Some(23));
+    // ... of the 377,280 // 4160 = 90 the device holds at ratio 10
+    // (max_running_requests there: max(min(int(377,280 / 163,840 x 512) = 1179, 4096), 2048) = 2048).
+    assert_eq!(a.target_requests, Some(90));
     assert_eq!(a.min_host_pool_gib, Some(246.92));
     // 8K: ratio 2 already holds the device's 158 (1,317,440 // 8192 = 160).
     let first = &p.sweep[0];

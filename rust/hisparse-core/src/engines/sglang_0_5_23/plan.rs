@@ -550,7 +550,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             if !fits(pool) {
                 break;
             }
-            needed = Some((r, host.min(want(r)), pool));
+            needed = Some((r, host.min(want(r)), want(r), pool));
             if host >= want(r) {
                 break;
             }
@@ -573,14 +573,14 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             host_limit,
             hisparse_requests: Some(best),
             hisparse_limit: Some(limit),
+            // The target is what the device holds at the ratio found (a larger
+            // ratio leaves fewer device slots), or --target-requests.
             target_requests: Some(
-                options
-                    .target_requests
-                    .unwrap_or(gpu_limit.min(max_running)),
+                needed.map_or(gpu_limit.min(max_running), |(_, _, target, _)| target),
             ),
-            min_host_pool_gib: needed.map(|(_, _, pool)| round2(pool as f64 / GIB)),
-            min_host_pool_requests: needed.map(|(_, held, _)| held),
-            host_to_device_ratio: needed.map(|(r, _, _)| r),
+            min_host_pool_gib: needed.map(|(_, _, _, pool)| round2(pool as f64 / GIB)),
+            min_host_pool_requests: needed.map(|(_, held, _, _)| held),
+            host_to_device_ratio: needed.map(|(r, _, _, _)| r),
         }
     };
     let mut contexts: Vec<u64> = std::iter::successors(Some(SWEEP_START), |x| x.checked_mul(2))
