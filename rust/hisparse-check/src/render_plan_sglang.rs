@@ -123,7 +123,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         );
         if let Some(src) = &g.weights_source {
             if g.weights_estimated {
-                let _ = writeln!(out, "  weights           estimated from config.json: {src}; pass the figure of SGLang's start-up log as --weights-gib");
+                let _ = writeln!(out, "  weights           estimated from config.json: {src}; pass the \"mem usage\" of SGLang's \"Load weight end\" log line as --weights-gib (model_executor/model_runner.py:1372-1379)");
             } else {
                 let _ = writeln!(out, "  weights           {src}");
             }
@@ -154,7 +154,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     );
     let _ = writeln!(
         out,
-        "  host_pool_gib     {:.2} GiB per rank = {} tokens x {} B (SGLang's start-up log says {:.2} GB)",
+        "  host_pool_gib     {:.2} GiB per rank = {} tokens x {} B = {:.2} GB as SGLang's host-memory check counts it (pool_host/base.py:248-257)",
         h.host_pool_gib,
         n(sg.host_tokens),
         n(s.mla_bytes_per_token),
