@@ -11,6 +11,7 @@ mod argv;
 mod launch;
 mod render;
 mod render_plan;
+mod render_plan_sglang;
 mod render_sglang;
 mod sglang_0_5_23;
 mod sglang_cli;

@@ -8,7 +8,7 @@ use hisparse_core::Code;
 use std::fmt::Write;
 
 /// 1234567 -> "1,234,567".
-fn n(x: u64) -> String {
+pub(crate) fn n(x: u64) -> String {
     let digits = x.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -22,7 +22,7 @@ fn n(x: u64) -> String {
 
 /// Token counts as `--max-model-len` writes them: 128000 -> "128k" (k = 1000),
 /// 131072 -> "128K" (K = 1024); decimal first, so 128k never prints as 125K.
-fn tokens(t: u64) -> String {
+pub(crate) fn tokens(t: u64) -> String {
     if t >= 1000 && t % 1000 == 0 {
         format!("{}k", t / 1000)
     } else if t >= 1024 && t % 1024 == 0 {
@@ -41,26 +41,16 @@ fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
 }
 
 pub fn plan(p: &Plan) -> String {
+    if let Some(sg) = &p.sglang {
+        return crate::render_plan_sglang::plan(p, sg);
+    }
     let mut out = String::new();
     let model = model_heading(p.model.as_ref());
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
-    // The engine's own names for the same figures (SGLang: context_length,
-    // max_running_requests; srt/arg_groups/fields/model.py, schedule.py).
-    let sg = p.engine == "sglang";
-    let engine = if sg { "SGLang" } else { "vLLM" };
-    let max_len = if sg {
-        "context_length"
-    } else {
-        "max_model_len"
-    };
-    let max_seqs = if sg {
-        "max_running_requests"
-    } else {
-        "max_num_seqs"
-    };
+    let (max_len, max_seqs) = ("max_model_len", "max_num_seqs");
     let _ = writeln!(
         out,
-        "hisparse-check --plan: {model}; rules of {engine} {}",
+        "hisparse-check --plan: {model}; rules of vLLM {}",
         p.engine_version
     );
     if let Some(a) = &p.assumed {
@@ -205,11 +195,7 @@ pub fn plan(p: &Plan) -> String {
             if let Some(src) = &g.weights_source {
                 let _ = writeln!(out, "  weights           {src}");
             }
-            let _ = if sg {
-                writeln!(out, "                    upper bound: SGLang sizes the pool after profiling; --max-total-tokens caps it")
-            } else {
-                writeln!(out, "                    upper bound: vLLM also reserves activation and CUDA-graph memory; pass the KV size from its start-up log as --kv-cache-memory-bytes")
-            };
+            let _ = writeln!(out, "                    upper bound: vLLM also reserves activation and CUDA-graph memory; pass the KV size from its start-up log as --kv-cache-memory-bytes");
         }
         (Some(kv), None) => {
             let _ = writeln!(out, "  KV room           {} ({})", gib(kv), g.kv_source);

@@ -261,6 +261,11 @@ pub struct PlanPoint {
     /// fewer when the node's RAM caps the pool (the host then binds).
     #[serde(default)]
     pub min_host_pool_requests: Option<u64>,
+    /// SGLang only (omitted for vLLM): the smallest `host_to_device_ratio`
+    /// whose host pool (sized from the device slots, pool_host/base.py:221-229)
+    /// holds `min_host_pool_requests` requests of this context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_to_device_ratio: Option<u64>,
 }
 
 /// The capacity plan of one valid HiSparse configuration.
@@ -298,6 +303,39 @@ pub struct Plan {
     /// HiSparseConnector this describes, added to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assumed: Option<AssumedHiSparse>,
+    /// SGLang only (omitted for vLLM): the figures SGLang sizes its pools from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sglang: Option<SglangSizing>,
+}
+
+/// How SGLang 0.5.23 sizes one GPU's pools for a HiSparse launch (per GPU /
+/// rank; every figure a count or bytes, rules with the wheel's file:line).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SglangSizing {
+    /// `hisparse_config.host_to_device_ratio` (R).
+    pub host_to_device_ratio: u64,
+    /// Bytes of one device KV slot: `L x kv_row + L x index_row x R`.
+    pub device_cell_bytes: u64,
+    /// Device KV slots `N_dev = (available // cell) // page x page`.
+    pub device_slots: u64,
+    /// Host pool tokens `(int(N_dev x R) // page + 1) x page`.
+    pub host_tokens: u64,
+    /// Device slots one request holds while it decodes: `D + 64 + scratch`.
+    pub request_device_slots: u64,
+    /// The speculative scratch per request (0 without speculation).
+    pub speculative_scratch_slots: u64,
+    /// How `mem_fraction_static` was found (given, or SGLang's heuristic with its terms).
+    pub mem_fraction_static_rule: String,
+    /// `max_running_requests` per attention-DP worker as SGLang resolves it.
+    pub max_running_requests: u64,
+    /// How it was found.
+    pub max_running_requests_rule: String,
+    /// Ranks of the launch world per node, which split the host RAM budget.
+    pub ranks_per_host: u64,
+    /// `(min(available RAM, cgroup) - 10 GiB) / ranks_per_host`; null when the RAM is not given.
+    pub host_budget_per_rank_bytes: Option<u64>,
+    /// Device slots without HiSparse (cell `L x (kv_row + index_row)`).
+    pub baseline_device_slots: u64,
 }
 
 /// The HiSparse settings a plan assumed for a configuration without HiSparse.

@@ -1,19 +1,31 @@
 //! Capacity planning for an SGLang 0.5.23 HiSparse launch (SGLANG.md §4,
-//! verified in the wheel), in the planner's [`Plan`] shape with `engine: "sglang"`:
+//! verified in the wheel), in the planner's [`Plan`] shape with `engine: "sglang"`
+//! and SGLang's own figures under `sglang` ([`SglangSizing`]):
 //!
-//! - device KV slots per GPU: `N_dev = (available // cell) // 64 x 64`, with
-//!   `available = gpu_memory x mem_fraction_static - weights` and the cell
+//! - `mem_fraction_static` when not given: SGLang's heuristic
+//!   `round((gpu_mem - reserved) / gpu_mem, 3)` (arg_groups/memory_hook.py:281-342,
+//!   [`default_mem_fraction_static`]);
+//! - device KV slots per GPU: `N_dev = (available // cell) // 64 x 64`
+//!   (model_executor/pool_configurator.py:637-647), with `available = gpu_memory
+//!   x mem_fraction_static - weights` (mem_cache/kv_cache_configurator.py:2990-3007,
+//!   the pre-load free memory taken as the whole GPU: an upper bound) and the cell
 //!   `L x kv_row + L x 132 x R` (every layer keeps its index buffer for the
-//!   host's tokens, R = host_to_device_ratio), capped by `--max-total-tokens`;
+//!   host's tokens, R = host_to_device_ratio, pool_configurator.py:560-635),
+//!   capped by `--max-total-tokens`;
+//! - `max_running_requests` per attention-DP worker: given `min(m // attn_dp,
+//!   N_dev // 2)`, else `min(max(min(int(N_dev / context_len x 512), 4096),
+//!   2048), N_dev // 2)` (mem_cache/kv_cache_configurator.py:3119-3132); 48 with
+//!   speculation (arg_groups/speculative_hook.py:1086-1091);
 //! - per request on the device `D + 64` slots (the newest token's extra page,
 //!   hisparse_coordinator.py:644-646), plus the speculative scratch
 //!   `min(W, max(1024, W - D))`, W = draft tokens x index_topk (:146, :187-193);
+//!   a whole prompt sits in device slots while it is prefilled (SGLANG.md §4);
 //! - host pool per rank `(int(N_dev x R) // 64 + 1) x 64` tokens x L x kv_row
 //!   (pool_host/base.py:221-229), pinned; every rank holds its own copy, so a
 //!   node pins `ranks_per_host` pools; budget per rank
 //!   `(min(available RAM, cgroup) - 10 GiB) / ranks_per_host` (pool_host/base.py:84-107);
 //! - requests served without HiSparse (every token on the device) and with it
-//!   (the least of device slots, host pool, --max-running-requests).
+//!   (the least of device slots, host pool, max_running_requests).
 
 use super::args::SglangArgs;
 use super::diagnostics::SglangDiagnostic;
@@ -25,7 +37,8 @@ use super::stages::SglangStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::model::ModelInfo;
 use crate::plan::{
-    GpuPlan, HostPlan, Limit, Plan, PlanError, PlanOptions, PlanPoint, PoolMode, Sizes, SWEEP_START,
+    GpuPlan, HostPlan, Limit, Plan, PlanError, PlanOptions, PlanPoint, PoolMode, SglangSizing,
+    Sizes, SWEEP_START,
 };
 use crate::report::{Report, ENGINE_SGLANG};
 use serde_json::json;
@@ -35,9 +48,11 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub const HOST_MEMORY_RESERVE_BYTES: u64 = 10 << 30;
 /// hisparse_coordinator.py:146.
 pub const MIN_SCRATCH_CAPACITY: u64 = 1024;
-/// `--mem-fraction-static` when not given: SGLang derives it from the GPU's
-/// memory and the parallel layout; this planner assumes 0.85 and says so.
-pub const ASSUMED_MEM_FRACTION_STATIC: f64 = 0.85;
+/// `max_prefill_tokens` default (arg_groups/fields/schedule.py:71-81).
+const DEFAULT_MAX_PREFILL_TOKENS: u64 = 16384;
+/// The largest host_to_device_ratio the planner tries when it looks for the
+/// ratio whose host pool holds what the GPU holds.
+const MAX_RATIO_SEARCHED: u64 = 256;
 
 /// The figures the planner and the host-RAM check share (per GPU / rank).
 #[derive(Clone, Debug)]
@@ -53,6 +68,10 @@ pub struct Capacity {
     pub available: u64,
     pub kv_source: String,
     pub mem_fraction_static: f64,
+    /// How mem_fraction_static was found.
+    pub mem_fraction_static_rule: String,
+    /// GPU memory, GiB.
+    pub gpu_gib: f64,
     pub weights: u64,
     pub weights_source: String,
     pub weights_estimated: bool,
@@ -101,18 +120,18 @@ pub fn capacity(
             .saturating_mul(u64::try_from(h.index_topk.value).unwrap_or(0));
         w.min(MIN_SCRATCH_CAPACITY.max(w.saturating_sub(d)))
     });
-    let cell = layers.saturating_mul(kv_row).saturating_add(
-        layers
-            .saturating_mul(index_row)
-            .saturating_mul(ratio.max(1)),
-    );
+    let cell = device_cell(layers, kv_row, index_row, ratio);
     let gpu_gib = machine
         .gpu_memory_gib
         .or(machine.gpu.map(|g| g.memory_gib))
         .ok_or("the GPU memory is not known: pass --gpu or --gpu-memory-gib")?;
-    let (mfs, mfs_source) = match args.mem_fraction_static {
-        Some(f) => (f, "--mem-fraction-static".to_owned()),
-        None => (ASSUMED_MEM_FRACTION_STATIC, format!("{ASSUMED_MEM_FRACTION_STATIC} assumed (SGLang derives --mem-fraction-static from the GPU and the parallel layout)")),
+    let draft = h
+        .speculative_num_draft_tokens
+        .as_ref()
+        .and_then(|n| u64::try_from(n.value).ok());
+    let (mfs, mfs_rule) = match args.mem_fraction_static {
+        Some(f) => (f, "given (--mem-fraction-static)".to_owned()),
+        None => default_mem_fraction_static(args, draft, gpu_gib),
     };
     let (tp, dp, ep, pp) = (
         pos(args.tp_size),
@@ -129,13 +148,8 @@ pub fn capacity(
     };
     let budget = (gpu_gib * GIB * mfs) as u64;
     let available = budget.saturating_sub(weights);
-    let mut n_dev = available / cell.max(1) / 64 * 64;
-    if let Some(cap) = args.max_total_tokens.and_then(|t| u64::try_from(t).ok()) {
-        n_dev = n_dev.min(cap);
-    }
-    let n_host = (n_dev.saturating_mul(ratio) / page)
-        .saturating_add(1)
-        .saturating_mul(page);
+    let n_dev = device_slots(available, layers, kv_row, index_row, ratio, page, args);
+    let n_host = host_tokens(n_dev, ratio, page);
     let pool_bytes = n_host.saturating_mul(layers).saturating_mul(kv_row);
     let nnodes = pos(args.nnodes);
     let ranks_per_host = (tp.saturating_mul(pp) / nnodes).max(1);
@@ -155,8 +169,10 @@ pub fn capacity(
         scratch,
         cell,
         available,
-        kv_source: format!("{gpu_gib} GiB x mem_fraction_static {mfs} ({mfs_source}) - weights"),
+        kv_source: format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
         mem_fraction_static: mfs,
+        mem_fraction_static_rule: mfs_rule,
+        gpu_gib,
         weights,
         weights_source,
         weights_estimated,
@@ -166,6 +182,171 @@ pub fn capacity(
         ranks_per_host,
         pools_per_node,
     })
+}
+
+/// One device KV slot: `L x kv_row + L x index_row x R` (the indexer pool holds
+/// R tokens per slot, pool_configurator.py:560-635; R 0 is taken as 1, the
+/// floor of SGLang's `int(...)` being 0 would leave no indexer at all).
+pub fn device_cell(layers: u64, kv_row: u64, index_row: u64, ratio: u64) -> u64 {
+    layers.saturating_mul(kv_row).saturating_add(
+        layers
+            .saturating_mul(index_row)
+            .saturating_mul(ratio.max(1)),
+    )
+}
+
+/// `N_dev = (available // cell) // page x page` (pool_configurator.py:637-647),
+/// capped by `--max-total-tokens`.
+fn device_slots(
+    available: u64,
+    layers: u64,
+    kv_row: u64,
+    index_row: u64,
+    ratio: u64,
+    page: u64,
+    args: &SglangArgs,
+) -> u64 {
+    let cell = device_cell(layers, kv_row, index_row, ratio);
+    let mut n_dev = available / cell.max(1) / page.max(1) * page.max(1);
+    if let Some(cap) = args.max_total_tokens.and_then(|t| u64::try_from(t).ok()) {
+        n_dev = n_dev.min(cap / page.max(1) * page.max(1));
+    }
+    n_dev
+}
+
+/// `(int(N_dev x R) // page + 1) x page` host tokens (pool_host/base.py:221-229).
+pub fn host_tokens(n_dev: u64, ratio: u64, page: u64) -> u64 {
+    (n_dev.saturating_mul(ratio) / page.max(1))
+        .saturating_add(1)
+        .saturating_mul(page.max(1))
+}
+
+/// `max_running_requests` per attention-DP worker as SGLang 0.5.23 resolves
+/// it from `token_capacity` device slots (mem_cache/kv_cache_configurator.py:3119-3132),
+/// with the rule in words.
+pub fn resolved_max_running_requests(
+    given: Option<u64>,
+    speculative: bool,
+    attn_dp: u64,
+    token_capacity: u64,
+    context_len: u64,
+) -> (u64, String) {
+    let half = token_capacity / 2;
+    let per_worker = |m: u64, why: &str| {
+        let w = (m / attn_dp.max(1)).max(1);
+        (
+            w.min(half),
+            format!("{why}: min(max(1, {m} // attention-DP {attn_dp}), N_dev {token_capacity} // 2) (mem_cache/kv_cache_configurator.py:3126-3129)"),
+        )
+    };
+    match (given, speculative) {
+        (Some(m), _) => per_worker(m, "--max-running-requests"),
+        (None, true) => per_worker(
+            u64::try_from(super::resolution::SPEC_DEFAULT_MAX_RUNNING_REQUESTS).unwrap_or(48),
+            "not given, speculation resolves 48 (arg_groups/speculative_hook.py:1086-1091)",
+        ),
+        (None, false) => {
+            let estimate = (token_capacity as f64 / context_len.max(1) as f64 * 512.0) as u64;
+            let clamped = estimate.clamp(2048, 4096);
+            (
+                clamped.min(half),
+                format!("not given: min(max(min(int(N_dev {token_capacity} / context_len {context_len} x 512) = {estimate}, 4096), 2048), N_dev // 2) (mem_cache/kv_cache_configurator.py:3123-3132)"),
+            )
+        }
+    }
+}
+
+/// SGLang's `--mem-fraction-static` when it is not given, as
+/// `handle_gpu_memory_settings` picks it for a CUDA GPU and an MLA model
+/// (arg_groups/memory_hook.py:87-158 for the GPU tier's chunked_prefill_size and
+/// decode CUDA-graph max_bs, :281-342 for the fraction, :357-392 for the graph
+/// reserve; MLA models skip post-capture KV sizing, arg_groups/overrides.py:1809-1810).
+/// Assumed: nvidia-smi reports the GPU's memory as given here (SGLang reads
+/// `memory.total` in MiB, utils/common.py:802-806), the decode CUDA graph on
+/// and prefill CUDA graphs off (the defaults), their batch sizes not given, no
+/// DeepEP all-to-all (+2 GiB, :397-409). Checked against SGLang's own
+/// `prepare_server_args` + `resolve_once` with the GPU memory stubbed (tests/sglang_plan.rs).
+pub fn default_mem_fraction_static(
+    args: &SglangArgs,
+    draft_tokens: Option<u64>,
+    gpu_gib: f64,
+) -> (f64, String) {
+    let gpu = gpu_gib * 1024.0;
+    let tp = pos(args.tp_size);
+    let pp = pos(args.pp_size);
+    let (chunked_default, mut max_bs) = if gpu < 20.0 * 1024.0 {
+        (2048, 8)
+    } else if gpu < 35.0 * 1024.0 {
+        (4096, if tp < 4 { 48 } else { 160 })
+    } else if gpu < 60.0 * 1024.0 {
+        (4096, if tp < 4 { 32 } else { 160 })
+    } else if gpu < 160.0 * 1024.0 {
+        (8192, if tp < 4 { 256 } else { 512 })
+    } else {
+        (16384, 512)
+    };
+    let given_mrr = args
+        .max_running_requests
+        .and_then(|m| u64::try_from(m).ok());
+    if let Some(m) = given_mrr.filter(|&m| m < max_bs) {
+        max_bs = m;
+    }
+    let mode = args.pd_mode();
+    let (activation, activation_rule) = if mode == "decode" {
+        let running = given_mrr.filter(|&m| m > 0).unwrap_or(max_bs);
+        let d = draft_tokens.unwrap_or(1).max(1);
+        (
+            (running * d).max(2048),
+            format!("max({running} running x {d} draft tokens, 2048)"),
+        )
+    } else {
+        let chunked = args.chunked_prefill_size.unwrap_or(chunked_default);
+        if chunked > 0 {
+            let c = u64::try_from(chunked).unwrap_or(0);
+            (c.max(2048), format!("max(chunked_prefill_size {c}, 2048)"))
+        } else {
+            (
+                DEFAULT_MAX_PREFILL_TOKENS,
+                format!("max(max_prefill_tokens {DEFAULT_MAX_PREFILL_TOKENS}, 2048)"),
+            )
+        }
+    };
+    let parallel = (tp * pp) as f64 / 8.0 * 1024.0;
+    let mut graph = 0.0;
+    let mut graph_rule = Vec::new();
+    if mode != "prefill" {
+        graph += max_bs as f64 * 2.0;
+        graph_rule.push(format!("decode max_bs {max_bs} x 2"));
+        if args.enable_dp_attention == Some(true) {
+            let adp = pos(args.dp_size) as f64;
+            graph += max_bs as f64 * adp * 3.0;
+            if max_bs > 300 {
+                graph += max_bs as f64 * adp * 1.5;
+            }
+            graph_rule.push(format!(
+                "DP attention max_bs x {adp} x 3{}",
+                if max_bs > 300 {
+                    " (+ x 1.5 above 300)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    // The MLA prefill-graph term (+1536, :383-389) applies only with prefill
+    // CUDA graphs on, which they are not by default (SGLang's own resolve_once
+    // gives 0.897 for TP 8 on 144,384 MiB without P/D: no prefill term).
+    let sum = 512.0 + activation as f64 * 1.5 + parallel + graph;
+    let floor = gpu > 60.0 * 1024.0;
+    let reserved = if floor { sum.max(10.0 * 1024.0) } else { sum };
+    let mfs = ((gpu - reserved) / gpu * 1000.0).round() / 1000.0;
+    let rule = format!(
+        "not given: SGLang's default round(({gpu} MiB - {reserved} MiB reserved) / {gpu} MiB, 3), reserved = {}512 + 1.5 x {activation} activation tokens ({activation_rule}) + {parallel} (TP {tp} x PP {pp} / 8 x 1024) + {graph} CUDA graphs ({}){} MiB (arg_groups/memory_hook.py:281-342, :357-392); assumes nvidia-smi reports {gpu} MiB and no DeepEP",
+        if floor { "max(" } else { "" },
+        graph_rule.join(" + "),
+        if floor { ", 10240 on GPUs above 60 GiB)" } else { "" },
+    );
+    (mfs, rule)
 }
 
 /// The RAM budget of one rank (pool_host/base.py:84-107), from the node's RAM.
@@ -289,32 +470,91 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         );
     }
     let base_per_token = c.layers.saturating_mul(c.kv_row + c.index_row);
-    let base_slots = c.available / base_per_token.max(1) / c.page * c.page;
-    // --max-running-requests is split over attention-DP workers (pool_configurator.py:1141-1144);
+    let base_slots = device_slots(
+        c.available,
+        c.layers,
+        c.kv_row + c.index_row,
+        0,
+        0,
+        c.page,
+        args,
+    );
+    // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
     // the figures here are one worker's (its TP ranks share each request).
     let attn_dp = if args.enable_dp_attention == Some(true) {
         pos(args.dp_size)
     } else {
         1
     };
-    let max_running = args
+    let given = args
         .max_running_requests
-        .and_then(|m| u64::try_from(m).ok())
-        .map(|m| (m / attn_dp).max(1));
+        .and_then(|m| u64::try_from(m).ok());
+    let spec = h.speculative_num_draft_tokens.is_some();
+    let mrr_for = |slots: u64| resolved_max_running_requests(given, spec, attn_dp, slots, max_len);
+    let (max_running, max_running_rule) = mrr_for(c.n_dev);
+    let (base_running, _) = mrr_for(base_slots);
     let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
+    // Requests one GPU holds with HiSparse at ratio `r`: (device, host, cap).
+    let with_ratio = |r: u64, tokens: u64| -> (u64, u64, u64, u64) {
+        let n_dev = device_slots(
+            c.available,
+            c.layers,
+            c.kv_row,
+            c.index_row,
+            r,
+            c.page,
+            args,
+        );
+        let gpu = if tokens > n_dev {
+            0
+        } else {
+            n_dev / per_req_dev.max(1)
+        };
+        let host = host_tokens(n_dev, r, c.page) / tokens.max(1);
+        let pool = host_tokens(n_dev, r, c.page)
+            .saturating_mul(c.layers)
+            .saturating_mul(c.kv_row);
+        (gpu, host, mrr_for(n_dev).0, pool)
+    };
     let point = |ctx: u64| -> PlanPoint {
         let tokens = crate::sizes::round_up(ctx, c.page);
-        let base = base_slots / tokens.max(1);
-        let gpu_limit = c.n_dev / per_req_dev.max(1);
+        let base = if tokens > base_slots {
+            0
+        } else {
+            base_slots / tokens.max(1)
+        };
+        // A whole prompt sits in device slots while it is prefilled (SGLANG.md §4).
+        let gpu_limit = if tokens > c.n_dev {
+            0
+        } else {
+            c.n_dev / per_req_dev.max(1)
+        };
         let host_limit = c.n_host / tokens.max(1);
         let (mut best, mut limit) = (gpu_limit, Limit::Gpu);
         if host_limit < best {
             (best, limit) = (host_limit, Limit::Host);
         }
-        if let Some(m) = max_running.filter(|&m| m < best) {
-            (best, limit) = (m, Limit::MaxNumSeqs);
+        if max_running < best {
+            (best, limit) = (max_running, Limit::MaxNumSeqs);
         }
-        let base_cap = max_running.map_or(base, |m| base.min(m));
+        // The smallest ratio whose host pool holds what the GPU holds (or the
+        // target), within the node's RAM budget when it is given.
+        let want = |r: u64| {
+            let (g, _, m, _) = with_ratio(r, tokens);
+            options.target_requests.unwrap_or(g.min(m))
+        };
+        let fits = |pool: u64| budget.is_none_or(|b| pool <= b);
+        let mut needed = None;
+        for r in 1..=MAX_RATIO_SEARCHED {
+            let (_, host, _, pool) = with_ratio(r, tokens);
+            if !fits(pool) {
+                break;
+            }
+            needed = Some((r, host.min(want(r)), want(r), pool));
+            if host >= want(r) {
+                break;
+            }
+        }
         PlanPoint {
             context_length: ctx,
             host_kv_bytes_per_request: tokens.saturating_mul(c.layers).saturating_mul(c.kv_row),
@@ -323,8 +563,8 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             hisparse_gpu_blocks_per_request: per_req_dev.div_ceil(c.page),
             hisparse_gpu_bytes_per_request: per_req_dev.saturating_mul(c.cell),
             host_blocks_per_request: tokens / c.page,
-            baseline_requests: Some(base_cap),
-            baseline_limit: Some(if max_running.is_some_and(|m| m < base) {
+            baseline_requests: Some(base.min(base_running)),
+            baseline_limit: Some(if base_running < base {
                 Limit::MaxNumSeqs
             } else {
                 Limit::Gpu
@@ -333,9 +573,14 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             host_limit,
             hisparse_requests: Some(best),
             hisparse_limit: Some(limit),
-            target_requests: options.target_requests,
-            min_host_pool_gib: None,
-            min_host_pool_requests: None,
+            // The target is what the device holds at the ratio found (a larger
+            // ratio leaves fewer device slots), or --target-requests.
+            target_requests: Some(
+                needed.map_or(gpu_limit.min(max_running), |(_, _, target, _)| target),
+            ),
+            min_host_pool_gib: needed.map(|(_, _, _, pool)| round2(pool as f64 / GIB)),
+            min_host_pool_requests: needed.map(|(_, held, _, _)| held),
+            host_to_device_ratio: needed.map(|(r, _, _, _)| r),
         }
     };
     let mut contexts: Vec<u64> = std::iter::successors(Some(SWEEP_START), |x| x.checked_mul(2))
@@ -349,14 +594,12 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let at_context = point(context);
     if at_context.hisparse_requests == Some(0) {
         errors.push(
-            Diagnostic::error(Code::SglangPlanServesNoRequests, key_path("device_buffer_size"), format!("{} device KV slots per GPU hold no request of D + 64 + scratch = {per_req_dev} slots (or the host pool holds no {context}-token request)", c.n_dev))
+            Diagnostic::error(Code::SglangPlanServesNoRequests, key_path("device_buffer_size"), format!("{} device KV slots per GPU hold no request of D + 64 + scratch = {per_req_dev} slots, or no {context}-token prompt while it is prefilled, or the host pool of {} tokens holds no {context}-token request", c.n_dev, c.n_host))
                 .stage(SglangStage::Request),
         );
     }
     let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
     let host_block = c.page.saturating_mul(c.layers).saturating_mul(c.kv_row);
-    // ceil(context / page) + 1: one request at the longest context, and the padding page.
-    let min_blocks = crate::sizes::blocks_for(max_len, c.page).saturating_add(1);
     let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
     Ok(Plan {
         schema_version: crate::report::SCHEMA_VERSION,
@@ -378,7 +621,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             indexer_bytes_per_token: c.layers.saturating_mul(c.index_row),
             block_size: u32::try_from(c.page).unwrap_or(u32::MAX),
             device_buffer_size: u32::try_from(c.d).unwrap_or(u32::MAX),
-            hot_buffer_bytes: (c.d + 64).saturating_mul(c.layers).saturating_mul(c.kv_row),
+            hot_buffer_bytes: per_req_dev.saturating_mul(c.cell),
             hot_groups: 1,
             baseline_block_bytes: c.page.saturating_mul(base_per_token),
             hisparse_block_bytes: c.page.saturating_mul(c.cell),
@@ -386,12 +629,14 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         host: HostPlan {
             mode: PoolMode::Private,
             mode_rule: "every rank pins its own copy: the MLA latent has no head dimension to split (pool_host/base.py:221-229, pool_host/mla.py:195-197)".to_owned(),
-            host_pool_gib: c.pool_bytes as f64 / GIB,
+            host_pool_gib: round2(c.pool_bytes as f64 / GIB),
             host_block_bytes: host_block,
             host_block_stride: host_block,
             host_blocks: c.n_host / c.page,
-            min_host_blocks: min_blocks,
-            min_host_pool_gib: min_blocks.saturating_mul(host_block) as f64 / GIB,
+            // SGLang sizes the pool from the device slots; the least it builds
+            // is the padding page (host_to_device_ratio 0, pool_host/base.py:226-228).
+            min_host_blocks: 1,
+            min_host_pool_gib: host_block as f64 / GIB,
             pool_bytes: c.pool_bytes,
             pools_per_node: c.pools_per_node,
             pinned_bytes_per_node: pinned,
@@ -406,13 +651,13 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             data_parallel_size: dp,
             kv_bytes_per_gpu: Some(c.available),
             kv_source: c.kv_source.clone(),
-            gpu_memory_gib: machine.gpu_memory_gib.or(gpu.as_ref().map(|g| g.memory_gib)),
+            gpu_memory_gib: Some(c.gpu_gib),
             gpu_memory_utilization: c.mem_fraction_static,
             weights_bytes_per_gpu: Some(c.weights),
             weights_source: Some(c.weights_source.clone()),
             weights_estimated: c.weights_estimated,
-            max_num_seqs: max_running.unwrap_or(0),
-            max_num_seqs_source: if max_running.is_some() { "--max-running-requests".to_owned() } else { "not given: SGLang sizes it from memory (0 here: no cap)".to_owned() },
+            max_num_seqs: max_running,
+            max_num_seqs_source: max_running_rule.clone(),
             baseline_blocks: Some(base_slots / c.page),
             hisparse_blocks: Some(c.n_dev / c.page),
             spec: gpu.clone(),
@@ -423,5 +668,24 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         warnings,
         ignored_flags: args.not_read(),
         assumed: None,
+        sglang: Some(SglangSizing {
+            host_to_device_ratio: c.ratio,
+            device_cell_bytes: c.cell,
+            device_slots: c.n_dev,
+            host_tokens: c.n_host,
+            request_device_slots: per_req_dev,
+            speculative_scratch_slots: c.scratch,
+            mem_fraction_static_rule: c.mem_fraction_static_rule.clone(),
+            max_running_requests: max_running,
+            max_running_requests_rule: max_running_rule,
+            ranks_per_host: c.ranks_per_host,
+            host_budget_per_rank_bytes: budget,
+            baseline_device_slots: base_slots,
+        }),
     })
+}
+
+/// GiB to 2 decimals, as the vLLM side writes host_pool_gib.
+fn round2(g: f64) -> f64 {
+    (g * 100.0).round() / 100.0
 }

@@ -230,6 +230,7 @@ impl<'a> Planner<'a> {
             target_requests: target,
             min_host_pool_gib,
             min_host_pool_requests,
+            host_to_device_ratio: None,
         }
     }
 
@@ -284,6 +285,7 @@ impl<'a> Planner<'a> {
             warnings: self.warnings,
             ignored_flags: Vec::new(),
             assumed: None,
+            sglang: None,
         }
     }
 

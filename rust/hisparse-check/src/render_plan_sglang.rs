@@ -1,0 +1,341 @@
+//! Human-readable capacity plan for SGLang 0.5.23 (`hisparse-check --plan --
+//! sglang serve ...`): the same sections and sweep table as vLLM's
+//! (render_plan.rs), in SGLang's terms: device KV slots and their cell, the
+//! per-request `D + 64` slots, the host pool sized from the device slots and
+//! `host_to_device_ratio`, SGLang's RAM budget per rank, and how SGLang picks
+//! `mem_fraction_static` and `max_running_requests` when they are not given.
+
+use crate::render::{ignored, model_heading, plural, section};
+use crate::render_plan::{n, tokens};
+use hisparse_core::plan::{gib_text as gib, Limit, Plan, PlanPoint, SglangSizing};
+use hisparse_core::Code;
+use std::fmt::Write;
+
+/// "3 (gpu)", with SGLang's name for the request cap.
+fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
+    match (r, limit) {
+        (Some(r), Some(Limit::MaxNumSeqs)) => format!("{r} (max_running_requests)"),
+        (Some(r), Some(l)) => format!("{r} ({})", l.as_str()),
+        (Some(r), None) => r.to_string(),
+        _ => "?".to_owned(),
+    }
+}
+
+pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
+    let mut out = String::new();
+    let model = model_heading(p.model.as_ref());
+    let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
+    let _ = writeln!(
+        out,
+        "hisparse-check --plan: {model}; rules of SGLang {}",
+        p.engine_version
+    );
+    let _ = writeln!(
+        out,
+        "Requests are per DP replica (per attention-DP worker with --enable-dp-attention); each of its GPUs holds the whole MLA latent and indexer keys of every request (one KV head) and pins its own host pool; byte figures are per GPU (TP {}, {} DP replica{}).",
+        g.tensor_parallel_size,
+        g.data_parallel_size,
+        plural(g.data_parallel_size as usize)
+    );
+    let r = sg.host_to_device_ratio;
+    let page = u64::from(s.block_size);
+
+    let _ = writeln!(out, "\nsizes");
+    let _ = writeln!(
+        out,
+        "  MLA latent KV     {} B/token/layer ({}) x {} layers = {} B/token, on the device for D + 64 slots, in the host pool for every token",
+        s.mla_row_bytes,
+        s.kv_cache_dtype,
+        s.sparse_mla_layers,
+        n(s.mla_bytes_per_token)
+    );
+    let _ = writeln!(
+        out,
+        "  indexer keys      {} B/token/layer x {} layers = {} B/token, on the device for every token",
+        s.indexer_row_bytes,
+        s.indexer_layers,
+        n(s.indexer_bytes_per_token)
+    );
+    let _ = writeln!(
+        out,
+        "  device cell       {} B per device KV slot = {} x {} + {} x {} x host_to_device_ratio {r} (the indexer holds R tokens per slot; model_executor/pool_configurator.py:560-635)",
+        n(sg.device_cell_bytes),
+        s.sparse_mla_layers,
+        s.mla_row_bytes,
+        s.indexer_layers,
+        s.indexer_row_bytes
+    );
+    let scratch = if sg.speculative_scratch_slots > 0 {
+        format!(
+            " + {} speculative scratch (min(W, max(1024, W - D)), W = draft tokens x index_topk; hisparse_coordinator.py:146, :187-193)",
+            n(sg.speculative_scratch_slots)
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  per request       {} device slots = device_buffer_size {} + 64 (the newest token's page; managers/hisparse_coordinator.py:644-646){scratch} = {} while it decodes",
+        n(sg.request_device_slots),
+        s.device_buffer_size,
+        gib(s.hot_buffer_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  prefill           a whole prompt sits in device slots while it is prefilled (SGLANG.md §4): at most {} tokens",
+        n(sg.device_slots)
+    );
+
+    let _ = writeln!(out, "\nGPU (each GPU)");
+    if let Some(spec) = &g.spec {
+        let _ = writeln!(
+            out,
+            "  GPU               {} ({}): {} GiB, {} B of shared memory per block",
+            spec.name,
+            spec.description,
+            spec.memory_gib,
+            n(spec.max_shared_memory_per_block)
+        );
+        let _ = writeln!(
+            out,
+            "                    sources: {}; {}",
+            spec.memory_source, spec.shared_memory_source
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  mem_fraction_static {} ({})",
+        g.gpu_memory_utilization, sg.mem_fraction_static_rule
+    );
+    if let (Some(kv), Some(w)) = (g.kv_bytes_per_gpu, g.weights_bytes_per_gpu) {
+        let _ = writeln!(
+            out,
+            "  KV room           {} = {} GiB x {} - {} weights{}: the free memory before loading is taken as the whole GPU (mem_cache/kv_cache_configurator.py:2990-3007), an upper bound",
+            gib(kv),
+            g.gpu_memory_gib.unwrap_or(0.0),
+            g.gpu_memory_utilization,
+            gib(w),
+            if g.weights_estimated {
+                " (estimated)"
+            } else {
+                ""
+            }
+        );
+        if let Some(src) = &g.weights_source {
+            if g.weights_estimated {
+                let _ = writeln!(out, "  weights           estimated from config.json: {src}; pass the \"mem usage\" of SGLang's \"Load weight end\" log line as --weights-gib (model_executor/model_runner.py:1372-1379)");
+            } else {
+                let _ = writeln!(out, "  weights           {src}");
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  device KV slots   N_dev = (KV room // {} B) // {page} x {page} = {} (pool_configurator.py:637-647; --max-total-tokens caps it); without HiSparse {} (cell {} x ({} + {}) B)",
+        n(sg.device_cell_bytes),
+        n(sg.device_slots),
+        n(sg.baseline_device_slots),
+        s.sparse_mla_layers,
+        s.mla_row_bytes,
+        s.indexer_row_bytes
+    );
+    let _ = writeln!(
+        out,
+        "  max_running_requests {} per attention-DP worker ({})",
+        g.max_num_seqs, sg.max_running_requests_rule
+    );
+
+    let _ = writeln!(out, "\nhost pool: {}", h.mode_rule);
+    let _ = writeln!(
+        out,
+        "  host tokens       N_host = (int(N_dev {} x R {r}) // {page} + 1) x {page} = {} (pool_host/base.py:221-229)",
+        n(sg.device_slots),
+        n(sg.host_tokens)
+    );
+    let _ = writeln!(
+        out,
+        "  host_pool_gib     {:.2} GiB per rank = {} tokens x {} B = {:.2} GB as SGLang's host-memory check counts it (pool_host/base.py:248-257)",
+        h.host_pool_gib,
+        n(sg.host_tokens),
+        n(s.mla_bytes_per_token),
+        h.pool_bytes as f64 / 1e9
+    );
+    let ram = match (h.host_memory_bytes, sg.host_budget_per_rank_bytes) {
+        (Some(total), Some(budget)) => format!(
+            "; host RAM {} ({}): budget per rank ({} - 10 GiB) / {} ranks per host = {} (pool_host/base.py:84-107): {}",
+            gib(total),
+            h.host_memory_source,
+            gib(total),
+            sg.ranks_per_host,
+            gib(budget),
+            if h.pool_bytes <= budget {
+                "fits"
+            } else {
+                "DOES NOT FIT"
+            }
+        ),
+        _ => "; host RAM unknown: pass --host-memory-gib".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  pinned per node   {} = {} rank{} x {}{ram}",
+        gib(h.pinned_bytes_per_node),
+        h.pools_per_node,
+        plural(h.pools_per_node as usize),
+        gib(h.pool_bytes)
+    );
+
+    let a = &p.at_context;
+    let which = if p.context_length == p.max_model_len {
+        " (context_length)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "\nat {} tokens{which}, per DP replica",
+        n(p.context_length)
+    );
+    let (base, with) = (
+        requests(a.baseline_requests, a.baseline_limit),
+        requests(a.hisparse_requests, a.hisparse_limit),
+    );
+    let w = base.len().max(with.len()).max(18);
+    let _ = writeln!(
+        out,
+        "  without HiSparse  {base:<w$} device {} per request ({} slots x {} B)",
+        gib(a.baseline_gpu_bytes_per_request),
+        n(a.host_blocks_per_request * page),
+        n(s.baseline_block_bytes / page.max(1))
+    );
+    let _ = writeln!(
+        out,
+        "  with HiSparse     {with:<w$} device {} per request ({} slots x {} B); host {} per request ({} tokens)",
+        gib(a.hisparse_gpu_bytes_per_request),
+        n(sg.request_device_slots),
+        n(sg.device_cell_bytes),
+        gib(a.host_kv_bytes_per_request),
+        n(a.host_blocks_per_request * page)
+    );
+    let _ = writeln!(
+        out,
+        "  limits            device {} (N_dev // {}), host {} (N_host // {}), max_running_requests {}",
+        a.gpu_limit
+            .map_or_else(|| "?".to_owned(), |x| x.to_string()),
+        n(sg.request_device_slots),
+        a.host_limit,
+        n(a.host_blocks_per_request * page),
+        g.max_num_seqs
+    );
+    if let (Some(ratio), Some(pool), Some(held), Some(t)) = (
+        a.host_to_device_ratio,
+        a.min_host_pool_gib,
+        a.min_host_pool_requests,
+        a.target_requests,
+    ) {
+        let pool = format!(
+            "a {pool:.2} GiB pool per rank, {pool:.2} GiB x {} ranks per node",
+            h.pools_per_node
+        );
+        let _ = if held < t {
+            writeln!(
+                out,
+                "  host_to_device_ratio {ratio} is the largest the RAM budget per rank allows: it holds {held} of the {t} request{} the device holds at that ratio ({pool})",
+                plural(t as usize)
+            )
+        } else if t > 0 {
+            writeln!(
+                out,
+                "  host_to_device_ratio {ratio} holds the {t} request{} the device holds at that ratio ({pool}; each R adds {} x {} B to the device cell)",
+                plural(t as usize),
+                s.indexer_layers,
+                s.indexer_row_bytes
+            )
+        } else {
+            Ok(())
+        };
+    }
+
+    let _ = writeln!(
+        out,
+        "\nsweep (requests per DP replica, binding limit in parentheses; ratio: the smallest host_to_device_ratio whose host pool holds what the device holds{}; k = 1000 tokens, K = 1024)",
+        if p.sweep.iter().any(capped) {
+            ", at most what the RAM budget per rank allows ((host): it holds fewer)"
+        } else {
+            ""
+        }
+    );
+    sweep_table(&mut out, &p.sweep);
+    ignored(&mut out, &p.ignored_flags);
+    section(&mut out, "warning", &p.warnings);
+    section(&mut out, "error", &p.errors);
+    let verdict = if p.valid {
+        "plan fits"
+    } else if p
+        .errors
+        .iter()
+        .any(|e| e.code == Code::SglangPlanServesNoRequests)
+    {
+        "plan SERVES NO REQUESTS"
+    } else {
+        "plan DOES NOT FIT"
+    };
+    let _ = write!(
+        out,
+        "\nresult: {verdict} ({} error{}, {} warning{})",
+        p.errors.len(),
+        plural(p.errors.len()),
+        p.warnings.len(),
+        plural(p.warnings.len())
+    );
+    out
+}
+
+/// Whether the RAM budget caps the ratio below what the device holds.
+fn capped(x: &PlanPoint) -> bool {
+    matches!((x.min_host_pool_requests, x.target_requests), (Some(held), Some(t)) if held < t)
+}
+
+fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
+    let header = [
+        "context",
+        "without HiSparse",
+        "with HiSparse",
+        "device/request",
+        "host/request",
+        "ratio",
+        "host_pool_gib",
+    ]
+    .map(str::to_owned);
+    let rows: Vec<[String; 7]> = sweep
+        .iter()
+        .map(|x| {
+            let host = if capped(x) { " (host)" } else { "" };
+            [
+                tokens(x.context_length),
+                requests(x.baseline_requests, x.baseline_limit),
+                requests(x.hisparse_requests, x.hisparse_limit),
+                gib(x.hisparse_gpu_bytes_per_request),
+                gib(x.host_kv_bytes_per_request),
+                x.host_to_device_ratio
+                    .map_or_else(|| "none fits".to_owned(), |r| format!("{r}{host}")),
+                x.min_host_pool_gib
+                    .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
+            ]
+        })
+        .collect();
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:>w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", cells.join("  "));
+    }
+}

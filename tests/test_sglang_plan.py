@@ -1,0 +1,75 @@
+"""Issue 16, part 4: ``hisparse_rs.plan(..., engine="sglang")`` gives SGLang
+0.5.23's own sizing. Each figure is worked out by hand from the wheel's
+formulas (the arithmetic is in the comments; the same launch is pinned in
+rust/hisparse-core/tests/sglang_plan.rs)."""
+
+from __future__ import annotations
+
+import json
+
+import hisparse_rs
+from conftest import MODELS
+
+DSV32 = str(MODELS / "deepseek-v3.2")
+LAUNCH = dict(
+    tp_size=8,
+    enable_hisparse=True,
+    disaggregation_mode="decode",
+    hisparse_config='{"device_buffer_size": 4096}',
+)
+
+
+def plan_json(**extra: object) -> dict[str, object]:
+    options: dict[str, object] = dict(gpu="h200", host_memory_gib=2048, weights_gib=78)
+    plan = hisparse_rs.plan(DSV32, engine="sglang", **options, **{**LAUNCH, **extra})
+    assert plan.valid
+    out: dict[str, object] = json.loads(plan.to_json())
+    return out
+
+
+def test_sizes_as_sglang_computes_them() -> None:
+    p = plan_json()
+    sg = p["sglang"]
+    assert isinstance(sg, dict)
+    gpu = p["gpu"]
+    assert isinstance(gpu, dict)
+    # round((144,384 - max(512 + 1.5 x 2048 + 1024 + 512 x 2, 10240)) / 144,384, 3)
+    assert gpu["gpu_memory_utilization"] == 0.929
+    # int(141 GiB x 0.929) - 78 GiB
+    assert gpu["kv_bytes_per_gpu"] == int(141 * 2**30 * 0.929) - 78 * 2**30 == 56_896_505_511
+    # 61 x 1152 + 61 x 132 x 2
+    assert sg["device_cell_bytes"] == 86_376
+    # 56,896,505,511 // 86,376 // 64 x 64
+    assert sg["device_slots"] == 658_688
+    # (658,688 x 2 // 64 + 1) x 64
+    assert sg["host_tokens"] == 1_317_440
+    # min(max(min(int(658,688 / 163,840 x 512), 4096), 2048), 658,688 // 2)
+    assert gpu["max_num_seqs"] == sg["max_running_requests"] == 2058
+    host = p["host"]
+    assert isinstance(host, dict)
+    # 1,317,440 x 61 x 1152 B = 86.22 GiB, 2 decimals
+    assert host["pool_bytes"] == 92_579_143_680
+    assert host["host_pool_gib"] == 86.22
+    # (2048 GiB - 10 GiB) // 8 ranks
+    assert sg["host_budget_per_rank_bytes"] == (2048 - 10) * 2**30 // 8
+
+
+def test_limits_and_the_ratio_needed() -> None:
+    at = plan_json()["at_context"]
+    assert isinstance(at, dict)
+    # device 658,688 // (4096 + 64); host 1,317,440 // 163,840
+    assert (at["gpu_limit"], at["host_limit"]) == (158, 8)
+    assert (at["hisparse_requests"], at["hisparse_limit"]) == (8, "host")
+    # ratio 10: N_dev 377,280, N_host 3,772,864 -> 23 requests; ratio 11 is over the budget
+    assert at["host_to_device_ratio"] == 10
+    assert at["min_host_pool_requests"] == 23
+    assert at["target_requests"] == 377_280 // 4160
+
+
+def test_speculation_resolves_48_and_adds_the_scratch() -> None:
+    sg = plan_json(speculative_algorithm="EAGLE")["sglang"]
+    assert isinstance(sg, dict)
+    assert sg["max_running_requests"] == 48
+    # W = 4 x 2048; min(W, max(1024, W - 4096))
+    assert sg["speculative_scratch_slots"] == 4096
+    assert sg["request_device_slots"] == 4096 + 64 + 4096
