@@ -209,7 +209,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             d.push(
                 err(Code::SpeculativeNumStepsMissing, "speculative_num_steps", "AssertionError (no message): --speculative-eagle-topk or --speculative-num-draft-tokens without --speculative-num-steps (arg_groups/speculative_hook.py:1159-1163)")
                     .allowed("all three of --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens, or none")
-                    .fix(vec![set("speculative_num_steps", json!(n - 1))]),
+                    // Without topk, steps alone is the TypeError below: set both.
+                    .fix(if topk.is_none() {
+                        vec![set("speculative_num_steps", json!(n - 1)), set("speculative_eagle_topk", json!(1))]
+                    } else {
+                        vec![set("speculative_num_steps", json!(n - 1))]
+                    }),
             );
         } else if steps.is_some() && topk.is_none() {
             d.push(

@@ -1,0 +1,178 @@
+//! Hostile SGLang 0.5.23 launches (branch sgbreak): every input has a bound
+//! with its own error that names the flag, usage errors exit 2 with no
+//! backtrace, and the fixes of one report pass when applied together.
+
+use serde_json::Value;
+use std::process::Command;
+
+mod common;
+use common::{model, text, BIN};
+
+/// exit status, stdout, stderr; never a panic.
+fn run(args: &[String]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().expect("runs");
+    let all = text(&out);
+    assert!(
+        !all.contains("panicked") && !all.contains("RUST_BACKTRACE"),
+        "{all}"
+    );
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn launch(extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["--engine", "sglang", "--gpu", "h200", "--model-path"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    a.push(model());
+    for w in ["--enable-hisparse", "--disaggregation-mode", "decode"] {
+        a.push(w.to_owned());
+    }
+    a.extend(extra.iter().map(|s| (*s).to_owned()));
+    a
+}
+
+#[test]
+fn a_non_finite_float_is_a_bound_that_names_the_flag() {
+    for (flag, value) in [
+        ("--mem-fraction-static", "nan"),
+        ("--mem-fraction-static", "inf"),
+        (
+            "--disaggregation-decode-host-receive-threshold",
+            "-Infinity",
+        ),
+    ] {
+        let (code, out, err) = run(&launch(&[&format!("{flag}={value}")]));
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(
+            err.starts_with(&format!("hisparse-check: error: {flag}={value}: ")),
+            "{err}"
+        );
+        assert!(err.contains("only as a finite float"), "{err}");
+        assert!(!err.contains("invalid type"), "serde's words: {err}");
+    }
+}
+
+#[test]
+fn an_int_beyond_64_bits_is_the_check_s_bound_not_argparse_s() {
+    // Python's int() reads these: argparse does not refuse them.
+    for (flag, value) in [
+        ("--tp", "99999999999999999999"),
+        ("--max-total-tokens", "99999999999999999999k"),
+    ] {
+        let (code, out, err) = run(&launch(&[flag, value]));
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(
+            err.contains(&format!("{flag} {value}: "))
+                && err.contains("beyond the 64-bit integers the check reads"),
+            "{err}"
+        );
+        assert!(!err.contains("stops here"), "{err}");
+    }
+}
+
+#[test]
+fn a_command_line_beyond_the_word_bound_is_a_usage_error() {
+    let many: Vec<&str> = std::iter::repeat_n("--port", 16_385).collect();
+    let (code, out, err) = run(&launch(&many));
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        err.contains("hisparse-check reads at most 16384 words"),
+        "{err}"
+    );
+}
+
+#[test]
+fn thousands_of_unknown_flags_are_all_reported_only_the_first_get_did_you_mean() {
+    let typos: Vec<String> = (0..3000).map(|i| format!("--pagesize{i}")).collect();
+    let mut args = launch(&[]);
+    args.insert(0, "--json".to_owned());
+    args.extend(typos);
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 1, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let unknown: Vec<&Value> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["code"] == "unknown_key")
+        .collect();
+    assert_eq!(unknown.len(), 3000);
+    let suggested = unknown
+        .iter()
+        .filter(|e| e["hint"].as_str().unwrap_or("").starts_with("did you mean"))
+        .count();
+    assert_eq!(suggested, hisparse_core::limits::MAX_ARGV_SUGGESTIONS);
+    assert!(unknown
+        .iter()
+        .all(|e| e["hint"].as_str().is_some_and(|h| !h.is_empty())));
+}
+
+#[test]
+fn the_speculation_fix_passes_when_applied() {
+    // --speculative-num-draft-tokens alone: the fix must set topk too, or
+    // the next run is SGLang's TypeError for steps without topk.
+    let (code, out, _) = run(&{
+        let mut a = launch(&[
+            "--speculative-algorithm",
+            "EAGLE",
+            "--speculative-num-draft-tokens",
+            "3",
+        ]);
+        a.insert(0, "--json".to_owned());
+        a
+    });
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let fixed = v["fixed_flags"].as_str().unwrap().to_owned();
+    assert_eq!(
+        fixed,
+        "--speculative-eagle-topk 1 --speculative-num-steps 2"
+    );
+    let mut again = launch(&[
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-num-draft-tokens",
+        "3",
+    ]);
+    again.extend(fixed.split(' ').map(str::to_owned));
+    let (code, out, err) = run(&again);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+#[test]
+fn errors_without_a_fix_say_what_to_do() {
+    // A model without DSA: no fix can make it one.
+    let llama = model().replace("deepseek-v3.2", "llama-3.1-8b");
+    let args: Vec<String> = [
+        "--json",
+        "--engine",
+        "sglang",
+        "--model-path",
+        &llama,
+        "--enable-hisparse",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let (code, out, _) = run(&args);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let e = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["code"] == "hisparse_model_not_dsa")
+        .expect("hisparse_model_not_dsa");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("drop --enable-hisparse"),
+        "{e}"
+    );
+}
