@@ -176,3 +176,34 @@ fn errors_without_a_fix_say_what_to_do() {
         "{e}"
     );
 }
+
+#[test]
+fn the_dtype_fix_keeps_the_backends_given_working() {
+    // fp8_e5m2 is refused for DSA; `auto` is bfloat16 on an H200, which
+    // HiSparse's flashmla_kv refuses: the fix is the dtype flashmla_kv takes,
+    // or, where the two backends given take no one dtype, auto without them.
+    for (backends, want) in [
+        (
+            &["--dsa-prefill-backend", "flashmla_kv"][..],
+            "--kv-cache-dtype fp8_e4m3",
+        ),
+        (
+            &[
+                "--dsa-prefill-backend",
+                "flashmla_sparse",
+                "--dsa-decode-backend",
+                "flashmla_kv",
+            ][..],
+            "(remove --dsa-decode-backend)",
+        ),
+    ] {
+        let mut a = launch(&["--kv-cache-dtype", "fp8_e5m2"]);
+        a.extend(backends.iter().map(|s| (*s).to_owned()));
+        a.insert(0, "--json".to_owned());
+        let (code, out, _) = run(&a);
+        assert_eq!(code, 1, "{out}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let fixed = v["fixed_flags"].as_str().unwrap();
+        assert!(fixed.contains(want), "{fixed}");
+    }
+}
