@@ -207,3 +207,23 @@ fn the_dtype_fix_keeps_the_backends_given_working() {
         assert!(fixed.contains(want), "{fixed}");
     }
 }
+
+#[test]
+fn a_gib_option_beyond_64_bits_of_bytes_says_the_upper_bound() {
+    for flag in ["--host-memory-gib", "--gpu-memory-gib", "--weights-gib"] {
+        let mut a = launch(&[]);
+        a.splice(
+            0..0,
+            ["--plan".to_owned(), flag.to_owned(), "1e300".to_owned()],
+        );
+        if flag != "--host-memory-gib" {
+            a.splice(0..0, ["--host-memory-gib".to_owned(), "100".to_owned()]);
+        }
+        let (code, _, err) = run(&a);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("below 2^34 GiB") && err.contains("got 1e300"),
+            "{err}"
+        );
+    }
+}
