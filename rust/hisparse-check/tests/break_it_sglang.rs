@@ -227,3 +227,32 @@ fn a_gib_option_beyond_64_bits_of_bytes_says_the_upper_bound() {
         );
     }
 }
+
+#[test]
+fn a_huge_int_for_a_flag_the_check_does_not_read_is_ignored_as_sglang_takes_it() {
+    let mut a = launch(&["--random-seed", "99999999999999999999"]);
+    a.insert(0, "--json".to_owned());
+    let (code, out, err) = run(&a);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["ignored_flags"][0], "--random-seed 99999999999999999999",
+        "{v}"
+    );
+}
+
+#[test]
+fn an_argparse_value_error_says_what_to_do() {
+    let mut a = launch(&["--tp", "eight", "--kv-cache-dtype", "fp9"]);
+    a.insert(0, "--json".to_owned());
+    let (code, out, _) = run(&a);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    for e in v["errors"].as_array().unwrap() {
+        assert!(
+            e["hint"].as_str().is_some_and(|h| !h.is_empty())
+                || !e["fix"].as_array().unwrap().is_empty(),
+            "{e}"
+        );
+    }
+}

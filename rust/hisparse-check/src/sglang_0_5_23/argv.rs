@@ -69,9 +69,9 @@ pub struct Parsed {
     pub deprecated: Vec<(String, &'static str)>,
     /// `-h` / `--help` was given.
     pub help: bool,
-    /// Values Python reads that the check cannot hold (an int beyond i64),
-    /// as `--tp 99999999999999999999: why`.
-    pub beyond: Vec<String>,
+    /// Values Python reads that the check cannot hold (an int beyond i64):
+    /// the attribute and `--tp 99999999999999999999: why`.
+    pub beyond: Vec<(&'static str, String)>,
 }
 
 /// A word of the argv, classified as argparse classifies it.
@@ -365,9 +365,12 @@ fn store(
         match convert(flag.ty, text) {
             Ok(v) => converted.push(v),
             Err(message) if message.ends_with(BEYOND_I64) => {
-                // Python reads it; the check cannot hold it.
-                out.beyond.push(format!("{}: {message}", words.join(" ")));
-                return;
+                // Python reads it; the check cannot hold it. Kept as its text
+                // (a flag the check does not read takes it as SGLang does);
+                // read() refuses it where the check reads the flag.
+                out.beyond
+                    .push((flag.dest, format!("{}: {message}", words.join(" "))));
+                converted.push(Value::from(text.as_str()));
             }
             Err(message) => {
                 out.problems.push(Problem {

@@ -68,7 +68,12 @@ pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
         (words.to_vec(), Vec::new())
     };
     let parsed = argv::parse(&words);
-    if let Some(why) = parsed.beyond.first() {
+    // Only where the check reads the attribute: any other is kept as given.
+    let read_by_check = |dest: &str| {
+        SglangArgs::from_json(serde_json::json!({ dest: null }))
+            .is_ok_and(|a| !a.other.contains_key(dest))
+    };
+    if let Some((_, why)) = parsed.beyond.iter().find(|(dest, _)| read_by_check(dest)) {
         return Err(why.clone());
     }
     if parsed.values.contains_key("config") {
@@ -201,6 +206,10 @@ fn diagnostic(p: &Problem) -> Diagnostic {
             }
         }
         (ProblemKind::MissingValue, _) => d.hint("give the flag its value"),
+        (ProblemKind::InvalidValue, _) => {
+            d.hint("give the flag a value its type reads (SGLang's message says which type)")
+        }
+        (ProblemKind::InvalidChoice, _) => d.hint("give the flag one of the allowed values"),
         (ProblemKind::Required, _) => {
             d.hint("give the model: --model-path DIR (a config.json, its directory, or a cached Hugging Face id)")
         }
