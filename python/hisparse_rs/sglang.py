@@ -116,9 +116,24 @@ def check_sglang_argv(
 
     Raises:
         TypeError: ``argv`` is not a sequence of str, or an option has the wrong type.
-        ValueError: an unknown ``gpu`` or an option out of range.
+        ValueError: an unknown ``gpu`` or an option out of range; a word that
+            is not UTF-8 text (sys.argv's surrogates); a command line beyond
+            16384 words or 16 MiB; a value beyond what the check holds (an int
+            beyond 64 bits, ``--mem-fraction-static nan``).
     """
-    if isinstance(argv, str | bytes) or not all(isinstance(a, str) for a in argv):
+    if isinstance(argv, str | bytes):
         raise TypeError("argv must be a list of str (the words of the command line)")
+    words = list(argv)  # once: an iterator read twice would be checked empty
+    if not all(isinstance(a, str) for a in words):
+        raise TypeError("argv must be a list of str (the words of the command line)")
+    for i, word in enumerate(words):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            # sys.argv holds bytes that are not UTF-8 as lone surrogates.
+            raise ValueError(
+                f"argv[{i}] ({word!r}) is not UTF-8 text: hisparse_rs reads UTF-8 paths and values; "
+                "rename the file or directory, or link to it under a UTF-8 name"
+            ) from None
     options = _options({"gpu": gpu, "host_memory_gib": host_memory_gib, "gpu_memory_gib": gpu_memory_gib})
-    return _core.check_sglang_argv(list(argv), options)
+    return _core.check_sglang_argv(words, options)

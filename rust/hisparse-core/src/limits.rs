@@ -42,6 +42,15 @@ pub const MAX_SUGGEST_LEN: usize = 128;
 /// "Did you mean" looks at no more than this many candidate names.
 pub const MAX_SUGGEST_CANDIDATES: usize = 1024;
 
+/// Unrecognized flags of one command line that get a "did you mean" (each
+/// compares the name with every flag): the rest are still reported, with
+/// "remove it", so a pasted argv of 10^5 typos answers in milliseconds.
+pub const MAX_ARGV_SUGGESTIONS: usize = 32;
+
+/// Words of one launch command line read at most (SGLang 0.5.23 has 532
+/// options; a real launch has a few hundred words even with long nargs lists).
+pub const MAX_ARGV_WORDS: usize = 16_384;
+
 /// The `tensor_parallel_heads_mismatch` fix searches divisors of the head
 /// count by trial division up to this bound (and their cofactors): exact for
 /// head counts up to 2^32 (real models have at most a few hundred heads),

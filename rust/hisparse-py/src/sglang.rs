@@ -7,6 +7,7 @@
 use crate::results::{Plan, Provenance, Report};
 use crate::{gil, parse_options, plan_error, pyjson};
 use hisparse_core::engines::sglang_0_5_23 as core_sglang;
+use hisparse_core::engines::sglang_0_5_23::args::ArgsError;
 use hisparse_core::engines::sglang_0_5_23::{SglangArgs, SglangHiSparse};
 use hisparse_core::report::{Resolved, ENGINE_SGLANG};
 use hisparse_core::Diagnostic;
@@ -169,9 +170,12 @@ fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<Result<SglangArgs, Vec<Diagno
         }
         value
     };
-    SglangArgs::from_json(value)
+    SglangArgs::from_json_explained(value)
         .map(Ok)
-        .map_err(|e| PyTypeError::new_err(format!("invalid SGLang server arguments: {e}")))
+        .map_err(|e| match e {
+            ArgsError::Type(m) => PyTypeError::new_err(m),
+            ArgsError::Bound(m) => PyValueError::new_err(m),
+        })
 }
 
 /// Check an SGLang 0.5.23 launch given as `ServerArgs` attributes (a mapping

@@ -7,9 +7,11 @@
 //! `--model-path`. Where argparse stops at its first error, every error is
 //! collected, so a launch gets all its refusals at once.
 
-use super::convert::{convert, py_repr};
+use super::convert::{convert, py_repr, BEYOND_I64};
 use super::flags::{self, Action, Flag, Nargs};
+use hisparse_core::limits::MAX_ARGV_SUGGESTIONS;
 use serde_json::{Map, Value};
+use std::collections::HashMap;
 
 /// What went wrong with the argv, in argparse's terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +69,9 @@ pub struct Parsed {
     pub deprecated: Vec<(String, &'static str)>,
     /// `-h` / `--help` was given.
     pub help: bool,
+    /// Values Python reads that the check cannot hold (an int beyond i64):
+    /// the attribute and `--tp 99999999999999999999: why`.
+    pub beyond: Vec<(&'static str, String)>,
 }
 
 /// A word of the argv, classified as argparse classifies it.
@@ -214,6 +219,7 @@ pub fn parse(argv: &[String]) -> Parsed {
         })
         .collect();
     let is_value = |i: usize| matches!(words.get(i), Some(Word::Value));
+    let mut suggested: HashMap<&str, Option<String>> = HashMap::new();
     let mut i = 0;
     while i < argv.len() {
         match &words[i] {
@@ -241,7 +247,16 @@ pub fn parse(argv: &[String]) -> Parsed {
                     i += 1;
                 }
                 let name = argv[start].split('=').next().unwrap_or_default();
-                let suggestion = closest(name.trim_start_matches('-'));
+                // Bounded: each suggestion compares the name with every flag.
+                let suggestion = match suggested.get(name) {
+                    Some(s) => s.clone(),
+                    None if suggested.len() < MAX_ARGV_SUGGESTIONS => {
+                        let s = closest(name.trim_start_matches('-'));
+                        suggested.insert(name, s.clone());
+                        s
+                    }
+                    None => None,
+                };
                 unrecognized(&mut out, &argv[start..i], suggestion);
             }
             Word::Option(flag, spelling, explicit) => {
@@ -349,6 +364,14 @@ fn store(
     for text in values {
         match convert(flag.ty, text) {
             Ok(v) => converted.push(v),
+            Err(message) if message.ends_with(BEYOND_I64) => {
+                // Python reads it; the check cannot hold it. Kept as its text
+                // (a flag the check does not read takes it as SGLang does);
+                // read() refuses it where the check reads the flag.
+                out.beyond
+                    .push((flag.dest, format!("{}: {message}", words.join(" "))));
+                converted.push(Value::from(text.as_str()));
+            }
             Err(message) => {
                 out.problems.push(Problem {
                     kind: ProblemKind::InvalidValue,

@@ -46,7 +46,7 @@ fn invalid(name: &str, text: &str) -> String {
 pub fn convert(ty: Ty, text: &str) -> Result<Value, String> {
     match ty {
         Ty::None | Ty::Str => Ok(Value::from(text)),
-        Ty::Int => int(text).ok_or_else(|| invalid("int", text)),
+        Ty::Int => int_or_bound(text),
         Ty::Float => py_float_text(text)
             .map(py_float_json)
             .ok_or_else(|| invalid("float", text)),
@@ -75,8 +75,24 @@ pub fn convert(ty: Ty, text: &str) -> Result<Value, String> {
     }
 }
 
+/// The end of the message for an integer Python reads but the check cannot
+/// hold (beyond i64): not argparse's refusal, the check's own bound.
+pub const BEYOND_I64: &str = "is beyond the 64-bit integers the check reads (-2**63 ..= 2**63 - 1)";
+
 fn int(text: &str) -> Option<Value> {
     py_int(text).and_then(|n| n.to_i64()).map(Value::from)
+}
+
+/// `int()`: argparse's error for text Python does not read, the check's bound
+/// for an integer beyond i64.
+fn int_or_bound(text: &str) -> Result<Value, String> {
+    match py_int(text) {
+        None => Err(invalid("int", text)),
+        Some(n) => n
+            .to_i64()
+            .map(Value::from)
+            .ok_or_else(|| format!("{} {BEYOND_I64}", py_repr(text))),
+    }
 }
 
 fn py_type_name(v: &Value) -> &'static str {
@@ -124,7 +140,7 @@ pub fn human_readable_int(text: &str) -> Result<Value, String> {
                 &suffix[..1]
             ));
         }
-        let too_big = || format!("{text:?} is beyond the 64-bit integers the check reads");
+        let too_big = || format!("{} {BEYOND_I64}", py_repr(text));
         let w: u128 = whole.parse().map_err(|_| too_big())?;
         let mut total = w.checked_mul(mult).ok_or_else(too_big)?;
         if let Some(f) = frac {
@@ -137,6 +153,9 @@ pub fn human_readable_int(text: &str) -> Result<Value, String> {
             }
         }
         return i64::try_from(total).map(Value::from).map_err(|_| too_big());
+    }
+    if py_int(text).is_some() {
+        return int_or_bound(text);
     }
     int(text).ok_or_else(|| {
         format!(
@@ -168,6 +187,12 @@ mod tests {
             .unwrap_err()
             .ends_with("got list"));
         assert_eq!(py_repr("it's"), "\"it's\"");
+        assert!(convert(Ty::Int, "99999999999999999999")
+            .unwrap_err()
+            .ends_with(BEYOND_I64));
+        assert!(human_readable_int("99999999999999999999")
+            .unwrap_err()
+            .ends_with(BEYOND_I64));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::argv::{self, Problem, ProblemKind};
 use hisparse_core::engines::sglang_0_5_23::diagnostics::SglangDiagnostic as _;
 use hisparse_core::engines::sglang_0_5_23::stages::SglangStage;
 use hisparse_core::engines::sglang_0_5_23::SglangArgs;
+use hisparse_core::limits::{MAX_ARGV_WORDS, MAX_INPUT_BYTES};
 use hisparse_core::{Code, Diagnostic, FieldPath, FixOp, Report};
 use serde_json::Value;
 
@@ -54,12 +55,27 @@ fn serve_front_end(words: &[String]) -> (Vec<String>, Vec<String>) {
 /// `python -m sglang.launch_server`). Err: the attributes do not make an
 /// `SglangArgs` (a number beyond what the check reads, such as `inf`).
 pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
+    let bytes: usize = words.iter().map(String::len).sum();
+    if words.len() > MAX_ARGV_WORDS || bytes > MAX_INPUT_BYTES {
+        return Err(format!(
+            "the SGLang command line has {} words ({bytes} bytes); hisparse-check reads at most {MAX_ARGV_WORDS} words and {MAX_INPUT_BYTES} bytes (see README \"Limits\")",
+            words.len()
+        ));
+    }
     let (words, front) = if serve {
         serve_front_end(words)
     } else {
         (words.to_vec(), Vec::new())
     };
     let parsed = argv::parse(&words);
+    // Only where the check reads the attribute: any other is kept as given.
+    let read_by_check = |dest: &str| {
+        SglangArgs::from_json(serde_json::json!({ dest: null }))
+            .is_ok_and(|a| !a.other.contains_key(dest))
+    };
+    if let Some((_, why)) = parsed.beyond.iter().find(|(dest, _)| read_by_check(dest)) {
+        return Err(why.clone());
+    }
     if parsed.values.contains_key("config") {
         // SGLang merges a YAML file's options into the argv before parsing
         // (ConfigArgumentMerger, server_args.py:683-690); checking without them
@@ -80,8 +96,27 @@ pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
             }
         }
     }
-    let args = SglangArgs::from_json(Value::Object(values))
-        .map_err(|e| format!("the flags do not make SGLang server arguments: {e}"))?;
+    // argparse has typed every value, so what fails here is a bound
+    // (`--mem-fraction-static nan`): named by the flag as given.
+    let args = SglangArgs::from_json_explained(Value::Object(values)).map_err(|e| {
+        let words = parsed
+            .given
+            .iter()
+            .rev()
+            .find(|g| e.to_string().starts_with(&format!("{} ", g.dest)))
+            .map(|g| g.words.join(" "));
+        match words {
+            // "mem_fraction_static is nan: why" -> "--mem-fraction-static nan: why"
+            Some(w) => {
+                let e = e.to_string();
+                format!(
+                    "{w}: {}",
+                    e.split_once(": ").map_or(e.as_str(), |(_, why)| why)
+                )
+            }
+            None => e.to_string(),
+        }
+    })?;
     let not_read = args.not_read();
     let mut ignored: Vec<String> = parsed
         .given
@@ -171,6 +206,10 @@ fn diagnostic(p: &Problem) -> Diagnostic {
             }
         }
         (ProblemKind::MissingValue, _) => d.hint("give the flag its value"),
+        (ProblemKind::InvalidValue, _) => {
+            d.hint("give the flag a value its type reads (SGLang's message says which type)")
+        }
+        (ProblemKind::InvalidChoice, _) => d.hint("give the flag one of the allowed values"),
         (ProblemKind::Required, _) => {
             d.hint("give the model: --model-path DIR (a config.json, its directory, or a cached Hugging Face id)")
         }

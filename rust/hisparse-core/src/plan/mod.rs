@@ -361,12 +361,26 @@ impl Plan {
     }
 }
 
+/// A GiB figure for a message: `1e300`, not its 301 digits.
+fn shown(x: f64) -> String {
+    if x.is_finite() && x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}
+
 pub(crate) fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
-    let positive = |name: &str, v: Option<f64>| match v {
-        Some(x) if !(x.is_finite() && x > 0.0 && x * GIB < u64::MAX as f64) => Err(
-            PlanError::Option(format!("{name} must be a positive number of GiB, got {x}")),
-        ),
+    let positive = |name: &str, v: Option<f64>| {
+        match v {
+        Some(x) if !(x.is_finite() && x > 0.0 && x * GIB < u64::MAX as f64) => {
+            Err(PlanError::Option(format!(
+                "{name} must be a positive number of GiB below 2^34 GiB (16 EiB, what 64 bits of bytes hold), got {}",
+                shown(x)
+            )))
+        }
         _ => Ok(()),
+    }
     };
     positive("--host-memory-gib", o.host_memory_gib)?;
     if let Some(source) = &o.host_memory_source {
@@ -387,7 +401,8 @@ pub(crate) fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
     match o.weights_gib {
         Some(x) if !(x.is_finite() && x >= 0.0 && x * GIB < u64::MAX as f64) => {
             Err(PlanError::Option(format!(
-                "--weights-gib must be a number of GiB >= 0, got {x}"
+                "--weights-gib must be a number of GiB >= 0 and below 2^34 GiB (16 EiB), got {}",
+                shown(x)
             )))
         }
         _ => Ok(()),

@@ -139,6 +139,65 @@ impl SglangArgs {
         serde_json::from_value(value)
     }
 
+    /// [`SglangArgs::from_json`] with an error that names the attribute, what
+    /// it takes and what was given, for users: `Err(ArgsError::Type)` for a
+    /// wrong JSON type (`tp_size: "8"`), `Err(ArgsError::Bound)` for a number
+    /// the check cannot hold (a float NaN or infinity, spelled `"nan"`/`"inf"`
+    /// as [`crate::pytext::py_float_json`] does, or an integer beyond i64).
+    pub fn from_json_explained(value: Value) -> Result<Self, ArgsError> {
+        let err = match Self::from_json(value.clone()) {
+            Ok(a) => return Ok(a),
+            Err(e) => e,
+        };
+        let Value::Object(map) = value else {
+            return Err(ArgsError::Type(format!(
+                "SGLang server arguments must be an object of ServerArgs attributes, got {}",
+                crate::words::kind(&value)
+            )));
+        };
+        // The first attribute that fails alone is the one to name.
+        for (key, v) in &map {
+            let alone = Value::Object(Map::from_iter([(key.clone(), v.clone())]));
+            if Self::from_json(alone).is_ok() {
+                continue;
+            }
+            let takes = |probe: Value| {
+                Self::from_json(Value::Object(Map::from_iter([(key.clone(), probe)]))).is_ok()
+            };
+            let (kind, sample) = if takes(Value::from(1.5)) {
+                ("a float", "0.85")
+            } else if takes(Value::from(1)) {
+                ("an int", "8")
+            } else if takes(Value::from(true)) {
+                ("a bool", "True")
+            } else {
+                ("a str", "'decode'")
+            };
+            let non_finite = matches!(v.as_str(), Some("nan" | "inf" | "-inf"));
+            let beyond_i64 = v.as_u64().is_some()
+                || v.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.2e18);
+            return Err(if kind == "a float" && non_finite {
+                ArgsError::Bound(format!(
+                    "{key} is {v_}: the check reads {key} only as a finite float (e.g. {sample})",
+                    v_ = v.as_str().unwrap_or_default()
+                ))
+            } else if kind == "an int" && beyond_i64 {
+                ArgsError::Bound(format!(
+                    "{key} is {v}: beyond the 64-bit integers the check reads (-2**63 ..= 2**63 - 1)"
+                ))
+            } else {
+                ArgsError::Type(format!(
+                    "{key} must be {kind} (as SGLang's argparse gives it, e.g. {sample}), got {}",
+                    py_typed(v)
+                ))
+            });
+        }
+        Err(ArgsError::Type(format!(
+            "invalid SGLang server arguments: {err}"
+        )))
+    }
+
     /// The JSON object form (what fixes edit).
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("SglangArgs always serializes")
@@ -170,6 +229,36 @@ impl SglangArgs {
     }
 }
 
+/// A value as a Python user reads it in a TypeError: `str '8'`, `float 8.0`, `bool True`.
+fn py_typed(v: &Value) -> String {
+    match v {
+        Value::Null => "None".to_owned(),
+        Value::Bool(b) => format!("bool {}", if *b { "True" } else { "False" }),
+        Value::Number(n) if n.is_f64() => format!("float {n}"),
+        Value::Number(n) => format!("int {n}"),
+        Value::String(s) => format!("str {s:?}"),
+        Value::Array(_) => "a list".to_owned(),
+        Value::Object(_) => "a dict".to_owned(),
+    }
+}
+
+/// Why a JSON object is not an [`SglangArgs`] (see [`SglangArgs::from_json_explained`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgsError {
+    /// An attribute of the wrong type (Python: TypeError).
+    Type(String),
+    /// A number beyond what the check reads (Python: ValueError; CLI: exit 2).
+    Bound(String),
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::Type(m) | ArgsError::Bound(m) => f.write_str(m),
+        }
+    }
+}
+
 /// The flag of an attribute: `tp_size` -> `--tp-size`.
 pub fn flag_name(attr: &str) -> String {
     format!("--{}", attr.replace('_', "-"))
@@ -193,5 +282,29 @@ mod tests {
         assert_eq!(SglangArgs::from_json(a.to_json()).unwrap(), a);
         assert!(SglangArgs::from_json(json!({"tp_size": "8"})).is_err());
         assert_eq!(flag_name("disable_radix_cache"), "--disable-radix-cache");
+        let e = SglangArgs::from_json_explained(json!({"port": 1, "tp_size": "8"})).unwrap_err();
+        assert_eq!(
+            e,
+            ArgsError::Type(
+                "tp_size must be an int (as SGLang's argparse gives it, e.g. 8), got str \"8\""
+                    .to_owned()
+            )
+        );
+        let e = SglangArgs::from_json_explained(json!({"mem_fraction_static": "nan"})).unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Bound(m) if m.starts_with("mem_fraction_static is nan: ")),
+            "{e}"
+        );
+        let e = SglangArgs::from_json_explained(json!({"tp_size": 9223372036854775808u64}))
+            .unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Bound(m) if m.contains("beyond the 64-bit")),
+            "{e}"
+        );
+        let e = SglangArgs::from_json_explained(json!({"enable_hisparse": 1})).unwrap_err();
+        assert!(
+            matches!(&e, ArgsError::Type(m) if m.starts_with("enable_hisparse must be a bool")),
+            "{e}"
+        );
     }
 }

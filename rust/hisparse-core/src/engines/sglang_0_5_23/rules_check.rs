@@ -54,7 +54,8 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         d.push(
             err(Code::HisparseModelNotDsa, "model_path", "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models (e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
                 .given(&json!(r.model.as_ref().and_then(|m| m.architecture.clone())))
-                .allowed(format!("a DSA architecture with index_topk set ({})", super::resolution::DSA_ARCHITECTURES.join(", "))),
+                .allowed(format!("a DSA architecture with index_topk set ({})", super::resolution::DSA_ARCHITECTURES.join(", ")))
+                .hint("serve a DSA model (DeepSeek-V3.2, GLM-5) for HiSparse, or drop --enable-hisparse for this one"),
         );
     }
     // hisparse_hook.py:109-111 (AssertionError).

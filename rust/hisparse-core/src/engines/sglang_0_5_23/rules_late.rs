@@ -157,7 +157,8 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                     CoordinatorInit,
                 )
                 .given(&json!("xpu"))
-                .allowed("cuda (or no speculation)"),
+                .allowed("cuda (or no speculation)")
+                .hint("run HiSparse with speculative decoding on CUDA GPUs, or drop --speculative-algorithm on XPU"),
             );
         }
         let n = draft.value;
@@ -184,6 +185,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 e.path = FieldPath::root("speculative_algorithm");
                 e.given = Some(json!(model_top_k));
                 e.allowed = Some("a model with index_topk >= 1024, or no speculation".to_owned());
+                e.hint = Some(format!("drop --speculative-algorithm: HiSparse speculation needs index_topk >= 1024 and this model's is {model_top_k}"));
             } else {
                 let fixed = n.clamp(2, (SPEC_MAX_OCCURRENCES / model_top_k.max(1)).clamp(2, 4));
                 e = e.fix(draft_fix(fixed));

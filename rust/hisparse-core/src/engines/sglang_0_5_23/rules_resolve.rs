@@ -133,7 +133,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 )
                 .given(&json!(a.kv_cache_dtype))
                 .allowed("auto, bf16, bfloat16 or fp8_e4m3")
-                .fix(vec![set("kv_cache_dtype", json!("auto"))]),
+                .fix(dsa_dtype_fix(r)),
             );
         }
     }
@@ -209,7 +209,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             d.push(
                 err(Code::SpeculativeNumStepsMissing, "speculative_num_steps", "AssertionError (no message): --speculative-eagle-topk or --speculative-num-draft-tokens without --speculative-num-steps (arg_groups/speculative_hook.py:1159-1163)")
                     .allowed("all three of --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens, or none")
-                    .fix(vec![set("speculative_num_steps", json!(n - 1))]),
+                    // Without topk, steps alone is the TypeError below: set both.
+                    .fix(if topk.is_none() {
+                        vec![set("speculative_num_steps", json!(n - 1)), set("speculative_eagle_topk", json!(1))]
+                    } else {
+                        vec![set("speculative_num_steps", json!(n - 1))]
+                    }),
             );
         } else if steps.is_some() && topk.is_none() {
             d.push(
@@ -235,4 +240,47 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
+}
+
+/// The kv_cache_dtype that replaces one DSA refuses: `auto`, unless a DSA
+/// backend given explicitly is one HiSparse refuses with what auto resolves
+/// to here (`--dsa-prefill-backend flashmla_kv` on SM 9.0, where auto is
+/// bfloat16): then the dtype that backend takes; where no dtype takes every
+/// backend given, `auto` and the backends it refuses removed, so the fix passes.
+fn dsa_dtype_fix(r: &Resolution<'_>) -> Vec<FixOp> {
+    let auto = if r.sm_major >= 10 && !r.hip {
+        "fp8_e4m3"
+    } else {
+        "bfloat16"
+    };
+    let set_auto = vec![set("kv_cache_dtype", json!("auto"))];
+    if !r.args.hisparse_on() {
+        return set_auto;
+    }
+    let given = [
+        ("dsa_prefill_backend", r.args.dsa_prefill_backend.as_deref()),
+        ("dsa_decode_backend", r.args.dsa_decode_backend.as_deref()),
+    ];
+    let refused = |dtype: &str| {
+        let allowed = super::rules_check::allowed_backends(r.hip, dtype);
+        given
+            .iter()
+            .filter(|(_, b)| b.is_some_and(|b| !allowed.contains(&b)))
+            .map(|(attr, _)| *attr)
+            .collect::<Vec<_>>()
+    };
+    for (name, dtype) in [
+        ("auto", auto),
+        ("fp8_e4m3", "fp8_e4m3"),
+        ("bfloat16", "bfloat16"),
+    ] {
+        if refused(dtype).is_empty() {
+            return vec![set("kv_cache_dtype", json!(name))];
+        }
+    }
+    let mut ops = set_auto;
+    ops.extend(refused(auto).into_iter().map(|attr| FixOp::Remove {
+        path: FieldPath::root(attr),
+    }));
+    ops
 }

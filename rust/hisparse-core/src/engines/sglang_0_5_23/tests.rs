@@ -234,7 +234,17 @@ fn speculative_parameters_are_all_or_none() {
         r.errors.iter().map(|e| e.code).collect::<Vec<_>>(),
         [Code::SpeculativeNumStepsMissing]
     );
-    assert_eq!(r.fixed_flags.as_deref(), Some("--speculative-num-steps 2"));
+    // The fix sets topk too: steps alone would be the TypeError above.
+    assert_eq!(
+        r.fixed_flags.as_deref(),
+        Some("--speculative-eagle-topk 1 --speculative-num-steps 2")
+    );
+    let fixed = check(
+        &decode(json!({"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 3, "speculative_num_steps": 2, "speculative_eagle_topk": 1})),
+        &options(json!({})),
+    )
+    .unwrap();
+    assert!(fixed.valid, "{:?}", fixed.errors);
     // EAGLE alone: (3, 1, 4) and 48 requests, 49 slots.
     let r = check(
         &decode(json!({"speculative_algorithm": "EAGLE"})),
