@@ -286,3 +286,28 @@ fn weights_over_the_gpu_fail_at_the_weight_load_not_at_a_request() {
         e.message
     );
 }
+
+#[test]
+fn dp_attention_counts_the_attention_weights_each_gpu_holds() {
+    let w = |extra: Value| {
+        plan(extra, json!({"gpu": "h200", "context_length": 8192}))
+            .gpu
+            .weights_bytes_per_gpu
+            .unwrap()
+    };
+    let tp8 = w(json!({}));
+    let dp8 = w(json!({"dp_size": 8, "enable_dp_attention": true}));
+    // q_b / kv_b / o_proj split over attention TP = 8 / 8 = 1 (runtime_context.py:73-76)
+    // instead of 8: 61 x (1536 x 128 x 192 + 512 x 128 x 256 + 128 x 128 x 7168)
+    // = 10,489,954,304 params x (1 + 4/16384) B = 10,492,515,328 B, 7/8 of it more per GPU.
+    assert_eq!(dp8 - tp8, 10_492_515_328 - 10_492_515_328 / 8);
+    let p = plan(
+        json!({"dp_size": 8, "enable_dp_attention": true}),
+        json!({"gpu": "h200"}),
+    );
+    let rule = p.gpu.weights_source.unwrap();
+    assert!(
+        rule.contains("split over attention TP 1 = tp / dp"),
+        "{rule}"
+    );
+}

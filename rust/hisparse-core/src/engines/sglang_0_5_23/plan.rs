@@ -161,7 +161,23 @@ pub fn capacity(
         Some(w) => ((w * GIB) as u64, "given (--weights-gib)".to_owned(), false),
         None => {
             let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
-            (est.bytes_per_gpu(tp, dp, ep > 1), est.rule.clone(), true)
+            // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
+            let attn_tp = if args.enable_dp_attention == Some(true) {
+                (tp / dp).max(1)
+            } else {
+                tp
+            };
+            let rule = format!(
+                "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
+                est.rule,
+                if attn_tp < tp { " = tp / dp with --enable-dp-attention (runtime_context.py:73-76)" } else { "" },
+                crate::plan::gib_text(est.replicated_attention_bytes.saturating_add(est.sharded_attention_bytes / attn_tp)),
+            );
+            (
+                est.sglang_bytes_per_gpu(tp, attn_tp, dp, ep > 1),
+                rule,
+                true,
+            )
         }
     };
     let budget = (gpu_gib * GIB * mfs) as u64;
