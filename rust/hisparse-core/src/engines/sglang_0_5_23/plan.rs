@@ -767,7 +767,7 @@ fn no_requests(
             }
         );
         let msg = if over_gpu {
-            format!("the device limit is 0: {weights} per GPU exceed the GPU's {} GiB, so SGLang runs out of memory while it loads them (model_executor/model_runner.py:1372-1379 logs the load); spread the weights over more GPUs (--tp-size, --enable-expert-parallel) or use a quantized checkpoint", c.gpu_gib)
+            format!("the device limit is 0: {weights} per GPU exceed the GPU's {} GiB, so SGLang runs out of memory while it loads them, before its \"Load weight end\" log line (model_executor/model_runner.py:1372-1379); spread the weights over more GPUs (a larger --tp-size over --nnodes) or serve a quantized (fp8) checkpoint", c.gpu_gib)
         } else {
             format!("the device limit is 0: {weights} per GPU leave nothing of mem_fraction_static {} x {} GiB = {} for the KV pool, so SGLang stops with \"Not enough memory. Please try to increase --mem-fraction-static.\" (model_executor/pool_configurator.py:94-99)", c.mem_fraction_static, c.gpu_gib, gib(budget))
         };
