@@ -73,3 +73,46 @@ def test_speculation_resolves_48_and_adds_the_scratch() -> None:
     # W = 4 x 2048; min(W, max(1024, W - 4096))
     assert sg["speculative_scratch_slots"] == 4096
     assert sg["request_device_slots"] == 4096 + 64 + 4096
+
+
+def test_pd_decode_receives_the_prompt_into_the_host_pool() -> None:
+    # disaggregation/decode.py:2321-2330: logical ids only; :1418-1430 admits D + 64.
+    p = json.loads(
+        hisparse_rs.plan(
+            DSV32,
+            engine="sglang",
+            gpu="h200",
+            **{
+                **LAUNCH,
+                "max_total_tokens": 131072,
+                "hisparse_config": '{"host_to_device_ratio": 4}',
+            },
+        ).to_json()
+    )
+    assert p["valid"], p["errors"]
+    assert p["sglang"]["prompt_on_device"] is False
+    at = p["at_context"]
+    # device 131,072 // 4160 = 31; host (131,072 x 4 // 64 + 1) x 64 // 163,840 = 3
+    assert (at["gpu_limit"], at["host_limit"]) == (31, 3)
+    assert (at["hisparse_requests"], at["hisparse_limit"]) == (3, "host")
+
+
+def test_mtp_draft_layer_in_the_device_cell() -> None:
+    p = plan_json(speculative_algorithm="EAGLE")
+    sizes = p["sizes"]
+    sg = p["sglang"]
+    assert isinstance(sizes, dict) and isinstance(sg, dict)
+    assert sizes["draft_layers"] == 1
+    # 61 x 1152 + 61 x 132 x 2 + 1 x (1152 + 132) x 2 (pool_configurator.py:260-311)
+    assert sg["device_cell_bytes"] == 88_944
+
+
+def test_weights_over_the_gpu_are_named_at_the_weight_load() -> None:
+    glm5 = str(MODELS / "glm-5")
+    p = json.loads(hisparse_rs.plan(glm5, engine="sglang", gpu="h200", **LAUNCH).to_json())
+    assert not p["valid"]
+    e = p["errors"][0]
+    assert e["code"] == "sglang_plan_serves_no_requests"
+    assert e["path"] == "mem_fraction_static"
+    assert e["stage"] == "after_weights_load"
+    assert "exceed the GPU's 141 GiB" in e["message"]

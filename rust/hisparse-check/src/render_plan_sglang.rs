@@ -7,9 +7,24 @@
 
 use crate::render::{ignored, model_heading, plural, section};
 use crate::render_plan::{n, tokens};
-use hisparse_core::plan::{gib_text as gib, Limit, Plan, PlanPoint, SglangSizing};
+use hisparse_core::plan::{Limit, Plan, PlanPoint, SglangSizing};
 use hisparse_core::Code;
 use std::fmt::Write;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Bytes as GiB with thousands separators ("1,958.59 GiB"), MiB under 1 GiB.
+fn gib(bytes: u64) -> String {
+    gib_of(bytes as f64 / GIB)
+}
+
+fn gib_of(g: f64) -> String {
+    if g < 1.0 {
+        return format!("{:.1} MiB", g * 1024.0);
+    }
+    let cents = (g * 100.0).round() as u64;
+    format!("{}.{:02} GiB", n(cents / 100), cents % 100)
+}
 
 /// "3 (gpu)", with SGLang's name for the request cap.
 fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
@@ -56,9 +71,20 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         s.indexer_layers,
         n(s.indexer_bytes_per_token)
     );
+    let draft = if s.draft_layers > 0 {
+        format!(
+            " + {} MTP draft layer{} x ({} + {}) x {r} (the draft pool is indexed by the host-expanded ids; pool_configurator.py:260-311)",
+            s.draft_layers,
+            plural(s.draft_layers as usize),
+            s.mla_row_bytes,
+            s.indexer_row_bytes
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "  device cell       {} B per device KV slot = {} x {} + {} x {} x host_to_device_ratio {r} (the indexer holds R tokens per slot; model_executor/pool_configurator.py:560-635)",
+        "  device cell       {} B per device KV slot = {} x {} + {} x {} x host_to_device_ratio {r}{draft} (the indexer holds R tokens per slot; model_executor/pool_configurator.py:560-635)",
         n(sg.device_cell_bytes),
         s.sparse_mla_layers,
         s.mla_row_bytes,
@@ -80,11 +106,19 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         s.device_buffer_size,
         gib(s.hot_buffer_bytes)
     );
-    let _ = writeln!(
-        out,
-        "  prefill           a whole prompt sits in device slots while it is prefilled (SGLANG.md §4): at most {} tokens",
-        n(sg.device_slots)
-    );
+    let _ = if sg.prompt_on_device {
+        writeln!(
+            out,
+            "  prefill           a whole prompt sits in device slots while it is prefilled, then is backed up to the host (managers/hisparse_coordinator.py:838-876): at most {} tokens",
+            n(sg.device_slots)
+        )
+    } else {
+        writeln!(
+            out,
+            "  prefill           none here (P/D decode): the prompt's KV arrives into the host pool, only logical ids are allocated (disaggregation/decode.py:2321-2330); admission charges the {} slots above per request (:1418-1430)",
+            n(sg.request_device_slots)
+        )
+    };
 
     let _ = writeln!(out, "\nGPU (each GPU)");
     if let Some(spec) = &g.spec {
@@ -233,15 +267,33 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         a.min_host_pool_requests,
         a.target_requests,
     ) {
+        let pinned = pool * h.pools_per_node as f64;
+        let ram = h.host_memory_bytes.map(|total| {
+            let total = total as f64 / GIB;
+            format!(
+                ": that pins {} of the node's {} RAM ({:.0}%), leaving {} for the OS, the transfer engine's memory registration and everything else: SGLang's budget keeps only 10 GiB back (pool_host/base.py:84-107), so leave a margin with a smaller ratio or a --host-memory-gib below the node's RAM",
+                gib_of(pinned),
+                gib_of(total),
+                pinned / total.max(f64::MIN_POSITIVE) * 100.0,
+                gib_of((total - pinned).max(0.0))
+            )
+        });
         let pool = format!(
-            "a {pool:.2} GiB pool per rank, {pool:.2} GiB x {} ranks per node",
-            h.pools_per_node
+            "a {} pool per rank, x {} ranks per node{}",
+            gib_of(pool),
+            h.pools_per_node,
+            if ram.is_some() {
+                String::new()
+            } else {
+                format!(" = {} pinned", gib_of(pinned))
+            }
         );
         let _ = if held < t {
             writeln!(
                 out,
-                "  host_to_device_ratio {ratio} is the largest the RAM budget per rank allows: it holds {held} of the {t} request{} the device holds at that ratio ({pool})",
-                plural(t as usize)
+                "  host_to_device_ratio {ratio} is the largest the RAM budget per rank allows: it holds {held} of the {t} request{} the device holds at that ratio ({pool}){}",
+                plural(t as usize),
+                ram.unwrap_or_default()
             )
         } else if t > 0 {
             writeln!(

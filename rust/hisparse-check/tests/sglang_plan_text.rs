@@ -59,15 +59,35 @@ fn the_sglang_plan_speaks_sglang() {
         "  max_running_requests 2058 per attention-DP worker (not given: min(max(min(int(N_dev 658688 / context_len 163840 x 512) = 2058, 4096), 2048), N_dev // 2)",
         "  host tokens       N_host = (int(N_dev 658,688 x R 2) // 64 + 1) x 64 = 1,317,440 (pool_host/base.py:221-229)",
         "  host_pool_gib     86.22 GiB per rank = 1,317,440 tokens x 70,272 B",
-        "budget per rank (2048.00 GiB - 10 GiB) / 8 ranks per host = 254.75 GiB (pool_host/base.py:84-107): fits",
+        "budget per rank (2,048.00 GiB - 10 GiB) / 8 ranks per host = 254.75 GiB (pool_host/base.py:84-107): fits",
         "  limits            device 158 (N_dev // 4,160), host 8 (N_host // 163,840), max_running_requests 2058",
-        "  host_to_device_ratio 10 is the largest the RAM budget per rank allows: it holds 23 of the 90 requests the device holds at that ratio (a 246.92 GiB pool per rank, 246.92 GiB x 8 ranks per node)",
+        // SGLang's budget pins ~96% of the node's RAM: said plainly (246.92 x 8 = 1,975.36).
+        "  host_to_device_ratio 10 is the largest the RAM budget per rank allows: it holds 23 of the 90 requests the device holds at that ratio (a 246.92 GiB pool per rank, x 8 ranks per node): that pins 1,975.36 GiB of the node's 2,048.00 GiB RAM (96%), leaving 72.64 GiB for the OS, the transfer engine's memory registration and everything else",
+        // P/D decode: the prompt is received into the host pool.
+        "  prefill           none here (P/D decode): the prompt's KV arrives into the host pool, only logical ids are allocated (disaggregation/decode.py:2321-2330); admission charges the 4,160 slots above per request (:1418-1430)",
     ] {
         assert!(t.contains(line), "{line:?} not in\n{t}");
     }
     let sweep = t.split("\nsweep").nth(1).unwrap();
     assert!(sweep.contains("ratio  host_pool_gib"), "{sweep}");
     assert!(!sweep.contains(" ? "), "{sweep}");
+    assert!(!t.contains("SGLANG.md"), "{t}");
+}
+
+#[test]
+fn mtp_and_aggregated_prefill_in_the_text() {
+    let t = plan_text(&["--speculative-algorithm", "EAGLE"]);
+    let line = "  device cell       88,944 B per device KV slot = 61 x 1152 + 61 x 132 x host_to_device_ratio 2 + 1 MTP draft layer x (1152 + 132) x 2 (the draft pool is indexed by the host-expanded ids; pool_configurator.py:260-311)";
+    assert!(t.contains(line), "{line:?} not in\n{t}");
+    let t = plan_text(&[
+        "--disaggregation-mode",
+        "null",
+        "--disable-radix-cache",
+        "--plan-context-length",
+        "8192",
+    ]);
+    let line = "  prefill           a whole prompt sits in device slots while it is prefilled, then is backed up to the host (managers/hisparse_coordinator.py:838-876)";
+    assert!(t.contains(line), "{line:?} not in\n{t}");
 }
 
 #[test]

@@ -186,3 +186,128 @@ fn sglang_fields_are_in_the_json() {
     assert_eq!(back.sglang, p.sglang);
     assert_eq!(back.sweep, p.sweep);
 }
+
+#[test]
+fn pd_decode_does_not_hold_the_prompt_in_device_slots() {
+    // The operator's launch: --max-total-tokens 131072, R 4, weights estimated.
+    let launch = |extra: Value| {
+        let mut a = json!({"max_total_tokens": 131072,
+            "hisparse_config": "{\"host_to_device_ratio\": 4}"});
+        for (k, v) in extra.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        plan(a, json!({"gpu": "h200"}))
+    };
+    let p = launch(json!({}));
+    let s = p.sglang.as_ref().unwrap();
+    // N_dev capped at 131,072; the prompt lands in the host pool
+    // (disaggregation/decode.py:2321-2330), so the device holds 131,072 // 4160 = 31.
+    assert_eq!(s.device_slots, 131_072);
+    assert!(!s.prompt_on_device);
+    assert_eq!(p.at_context.gpu_limit, Some(31));
+    // N_host = (131,072 x 4 // 64 + 1) x 64 = 524,352 holds 3 of 163,840 tokens.
+    assert_eq!(s.host_tokens, 524_352);
+    assert_eq!(p.at_context.hisparse_requests, Some(3));
+    assert_eq!(p.at_context.hisparse_limit, Some(Limit::Host));
+    assert!(p.valid, "{:?}", p.errors);
+    // Aggregated serving prefills into device slots (hisparse_coordinator.py:838-876):
+    // a 163,840-token prompt does not fit 131,072 slots.
+    let agg = launch(json!({"disaggregation_mode": null, "disable_radix_cache": true}));
+    assert!(agg.sglang.as_ref().unwrap().prompt_on_device);
+    assert_eq!(agg.at_context.gpu_limit, Some(0));
+    let e = &agg.errors[0];
+    assert_eq!(e.code.as_str(), "sglang_plan_serves_no_requests");
+    assert_eq!(e.path.to_string(), "hisparse_config.device_buffer_size");
+    assert!(
+        e.message
+            .contains("163840-token prompt does not fit the 131072 device KV slots"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn mtp_adds_the_draft_layer_to_the_cell_and_the_weights() {
+    let e = plan(
+        json!({"speculative_algorithm": "EAGLE"}),
+        json!({"gpu": "h200", "weights_gib": 78}),
+    );
+    let s = e.sglang.as_ref().unwrap();
+    assert_eq!(e.sizes.draft_layers, 1);
+    // 61 x 1152 + 61 x 132 x 2 + 1 x (1152 + 132) x 2 = 88,944 B
+    // (pool_configurator.py:260-311: the draft indexed by the host-expanded ids)
+    assert_eq!(s.device_cell_bytes, 88_944);
+    // 56,896,505,511 // 88,944 // 64 x 64 = 639,680
+    assert_eq!(s.device_slots, 639_680);
+    // without HiSparse: // (62 x 1284) // 64 x 64 = 714,688
+    assert_eq!(s.baseline_device_slots, 714_688);
+    // NEXTN is EAGLE (arg_groups/speculative_hook.py:109): the same cell.
+    let n = plan(
+        json!({"speculative_algorithm": "NEXTN"}),
+        json!({"gpu": "h200", "weights_gib": 78}),
+    );
+    assert_eq!(n.sglang.as_ref().unwrap().device_cell_bytes, 88_944);
+    // The estimate loads the MTP layer's weights too.
+    let est = |extra: Value| {
+        plan(extra, json!({"gpu": "h200"}))
+            .gpu
+            .weights_bytes_per_gpu
+            .unwrap()
+    };
+    assert!(est(json!({"speculative_algorithm": "EAGLE"})) > est(json!({})));
+}
+
+#[test]
+fn weights_over_the_gpu_fail_at_the_weight_load_not_at_a_request() {
+    // GLM-5 in bf16 on H200, TP 8: ~173 GiB of weights per GPU > 141 GiB.
+    let dir = format!(
+        "{}/../../tests/data/models/glm-5",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let p = plan(json!({"model_path": dir}), json!({"gpu": "h200"}));
+    assert_eq!(p.sglang.as_ref().unwrap().device_slots, 0);
+    let e = &p.errors[0];
+    assert_eq!(e.code.as_str(), "sglang_plan_serves_no_requests");
+    assert_eq!(e.path.to_string(), "mem_fraction_static");
+    assert_eq!(e.stage.as_str(), "after_weights_load");
+    assert!(
+        e.message.contains("exceed the GPU's 141 GiB"),
+        "{}",
+        e.message
+    );
+    // Weights under the GPU but over its fraction: SGLang's own message.
+    let q = plan(json!({}), json!({"gpu": "h200", "weights_gib": 135}));
+    let e = &q.errors[0];
+    assert_eq!(e.path.to_string(), "mem_fraction_static");
+    assert!(
+        e.message
+            .contains("Not enough memory. Please try to increase --mem-fraction-static."),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn dp_attention_counts_the_attention_weights_each_gpu_holds() {
+    let w = |extra: Value| {
+        plan(extra, json!({"gpu": "h200", "context_length": 8192}))
+            .gpu
+            .weights_bytes_per_gpu
+            .unwrap()
+    };
+    let tp8 = w(json!({}));
+    let dp8 = w(json!({"dp_size": 8, "enable_dp_attention": true}));
+    // q_b / kv_b / o_proj split over attention TP = 8 / 8 = 1 (runtime_context.py:73-76)
+    // instead of 8: 61 x (1536 x 128 x 192 + 512 x 128 x 256 + 128 x 128 x 7168)
+    // = 10,489,954,304 params x (1 + 4/16384) B = 10,492,515,328 B, 7/8 of it more per GPU.
+    assert_eq!(dp8 - tp8, 10_492_515_328 - 10_492_515_328 / 8);
+    let p = plan(
+        json!({"dp_size": 8, "enable_dp_attention": true}),
+        json!({"gpu": "h200"}),
+    );
+    let rule = p.gpu.weights_source.unwrap();
+    assert!(
+        rule.contains("split over attention TP 1 = tp / dp"),
+        "{rule}"
+    );
+}

@@ -336,6 +336,11 @@ pub struct SglangSizing {
     pub host_budget_per_rank_bytes: Option<u64>,
     /// Device slots without HiSparse (cell `L x (kv_row + index_row)`).
     pub baseline_device_slots: u64,
+    /// Whether a whole prompt sits in device slots while it is prefilled: true
+    /// outside P/D decode (managers/hisparse_coordinator.py:838-876); false on a
+    /// P/D decode instance, whose prompt KV arrives into the host pool
+    /// (disaggregation/decode.py:2321-2330).
+    pub prompt_on_device: bool,
 }
 
 /// The HiSparse settings a plan assumed for a configuration without HiSparse.

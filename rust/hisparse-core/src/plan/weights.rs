@@ -20,6 +20,13 @@ pub struct WeightEstimate {
     pub expert_bytes: u64,
     /// How the bytes were counted, for the output.
     pub rule: String,
+    /// Of `dense_bytes`, the attention weights an SGLang rank holds whole: the
+    /// q_a / kv_a projections and their norms, and the indexer (ReplicatedLinear,
+    /// SGLang models/deepseek_v2.py:2070, :2095; layers/attention/dsa/dsa_indexer.py:344-368).
+    pub replicated_attention_bytes: u64,
+    /// Of `dense_bytes`, the attention weights split over the attention-TP group:
+    /// q_b (or q_proj), kv_b, o_proj (models/deepseek_v2.py:2078-2093, :2145-2161).
+    pub sharded_attention_bytes: u64,
 }
 
 impl WeightEstimate {
@@ -33,6 +40,26 @@ impl WeightEstimate {
             tp
         };
         (self.dense_bytes / tp).saturating_add(self.expert_bytes / expert_ranks)
+    }
+
+    /// Weight bytes on one SGLang rank: as [`Self::bytes_per_gpu`], but the
+    /// replicated attention weights whole and the sharded ones split over
+    /// `attn_tp` (tp / dp with --enable-dp-attention, runtime_context.py:73-76).
+    pub fn sglang_bytes_per_gpu(
+        &self,
+        tp: u64,
+        attn_tp: u64,
+        expert_ranks_dp: u64,
+        expert_parallel: bool,
+    ) -> u64 {
+        let tp = tp.max(1);
+        let attention = self
+            .replicated_attention_bytes
+            .saturating_add(self.sharded_attention_bytes);
+        self.bytes_per_gpu(tp, expert_ranks_dp, expert_parallel)
+            .saturating_sub(attention / tp)
+            .saturating_add(self.replicated_attention_bytes)
+            .saturating_add(self.sharded_attention_bytes / attn_tp.max(1))
     }
 }
 
@@ -112,6 +139,16 @@ pub fn estimate(
         Some(q) => sum(&[mul(&[h, q]), q, mul(&[q, heads, nope.saturating_add(rope)])]),
         None => mul(&[h, heads, nope.saturating_add(rope)]),
     };
+    // The q_b (or q_proj), kv_b and o_proj part, split by attention TP in SGLang.
+    let q_sharded = match d.q_lora_rank.filter(|q| *q > 0) {
+        Some(q) => mul(&[q, heads, nope.saturating_add(rope)]),
+        None => q_proj,
+    };
+    let attention_sharded = sum(&[
+        q_sharded,
+        mul(&[kl, heads, nope.saturating_add(v_dim)]),
+        mul(&[heads, v_dim, h]),
+    ]);
     let attention = sum(&[
         q_proj,
         mul(&[h, kl + rope]),
@@ -183,7 +220,15 @@ pub fn estimate(
         })?,
     };
     let bytes = |params: u64, bpp: f64| (params as f64 * bpp) as u64;
+    let attn_layers = layers.saturating_add(draft_layers);
+    let sharded = mul(&[attn_layers, attention_sharded]);
+    let replicated = sum(&[
+        mul(&[attn_layers, attention.saturating_sub(attention_sharded)]),
+        mul(&[indexer_layers.saturating_add(draft_layers), indexer]),
+    ]);
     Ok(WeightEstimate {
+        replicated_attention_bytes: bytes(replicated, linear_bpp),
+        sharded_attention_bytes: bytes(sharded, linear_bpp),
         dense_params: linear_dense.saturating_add(embeddings),
         expert_params,
         dense_bytes: bytes(linear_dense, linear_bpp).saturating_add(bytes(embeddings, dtype_bytes)),
@@ -204,6 +249,29 @@ mod tests {
         );
         let cfg: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         model::read(&cfg, None)
+    }
+
+    #[test]
+    fn sglang_attention_split_replicated_and_sharded() {
+        let e = estimate(&info("deepseek-v3.2"), 61, 0).unwrap();
+        // q_b + kv_b + o_proj: 61 x (1536 x 128 x 192 + 512 x 128 x 256 + 128 x 128 x 7168)
+        // = 10,489,954,304 params x (1 + 4/16384) B
+        assert_eq!(e.sharded_attention_bytes, 10_492_515_328);
+        // q_a + its norm + kv_a + its norm, and the indexer (wq_b, wk, 2 x 128 norm, weights_proj):
+        // 61 x (7168 x 1536 + 1536 + 7168 x 576 + 512) + 61 x (1536 x 64 x 128 + 7168 x 128
+        // + 256 + 7168 x 64) = 1,775,117,568 params
+        assert_eq!(e.replicated_attention_bytes, 1_775_550_946);
+        // Without DP attention SGLang holds the replicated part whole: 7/8 of it more
+        // than the plain TP split (with the integer divisions' rounding).
+        let plain = e.bytes_per_gpu(8, 1, false);
+        let sg = e.sglang_bytes_per_gpu(8, 8, 1, false);
+        // 1,775,550,946 - (12,268,066,274 // 8 - 10,492,515,328 // 8) = 1,553,607,078 B
+        assert_eq!(sg - plain, 1_553_607_078);
+        // DP attention 8: attention TP 1, the sharded part whole too.
+        assert_eq!(
+            e.sglang_bytes_per_gpu(8, 1, 8, false) - sg,
+            10_492_515_328 - 10_492_515_328 / 8
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! SGLang 0.5.23's reading of HiSparse (`--enable-hisparse --hisparse-config`),
-//! from the 0.5.23 wheel (`shared/spec/SGLANG.md` has the facts; each rule
-//! cites `srt/...py:line` of the wheel).
+//! from the 0.5.23 wheel, the final word: each rule cites `srt/...py:line`
+//! of the wheel.
 //!
 //! Data flows one way, in layers (each file imports only those below it; the
 //! module-graph test holds it): `args` ([`SglangArgs`], the `ServerArgs`

@@ -1,5 +1,5 @@
-//! Capacity planning for an SGLang 0.5.23 HiSparse launch (SGLANG.md §4,
-//! verified in the wheel), in the planner's [`Plan`] shape with `engine: "sglang"`
+//! Capacity planning for an SGLang 0.5.23 HiSparse launch (rules from the
+//! 0.5.23 wheel, each with its file:line), in the planner's [`Plan`] shape with `engine: "sglang"`
 //! and SGLang's own figures under `sglang` ([`SglangSizing`]):
 //!
 //! - `mem_fraction_static` when not given: SGLang's heuristic
@@ -11,6 +11,8 @@
 //!   the pre-load free memory taken as the whole GPU: an upper bound) and the cell
 //!   `L x kv_row + L x 132 x R` (every layer keeps its index buffer for the
 //!   host's tokens, R = host_to_device_ratio, pool_configurator.py:560-635),
+//!   plus, with EAGLE/NEXTN (MTP), the draft's `L_d x (kv_row + index_row) x R`
+//!   (its pool is indexed by the host-expanded ids, pool_configurator.py:260-311),
 //!   capped by `--max-total-tokens`;
 //! - `max_running_requests` per attention-DP worker: given `min(m // attn_dp,
 //!   N_dev // 2)`, else `min(max(min(int(N_dev / context_len x 512), 4096),
@@ -19,7 +21,13 @@
 //! - per request on the device `D + 64` slots (the newest token's extra page,
 //!   hisparse_coordinator.py:644-646), plus the speculative scratch
 //!   `min(W, max(1024, W - D))`, W = draft tokens x index_topk (:146, :187-193);
-//!   a whole prompt sits in device slots while it is prefilled (SGLANG.md §4);
+//!   outside P/D decode a whole prompt sits in device slots while it is
+//!   prefilled (its device ids are backed up to the host after the prefill,
+//!   managers/hisparse_coordinator.py:838-876, from
+//!   scheduler_components/batch_result_processor.py:396); a P/D decode instance
+//!   allocates the prompt logical ids only, its KV lands in the host pool
+//!   (disaggregation/decode.py:2321-2330), and admits `D + 64 + scratch` per
+//!   request (:1418-1430);
 //! - host pool per rank `(int(N_dev x R) // 64 + 1) x 64` tokens x L x kv_row
 //!   (pool_host/base.py:221-229), pinned; every rank holds its own copy, so a
 //!   node pins `ranks_per_host` pools; budget per rank
@@ -58,6 +66,10 @@ const MAX_RATIO_SEARCHED: u64 = 256;
 #[derive(Clone, Debug)]
 pub struct Capacity {
     pub layers: u64,
+    /// MTP draft layers (EAGLE/NEXTN with the checkpoint's `num_nextn_predict_layers`).
+    pub draft_layers: u64,
+    /// Whether a whole prompt sits in device slots while it is prefilled (not in P/D decode).
+    pub prompt_on_device: bool,
     pub kv_row: u64,
     pub index_row: u64,
     pub ratio: u64,
@@ -120,7 +132,13 @@ pub fn capacity(
             .saturating_mul(u64::try_from(h.index_topk.value).unwrap_or(0));
         w.min(MIN_SCRATCH_CAPACITY.max(w.saturating_sub(d)))
     });
-    let cell = device_cell(layers, kv_row, index_row, ratio);
+    let draft_layers = draft_layers(args, model);
+    let cell = device_cell(layers, kv_row, index_row, ratio).saturating_add(draft_cell(
+        draft_layers,
+        kv_row,
+        index_row,
+        ratio,
+    ));
     let gpu_gib = machine
         .gpu_memory_gib
         .or(machine.gpu.map(|g| g.memory_gib))
@@ -142,13 +160,29 @@ pub fn capacity(
     let (weights, weights_source, weights_estimated) = match machine.weights_gib {
         Some(w) => ((w * GIB) as u64, "given (--weights-gib)".to_owned(), false),
         None => {
-            let est = crate::plan::weights::estimate(model, layers, 0)?;
-            (est.bytes_per_gpu(tp, dp, ep > 1), est.rule.clone(), true)
+            let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
+            // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
+            let attn_tp = if args.enable_dp_attention == Some(true) {
+                (tp / dp).max(1)
+            } else {
+                tp
+            };
+            let rule = format!(
+                "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
+                est.rule,
+                if attn_tp < tp { " = tp / dp with --enable-dp-attention (runtime_context.py:73-76)" } else { "" },
+                crate::plan::gib_text(est.replicated_attention_bytes.saturating_add(est.sharded_attention_bytes / attn_tp)),
+            );
+            (
+                est.sglang_bytes_per_gpu(tp, attn_tp, dp, ep > 1),
+                rule,
+                true,
+            )
         }
     };
     let budget = (gpu_gib * GIB * mfs) as u64;
     let available = budget.saturating_sub(weights);
-    let n_dev = device_slots(available, layers, kv_row, index_row, ratio, page, args);
+    let n_dev = device_slots(available, cell, page, args);
     let n_host = host_tokens(n_dev, ratio, page);
     let pool_bytes = n_host.saturating_mul(layers).saturating_mul(kv_row);
     let nnodes = pos(args.nnodes);
@@ -161,6 +195,8 @@ pub fn capacity(
     let pools_per_node = (tp.saturating_mul(pp).saturating_mul(replicas) / nnodes).max(1);
     Ok(Capacity {
         layers,
+        draft_layers,
+        prompt_on_device: args.pd_mode() != "decode",
         kv_row,
         index_row,
         ratio,
@@ -195,18 +231,35 @@ pub fn device_cell(layers: u64, kv_row: u64, index_row: u64, ratio: u64) -> u64 
     )
 }
 
+/// MTP draft layers SGLang adds to the device cell and loads: the checkpoint's
+/// `num_nextn_predict_layers` with EAGLE or NEXTN (NEXTN resolves to EAGLE,
+/// arg_groups/speculative_hook.py:109; the count,
+/// model_executor/model_runner_components/spec_aux_hidden_state.py:171-174);
+/// 0 without speculation.
+pub fn draft_layers(args: &SglangArgs, model: &ModelInfo) -> u64 {
+    let eagle = args
+        .speculative_algorithm
+        .as_deref()
+        .is_some_and(|a| a.eq_ignore_ascii_case("EAGLE") || a.eq_ignore_ascii_case("NEXTN"));
+    if eagle {
+        model.num_nextn_predict_layers.map_or(0, u64::from)
+    } else {
+        0
+    }
+}
+
+/// The draft's part of one device slot with HiSparse on a DSA model:
+/// `int(L x kv_row x L_d / L) x R + L_d x index_row x R` (the draft pool is
+/// direct-indexed by the host-expanded logical ids, pool_configurator.py:260-311).
+pub fn draft_cell(draft_layers: u64, kv_row: u64, index_row: u64, ratio: u64) -> u64 {
+    draft_layers
+        .saturating_mul(kv_row.saturating_add(index_row))
+        .saturating_mul(ratio.max(1))
+}
+
 /// `N_dev = (available // cell) // page x page` (pool_configurator.py:637-647),
 /// capped by `--max-total-tokens`.
-fn device_slots(
-    available: u64,
-    layers: u64,
-    kv_row: u64,
-    index_row: u64,
-    ratio: u64,
-    page: u64,
-    args: &SglangArgs,
-) -> u64 {
-    let cell = device_cell(layers, kv_row, index_row, ratio);
+fn device_slots(available: u64, cell: u64, page: u64, args: &SglangArgs) -> u64 {
     let mut n_dev = available / cell.max(1) / page.max(1) * page.max(1);
     if let Some(cap) = args.max_total_tokens.and_then(|t| u64::try_from(t).ok()) {
         n_dev = n_dev.min(cap / page.max(1) * page.max(1));
@@ -469,16 +522,15 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
                 .stage(SglangStage::Never),
         );
     }
-    let base_per_token = c.layers.saturating_mul(c.kv_row + c.index_row);
-    let base_slots = device_slots(
-        c.available,
-        c.layers,
-        c.kv_row + c.index_row,
-        0,
-        0,
-        c.page,
-        args,
-    );
+    // Without HiSparse the draft's cell is its layers' rows once (R = 1).
+    let base_cell = device_cell(c.layers, c.kv_row + c.index_row, 0, 0).saturating_add(draft_cell(
+        c.draft_layers,
+        c.kv_row,
+        c.index_row,
+        1,
+    ));
+    let base_slots = device_slots(c.available, base_cell, c.page, args);
+    let base_per_token = base_cell;
     // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
     // the figures here are one worker's (its TP ranks share each request).
     let attn_dp = if args.enable_dp_attention == Some(true) {
@@ -496,16 +548,14 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
     // Requests one GPU holds with HiSparse at ratio `r`: (device, host, cap).
     let with_ratio = |r: u64, tokens: u64| -> (u64, u64, u64, u64) {
-        let n_dev = device_slots(
-            c.available,
-            c.layers,
+        let cell = device_cell(c.layers, c.kv_row, c.index_row, r).saturating_add(draft_cell(
+            c.draft_layers,
             c.kv_row,
             c.index_row,
             r,
-            c.page,
-            args,
-        );
-        let gpu = if tokens > n_dev {
+        ));
+        let n_dev = device_slots(c.available, cell, c.page, args);
+        let gpu = if c.prompt_on_device && tokens > n_dev {
             0
         } else {
             n_dev / per_req_dev.max(1)
@@ -523,8 +573,10 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         } else {
             base_slots / tokens.max(1)
         };
-        // A whole prompt sits in device slots while it is prefilled (SGLANG.md §4).
-        let gpu_limit = if tokens > c.n_dev {
+        // Outside P/D decode a whole prompt sits in device slots while it is
+        // prefilled (hisparse_coordinator.py:838-876); P/D decode receives it
+        // into the host pool (disaggregation/decode.py:2321-2330).
+        let gpu_limit = if c.prompt_on_device && tokens > c.n_dev {
             0
         } else {
             c.n_dev / per_req_dev.max(1)
@@ -593,10 +645,13 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     }
     let at_context = point(context);
     if at_context.hisparse_requests == Some(0) {
-        errors.push(
-            Diagnostic::error(Code::SglangPlanServesNoRequests, key_path("device_buffer_size"), format!("{} device KV slots per GPU hold no request of D + 64 + scratch = {per_req_dev} slots, or no {context}-token prompt while it is prefilled, or the host pool of {} tokens holds no {context}-token request", c.n_dev, c.n_host))
-                .stage(SglangStage::Request),
-        );
+        errors.push(no_requests(
+            &c,
+            &at_context,
+            context,
+            per_req_dev,
+            max_running,
+        ));
     }
     let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
     let host_block = c.page.saturating_mul(c.layers).saturating_mul(c.kv_row);
@@ -616,7 +671,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             indexer_row_bytes: u32::try_from(c.index_row).unwrap_or(u32::MAX),
             sparse_mla_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
             indexer_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
-            draft_layers: 0,
+            draft_layers: u32::try_from(c.draft_layers).unwrap_or(u32::MAX),
             mla_bytes_per_token: c.layers.saturating_mul(c.kv_row),
             indexer_bytes_per_token: c.layers.saturating_mul(c.index_row),
             block_size: u32::try_from(c.page).unwrap_or(u32::MAX),
@@ -681,8 +736,74 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             ranks_per_host: c.ranks_per_host,
             host_budget_per_rank_bytes: budget,
             baseline_device_slots: base_slots,
+            prompt_on_device: c.prompt_on_device,
         }),
     })
+}
+
+/// `sglang_plan_serves_no_requests`, at the stage where SGLang meets it and
+/// on the path that fixes it, saying which limit is zero.
+fn no_requests(
+    c: &Capacity,
+    a: &PlanPoint,
+    context: u64,
+    per_req_dev: u64,
+    max_running: u64,
+) -> Diagnostic {
+    let gib = crate::plan::gib_text;
+    if c.n_dev == 0 {
+        // No device slot at all: the weights take the KV room. SGLang fails at
+        // the weight load (out of memory) when they exceed the GPU, else when it
+        // sizes the pool (pool_configurator.py:94-99).
+        let budget = (c.gpu_gib * GIB * c.mem_fraction_static) as u64;
+        let over_gpu = c.weights as f64 > c.gpu_gib * GIB;
+        let weights = format!(
+            "{} of weights{}",
+            gib(c.weights),
+            if c.weights_estimated {
+                " (estimated from config.json; --weights-gib gives the real figure)"
+            } else {
+                ""
+            }
+        );
+        let msg = if over_gpu {
+            format!("the device limit is 0: {weights} per GPU exceed the GPU's {} GiB, so SGLang runs out of memory while it loads them, before its \"Load weight end\" log line (model_executor/model_runner.py:1372-1379); spread the weights over more GPUs (a larger --tp-size over --nnodes) or serve a quantized (fp8) checkpoint", c.gpu_gib)
+        } else {
+            format!("the device limit is 0: {weights} per GPU leave nothing of mem_fraction_static {} x {} GiB = {} for the KV pool, so SGLang stops with \"Not enough memory. Please try to increase --mem-fraction-static.\" (model_executor/pool_configurator.py:94-99)", c.mem_fraction_static, c.gpu_gib, gib(budget))
+        };
+        return Diagnostic::error(
+            Code::SglangPlanServesNoRequests,
+            crate::FieldPath::root("mem_fraction_static"),
+            msg,
+        )
+        .stage(SglangStage::AfterWeightsLoad)
+        .given(&json!(c.mem_fraction_static))
+        .allowed(format!("a KV room above 0: weights under {}", gib(budget)));
+    }
+    let mut zero = Vec::new();
+    if a.gpu_limit == Some(0) {
+        zero.push(if c.prompt_on_device && context > c.n_dev {
+            format!("the device limit is 0: the {context}-token prompt does not fit the {} device KV slots while it is prefilled (managers/hisparse_coordinator.py:838-876)", c.n_dev)
+        } else {
+            format!("the device limit is 0: {} device KV slots per GPU hold no request of D + 64 + scratch = {per_req_dev} slots (disaggregation/decode.py:1418-1430)", c.n_dev)
+        });
+    }
+    if a.host_limit == 0 {
+        zero.push(format!(
+            "the host limit is 0: the host pool of {} tokens holds no {context}-token request (pool_host/base.py:221-229)",
+            c.n_host
+        ));
+    }
+    if max_running == 0 {
+        zero.push("max_running_requests is 0".to_owned());
+    }
+    let path = if a.host_limit == 0 && a.gpu_limit != Some(0) {
+        key_path("host_to_device_ratio")
+    } else {
+        key_path("device_buffer_size")
+    };
+    Diagnostic::error(Code::SglangPlanServesNoRequests, path, zero.join("; "))
+        .stage(SglangStage::Request)
 }
 
 /// GiB to 2 decimals, as the vLLM side writes host_pool_gib.

@@ -1,5 +1,6 @@
 //! When SGLang 0.5.23 refuses what a diagnostic reports, in launch order
-//! (SGLANG.md §1). Every SGLang diagnostic sets its stage explicitly with
+//! (srt/server_args.py:668-720, then srt/arg_groups/pipeline.py, then
+//! check_server_args; [`SglangStage`] cites each). Every SGLang diagnostic sets its stage explicitly with
 //! [`crate::Diagnostic::stage`]; the rule's comment cites the line that raises.
 //!
 //! The stage is what the preflight saved the user: `argparse`, `resolve` and
