@@ -1,5 +1,6 @@
 //! Stage S2 rules (`check_server_args` -> srt/arg_groups/validation_hook.py ->
-//! hisparse_hook.py:87-165), only with `--enable-hisparse`.
+//! hisparse_hook.py:87-165): `check` only with `--enable-hisparse`,
+//! `check_always` (the chunked-prefill page rule) for every launch.
 
 use super::diagnostics::SglangDiagnostic;
 use super::resolution::Resolution;
@@ -93,8 +94,9 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(vec![set("speculative_adaptive", json!(false))]));
         }
     }
-    // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA only.
-    if r.is_dsa {
+    // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA and
+    // DeepSeek-V4 on CUDA (only ROCm returns early for V4, :128-149).
+    if r.is_dsa || (r.is_dsv4 && !r.hip) {
         let allowed = allowed_backends(r.hip, &r.kv_cache_dtype.value);
         for (attr, label, b) in [
             ("dsa_prefill_backend", "prefill", &r.dsa_prefill_backend),
@@ -119,21 +121,31 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             }
         }
     }
-    // validation_hook.py:243-246 (AssertionError), hit because the DSA page is 64.
-    if let Some(c) = a.chunked_prefill_size {
-        let page = r.page();
+}
+
+/// S2 rules that hold with or without HiSparse.
+pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    // validation_hook.py:240-246 (AssertionError), with or without HiSparse; hit
+    // because the DSA page is 64 (DeepSeek-V4's 256).
+    // Attention DP divides it first (parallel_hook.py:327-332).
+    if let Some(given) = a.chunked_prefill_size {
+        let (page, dp) = (r.page(), r.attn_dp());
+        let c = if given > 0 { given / dp } else { given };
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
-            let fixed = (c / page).max(1).saturating_mul(page);
+            let fixed = (c / page).max(1).saturating_mul(page).saturating_mul(dp);
             d.push(
                 err(
                     Code::ChunkedPrefillNotPageMultiple,
                     "chunked_prefill_size",
                     "chunked_prefill_size must be divisible by page_size",
                 )
-                .given(&json!(c))
-                .allowed(format!(
-                    "a multiple of page_size {page}, or -1 to disable chunked prefill"
-                ))
+                .given(&json!(given))
+                .allowed(if dp > 1 {
+                    format!("a multiple of page_size {page} x attn_dp_size {dp}, or -1 to disable chunked prefill")
+                } else {
+                    format!("a multiple of page_size {page}, or -1 to disable chunked prefill")
+                })
                 .fix(vec![set("chunked_prefill_size", json!(fixed))]),
             );
         }

@@ -72,9 +72,9 @@ fn buffer_fix(r: &Resolution<'_>) -> Vec<FixOp> {
 }
 
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
-    if !r.config_ok {
-        return; // the config's own error stands for every rule that reads it
-    }
+    // An unreadable config (r.config_ok false) has its own error, whose fix
+    // removes it: the rules below then run on SGLang's defaults (the config is
+    // empty), so that the errors the fixed launch would meet are reported now.
     let page = r.page();
     // S3: factory.py:81-98.
     let mut ints_ok = true;
