@@ -227,7 +227,7 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         ),
         "--dsa-decode-backend": maybe(["flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla", "triton"]),
         "--attention-backend": maybe(["dsa", "flashinfer", "fa3", "triton"]),
-        "--chunked-prefill-size": maybe([4096, 8192, 1000, -1]),
+        "--chunked-prefill-size": maybe([4096, 8192, 1000, 4160, -1]),
         "--max-running-requests": maybe([16, 64, 256, 4096, 8192]),
         "--tp-size": maybe([1, 2, 4, 8]),
         "--dp-size": maybe([1, 2, 8]),
@@ -493,6 +493,9 @@ def hisparse_rs_check(argv: list[str], sm: tuple[int, int]) -> Any:
 # --- The tests ---
 
 DSV32 = ["--model-path", model_dir("deepseek-v3.2"), "--device", "cuda"]
+DSV4 = ["--model-path", model_dir("deepseek-v4-flash"), "--device", "cuda"]
+DSV3 = ["--model-path", model_dir("deepseek-v3"), "--device", "cuda"]
+GLM5 = ["--model-path", model_dir("glm-5"), "--device", "cuda"]
 HISPARSE = ["--enable-hisparse", "--disable-radix-cache"]
 EAGLE6 = ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", "--speculative-num-steps", "5",
           "--speculative-num-draft-tokens", "6"]  # fmt: skip
@@ -518,6 +521,25 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, *HISPARSE, "--hisparse-config", '{"host_to_device_ratio": 0}'], (9, 0)),
     ([*DSV32, *HISPARSE, "--hisparse-config", '{"top_k": 4096}'], (9, 0)),
     ([*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer": 8192}'], (9, 0)),
+    # With speculation a buffer below index_topk starts (the spec kernel): a named deviation at never.
+    ([*DSV32, *HISPARSE, "--hisparse-config", '{"top_k": 1024, "device_buffer_size": 1024}',
+      "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", "--speculative-num-steps", "2",
+      "--speculative-num-draft-tokens", "3", "--max-running-requests", "16"], (9, 0)),
+    # The disagreements this test found, each fixed in the Rust rules (a vector in
+    # tests/vectors/sglang/resolve.json pins each):
+    ([*DSV4, *HISPARSE, "--page-size", "64"], (9, 0)),  # page 256, kv fp8_e4m3 on SM 9.0
+    ([*DSV4, "--speculative-algorithm", "EAGLE"], (10, 0)),  # resolve: V4 wants topk 1 given
+    ([*DSV4, *HISPARSE, "--dsa-decode-backend", "flashmla_sparse"], (9, 0)),  # check: V4 too
+    ([*DSV32, *HISPARSE, "--dp-size", "2", "--enable-dp-attention"], (9, 0)),  # resolve: tp % attn_dp
+    ([*DSV32, "--chunked-prefill-size", "1000"], (9, 0)),  # check, without HiSparse too
+    ([*DSV32, "--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--chunked-prefill-size", "4160"],
+     (9, 0)),  # check: 4160 / attn_dp 2 = 2080, not a page multiple
+    ([*DSV3, *HISPARSE, "--dsa-decode-backend", "triton"], (9, 0)),  # check: not DSA, no triton rule
+    ([*GLM5, *HISPARSE, "--hisparse-config", '{"top_k": 2048,}', "--speculative-algorithm", "EAGLE",
+      "--speculative-eagle-topk", "1", "--speculative-num-steps", "5", "--speculative-num-draft-tokens", "6"],
+     (9, 0)),  # the fixed launch: 6 draft tokens reported beside the unreadable config
+    ([*DSV32, *HISPARSE, "--kv-cache-dtype", "fp8_e5m2", "--dsa-prefill-backend", "flashmla_kv"],
+     (9, 0)),  # the fixed launch: the backend rule is checked for the fixed (auto) dtype
 ]  # fmt: skip
 
 
@@ -613,10 +635,68 @@ def test_comparison_rule() -> None:
     valid = sglang_verdict(valid_argv)
     same = {k: valid["resolved"][k] for k in COMPARED}
     compare(valid_argv, (9, 0), valid, _Report([], [], same), figures)
-    assert figures["valid in both (resolved settings compared)"] == 1
+    assert figures["valid in both, HiSparse on (resolved settings compared)"] == 1
     try:  # one resolved value off
         compare(valid_argv, (9, 0), valid, _Report([], [], {**same, "page_size": 1}), figures)
     except AssertionError as exc:
         assert "page_size: ours 1, SGLang 64" in str(exc)
     else:
         raise AssertionError("a resolved-value difference passed")
+
+
+def _fails(
+    argv: list[str], verdict: dict[str, Json], report: _Report, needle: str, figures: Counter[str]
+) -> None:
+    try:
+        compare(argv, (9, 0), verdict, report, figures)
+    except AssertionError as exc:
+        assert needle in str(exc), exc
+    else:
+        raise AssertionError(f"compare() passed what it must refuse ({needle})")
+
+
+def test_what_names_a_deviation() -> None:
+    """Only an error carrying a DEVIATIONS code, at our first stage and earlier than
+    SGLang's (or at `never` when SGLang starts), explains a difference."""
+    figures: Counter[str] = Counter()
+    argv = [*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 4000}']
+    refused = sglang_verdict(argv)  # coordinator_init
+    warned = _Report([_Diagnostic("x", "check")], [_Diagnostic("hisparse_outside_pd_decode", "never")], {})
+    _fails(argv, refused, warned, "no error from DEVIATIONS", figures)  # a warning names nothing
+    later = _Report([_Diagnostic("device_buffer_size_over_int16", "first_decode")], [], {})
+    _fails(argv, refused, later, "stage: ours first_decode", figures)  # refusing later than SGLang
+    never = _Report([_Diagnostic("host_to_device_ratio_zero", "never")], [], {})
+    _fails(argv, refused, never, "stage: ours never", figures)  # SGLang refuses, we say it starts
+    valid_argv = [*DSV32, *HISPARSE]
+    valid = sglang_verdict(valid_argv)
+    unnamed = _Report([_Diagnostic("radix_cache_enabled", "never")], [], {})
+    _fails(valid_argv, valid, unnamed, "errors at stage never (SGLang starts) with no code", figures)
+    compare(valid_argv, (9, 0), valid, never, figures)  # SGLang starts, we refuse, named
+    assert figures["deviation host_to_device_ratio_zero"] == 1
+    assert figures["differences named by a deviation"] == 1
+
+
+def test_deviations_are_the_rust_list() -> None:
+    """DEVIATIONS is the Rust core's SGLANG_DEVIATIONS (engines/sglang_0_5_23/deviations.rs), code for code."""
+    import re
+
+    import hisparse_rs
+
+    source = (
+        Path(__file__).resolve().parents[2] / "rust/hisparse-core/src/engines/sglang_0_5_23/deviations.rs"
+    ).read_text()
+    table = source.split("pub const SGLANG_DEVIATIONS", 1)[1].split("];", 1)[0]
+    names = re.findall(r"dev\(Code::(\w+),", table)
+    rust = [re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower() for n in names]
+    assert set(rust) <= set(hisparse_rs.sglang_codes()), rust
+    assert sorted(rust) == sorted(DEVIATIONS), (sorted(rust), sorted(DEVIATIONS))
+
+
+def test_fixed_flags_replace_the_users_flags() -> None:
+    """apply_fixed_flags drops a flag's every word (abbreviated, `=value`) and appends the fix's."""
+    argv = ["--model-path", "m", "--tp", "8", "--page-size=16", "--enable-hisparse", "--hisparse-config", "{}"]
+    fixed = apply_fixed_flags(argv, "--tp-size 4 (remove --page-size) --hisparse-config '{\"top_k\": 2048}'")
+    assert fixed == ["--model-path", "m", "--enable-hisparse", "--tp-size", "4", "--hisparse-config", '{"top_k": 2048}']
+    assert apply_fixed_flags(argv, "(remove --enable-hisparse)") == [
+        "--model-path", "m", "--tp", "8", "--page-size=16", "--hisparse-config", "{}"
+    ]  # fmt: skip

@@ -97,7 +97,15 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA and
     // DeepSeek-V4 on CUDA (only ROCm returns early for V4, :128-149).
     if r.is_dsa || (r.is_dsv4 && !r.hip) {
-        let allowed = allowed_backends(r.hip, &r.kv_cache_dtype.value);
+        // A kv dtype S1 refuses is checked as its fix gives it (auto, or bfloat16
+        // for DeepSeek-V4's bf16), so that every fix at once passes.
+        let dtype = match r.kv_cache_dtype.value.as_str() {
+            d @ ("bfloat16" | "fp8_e4m3") => d,
+            "bf16" if r.is_dsv4 => "bfloat16",
+            _ if r.is_dsv4 || (r.sm_major >= 10 && !r.hip) => "fp8_e4m3",
+            _ => "bfloat16",
+        };
+        let allowed = allowed_backends(r.hip, dtype);
         for (attr, label, b) in [
             ("dsa_prefill_backend", "prefill", &r.dsa_prefill_backend),
             ("dsa_decode_backend", "decode", &r.dsa_decode_backend),
@@ -113,7 +121,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                         .join(", ")
                 );
                 d.push(
-                    err(Code::DsaBackendNotAllowed, attr, &format!("HiSparse supports DSA {label} backend(s) {list} on this platform with --kv-cache-dtype={}, but got --dsa-{label}-backend={}. Please use one of {list}, or omit the option to let SGLang pick a backend for this platform.", r.kv_cache_dtype.value, b.value))
+                    err(Code::DsaBackendNotAllowed, attr, &format!("HiSparse supports DSA {label} backend(s) {list} on this platform with --kv-cache-dtype={dtype}, but got --dsa-{label}-backend={}. Please use one of {list}, or omit the option to let SGLang pick a backend for this platform.", b.value))
                         .given(&json!(b.value))
                         .allowed(format!("one of {list}"))
                         .fix(vec![FixOp::Remove { path: FieldPath::root(attr) }]),
