@@ -149,10 +149,16 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 format!("(64 x index_kpool {}) for this DSA model (model_overrides/deepseek_v2.py:169-171)", r.index_kpool)
             };
             d.push(
-                warn(Code::PageSizeOverridden, FieldPath::root("page_size"), format!("--page-size {p} is replaced by {} {why}", r.page_size.value))
-                    .given(&json!(p))
-                    .allowed(format!("{} or not given", r.page_size.value))
-                    .fix(vec![FixOp::Remove { path: FieldPath::root("page_size") }]),
+                warn(
+                    Code::PageSizeOverridden,
+                    FieldPath::root("page_size"),
+                    format!("--page-size {p} is replaced by {} {why}", r.page_size.value),
+                )
+                .given(&json!(p))
+                .allowed(format!("{} or not given", r.page_size.value))
+                .fix(vec![FixOp::Remove {
+                    path: FieldPath::root("page_size"),
+                }]),
             );
         }
     }
