@@ -70,9 +70,11 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     for key, n in sorted(figures.items()):
         if key.startswith("ours refuses at "):
             write(f"  not compared: {key}: {n}")
-    refused = figures["examples"] - figures["valid in both, HiSparse on (resolved settings compared)"] - figures[
-        "valid in both, HiSparse off"
-    ]
+    refused = (
+        figures["examples"]
+        - figures["valid in both, HiSparse on (resolved settings compared)"]
+        - figures["valid in both, HiSparse off"]
+    )
     write(
         f"fixed launches (a refused launch with Report.fixed_flags in place of its flags, re-checked by both): "
         f"{figures['fixed launches']}, of which valid in both: {figures['fixed launches valid in both']}"

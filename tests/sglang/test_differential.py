@@ -444,9 +444,7 @@ def apply_fixed_flags(argv: list[str], fixed_flags: str) -> list[str]:
     return kept + [w for _, words in added for w in words]
 
 
-def check_fixed_launch(
-    argv: list[str], sm: tuple[int, int], report: Any, figures: Counter[str]
-) -> None:
+def check_fixed_launch(argv: list[str], sm: tuple[int, int], report: Any, figures: Counter[str]) -> None:
     """A refused launch with every fix applied (Report.fixed_flags in place of the
     user's flags) passes our check, and real SGLang passes it at least as far as
     the latest stage of the errors fixed (or starts), and the two still agree."""
@@ -694,9 +692,26 @@ def test_deviations_are_the_rust_list() -> None:
 
 def test_fixed_flags_replace_the_users_flags() -> None:
     """apply_fixed_flags drops a flag's every word (abbreviated, `=value`) and appends the fix's."""
-    argv = ["--model-path", "m", "--tp", "8", "--page-size=16", "--enable-hisparse", "--hisparse-config", "{}"]
+    argv = [
+        "--model-path",
+        "m",
+        "--tp",
+        "8",
+        "--page-size=16",
+        "--enable-hisparse",
+        "--hisparse-config",
+        "{}",
+    ]
     fixed = apply_fixed_flags(argv, "--tp-size 4 (remove --page-size) --hisparse-config '{\"top_k\": 2048}'")
-    assert fixed == ["--model-path", "m", "--enable-hisparse", "--tp-size", "4", "--hisparse-config", '{"top_k": 2048}']
+    assert fixed == [
+        "--model-path",
+        "m",
+        "--enable-hisparse",
+        "--tp-size",
+        "4",
+        "--hisparse-config",
+        '{"top_k": 2048}',
+    ]
     assert apply_fixed_flags(argv, "(remove --enable-hisparse)") == [
         "--model-path", "m", "--tp", "8", "--page-size=16", "--hisparse-config", "{}"
     ]  # fmt: skip

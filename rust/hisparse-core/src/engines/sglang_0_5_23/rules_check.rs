@@ -79,14 +79,20 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .fix(vec![set("enable_mixed_chunk", json!(false))]),
         );
     }
-    if let Some((_, topk, _)) = r.speculative {
+    if let Some((steps, topk, _)) = r.speculative {
         // hisparse_hook.py:117-121.
         if topk != 1 {
+            // With topk 1 the draft tokens become steps + 1 (speculative_hook.py:1255-1266),
+            // and HiSparse takes 2-4 (hisparse_coordinator.py:178-181): at most 3 steps.
+            let mut ops = vec![set("speculative_eagle_topk", json!(1))];
+            if steps > 3 {
+                ops.push(set("speculative_num_steps", json!(3)));
+            }
             d.push(
                 err(Code::SpeculativeEagleTopkNotOne, "speculative_eagle_topk", "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.")
                     .given(&json!(topk))
                     .allowed("1")
-                    .fix(vec![set("speculative_eagle_topk", json!(1))]),
+                    .fix(ops),
             );
         }
         // hisparse_hook.py:122-126.
