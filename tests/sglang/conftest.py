@@ -76,7 +76,7 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
         - figures["valid in both, HiSparse off"]
     )
     write(
-        f"fixed launches (a refused launch with Report.fixed_flags in place of its flags, re-checked by both): "
+        "fixed launches (a refused launch, Report.fixed_flags in place of its flags, re-checked by both): "
         f"{figures['fixed launches']}, of which valid in both: {figures['fixed launches valid in both']}"
     )
     for key, n in sorted(figures.items()):

@@ -462,7 +462,8 @@ def check_fixed_launch(argv: list[str], sm: tuple[int, int], report: Any, figure
     after = hisparse_rs_check(fixed, sm)
     assert after.valid, (
         f"every fix at once does not pass: `sglang serve {' '.join(argv)}` with "
-        f"`{report.fixed_flags}` is `{' '.join(fixed)}`: {[(d.code, d.stage, d.message) for d in after.errors]}"
+        f"`{report.fixed_flags}` is `{' '.join(fixed)}`: "
+        f"{[(d.code, d.stage, d.message) for d in after.errors]}"
     )
     verdict = sglang_verdict(fixed, sm=sm)
     fixed_stages = [d.stage for d in report.errors if d.stage in STAGES]
@@ -675,7 +676,7 @@ def test_what_names_a_deviation() -> None:
 
 
 def test_deviations_are_the_rust_list() -> None:
-    """DEVIATIONS is the Rust core's SGLANG_DEVIATIONS (engines/sglang_0_5_23/deviations.rs), code for code."""
+    """DEVIATIONS is the Rust core's SGLANG_DEVIATIONS (engines/sglang_0_5_23/deviations.rs)."""
     import re
 
     import hisparse_rs
