@@ -54,14 +54,39 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
         f"hisparse_rs vs SGLang 0.5.23: {figures['examples']} launches, "
         f"{figures['agreements']} verdicts agree"
     )
-    for key in ("valid in both (resolved settings compared)", "refused by both, at the same stage"):
+    for key in (
+        "valid in both, HiSparse on (resolved settings compared)",
+        "valid in both, HiSparse off",
+        "refused by both, at the same stage",
+    ):
         write(f"  {key}: {figures[key]}")
-    for key, n in sorted(figures.items()):
+    for key, n in sorted(figures.items(), key=lambda kv: _stage_order(kv[0])):
         if key.startswith("sglang refuses at "):
             write(f"    {key}: {n}")
+    write(f"  differences named by a deviation: {figures['differences named by a deviation']}")
+    for key, n in sorted(figures.items()):
+        if key.startswith("deviation "):
+            write(f"    {key.removeprefix('deviation ')}: {n}")
     for key, n in sorted(figures.items()):
         if key.startswith("ours refuses at "):
             write(f"  not compared: {key}: {n}")
+    refused = (
+        figures["examples"]
+        - figures["valid in both, HiSparse on (resolved settings compared)"]
+        - figures["valid in both, HiSparse off"]
+    )
+    write(
+        "fixed launches (a refused launch, Report.fixed_flags in place of its flags, re-checked by both): "
+        f"{figures['fixed launches']}, of which valid in both: {figures['fixed launches valid in both']}"
+    )
     for key, n in sorted(figures.items()):
-        if key.startswith("deviation "):
-            write(f"  named deviation {key.removeprefix('deviation ')}: {n}")
+        if key.startswith("fixed launches SGLang refuses later"):
+            write(f"  {key}: {n}")
+    for key in ("refused at argparse: no fixed launch", "refused, an error without a fix: no fixed launch"):
+        write(f"  {key}: {figures[key]}")
+    write(f"  (of {refused} launches not valid in both)")
+
+
+def _stage_order(key: str) -> int:
+    stage = key.removeprefix("sglang refuses at ")
+    return sglang_oracle.STAGES.index(stage) if stage in sglang_oracle.STAGES else -1

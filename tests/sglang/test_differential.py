@@ -37,7 +37,9 @@ named deviations by code) are printed at the end of the session (conftest.py).
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from hypothesis import example, given, settings
@@ -54,6 +56,13 @@ DEVIATIONS: dict[str, str] = {
     "device_buffer_size_over_int16": (
         "device_buffer_size > 32767: SGLang starts and its int16 LRU slot list wraps silently "
         "(managers/hisparse_coordinator.py:690-696); we refuse"
+    ),
+    "device_buffer_size_below_index_topk": (
+        "only with speculation (at stage never): device_buffer_size below the model's index_topk starts, "
+        "for the spec swap-in kernel has no hot_buffer_size >= num_top_k assert "
+        "(managers/hisparse_coordinator.py:1491-1498 -> kernels/ops/kvcache/hisparse.py:71-168) and the "
+        "CLOCK ring then holds fewer slots than the indexer selects; we refuse. Without speculation it is "
+        "SGLang's own first_decode assert (kernels/ops/kvcache/hisparse.py:301-303), no deviation"
     ),
     "top_k_differs_from_index_topk": (
         "the JSON top_k is used only for its default and check (mem_cache/sparsity/factory.py:79-87); "
@@ -76,6 +85,10 @@ DEVIATIONS: dict[str, str] = {
     "host_pool_over_ram_budget": (
         "the host pool per rank beyond (min(available, cgroup) - 10 GiB) / ranks_per_host: SGLang refuses at "
         "coordinator init (pool_host/base.py:248-257) after the weights load; we refuse up front"
+    ),
+    "hisparse_config_ignored": (
+        "SGLang never reads --hisparse-config without --enable-hisparse (each parse_hisparse_config() call "
+        "is behind enable_hisparse, e.g. model_executor/pool_configurator.py:583-586); we warn"
     ),
     "coordinator_memory_unreserved": (
         "the coordinator's GPU bookkeeping is not reserved by SGLang's memory sizing; we warn"
@@ -214,7 +227,7 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         ),
         "--dsa-decode-backend": maybe(["flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla", "triton"]),
         "--attention-backend": maybe(["dsa", "flashinfer", "fa3", "triton"]),
-        "--chunked-prefill-size": maybe([4096, 8192, 1000, -1]),
+        "--chunked-prefill-size": maybe([4096, 8192, 1000, 4160, -1]),
         "--max-running-requests": maybe([16, 64, 256, 4096, 8192]),
         "--tp-size": maybe([1, 2, 4, 8]),
         "--dp-size": maybe([1, 2, 8]),
@@ -265,8 +278,15 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
 
 
 def _our_stage(report: Any) -> str | None:
-    """The earliest SGLang stage among the report's errors, in SGLang's order."""
-    stages = [d.stage for d in report.errors]
+    """The earliest SGLang stage among the report's errors, in SGLang's order.
+
+    An error at stage `never` (SGLang starts with the launch, then breaks on it
+    or corrupts silently) is no refusal of SGLang's: it must carry a code from
+    DEVIATIONS (asserted), and it is left out here."""
+    never = [d.code for d in report.errors if d.stage == "never"]
+    unnamed = [code for code in never if code not in DEVIATIONS]
+    assert not unnamed, f"errors at stage never (SGLang starts) with no code from DEVIATIONS: {unnamed}"
+    stages = [d.stage for d in report.errors if d.stage != "never"]
     unknown = [s for s in stages if s not in STAGES]
     assert not unknown, f"diagnostic stages outside {STAGES}: {unknown}"
     return min(stages, key=STAGES.index) if stages else None
@@ -309,7 +329,7 @@ def compare(
     if report.valid != verdict["valid"]:
         differences.append(f"valid: ours {report.valid}, SGLang {verdict['valid']}")
     elif not verdict["valid"] and ours != verdict["stage"]:
-        differences.append(f"stage: ours {ours}, SGLang {verdict['stage']}")
+        differences.append(f"stage: ours {ours or 'never'}, SGLang {verdict['stage']}")
     elif verdict["valid"] and verdict["resolved"].get("enable_hisparse"):
         resolved = _our_resolved(report)
         for field in COMPARED:
@@ -319,24 +339,162 @@ def compare(
                 )
     if not differences:
         figures["agreements"] += 1
-        if verdict["valid"]:
-            figures["valid in both (resolved settings compared)"] += 1
-        else:
+        if not verdict["valid"]:
             figures["refused by both, at the same stage"] += 1
+        elif verdict["resolved"].get("enable_hisparse"):
+            figures["valid in both, HiSparse on (resolved settings compared)"] += 1
+        else:
+            figures["valid in both, HiSparse off"] += 1
         return
-    named = sorted(_codes(report) & DEVIATIONS.keys())
+    named = _excusing(report, ours, verdict["stage"])
     assert named, (
         f"hisparse_rs and SGLang 0.5.23 disagree on `sglang serve {' '.join(argv)}` (SM {sm}): "
         f"{'; '.join(differences)}. SGLang: {verdict['exception']}: {verdict['message']}. "
-        f"Ours: {[(d.code, d.stage, d.message) for d in report.errors]}; no code from DEVIATIONS names it."
+        f"Ours: {[(d.code, d.stage, d.message) for d in report.errors]}; no error from DEVIATIONS "
+        f"at our first stage ({ours or 'never'}), earlier than SGLang's, names it."
     )
+    figures["differences named by a deviation"] += 1
     for code in named:
         figures[f"deviation {code}"] += 1
+
+
+def _excusing(report: Any, ours: str | None, sglang: str | None) -> list[str]:
+    """The DEVIATIONS codes that explain a difference: those of the errors that
+    make it, at our first stage `ours` (stage `never` when we refuse only with
+    errors SGLang starts with), when we refuse earlier than SGLang (`sglang`,
+    its first refusal, None when it starts). Nothing explains refusing later
+    than SGLang or not at all (we missed its refusal), and a warning explains
+    nothing (SGLang and we agree the launch starts)."""
+    stage = ours or "never"
+    earlier = sglang is None or (ours is not None and STAGES.index(ours) < STAGES.index(sglang))
+    if not earlier:
+        return []
+    return sorted({d.code for d in report.errors if d.stage == stage and d.code in DEVIATIONS})
+
+
+# --- The fixed launch ---
+
+#: SGLang 0.5.23's parser, as tests/sglang/sglang_flags.json records it (test_flag_table.py
+#: holds it to the installed SGLang): option string -> (dest, nargs).
+_OPTIONS: dict[str, tuple[str, Json]] = {
+    option: (spec["dest"], spec["nargs"])
+    for spec in json.loads((Path(__file__).resolve().parent / "sglang_flags.json").read_text())[
+        "options"
+    ].values()
+    for option in spec["option_strings"]
+}
+
+
+def _option(word: str) -> tuple[str, Json] | None:
+    """The (dest, nargs) of an argv word as argparse reads it: exact, else a
+    unique prefix (allow_abbrev); None for a value or an unknown word."""
+    if not word.startswith("--"):
+        return None
+    if word in _OPTIONS:
+        return _OPTIONS[word]
+    matches = {_OPTIONS[o] for o in _OPTIONS if o.startswith(word)}
+    return matches.pop() if len(matches) == 1 else None
+
+
+def _words(argv: list[str]) -> list[tuple[str | None, list[str]]]:
+    """argv cut into (dest, words): an option with its values, or one other word."""
+    out: list[tuple[str | None, list[str]]] = []
+    i = 0
+    while i < len(argv):
+        head = argv[i].split("=", 1)
+        known = _option(head[0])
+        if known is None or len(head) == 2:
+            out.append((known[0] if known else None, [argv[i]]))
+            i += 1
+            continue
+        dest, nargs = known
+        n = 0 if nargs == 0 else 1 if nargs in (None, 1) else None
+        end = i + 1
+        while end < len(argv) and (n is None or end - i - 1 < n) and not argv[end].startswith("--"):
+            end += 1
+        out.append((dest, argv[i:end]))
+        i = end
+    return out
+
+
+def apply_fixed_flags(argv: list[str], fixed_flags: str) -> list[str]:
+    """argv with `Report.fixed_flags` given in place of the user's flags: every
+    word of a flag it names is dropped (its abbreviations and `--flag=value`
+    too), then its new words are appended; `(remove --flag)` only drops."""
+    tokens = shlex.split(fixed_flags)
+    removed: set[str] = set()
+    added: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == "(remove":
+            known = _option(tokens[i + 1].rstrip(")"))
+            assert known, f"fixed_flags removes an unknown flag: {fixed_flags}"
+            removed.add(known[0])
+            i += 2
+            continue
+        known = _option(tokens[i])
+        assert known, f"fixed_flags names an unknown flag {tokens[i]!r}: {fixed_flags}"
+        end = i + 1
+        while end < len(tokens) and not tokens[end].startswith("--") and tokens[end] != "(remove":
+            end += 1
+        added.append((known[0], tokens[i:end]))
+        i = end
+    dests = removed | {dest for dest, _ in added}
+    kept = [w for dest, words in _words(argv) if dest not in dests for w in words]
+    return kept + [w for _, words in added for w in words]
+
+
+def check_fixed_launch(argv: list[str], sm: tuple[int, int], report: Any, figures: Counter[str]) -> None:
+    """A refused launch with every fix applied (Report.fixed_flags in place of the
+    user's flags) passes our check, and real SGLang passes it at least as far as
+    the latest stage of the errors fixed (or starts), and the two still agree."""
+    if report.valid:
+        return
+    if any(d.stage == "argparse" for d in report.errors):
+        # fixed_flags gives values, and argparse refuses words (`--enable-hisparse=1`
+        # stays wrong whatever the value): nothing to apply.
+        figures["refused at argparse: no fixed launch"] += 1
+        return
+    if not all(d.fix for d in report.errors) or report.fixed_flags is None:
+        figures["refused, an error without a fix: no fixed launch"] += 1
+        return
+    fixed = apply_fixed_flags(argv, report.fixed_flags)
+    after = hisparse_rs_check(fixed, sm)
+    assert after.valid, (
+        f"every fix at once does not pass: `sglang serve {' '.join(argv)}` with "
+        f"`{report.fixed_flags}` is `{' '.join(fixed)}`: "
+        f"{[(d.code, d.stage, d.message) for d in after.errors]}"
+    )
+    verdict = sglang_verdict(fixed, sm=sm)
+    fixed_stages = [d.stage for d in report.errors if d.stage in STAGES]
+    if fixed_stages and verdict["stage"] is not None:
+        last = max(fixed_stages, key=STAGES.index)
+        assert STAGES.index(verdict["stage"]) > STAGES.index(last), (
+            f"the fixed launch `sglang serve {' '.join(fixed)}` (fixes `{report.fixed_flags}`) still fails "
+            f"in SGLang at {verdict['stage']}, not past the fixed errors' {last}: "
+            f"{verdict['exception']}: {verdict['message']}"
+        )
+    figures["fixed launches"] += 1
+    if verdict["valid"]:
+        figures["fixed launches valid in both"] += 1
+    else:
+        figures[f"fixed launches SGLang refuses later, at {verdict['stage']}"] += 1
+    compare(fixed, sm, verdict, after, Counter())
+
+
+def hisparse_rs_check(argv: list[str], sm: tuple[int, int]) -> Any:
+    """hisparse_rs.check_sglang_argv, told the GPU of `sm` and a host far larger than any pool."""
+    import hisparse_rs
+
+    return hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
 
 
 # --- The tests ---
 
 DSV32 = ["--model-path", model_dir("deepseek-v3.2"), "--device", "cuda"]
+DSV4 = ["--model-path", model_dir("deepseek-v4-flash"), "--device", "cuda"]
+DSV3 = ["--model-path", model_dir("deepseek-v3"), "--device", "cuda"]
+GLM5 = ["--model-path", model_dir("glm-5"), "--device", "cuda"]
 HISPARSE = ["--enable-hisparse", "--disable-radix-cache"]
 EAGLE6 = ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", "--speculative-num-steps", "5",
           "--speculative-num-draft-tokens", "6"]  # fmt: skip
@@ -362,6 +520,25 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, *HISPARSE, "--hisparse-config", '{"host_to_device_ratio": 0}'], (9, 0)),
     ([*DSV32, *HISPARSE, "--hisparse-config", '{"top_k": 4096}'], (9, 0)),
     ([*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer": 8192}'], (9, 0)),
+    # With speculation a buffer below index_topk starts (the spec kernel): a named deviation at never.
+    ([*DSV32, *HISPARSE, "--hisparse-config", '{"top_k": 1024, "device_buffer_size": 1024}',
+      "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", "--speculative-num-steps", "2",
+      "--speculative-num-draft-tokens", "3", "--max-running-requests", "16"], (9, 0)),
+    # The disagreements this test found, each fixed in the Rust rules (a vector in
+    # tests/vectors/sglang/resolve.json pins each):
+    ([*DSV4, *HISPARSE, "--page-size", "64"], (9, 0)),  # page 256, kv fp8_e4m3 on SM 9.0
+    ([*DSV4, "--speculative-algorithm", "EAGLE"], (10, 0)),  # resolve: V4 wants topk 1 given
+    ([*DSV4, *HISPARSE, "--dsa-decode-backend", "flashmla_sparse"], (9, 0)),  # check: V4 too
+    ([*DSV32, *HISPARSE, "--dp-size", "2", "--enable-dp-attention"], (9, 0)),  # resolve: tp % attn_dp
+    ([*DSV32, "--chunked-prefill-size", "1000"], (9, 0)),  # check, without HiSparse too
+    ([*DSV32, "--tp-size", "2", "--dp-size", "2", "--enable-dp-attention", "--chunked-prefill-size", "4160"],
+     (9, 0)),  # check: 4160 / attn_dp 2 = 2080, not a page multiple
+    ([*DSV3, *HISPARSE, "--dsa-decode-backend", "triton"], (9, 0)),  # check: not DSA, no triton rule
+    ([*GLM5, *HISPARSE, "--hisparse-config", '{"top_k": 2048,}', "--speculative-algorithm", "EAGLE",
+      "--speculative-eagle-topk", "1", "--speculative-num-steps", "5", "--speculative-num-draft-tokens", "6"],
+     (9, 0)),  # the fixed launch: 6 draft tokens reported beside the unreadable config
+    ([*DSV32, *HISPARSE, "--kv-cache-dtype", "fp8_e5m2", "--dsa-prefill-backend", "flashmla_kv"],
+     (9, 0)),  # the fixed launch: the backend rule is checked for the fixed (auto) dtype
 ]  # fmt: skip
 
 
@@ -409,8 +586,9 @@ def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
     )
     argv, sm = case
     verdict = sglang_verdict(argv, sm=sm)
-    report = hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
+    report = hisparse_rs_check(argv, sm)
     compare(argv, sm, verdict, report, FIGURES)
+    check_fixed_launch(argv, sm, report, FIGURES)
 
 
 class _Diagnostic:
@@ -456,10 +634,85 @@ def test_comparison_rule() -> None:
     valid = sglang_verdict(valid_argv)
     same = {k: valid["resolved"][k] for k in COMPARED}
     compare(valid_argv, (9, 0), valid, _Report([], [], same), figures)
-    assert figures["valid in both (resolved settings compared)"] == 1
+    assert figures["valid in both, HiSparse on (resolved settings compared)"] == 1
     try:  # one resolved value off
         compare(valid_argv, (9, 0), valid, _Report([], [], {**same, "page_size": 1}), figures)
     except AssertionError as exc:
         assert "page_size: ours 1, SGLang 64" in str(exc)
     else:
         raise AssertionError("a resolved-value difference passed")
+
+
+def _fails(
+    argv: list[str], verdict: dict[str, Json], report: _Report, needle: str, figures: Counter[str]
+) -> None:
+    try:
+        compare(argv, (9, 0), verdict, report, figures)
+    except AssertionError as exc:
+        assert needle in str(exc), exc
+    else:
+        raise AssertionError(f"compare() passed what it must refuse ({needle})")
+
+
+def test_what_names_a_deviation() -> None:
+    """Only an error carrying a DEVIATIONS code, at our first stage and earlier than
+    SGLang's (or at `never` when SGLang starts), explains a difference."""
+    figures: Counter[str] = Counter()
+    argv = [*DSV32, *HISPARSE, "--hisparse-config", '{"device_buffer_size": 4000}']
+    refused = sglang_verdict(argv)  # coordinator_init
+    warned = _Report([_Diagnostic("x", "check")], [_Diagnostic("hisparse_outside_pd_decode", "never")], {})
+    _fails(argv, refused, warned, "no error from DEVIATIONS", figures)  # a warning names nothing
+    later = _Report([_Diagnostic("device_buffer_size_over_int16", "first_decode")], [], {})
+    _fails(argv, refused, later, "stage: ours first_decode", figures)  # refusing later than SGLang
+    never = _Report([_Diagnostic("host_to_device_ratio_zero", "never")], [], {})
+    _fails(argv, refused, never, "stage: ours never", figures)  # SGLang refuses, we say it starts
+    valid_argv = [*DSV32, *HISPARSE]
+    valid = sglang_verdict(valid_argv)
+    unnamed = _Report([_Diagnostic("radix_cache_enabled", "never")], [], {})
+    _fails(valid_argv, valid, unnamed, "errors at stage never (SGLang starts) with no code", figures)
+    compare(valid_argv, (9, 0), valid, never, figures)  # SGLang starts, we refuse, named
+    assert figures["deviation host_to_device_ratio_zero"] == 1
+    assert figures["differences named by a deviation"] == 1
+
+
+def test_deviations_are_the_rust_list() -> None:
+    """DEVIATIONS is the Rust core's SGLANG_DEVIATIONS (engines/sglang_0_5_23/deviations.rs)."""
+    import re
+
+    import hisparse_rs
+
+    source = (
+        Path(__file__).resolve().parents[2] / "rust/hisparse-core/src/engines/sglang_0_5_23/deviations.rs"
+    ).read_text()
+    table = source.split("pub const SGLANG_DEVIATIONS", 1)[1].split("];", 1)[0]
+    names = re.findall(r"dev\(Code::(\w+),", table)
+    rust = [re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower() for n in names]
+    assert set(rust) <= set(hisparse_rs.sglang_codes()), rust
+    assert sorted(rust) == sorted(DEVIATIONS), (sorted(rust), sorted(DEVIATIONS))
+
+
+def test_fixed_flags_replace_the_users_flags() -> None:
+    """apply_fixed_flags drops a flag's every word (abbreviated, `=value`) and appends the fix's."""
+    argv = [
+        "--model-path",
+        "m",
+        "--tp",
+        "8",
+        "--page-size=16",
+        "--enable-hisparse",
+        "--hisparse-config",
+        "{}",
+    ]
+    fixed = apply_fixed_flags(argv, "--tp-size 4 (remove --page-size) --hisparse-config '{\"top_k\": 2048}'")
+    assert fixed == [
+        "--model-path",
+        "m",
+        "--enable-hisparse",
+        "--tp-size",
+        "4",
+        "--hisparse-config",
+        '{"top_k": 2048}',
+    ]
+    assert apply_fixed_flags(argv, "(remove --enable-hisparse)") == [
+        "--model-path", "m", "--tp", "8", "--page-size=16", "--hisparse-config", "{}"
+    ]  # fmt: skip

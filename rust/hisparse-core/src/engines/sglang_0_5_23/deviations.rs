@@ -36,11 +36,12 @@ const fn dev(code: Code, severity: Severity, sglang: &'static str) -> Deviation 
 pub const SGLANG_DEVIATIONS: &[Deviation] = &[
     dev(Code::HisparseOutsidePdDecode, Severity::Warning, "starts HiSparse outside P/D decode mode with no warning, though its docs require decode mode (sglang#22970)"),
     dev(Code::DeviceBufferSizeOverInt16, Severity::Error, "never checks the bound: the per-request LRU slot list is int16 and wraps silently (managers/hisparse_coordinator.py:690-697)"),
+    dev(Code::DeviceBufferSizeBelowIndexTopk, Severity::Error, "with speculation, starts with device_buffer_size below the model's index_topk: the spec swap-in kernel has no hot_buffer_size >= num_top_k assert (managers/hisparse_coordinator.py:1491-1498 -> kernels/ops/kvcache/hisparse.py:71-168); without speculation this is SGLang's own first_decode assert (:301-303), no deviation"),
     dev(Code::TopKDiffersFromIndexTopk, Severity::Warning, "uses the JSON top_k only for the default buffer and the device_buffer_size >= top_k check, then runs with the model's index_topk (model_executor/model_runner.py:1039-1041)"),
     dev(Code::HostToDeviceRatioNotInt, Severity::Error, "accepts a float ratio in the config and fails in a tensor constructor when it builds the host pool, after the weights load"),
     dev(Code::HostToDeviceRatioZero, Severity::Error, "accepts ratio 0: the host pool has zero capacity and no error is raised (a negative ratio fails at the pool build)"),
     dev(Code::HisparseConfigUnknownKey, Severity::Warning, "keeps any other key silently in sparse_extra_config (mem_cache/sparsity/factory.py:104-115): a misspelt device_buffer_size is a default one"),
-    dev(Code::PageSizeOverridden, Severity::Warning, "replaces --page-size by 64 x index_kpool for DSA models with only a log line (model_overrides/deepseek_v2.py:169-171)"),
+    dev(Code::PageSizeOverridden, Severity::Warning, "replaces --page-size by 64 x index_kpool for DSA models (model_overrides/deepseek_v2.py:169-171), by 256 for DeepSeek-V4 (model_overrides/deepseek_v4.py:51-60), with only a log line"),
     dev(Code::HostPoolOverRamBudget, Severity::Error, "finds it when each rank pins its host pool, after the weights load: \"Not enough host memory available\" (mem_cache/pool_host/base.py:248-257)"),
     dev(Code::CoordinatorMemoryUnreserved, Severity::Warning, "allocates the coordinator's GPU bookkeeping after sizing the KV pool from --mem-fraction-static, which does not reserve it (managers/hisparse_coordinator.py:637-700): it can run out of GPU memory at start-up"),
     dev(Code::HisparseConfigIgnored, Severity::Warning, "never reads --hisparse-config without --enable-hisparse"),
@@ -140,13 +141,24 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             }
         }
     }
-    if r.is_dsa {
+    if r.is_dsa || r.is_dsv4 {
         if let Some(p) = a.page_size.filter(|&p| p != r.page_size.value) {
+            let why = if r.is_dsv4 {
+                "for DeepseekV4ForCausalLM (model_overrides/deepseek_v4.py:51-60)".to_owned()
+            } else {
+                format!("(64 x index_kpool {}) for this DSA model (model_overrides/deepseek_v2.py:169-171)", r.index_kpool)
+            };
             d.push(
-                warn(Code::PageSizeOverridden, FieldPath::root("page_size"), format!("--page-size {p} is replaced by {} (64 x index_kpool {}) for this DSA model (model_overrides/deepseek_v2.py:169-171)", r.page_size.value, r.index_kpool))
-                    .given(&json!(p))
-                    .allowed(format!("{} or not given", r.page_size.value))
-                    .fix(vec![FixOp::Remove { path: FieldPath::root("page_size") }]),
+                warn(
+                    Code::PageSizeOverridden,
+                    FieldPath::root("page_size"),
+                    format!("--page-size {p} is replaced by {} {why}", r.page_size.value),
+                )
+                .given(&json!(p))
+                .allowed(format!("{} or not given", r.page_size.value))
+                .fix(vec![FixOp::Remove {
+                    path: FieldPath::root("page_size"),
+                }]),
             );
         }
     }

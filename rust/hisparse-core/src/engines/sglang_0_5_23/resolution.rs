@@ -59,6 +59,10 @@ pub struct Resolution<'a> {
     pub is_dsa: bool,
     /// DeepSeek-V4 or MiniMax-M3 (HiSparse runs there too, other rules).
     pub other_sparse: bool,
+    /// Exactly `DeepseekV4ForCausalLM`: the architecture SGLang's DeepSeek-V4
+    /// overrides and hook are registered for (model_overrides/deepseek_v4.py:18,
+    /// arg_groups/model_hook.py:258-265, overrides.py:898).
+    pub is_dsv4: bool,
     pub index_topk: Option<i64>,
     pub index_kpool: i64,
     /// ROCm (`gfx...`), from `--gpu`.
@@ -123,17 +127,22 @@ impl Resolution<'_> {
     /// allocates size + pre_alloc_size + 1 rows, disaggregation/decode.py:200).
     /// With speculation and no `--max-running-requests` SGLang resolves 48
     /// (arg_groups/speculative_hook.py:1086-1091; FACTS_sglang.md #7).
+    /// The attention-DP width: `--dp-size N --enable-dp-attention` is
+    /// `attn_dp_size N` (arg_groups/parallel_hook.py:39-60); 1 without it.
+    pub fn attn_dp(&self) -> i64 {
+        if self.args.enable_dp_attention == Some(true) {
+            self.args.dp_size.unwrap_or(1).max(1)
+        } else {
+            1
+        }
+    }
     pub fn request_slots(&self) -> Option<i64> {
         let m = match self.args.max_running_requests {
             Some(m) => m,
             None if self.speculative.is_some() => SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
             None => return None,
         };
-        let attn_dp = if self.args.enable_dp_attention == Some(true) {
-            self.args.dp_size.unwrap_or(1).max(1)
-        } else {
-            1
-        };
+        let attn_dp = self.attn_dp();
         let per_worker = (m / attn_dp).max(1);
         let extra = if self.args.pd_mode() == "decode" && per_worker <= 32 {
             per_worker * 2
@@ -208,6 +217,7 @@ pub(crate) fn resolution<'a>(
                 | "MiniMaxM3SparseForConditionalGeneration"
         )
     });
+    let is_dsv4 = arch.as_deref() == Some("DeepseekV4ForCausalLM");
     let index_kpool = model
         .as_ref()
         .and_then(|m| m.index_kpool.as_ref())
@@ -264,7 +274,16 @@ pub(crate) fn resolution<'a>(
                 ),
             )
         }
-        Some("bf16") => Resolved::new(
+        // DeepSeek-V4 (CUDA): auto is fp8_e4m3 whatever the GPU (overrides.py:892-904,
+        // run from deepseek_v4_hook.py:79); bf16 is not normalised there (:907-910).
+        None | Some("auto") if is_dsv4 => Resolved::new(
+            "fp8_e4m3".to_owned(),
+            derived(
+                &["model_path"],
+                "auto: fp8_e4m3 for DeepseekV4ForCausalLM (arg_groups/overrides.py:892-904)",
+            ),
+        ),
+        Some("bf16") if !is_dsv4 => Resolved::new(
             "bfloat16".to_owned(),
             derived(
                 &["kv_cache_dtype"],
@@ -285,6 +304,9 @@ pub(crate) fn resolution<'a>(
             "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171)"
         };
         Resolved::new(64 * index_kpool, derived(&["index_kpool"], rule))
+    } else if is_dsv4 {
+        // CUDA/ROCm; NPU's 128 is not modelled (model_overrides/deepseek_v4.py:51-60).
+        Resolved::new(256, derived(&["model_path"], "256 for DeepseekV4ForCausalLM, overriding --page-size (model_overrides/deepseek_v4.py:51-60)"))
     } else {
         match args.page_size {
             Some(p) => Resolved::new(p, explicit("page_size")),
@@ -398,6 +420,7 @@ pub(crate) fn resolution<'a>(
         model_source,
         is_dsa,
         other_sparse,
+        is_dsv4,
         index_topk,
         index_kpool,
         hip,

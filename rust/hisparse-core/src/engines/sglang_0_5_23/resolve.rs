@@ -26,8 +26,9 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     let mut diags = Vec::new();
     let r = resolution(args, machine, &mut diags);
     // S1's rules fire with or without HiSparse (those about HiSparse check it
-    // themselves); S2 onwards are HiSparse's.
+    // themselves); S2 onwards are HiSparse's, but for the chunked-prefill page rule.
     rules_resolve::check(&r, &mut diags);
+    rules_check::check_always(&r, &mut diags);
     if args.hisparse_on() {
         rules_check::check(&r, &mut diags);
         rules_late::check(&r, &mut diags);

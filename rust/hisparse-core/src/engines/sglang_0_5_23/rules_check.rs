@@ -1,5 +1,6 @@
 //! Stage S2 rules (`check_server_args` -> srt/arg_groups/validation_hook.py ->
-//! hisparse_hook.py:87-165), only with `--enable-hisparse`.
+//! hisparse_hook.py:87-165): `check` only with `--enable-hisparse`,
+//! `check_always` (the chunked-prefill page rule) for every launch.
 
 use super::diagnostics::SglangDiagnostic;
 use super::resolution::Resolution;
@@ -79,14 +80,20 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .fix(vec![set("enable_mixed_chunk", json!(false))]),
         );
     }
-    if let Some((_, topk, _)) = r.speculative {
+    if let Some((steps, topk, _)) = r.speculative {
         // hisparse_hook.py:117-121.
         if topk != 1 {
+            // With topk 1 the draft tokens become steps + 1 (speculative_hook.py:1255-1266),
+            // and HiSparse takes 2-4 (hisparse_coordinator.py:178-181): at most 3 steps.
+            let mut ops = vec![set("speculative_eagle_topk", json!(1))];
+            if steps > 3 {
+                ops.push(set("speculative_num_steps", json!(3)));
+            }
             d.push(
                 err(Code::SpeculativeEagleTopkNotOne, "speculative_eagle_topk", "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.")
                     .given(&json!(topk))
                     .allowed("1")
-                    .fix(vec![set("speculative_eagle_topk", json!(1))]),
+                    .fix(ops),
             );
         }
         // hisparse_hook.py:122-126.
@@ -94,9 +101,18 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(vec![set("speculative_adaptive", json!(false))]));
         }
     }
-    // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA only.
-    if r.is_dsa {
-        let allowed = allowed_backends(r.hip, &r.kv_cache_dtype.value);
+    // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA and
+    // DeepSeek-V4 on CUDA (only ROCm returns early for V4, :128-149).
+    if r.is_dsa || (r.is_dsv4 && !r.hip) {
+        // A kv dtype S1 refuses is checked as its fix gives it (auto, or bfloat16
+        // for DeepSeek-V4's bf16), so that every fix at once passes.
+        let dtype = match r.kv_cache_dtype.value.as_str() {
+            d @ ("bfloat16" | "fp8_e4m3") => d,
+            "bf16" if r.is_dsv4 => "bfloat16",
+            _ if r.is_dsv4 || (r.sm_major >= 10 && !r.hip) => "fp8_e4m3",
+            _ => "bfloat16",
+        };
+        let allowed = allowed_backends(r.hip, dtype);
         for (attr, label, b) in [
             ("dsa_prefill_backend", "prefill", &r.dsa_prefill_backend),
             ("dsa_decode_backend", "decode", &r.dsa_decode_backend),
@@ -112,7 +128,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                         .join(", ")
                 );
                 d.push(
-                    err(Code::DsaBackendNotAllowed, attr, &format!("HiSparse supports DSA {label} backend(s) {list} on this platform with --kv-cache-dtype={}, but got --dsa-{label}-backend={}. Please use one of {list}, or omit the option to let SGLang pick a backend for this platform.", r.kv_cache_dtype.value, b.value))
+                    err(Code::DsaBackendNotAllowed, attr, &format!("HiSparse supports DSA {label} backend(s) {list} on this platform with --kv-cache-dtype={dtype}, but got --dsa-{label}-backend={}. Please use one of {list}, or omit the option to let SGLang pick a backend for this platform.", b.value))
                         .given(&json!(b.value))
                         .allowed(format!("one of {list}"))
                         .fix(vec![FixOp::Remove { path: FieldPath::root(attr) }]),
@@ -120,21 +136,31 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             }
         }
     }
-    // validation_hook.py:243-246 (AssertionError), hit because the DSA page is 64.
-    if let Some(c) = a.chunked_prefill_size {
-        let page = r.page();
+}
+
+/// S2 rules that hold with or without HiSparse.
+pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    // validation_hook.py:240-246 (AssertionError), with or without HiSparse; hit
+    // because the DSA page is 64 (DeepSeek-V4's 256).
+    // Attention DP divides it first (parallel_hook.py:327-332).
+    if let Some(given) = a.chunked_prefill_size {
+        let (page, dp) = (r.page(), r.attn_dp());
+        let c = if given > 0 { given / dp } else { given };
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
-            let fixed = (c / page).max(1).saturating_mul(page);
+            let fixed = (c / page).max(1).saturating_mul(page).saturating_mul(dp);
             d.push(
                 err(
                     Code::ChunkedPrefillNotPageMultiple,
                     "chunked_prefill_size",
                     "chunked_prefill_size must be divisible by page_size",
                 )
-                .given(&json!(c))
-                .allowed(format!(
-                    "a multiple of page_size {page}, or -1 to disable chunked prefill"
-                ))
+                .given(&json!(given))
+                .allowed(if dp > 1 {
+                    format!("a multiple of page_size {page} x attn_dp_size {dp}, or -1 to disable chunked prefill")
+                } else {
+                    format!("a multiple of page_size {page}, or -1 to disable chunked prefill")
+                })
                 .fix(vec![set("chunked_prefill_size", json!(fixed))]),
             );
         }

@@ -72,9 +72,9 @@ fn buffer_fix(r: &Resolution<'_>) -> Vec<FixOp> {
 }
 
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
-    if !r.config_ok {
-        return; // the config's own error stands for every rule that reads it
-    }
+    // An unreadable config (r.config_ok false) has its own error, whose fix
+    // removes it: the rules below then run on SGLang's defaults (the config is
+    // empty), so that the errors the fixed launch would meet are reported now.
     let page = r.page();
     // S3: factory.py:81-98.
     let mut ints_ok = true;
@@ -90,9 +90,25 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 "top_k" => vec![FixOp::Remove {
                     path: key_path("top_k"),
                 }],
-                _ => vec![FixOp::Remove {
-                    path: key_path("device_buffer_size"),
-                }],
+                // Removed, the default 2 x top_k may be below index_topk or the
+                // page: a good buffer instead, the user's integral float if it is one.
+                _ => match good_device_buffer(r) {
+                    Some(good) => {
+                        let mine = v
+                            .value
+                            .as_f64()
+                            .filter(|f| f.fract() == 0.0)
+                            .map(|f| f as i64);
+                        let page = r.page();
+                        let value = mine
+                            .filter(|&m| m >= good && m % page == 0 && m <= MAX_DEVICE_BUFFER_SIZE)
+                            .unwrap_or(good);
+                        vec![set_key("device_buffer_size", json!(value))]
+                    }
+                    None => vec![FixOp::Remove {
+                        path: key_path("device_buffer_size"),
+                    }],
+                },
             };
             // A float compares and passes S3, then fails in torch.zeros when the
             // coordinator sizes its tensors (hisparse_coordinator.py:648-696,

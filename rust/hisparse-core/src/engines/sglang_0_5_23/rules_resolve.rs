@@ -137,12 +137,27 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
+    // parallel_hook.py:326 (AssertionError, no message), with attention DP on.
+    let (tp, attn_dp) = (a.tp_size.unwrap_or(1), r.attn_dp());
+    if attn_dp > 1 && tp % attn_dp != 0 {
+        let fit = (1..=attn_dp).rev().find(|n| tp % n == 0).unwrap_or(1);
+        d.push(
+            err(Code::DataParallelLayoutInvalid, "dp_size", &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} (--dp-size with --enable-dp-attention; arg_groups/parallel_hook.py:326)"))
+                .given(&json!(attn_dp))
+                .allowed(format!("a divisor of tp_size {tp}"))
+                .fix(vec![set("dp_size", json!(fit))]),
+        );
+    }
+    if r.is_dsv4 {
+        dsv4(r, d);
+    }
     let backends = [
         ("dsa_prefill_backend", &r.dsa_prefill_backend),
         ("dsa_decode_backend", &r.dsa_decode_backend),
     ];
-    // overrides.py:561-567: the triton DSA backend is ROCm-only.
-    if !r.hip {
+    // overrides.py:561-567: the triton DSA backend is ROCm-only; checked only
+    // for DSA models (_dsa_split_backend_resolution returns first, :601-612).
+    if !r.hip && r.is_dsa {
         for (attr, b) in backends {
             if b.as_ref().is_some_and(|b| b.value == "triton") {
                 d.push(
@@ -283,4 +298,44 @@ fn dsa_dtype_fix(r: &Resolution<'_>) -> Vec<FixOp> {
         path: FieldPath::root(attr),
     }));
     ops
+}
+
+/// DeepSeek-V4's own resolution rules (arg_groups/deepseek_v4_hook.py:63-158,
+/// run from model_hook.py:258-265 before the speculative defaults are chosen).
+fn dsv4(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    // overrides.py:907-910 (AssertionError): bf16 is not normalised here.
+    let dtype = r.kv_cache_dtype.value.as_str();
+    if !matches!(dtype, "bfloat16" | "fp8_e4m3") {
+        let to = if dtype == "bf16" { "bfloat16" } else { "auto" };
+        d.push(
+            err(
+                Code::DsaKvCacheDtypeUnsupported,
+                "kv_cache_dtype",
+                &format!("{dtype} is not supported for DeepseekV4ForCausalLM"),
+            )
+            .given(&json!(a.kv_cache_dtype))
+            .allowed("auto (fp8_e4m3), fp8_e4m3 or bfloat16")
+            .fix(vec![set("kv_cache_dtype", json!(to))]),
+        );
+    }
+    // deepseek_v4_hook.py:148-158 (AssertionError): the hook runs before
+    // SGLang picks the speculative defaults, so an unset topk fails too.
+    if a.speculative_algorithm.as_deref() == Some("EAGLE") && a.speculative_eagle_topk != Some(1) {
+        let steps = a.speculative_num_steps.unwrap_or(3);
+        d.push(
+            err(
+                Code::SpeculativeEagleTopkNotOne,
+                "speculative_eagle_topk",
+                "Only EAGLE speculative algorithm with topk == 1 is supported for DeepseekV4ForCausalLM",
+            )
+            .given(&json!(a.speculative_eagle_topk))
+            .allowed("1, given (DeepSeek-V4's hook reads it before SGLang's speculative defaults)")
+            .fix(vec![
+                set("speculative_num_steps", json!(steps)),
+                set("speculative_eagle_topk", json!(1)),
+                set("speculative_num_draft_tokens", json!(steps.saturating_add(1))),
+            ]),
+        );
+    }
 }
