@@ -106,18 +106,34 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     if r.is_dsa || (r.is_dsv4 && !r.hip) {
         // A kv dtype S1 refuses is checked as its fix gives it (auto, or bfloat16
         // for DeepSeek-V4's bf16), so that every fix at once passes.
-        let dtype = match r.kv_cache_dtype.value.as_str() {
-            d @ ("bfloat16" | "fp8_e4m3") => d,
-            "bf16" if r.is_dsv4 => "bfloat16",
-            _ if r.is_dsv4 || (r.sm_major >= 10 && !r.hip) => "fp8_e4m3",
-            _ => "bfloat16",
+        let (dtype, replaced) = match r.kv_cache_dtype.value.as_str() {
+            d @ ("bfloat16" | "fp8_e4m3") => (d, false),
+            "bf16" if r.is_dsv4 => ("bfloat16", true),
+            _ if r.is_dsv4 => ("fp8_e4m3", true),
+            _ => (dsa_dtype_fix(r).1, true),
         };
         let allowed = allowed_backends(r.hip, dtype);
-        for (attr, label, b) in [
-            ("dsa_prefill_backend", "prefill", &r.dsa_prefill_backend),
-            ("dsa_decode_backend", "decode", &r.dsa_decode_backend),
+        for (attr, label, b, given) in [
+            (
+                "dsa_prefill_backend",
+                "prefill",
+                &r.dsa_prefill_backend,
+                r.args.dsa_prefill_backend.is_some(),
+            ),
+            (
+                "dsa_decode_backend",
+                "decode",
+                &r.dsa_decode_backend,
+                r.args.dsa_decode_backend.is_some(),
+            ),
         ] {
             let Some(b) = b else { continue };
+            // With the dtype replaced by its fix, SGLang picks the default
+            // backends for the fixed dtype (overrides.py:677-684): only a
+            // backend given can be refused.
+            if replaced && !given {
+                continue;
+            }
             if !allowed.contains(&b.value.as_str()) {
                 let list = format!(
                     "[{}]",
@@ -165,4 +181,49 @@ pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
+}
+
+/// The kv_cache_dtype that replaces one DSA refuses: `auto`, unless a DSA
+/// backend given explicitly is one HiSparse refuses with what auto resolves
+/// to here (`--dsa-prefill-backend flashmla_kv` on SM 9.0, where auto is
+/// bfloat16): then the dtype that backend takes; where no dtype takes every
+/// backend given, `auto` and the backends it refuses removed, so the fix passes.
+/// Returns the fix and the dtype it resolves to (the backend rule below checks
+/// that one, so every fix at once passes).
+pub(crate) fn dsa_dtype_fix(r: &Resolution<'_>) -> (Vec<FixOp>, &'static str) {
+    let auto = if r.sm_major >= 10 && !r.hip {
+        "fp8_e4m3"
+    } else {
+        "bfloat16"
+    };
+    let set_auto = vec![set("kv_cache_dtype", json!("auto"))];
+    if !r.args.hisparse_on() {
+        return (set_auto, auto);
+    }
+    let given = [
+        ("dsa_prefill_backend", r.args.dsa_prefill_backend.as_deref()),
+        ("dsa_decode_backend", r.args.dsa_decode_backend.as_deref()),
+    ];
+    let refused = |dtype: &str| {
+        let allowed = allowed_backends(r.hip, dtype);
+        given
+            .iter()
+            .filter(|(_, b)| b.is_some_and(|b| !allowed.contains(&b)))
+            .map(|(attr, _)| *attr)
+            .collect::<Vec<_>>()
+    };
+    for (name, dtype) in [
+        ("auto", auto),
+        ("fp8_e4m3", "fp8_e4m3"),
+        ("bfloat16", "bfloat16"),
+    ] {
+        if refused(dtype).is_empty() {
+            return (vec![set("kv_cache_dtype", json!(name))], dtype);
+        }
+    }
+    let mut ops = set_auto;
+    ops.extend(refused(auto).into_iter().map(|attr| FixOp::Remove {
+        path: FieldPath::root(attr),
+    }));
+    (ops, auto)
 }

@@ -133,7 +133,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 )
                 .given(&json!(a.kv_cache_dtype))
                 .allowed("auto, bf16, bfloat16 or fp8_e4m3")
-                .fix(dsa_dtype_fix(r)),
+                .fix(super::rules_check::dsa_dtype_fix(r).0),
             );
         }
     }
@@ -255,49 +255,6 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-}
-
-/// The kv_cache_dtype that replaces one DSA refuses: `auto`, unless a DSA
-/// backend given explicitly is one HiSparse refuses with what auto resolves
-/// to here (`--dsa-prefill-backend flashmla_kv` on SM 9.0, where auto is
-/// bfloat16): then the dtype that backend takes; where no dtype takes every
-/// backend given, `auto` and the backends it refuses removed, so the fix passes.
-fn dsa_dtype_fix(r: &Resolution<'_>) -> Vec<FixOp> {
-    let auto = if r.sm_major >= 10 && !r.hip {
-        "fp8_e4m3"
-    } else {
-        "bfloat16"
-    };
-    let set_auto = vec![set("kv_cache_dtype", json!("auto"))];
-    if !r.args.hisparse_on() {
-        return set_auto;
-    }
-    let given = [
-        ("dsa_prefill_backend", r.args.dsa_prefill_backend.as_deref()),
-        ("dsa_decode_backend", r.args.dsa_decode_backend.as_deref()),
-    ];
-    let refused = |dtype: &str| {
-        let allowed = super::rules_check::allowed_backends(r.hip, dtype);
-        given
-            .iter()
-            .filter(|(_, b)| b.is_some_and(|b| !allowed.contains(&b)))
-            .map(|(attr, _)| *attr)
-            .collect::<Vec<_>>()
-    };
-    for (name, dtype) in [
-        ("auto", auto),
-        ("fp8_e4m3", "fp8_e4m3"),
-        ("bfloat16", "bfloat16"),
-    ] {
-        if refused(dtype).is_empty() {
-            return vec![set("kv_cache_dtype", json!(name))];
-        }
-    }
-    let mut ops = set_auto;
-    ops.extend(refused(auto).into_iter().map(|attr| FixOp::Remove {
-        path: FieldPath::root(attr),
-    }));
-    ops
 }
 
 /// DeepSeek-V4's own resolution rules (arg_groups/deepseek_v4_hook.py:63-158,
