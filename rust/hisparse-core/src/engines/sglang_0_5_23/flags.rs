@@ -19,7 +19,7 @@ pub fn describe_fix(ops: &[FixOp]) -> String {
         }
         let flag = flag_name(k);
         Some(match value {
-            None | Some(Value::Bool(false)) | Some(Value::Null) => format!("drop {flag}"),
+            None | Some(Value::Bool(false)) | Some(Value::Null) => format!("remove {flag}"),
             Some(Value::Bool(true)) => flag,
             Some(Value::String(s)) => format!("{flag} {}", quote(s)),
             Some(v) => format!("{flag} {v}"),
