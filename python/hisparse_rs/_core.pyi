@@ -47,6 +47,7 @@ __all__ = [
     "run_cli_plan",
     "sglang_check_json",
     "sglang_codes",
+    "sglang_deviations",
     "sglang_plan_json",
     "vllm_deviations",
     "vllm_stages",
