@@ -676,17 +676,10 @@ def test_what_names_a_deviation() -> None:
 
 
 def test_deviations_are_the_rust_list() -> None:
-    """DEVIATIONS is the Rust core's SGLANG_DEVIATIONS (engines/sglang_0_5_23/deviations.rs)."""
-    import re
-
+    """DEVIATIONS is the Rust core's SGLANG_DEVIATIONS (``hisparse_rs.sglang_deviations()``)."""
     import hisparse_rs
 
-    source = (
-        Path(__file__).resolve().parents[2] / "rust/hisparse-core/src/engines/sglang_0_5_23/deviations.rs"
-    ).read_text()
-    table = source.split("pub const SGLANG_DEVIATIONS", 1)[1].split("];", 1)[0]
-    names = re.findall(r"dev\(Code::(\w+),", table)
-    rust = [re.sub(r"(?<!^)(?=[A-Z])", "_", n).lower() for n in names]
+    rust = [code for code, _ in hisparse_rs.sglang_deviations()]
     assert set(rust) <= set(hisparse_rs.sglang_codes()), rust
     assert sorted(rust) == sorted(DEVIATIONS), (sorted(rust), sorted(DEVIATIONS))
 
