@@ -295,7 +295,16 @@ def _verdict(
         if resolved["speculative_algorithm"] not in (None, "NONE"):
             num_draft_tokens = resolved["speculative_num_draft_tokens"] or 0
         max_running = resolved["max_running_requests"] or AUTO_MAX_RUNNING_REQUESTS
-        slots = max_running + 1  # ReqToTokenPool: size + 1 rows (memory_pool.py:402)
+        # One attention-DP worker's pool (model_executor/pool_configurator.py:1141-1144):
+        # ReqToTokenPool has size + 1 rows (memory_pool.py:402); a P/D decode
+        # server's DecodeReqToTokenPool size + pre_alloc_size + 1
+        # (disaggregation/decode.py:200), pre_alloc_size being the resolved
+        # --disaggregation-decode-extra-slots (pd_disaggregation_hook.py:129-143).
+        per_worker = max(1, max_running // max(1, resolved["attn_dp_size"] or 1))
+        extra = 0
+        if resolved["disaggregation_mode"] == "decode":
+            extra = server_args.resolved_dict().get("disaggregation_decode_extra_slots") or 0
+        slots = per_worker + extra + 1
         # hisparse_coordinator.py:644-696: the padded buffer and the per-request tensors
         padded_buffer_size = _coordinator_buffers(device_buffer_size, page_size, slots)
         scratch = _spec_swap_scratch(  # :698-701

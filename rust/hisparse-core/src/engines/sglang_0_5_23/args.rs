@@ -82,6 +82,11 @@ pub struct SglangArgs {
     /// `--disaggregation-decode-host-receive-threshold`, 0..1 (disagg.py:182; default 1.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disaggregation_decode_host_receive_threshold: Option<f64>,
+    /// `--disaggregation-decode-extra-slots`: request slots a P/D decode
+    /// server reserves for in-transfer requests (default resolved by
+    /// arg_groups/pd_disaggregation_hook.py:129-143).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_decode_extra_slots: Option<i64>,
     /// `--enable-hierarchical-cache` (memory.py:98; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_hierarchical_cache: Option<bool>,

@@ -122,7 +122,8 @@ impl Resolution<'_> {
     /// the coordinator sizes by (hisparse_coordinator.py:163, :637), when
     /// `--max-running-requests` is given: `max(1, max_running_requests //
     /// attn_dp_size)` (model_executor/pool_configurator.py:1141-1144) + 1; on
-    /// P/D decode plus the in-transfer slots, 2 x per-worker for at most 32
+    /// P/D decode plus the in-transfer slots, `--disaggregation-decode-extra-slots`
+    /// or by default 2 x per-worker for at most 32
     /// (arg_groups/pd_disaggregation_hook.py:129-143; DecodeReqToTokenPool
     /// allocates size + pre_alloc_size + 1 rows, disaggregation/decode.py:200).
     /// With speculation and no `--max-running-requests` SGLang resolves 48
@@ -144,10 +145,15 @@ impl Resolution<'_> {
         };
         let attn_dp = self.attn_dp();
         let per_worker = (m / attn_dp).max(1);
-        let extra = if self.args.pd_mode() == "decode" && per_worker <= 32 {
-            per_worker * 2
-        } else {
-            0
+        // The in-transfer slots: `--disaggregation-decode-extra-slots` when
+        // given, else SGLang's default (pd_disaggregation_hook.py:133-143).
+        let extra = match (
+            self.args.pd_mode(),
+            self.args.disaggregation_decode_extra_slots,
+        ) {
+            ("decode", Some(e)) => e.max(0),
+            ("decode", None) if per_worker <= 32 => per_worker * 2,
+            _ => 0,
         };
         Some(per_worker.saturating_add(extra).saturating_add(1))
     }

@@ -234,8 +234,18 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                     .allowed(format!(
                         "request slots {slots} (per attention-DP worker + 1, plus P/D decode's in-transfer slots) <= device_buffer_size {dbs}"
                     ));
-                let fix = most_running_requests(r, dbs)
-                    .map(|m| vec![set("max_running_requests", json!(m))]);
+                let fix = match (r.args.pd_mode(), r.args.disaggregation_decode_extra_slots) {
+                    // An explicit --disaggregation-decode-extra-slots: keep the
+                    // requests given and lower the in-transfer slots to what fits
+                    // (slots = per worker + extra + 1).
+                    ("decode", Some(extra)) => {
+                        let fits = extra.saturating_sub(slots.saturating_sub(dbs));
+                        (fits >= 0)
+                            .then(|| vec![set("disaggregation_decode_extra_slots", json!(fits))])
+                    }
+                    _ => most_running_requests(r, dbs)
+                        .map(|m| vec![set("max_running_requests", json!(m))]),
+                };
                 d.push(match fix {
                     Some(ops) => e.fix(ops),
                     None => e,
