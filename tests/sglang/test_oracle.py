@@ -79,8 +79,8 @@ REFUSED: list[tuple[str, list[str], str, str, str]] = [
     # in-transfer slots + 1 (disaggregation/decode.py:200): 64 // 8 + 4088 + 1 > 4096.
     ("pd_decode_extra_slots_over_buffer", [*DSV32, "--enable-hisparse", "--disaggregation-mode", "decode",
      "--tp-size", "8", "--dp-size", "8", "--enable-dp-attention", "--max-running-requests", "64", *EAGLE,
-     "--speculative-num-draft-tokens", "3", "--disaggregation-decode-extra-slots", "4088"], "coordinator_init",
-     "ValueError", "HiSparse spec request capacity must not exceed device_buffer_size."),
+     "--speculative-num-draft-tokens", "3", "--disaggregation-decode-extra-slots", "4088"],
+     "coordinator_init", "ValueError", "HiSparse spec request capacity must not exceed device_buffer_size."),
     ("pd_decode_draft_over_nixl", [*DSV32, "--enable-hisparse", "--disaggregation-mode", "decode",
      "--disaggregation-transfer-backend", "nixl", *EAGLE, "--speculative-num-draft-tokens", "3"], "request",
      "NotImplementedError", "HiSparse device-only PD transfer currently requires the Mooncake backend"),
