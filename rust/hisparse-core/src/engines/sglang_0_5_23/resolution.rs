@@ -137,13 +137,27 @@ impl Resolution<'_> {
             1
         }
     }
+    /// The attention-DP width once `data_parallel_layout_invalid`'s fix is
+    /// applied: the largest divisor of tp_size up to it (parallel_hook.py:326
+    /// needs tp_size % attn_dp_size == 0), so fixes sized per worker hold
+    /// together with that one.
+    pub fn attn_dp_fixed(&self) -> i64 {
+        let (tp, attn_dp) = (self.args.tp_size.unwrap_or(1), self.attn_dp());
+        if attn_dp > 1 && tp % attn_dp != 0 {
+            (1..=attn_dp).rev().find(|n| tp % n == 0).unwrap_or(1)
+        } else {
+            attn_dp
+        }
+    }
     pub fn request_slots(&self) -> Option<i64> {
         let m = match self.args.max_running_requests {
             Some(m) => m,
             None if self.speculative.is_some() => SPEC_DEFAULT_MAX_RUNNING_REQUESTS,
             None => return None,
         };
-        let attn_dp = self.attn_dp();
+        // The layout the report's fixes give: a refused tp/dp layout never
+        // reaches the coordinator, its fix does.
+        let attn_dp = self.attn_dp_fixed();
         let per_worker = (m / attn_dp).max(1);
         // The in-transfer slots: `--disaggregation-decode-extra-slots` when
         // given, else SGLang's default (pd_disaggregation_hook.py:133-143).

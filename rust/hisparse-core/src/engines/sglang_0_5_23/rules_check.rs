@@ -161,7 +161,7 @@ pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // because the DSA page is 64 (DeepSeek-V4's 256).
     // Attention DP divides it first (parallel_hook.py:327-332).
     if let Some(given) = a.chunked_prefill_size {
-        let (page, dp) = (r.page(), r.attn_dp());
+        let (page, dp) = (r.page(), r.attn_dp_fixed()); // the layout its fix gives
         let c = if given > 0 { given / dp } else { given };
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
             let fixed = (c / page).max(1).saturating_mul(page).saturating_mul(dp);

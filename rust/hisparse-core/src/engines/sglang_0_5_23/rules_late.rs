@@ -321,11 +321,8 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
 /// The largest `--max-running-requests` whose request slots fit `dbs`
 /// (see [`Resolution::request_slots`]), or None.
 fn most_running_requests(r: &Resolution<'_>, dbs: i64) -> Option<i64> {
-    let attn_dp = if r.args.enable_dp_attention == Some(true) {
-        r.args.dp_size.unwrap_or(1).max(1)
-    } else {
-        1
-    };
+    // Per worker of the layout the report's fixes give.
+    let attn_dp = r.attn_dp_fixed();
     let room = dbs.checked_sub(1)?;
     // Per worker p: p + 1 slots, or 3p + 1 on P/D decode for p <= 32.
     let p = if room > 32 || r.args.pd_mode() != "decode" {

@@ -140,7 +140,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // parallel_hook.py:326 (AssertionError, no message), with attention DP on.
     let (tp, attn_dp) = (a.tp_size.unwrap_or(1), r.attn_dp());
     if attn_dp > 1 && tp % attn_dp != 0 {
-        let fit = (1..=attn_dp).rev().find(|n| tp % n == 0).unwrap_or(1);
+        let fit = r.attn_dp_fixed();
         d.push(
             err(Code::DataParallelLayoutInvalid, "dp_size", &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} (--dp-size with --enable-dp-attention; arg_groups/parallel_hook.py:326)"))
                 .given(&json!(attn_dp))
