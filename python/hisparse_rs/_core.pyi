@@ -501,6 +501,9 @@ class Plan:
     @property
     def assumed(self) -> dict[str, Any] | None:
         """For a configuration without HiSparse: the HiSparse settings this plan assumed."""
+    @property
+    def engine_log(self) -> dict[str, Any] | None:
+        """For a plan made from an engine's start-up log: what was measured and compared."""
     def to_json(self) -> str:
         """The plan as indented JSON text."""
 
@@ -551,8 +554,13 @@ def sglang_check_json(args: Mapping[str, Any] | str, options_json: str | None = 
     Raises ValueError for an option out of range or an unknown GPU, TypeError on ill-typed input.
     """
 
-def sglang_plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:
-    """Plan an SGLang 0.5.23 launch (as sglang_check_json takes it); the plan is None unless valid."""
+def sglang_plan_json(
+    args: Mapping[str, Any] | str, options_json: str, engine_log: str | None = None
+) -> tuple[Report, Plan | None]:
+    """Plan an SGLang 0.5.23 launch (as sglang_check_json takes it); the plan is None unless valid.
+
+    With ``engine_log`` (a path, ``-`` for standard input), planned from SGLang's start-up log.
+    """
 
 def check_sglang_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
     """Check an ``sglang serve`` argv exactly as ``hisparse-check --engine sglang`` reads it."""
@@ -563,11 +571,15 @@ def _sglang_argv_json(argv: Sequence[str]) -> str:
 def _sglang_server_arg_names() -> list[str]:
     """Every ServerArgs attribute ``sglang serve`` 0.5.23 has a flag for (sorted)."""
 
-def plan_json(args: Mapping[str, Any] | str, options_json: str) -> tuple[Report, Plan | None]:
+def plan_json(
+    args: Mapping[str, Any] | str, options_json: str, engine_log: str | None = None
+) -> tuple[Report, Plan | None]:
     """Plan capacity for serve args (as check_json takes them) with planner options (JSON).
 
-    Returns the check report and the plan (None unless valid with HiSparse on).
-    Raises ModelLoadError, ValueError (an option out of range), TypeError.
+    With ``engine_log`` (a path, ``-`` for standard input), planned from vLLM's
+    start-up log. Returns the check report and the plan (None unless valid
+    with HiSparse on). Raises ModelLoadError, ValueError (an option out of
+    range, a log that cannot be read or has no vLLM start-up line), TypeError.
     """
 
 def gpu_spec(name: str) -> dict[str, Any]:

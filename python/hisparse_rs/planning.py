@@ -42,6 +42,7 @@ def plan(
     gpu_memory_gib: float | None = None,
     weights_gib: float | None = None,
     gpu: str | None = None,
+    engine_log: str | os.PathLike[str] | None = None,
     **serve: Any,
 ) -> Plan:
     """Plan capacity for a serve configuration: concurrent requests of
@@ -78,6 +79,14 @@ def plan(
             ``"a100-40gb"``, ``"l40s"``, ``"mi300x"``): its memory fills
             ``gpu_memory_gib`` when not given, and the check runs vLLM's
             resolver shared-memory check for it.
+        engine_log: the engine's start-up log (a path, or ``"-"`` for standard
+            input), as ``hisparse-check --plan --engine-log``: vLLM 0.33.0's
+            "Model loading took X GiB" and "Available KV cache memory: X GiB"
+            (the smallest rank's), or SGLang 0.5.23's "Load weight end" (its
+            KV budget follows from ``mem_fraction_static``), replace the
+            estimates; ``plan.engine_log`` sets each logged pool and capacity
+            figure beside the plan's. A log of another model or parallel layout
+            is an ``engine_log_mismatch`` error in ``plan.errors``.
 
     Returns:
         A :class:`Plan`; ``plan.valid`` is False when the pools do not fit in
@@ -92,7 +101,8 @@ def plan(
         ConfigError: the configuration is invalid (what ``vllm serve`` refuses).
         ValueError: an option is out of range, the GPU or ``engine`` is unknown,
             or HiSparse is not configured and cannot be (the model is not DSA;
-            for SGLang: the launch has no ``enable_hisparse``).
+            for SGLang: the launch has no ``enable_hisparse``); ``engine_log``
+            cannot be read or has none of the engine's start-up lines.
         ModelLoadError: the model's config.json cannot be read.
         TypeError: an argument has the wrong type.
     """
@@ -104,21 +114,24 @@ def plan(
         "weights_gib": weights_gib,
         "gpu": gpu,
     }
+    log = None if engine_log is None else os.fspath(engine_log)
     if sglang.engine_name(engine) == "sglang":
-        report, result = sglang.plan(model, options, serve)
+        report, result = sglang.plan(model, options, serve, engine_log=log)
         if not report.valid:
             raise ConfigError(report)
         if result is None:  # pragma: no cover - the core plans every valid launch or raises
             raise ValueError("nothing to plan")
         return result
     args = serve_args(model, **serve)
-    return plan_args(args, **{k: v for k, v in options.items() if v is not None})
+    return plan_args(args, engine_log=log, **{k: v for k, v in options.items() if v is not None})
 
 
-def plan_args(args: dict[str, Any], **options: Any) -> Plan:
+def plan_args(args: dict[str, Any], *, engine_log: str | None = None, **options: Any) -> Plan:
     """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
     _check_options(options)
-    report, result = _core.plan_json(args, json.dumps(options))
+    if engine_log is not None and not isinstance(engine_log, str):
+        raise TypeError(f"engine_log must be a path (str or os.PathLike), got {type(engine_log).__name__}")
+    report, result = _core.plan_json(args, json.dumps(options), engine_log)
     if not report.valid:
         raise ConfigError(report)
     if result is None:  # pragma: no cover - the core plans every valid configuration or raises

@@ -80,12 +80,16 @@ def check(
 
 
 def plan(
-    model: str | os.PathLike[str] | None, options: dict[str, Any], server_args: dict[str, Any]
+    model: str | os.PathLike[str] | None,
+    options: dict[str, Any],
+    server_args: dict[str, Any],
+    *,
+    engine_log: str | None = None,
 ) -> tuple[Report, Plan | None]:
     """:func:`hisparse_rs.plan` with ``engine="sglang"``: the report and the
-    plan (None unless the launch is valid)."""
+    plan (None unless the launch is valid); ``engine_log``: SGLang's start-up log."""
     args = sglang_server_args(model, **server_args)
-    return _core.sglang_plan_json(args, _options(options) or "{}")
+    return _core.sglang_plan_json(args, _options(options) or "{}", engine_log)
 
 
 def check_sglang_argv(

@@ -8,6 +8,7 @@
 //! code is still the verdict: it had the output it asked for.
 
 mod argv;
+mod engine_log;
 mod launch;
 mod render;
 mod render_plan;
@@ -206,6 +207,11 @@ struct Cli {
         help_heading = PLANNER_FLAGS
     )]
     weights_gib: Option<f64>,
+    /// Plan from the engine's start-up log (a file, or - for standard input):
+    /// the weights and the KV room it measured replace the estimates, and the
+    /// pools and capacity it logged are printed beside the plan's.
+    #[arg(long, value_name = "FILE", requires = "plan", help_heading = PLANNER_FLAGS)]
+    engine_log: Option<String>,
     /// Draw the sweep to a PNG (the pip-installed hisparse-check only: matplotlib runs in Python).
     #[arg(
         long,
@@ -289,6 +295,16 @@ pub fn config_file_argv(file: &str) -> Result<Vec<String>, String> {
 
 /// The table of `vllm serve` flags hisparse-check reads, as JSON
 /// (`vllm_flags::table_json`), for the test that compares it with vLLM's parser.
+/// Reads the engine start-up log at `path` (`-`: standard input) for
+/// `engine` (`vllm`, `sglang`), as `--plan --engine-log` does; Err is the
+/// message of a log that cannot be read or has none of the engine's lines.
+pub fn read_engine_log(
+    path: &str,
+    engine: &str,
+) -> Result<hisparse_core::engine_log::EngineLog, String> {
+    engine_log::read(path, engine)
+}
+
 pub fn vllm_flag_table_json() -> String {
     vllm_flags::table_json()
 }
@@ -365,13 +381,23 @@ where
     }
     let json_output = parsed.cli.json;
     let planning = parsed.cli.plan;
+    let engine_log_path = parsed.cli.engine_log.clone();
     let options = plan_options(&parsed.cli);
     let serve = build_args(parsed.cli, &env);
     let usage = |stderr: &mut std::io::StderrLock, e: &dyn std::fmt::Display| {
         let _ = writeln!(stderr, "hisparse-check: error: {e}");
         (EXIT_USAGE, None)
     };
-    let (mut report, plan) = if planning {
+    let (mut report, plan) = if let Some(path) = &engine_log_path {
+        let log = match engine_log::read(path, hisparse_core::report::ENGINE_VLLM) {
+            Ok(log) => log,
+            Err(e) => return usage(&mut stderr, &e),
+        };
+        match hisparse_core::engines::vllm_0_33::engine_log::plan(&serve, &options, &log, path) {
+            Ok(x) => x,
+            Err(e) => return usage(&mut stderr, &e),
+        }
+    } else if planning {
         match plan(&serve, &options) {
             Ok(x) => x,
             Err(e) => return usage(&mut stderr, &e),
@@ -405,13 +431,22 @@ where
     let text = if json_output {
         plan.to_json()
     } else {
-        render_plan::plan(&plan)
+        plan_text(&plan)
     };
     let verdict = if plan.valid { EXIT_VALID } else { EXIT_INVALID };
     if let Err(e) = print(&mut stdout, &text) {
         return write_failed(&mut stderr, &e, verdict);
     }
     (verdict, Some(plan))
+}
+
+/// A plan's text, with its engine-log section when it was planned from one.
+fn plan_text(plan: &Plan) -> String {
+    let text = render_plan::plan(plan);
+    match &plan.engine_log {
+        Some(log) => engine_log::insert_before_result(&text, &engine_log::section(log)),
+        None => text,
+    }
 }
 
 /// Usage errors as the vLLM side prints them: ours under the tool's name,
@@ -485,7 +520,7 @@ fn run_sglang(
             let text = if json_output {
                 plan.to_json()
             } else {
-                render_plan::plan(&plan)
+                plan_text(&plan)
             };
             (text, plan.valid, Some(*plan))
         }

@@ -178,6 +178,13 @@ pub fn plan(p: &Plan) -> String {
         );
     }
     match (g.kv_bytes_per_gpu, &g.weights_bytes_per_gpu) {
+        // Planned from an engine log (--engine-log): the room vLLM measured.
+        (Some(kv), w) if g.kv_source.starts_with("measured:") => {
+            let _ = writeln!(out, "  KV room           {} ({})", gib(kv), g.kv_source);
+            if let (Some(w), Some(src)) = (w, &g.weights_source) {
+                let _ = writeln!(out, "  weights           {} ({src})", gib(*w));
+            }
+        }
         (Some(kv), Some(w)) => {
             let _ = writeln!(
                 out,

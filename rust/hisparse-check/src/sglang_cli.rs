@@ -60,6 +60,11 @@ pub(crate) struct SglangCli {
     /// Draw the sweep to a PNG (the pip-installed hisparse-check only).
     #[arg(long, value_name = "PATH", help_heading = OWN)]
     pub plot: Option<String>,
+    /// Plan from SGLang's start-up log (a file, or - for standard input): the
+    /// weights and free memory of its "Load weight end" line replace the
+    /// estimates, and its scheduler sizes are printed beside the plan's.
+    #[arg(long, value_name = "FILE", requires = "plan", help_heading = OWN)]
+    pub engine_log: Option<String>,
 }
 
 const AFTER_HELP: &str = "\
@@ -74,6 +79,7 @@ or I/O error.";
 const OWN_FLAGS: &[(&str, bool)] = &[
     ("--json", false),
     ("--plan", false),
+    ("--engine-log", true),
     ("--plan-context-length", true),
     ("--target-requests", true),
     ("--host-memory-gib", true),
@@ -153,7 +159,15 @@ pub(crate) fn run(parsed: Parsed) -> Result<Outcome, PlanError> {
     let options = options(&parsed.cli);
     let args = parsed.read.args.clone();
     if parsed.cli.plan && parsed.read.errors.is_empty() {
-        match core_sglang::plan(&args, &options) {
+        let planned = match &parsed.cli.engine_log {
+            Some(path) => {
+                let log = crate::engine_log::read(path, hisparse_core::report::ENGINE_SGLANG)
+                    .map_err(PlanError::Option)?;
+                core_sglang::engine_log::plan(&args, &options, &log, path)
+            }
+            None => core_sglang::plan(&args, &options),
+        };
+        match planned {
             Ok(mut plan) => {
                 plan.ignored_flags = parsed.read.ignored.clone();
                 return Ok(Outcome::Plan(Box::new(plan)));

@@ -121,6 +121,8 @@ codes! {
     WeightsUnknown => "weights_unknown",
     NoGpuKvRoom => "no_gpu_kv_room",
     PlanAssumption => "plan_assumption",
+    // An engine start-up log read for planning (--engine-log).
+    EngineLogMismatch => "engine_log_mismatch",
     // SGLang 0.5.23 (engines/sglang_0_5_23/codes.rs): one block, its own codes.
     HostReceiveWithHisparse => "host_receive_with_hisparse",
     DecodeRadixCacheWithHisparse => "decode_radix_cache_with_hisparse",

@@ -12,6 +12,7 @@
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
 
 pub mod diagnostic;
+pub mod engine_log;
 pub mod engines;
 pub mod files;
 pub mod gpu;

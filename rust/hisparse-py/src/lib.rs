@@ -132,11 +132,17 @@ fn plan_error(e: PlanError) -> PyErr {
 ///
 /// Raises ModelLoadError when the model's config.json cannot be read,
 /// ValueError when an option is out of range, TypeError on ill-typed input.
+///
+/// With `engine_log` (a path, or `-` for standard input), the plan is made
+/// from vLLM's start-up log (`--plan --engine-log`): ValueError when it cannot
+/// be read or has none of vLLM's start-up lines.
 #[pyfunction]
+#[pyo3(signature = (args, options_json, engine_log = None))]
 fn plan_json(
     py: Python<'_>,
     args: &Bound<'_, PyAny>,
     options_json: &str,
+    engine_log: Option<&str>,
 ) -> PyResult<(Report, Option<Plan>)> {
     let (args, problems) = parse_args(args)?;
     let options = parse_options(options_json)?;
@@ -150,9 +156,18 @@ fn plan_json(
             None,
         ));
     }
-    match gil::detach(py, || gil::no_panic(|| plan(&args, &options)))
-        .map_err(gil::internal_error)?
-    {
+    let planned = gil::detach(py, || {
+        gil::no_panic(|| match engine_log {
+            Some(path) => hisparse_check::read_engine_log(path, hisparse_core::report::ENGINE_VLLM)
+                .map_err(PlanError::Option)
+                .and_then(|log| {
+                    hisparse_core::engines::vllm_0_33::engine_log::plan(&args, &options, &log, path)
+                }),
+            None => plan(&args, &options),
+        })
+    })
+    .map_err(gil::internal_error)?;
+    match planned {
         Ok((report, p)) => Ok((Report::from(report), p.map(Plan::from))),
         Err(e) => Err(plan_error(e)),
     }

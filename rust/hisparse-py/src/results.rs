@@ -830,6 +830,21 @@ impl Plan {
                 .and_then(|a| serde_json::to_value(a).ok()),
         )
     }
+    /// None, or, for a plan made from an engine's start-up log
+    /// (`engine_log=`), a dict: path, engine, lines, logged_hisparse,
+    /// measured (the log's figures the plan used: input, value, rule,
+    /// figure) and compared (each logged figure beside the plan's: figure,
+    /// unit, logged, computed, difference, why, line, source).
+    #[getter]
+    fn engine_log<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        optional_dict(
+            py,
+            self.0
+                .engine_log
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+        )
+    }
     /// The plan as JSON text (the `hisparse-check --plan --json` schema).
     fn to_json(&self) -> String {
         self.0.to_json()

@@ -213,12 +213,17 @@ pub fn sglang_check_json(
 /// planner options as JSON. Returns the check report and the plan (None
 /// unless the launch is valid with HiSparse on).
 ///
-/// Raises ValueError when an option is out of range, TypeError on ill-typed input.
+/// Raises ValueError when an option is out of range, TypeError on ill-typed
+/// input. With `engine_log` (a path, or `-` for standard input), planned from
+/// SGLang's start-up log; ValueError when it cannot be read or has none of
+/// SGLang's start-up lines.
 #[pyfunction]
+#[pyo3(signature = (args, options_json, engine_log = None))]
 pub fn sglang_plan_json(
     py: Python<'_>,
     args: &Bound<'_, PyAny>,
     options_json: &str,
+    engine_log: Option<&str>,
 ) -> PyResult<(Report, Option<Plan>)> {
     let args = parse_args(args)?;
     let options = parse_options(options_json)?;
@@ -232,7 +237,16 @@ pub fn sglang_plan_json(
             if !report.valid {
                 return Ok((report, None));
             }
-            core_sglang::plan(&args, &options).map(|p| (report, Some(p)))
+            let plan = match engine_log {
+                Some(path) => {
+                    let log =
+                        hisparse_check::read_engine_log(path, hisparse_core::report::ENGINE_SGLANG)
+                            .map_err(hisparse_core::plan::PlanError::Option)?;
+                    core_sglang::engine_log::plan(&args, &options, &log, path)
+                }
+                None => core_sglang::plan(&args, &options),
+            };
+            plan.map(|p| (report, Some(p)))
         })
     })
     .map_err(gil::internal_error)?;

@@ -17,3 +17,42 @@ pub fn stage_sentence(stage: Stage, is_error: bool) -> String {
         Stage::Sglang(s) => sglang_0_5_23::stages::sentence(s, is_error),
     }
 }
+
+/// Every engine release's start-up log lines, read in one pass
+/// (`--engine-log`): a log is kept for `engine` (`vllm`, `sglang`), and a log
+/// with none of its lines says whose lines it has instead.
+pub fn read_engine_log(
+    engine: &str,
+    reader: &mut dyn std::io::BufRead,
+    path: &str,
+) -> Result<crate::engine_log::EngineLog, String> {
+    let all: Vec<crate::engine_log::LineRule> = vllm_0_33::engine_log::RULES
+        .iter()
+        .chain(sglang_0_5_23::engine_log::RULES)
+        .copied()
+        .collect();
+    let mut log = crate::engine_log::read(reader, &all)
+        .map_err(|e| format!("--engine-log {path}: cannot read it: {e}"))?;
+    let (prefix, name, other) = match engine {
+        crate::report::ENGINE_SGLANG => ("sglang/", "SGLang 0.5.23", "vLLM"),
+        _ => ("vllm/", "vLLM 0.33.0", "SGLang"),
+    };
+    let others = log
+        .figures
+        .iter()
+        .filter(|f| !f.source.starts_with(prefix))
+        .count();
+    log.figures.retain(|f| f.source.starts_with(prefix));
+    if log.figures.is_empty() {
+        let found = if others > 0 {
+            format!("it has {other}'s start-up lines instead: plan with that engine")
+        } else {
+            "it has none of the lines the engine prints while it starts (\"Model loading took\", \"Available KV cache memory\", \"Load weight end\", \"max_total_num_tokens=\")".to_owned()
+        };
+        return Err(format!(
+            "--engine-log {path}: no {name} start-up line in its {} lines: {found}",
+            log.lines
+        ));
+    }
+    Ok(log)
+}

@@ -72,6 +72,16 @@ pub struct PlanOptions {
     /// resolver shared-memory check for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+    /// The KV room of one GPU in GiB as the engine measured it (vLLM's
+    /// "Available KV cache memory: X GiB", v1/worker/gpu_worker.py:773):
+    /// the plan's KV room instead of GPU memory x utilization - weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_kv_cache_gib: Option<f64>,
+    /// Where `weights_gib` and `available_kv_cache_gib` were measured (an
+    /// engine log, `--engine-log`), for the sources the plan prints; without
+    /// it they read as given by the user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_in: Option<String>,
 }
 
 impl PlanOptions {
@@ -306,6 +316,10 @@ pub struct Plan {
     /// SGLang only (omitted for vLLM): the figures SGLang sizes its pools from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sglang: Option<SglangSizing>,
+    /// Planned from an engine's start-up log (`--engine-log`): what it
+    /// measured and logged, beside what the plan computes (omitted otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_log: Option<crate::engine_log::EngineLogReport>,
 }
 
 /// How SGLang 0.5.23 sizes one GPU's pools for a HiSparse launch (per GPU /
@@ -403,6 +417,16 @@ pub(crate) fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
         }
     }
     positive("--gpu-memory-gib", o.gpu_memory_gib)?;
+    positive("available_kv_cache_gib", o.available_kv_cache_gib)?;
+    if o.measured_in
+        .as_ref()
+        .is_some_and(|m| m.len() > crate::limits::MAX_HOST_MEMORY_SOURCE_BYTES)
+    {
+        return Err(PlanError::Option(format!(
+            "measured_in is longer than {} bytes",
+            crate::limits::MAX_HOST_MEMORY_SOURCE_BYTES
+        )));
+    }
     match o.weights_gib {
         Some(x) if !(x.is_finite() && x >= 0.0 && x * GIB < u64::MAX as f64) => {
             Err(PlanError::Option(format!(

@@ -31,6 +31,7 @@ pub(crate) mod check;
 pub mod codes;
 pub mod deviations;
 pub mod diagnostics;
+pub mod engine_log;
 pub mod fixed_flags;
 pub(crate) mod fixes;
 pub mod flags;
@@ -79,6 +80,8 @@ pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanErr
         host_memory_gib: options.host_memory_gib,
         gpu_memory_gib: options.gpu_memory_gib,
         weights_gib: options.weights_gib,
+        available_kv_gib: options.available_kv_cache_gib,
+        measured_in: options.measured_in.as_deref(),
     };
     let mut report = check::check_fixed(args, &machine);
     report.gpu = gpu;

@@ -158,7 +158,14 @@ pub fn capacity(
         pos(args.pp_size),
     );
     let (weights, weights_source, weights_estimated) = match machine.weights_gib {
-        Some(w) => ((w * GIB) as u64, "given (--weights-gib)".to_owned(), false),
+        Some(w) => (
+            (w * GIB) as u64,
+            match machine.measured_in {
+                Some(log) => format!("measured: the \"mem usage\" of \"Load weight end\" in {log} (model_executor/model_runner.py:1372-1379)"),
+                None => "given (--weights-gib)".to_owned(),
+            },
+            false,
+        ),
         None => {
             let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
             // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
@@ -181,7 +188,10 @@ pub fn capacity(
         }
     };
     let budget = (gpu_gib * GIB * mfs) as u64;
-    let available = budget.saturating_sub(weights);
+    let available = match machine.available_kv_gib {
+        Some(g) => (g * GIB) as u64,
+        None => budget.saturating_sub(weights),
+    };
     let n_dev = device_slots(available, cell, page, args);
     let n_host = host_tokens(n_dev, ratio, page);
     let pool_bytes = n_host.saturating_mul(layers).saturating_mul(kv_row);
@@ -205,7 +215,10 @@ pub fn capacity(
         scratch,
         cell,
         available,
-        kv_source: format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
+        kv_source: match (machine.available_kv_gib, machine.measured_in) {
+            (Some(g), log) => format!("measured: {g:.2} GiB = avail mem - (avail mem + mem usage) x (1 - mem_fraction_static {mfs}) of \"Load weight end\" in {} (mem_cache/kv_cache_configurator.py:2990-3007)", log.unwrap_or("the engine log")),
+            (None, _) => format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
+        },
         mem_fraction_static: mfs,
         mem_fraction_static_rule: mfs_rule,
         gpu_gib,
@@ -472,6 +485,8 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         host_memory_gib: options.host_memory_gib,
         gpu_memory_gib: options.gpu_memory_gib,
         weights_gib: options.weights_gib,
+        available_kv_gib: options.available_kv_cache_gib,
+        measured_in: options.measured_in.as_deref(),
     };
     let report = resolve_for(args, &machine);
     let no = |why: String| {
@@ -738,6 +753,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             baseline_device_slots: base_slots,
             prompt_on_device: c.prompt_on_device,
         }),
+        engine_log: None,
     })
 }
 

@@ -25,6 +25,11 @@ pub struct Machine<'a> {
     pub gpu_memory_gib: Option<f64>,
     /// Weights on one GPU, GiB (`--weights-gib`; else estimated).
     pub weights_gib: Option<f64>,
+    /// The KV pool budget of one GPU, GiB, as an engine log measured it
+    /// (`--engine-log`; else GPU memory x mem_fraction_static - weights).
+    pub available_kv_gib: Option<f64>,
+    /// The log it was measured in, for the sources the plan prints.
+    pub measured_in: Option<&'a str>,
 }
 
 /// `--max-running-requests` SGLang resolves with speculation when it is not

@@ -22,6 +22,7 @@ pub mod check;
 pub mod connectors;
 pub mod deviations;
 pub mod diagnostics;
+pub mod engine_log;
 pub mod fixed_flags;
 pub(crate) mod fixes;
 pub(crate) mod input;

@@ -286,6 +286,7 @@ impl<'a> Planner<'a> {
             ignored_flags: Vec::new(),
             assumed: None,
             sglang: None,
+            engine_log: None,
         }
     }
 
@@ -663,6 +664,16 @@ pub(crate) fn host_plan(
     }
 }
 
+/// Where `weights_gib` came from: the user, or an engine log's "Model loading took".
+fn weights_given(measured_in: Option<&str>) -> String {
+    match measured_in {
+        Some(log) => format!(
+            "measured: \"Model loading took X GiB\" in {log} (v1/worker/gpu_model_runner.py:5089)"
+        ),
+        None => "given with --weights-gib".to_owned(),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn gpu_plan(
     args: &ServeArgs,
@@ -680,7 +691,20 @@ fn gpu_plan(
     let mut weights_bytes_per_gpu = None;
     let mut weights_source = None;
     let mut weights_estimated = false;
-    let (kv, kv_source) = if let Some(b) = args.kv_cache_memory_bytes {
+    let measured_in = options.measured_in.as_deref();
+    let (kv, kv_source) = if let Some(g) = options.available_kv_cache_gib {
+        if let Some(w) = options.weights_gib {
+            weights_bytes_per_gpu = Some(gib_bytes(w));
+            weights_source = Some(weights_given(measured_in));
+        }
+        (
+            Some(gib_bytes(g)),
+            format!(
+                "measured: \"Available KV cache memory: {g} GiB\" in {} (v1/worker/gpu_worker.py:773, after vLLM profiled the weights, activations and CUDA graphs; logged to 0.01 GiB)",
+                measured_in.unwrap_or("the engine log")
+            ),
+        )
+    } else if let Some(b) = args.kv_cache_memory_bytes {
         (
             Some(b.max(0) as u64),
             "kv_cache_memory_bytes (vLLM flag; vLLM then ignores gpu_memory_utilization)"
@@ -689,7 +713,7 @@ fn gpu_plan(
     } else if let Some(gpu) = options.gpu_memory_gib {
         let weights = match options.weights_gib {
             Some(w) => {
-                weights_source = Some("given with --weights-gib".to_owned());
+                weights_source = Some(weights_given(measured_in));
                 Some(gib_bytes(w))
             }
             None => {

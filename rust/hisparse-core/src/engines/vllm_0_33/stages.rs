@@ -136,6 +136,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::WeightsUnknown, Never, "hisparse_rs's planner note"),
     row(Code::NoGpuKvRoom, Workers, "v1/core/kv_cache_planning.py: no GPU memory left for the KV cache"),
     row(Code::PlanAssumption, Never, "hisparse_rs's planner note"),
+    row(Code::EngineLogMismatch, Never, "hisparse_rs's planner input: a log of another launch"),
 ];
 
 /// The table's row for `code` (every code has one: `every_code_has_one_row`).
