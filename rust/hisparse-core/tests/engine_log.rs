@@ -63,3 +63,75 @@ fn a_log_cut_short_keeps_what_was_read() {
     assert_eq!(log.lines, 6);
     assert_eq!(log.all("max_concurrency").count(), 2);
 }
+
+mod sglang {
+    use super::data;
+    use hisparse_core::engines::read_engine_log;
+    use hisparse_core::engines::sglang_0_5_23::{self as sg, SglangArgs};
+    use hisparse_core::plan::{Plan, PlanOptions};
+    use hisparse_core::sizes::GIB;
+    use hisparse_core::Code;
+    use serde_json::json;
+
+    const LOG: &str = "sglang-dsv32-tp8-hisparse.log";
+
+    fn plan(tp: u64) -> Plan {
+        let model = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/models/deepseek-v3.2"
+        );
+        let args = SglangArgs::from_json(json!({"model_path": model, "tp_size": tp,
+            "enable_hisparse": true, "disaggregation_mode": "decode",
+            "hisparse_config": "{\"device_buffer_size\": 4096}"}))
+        .unwrap();
+        let options: PlanOptions =
+            serde_json::from_value(json!({"gpu": "h200", "host_memory_gib": 2048})).unwrap();
+        let text = data(LOG);
+        let log = read_engine_log("sglang", &mut text.as_bytes(), LOG).unwrap();
+        sg::engine_log::plan(&args, &options, &log, LOG).unwrap()
+    }
+
+    #[test]
+    fn the_kv_budget_is_sglangs_from_the_load_weight_end_line() {
+        // The fixture's "Load weight end": avail mem 62.20, mem usage 78.20;
+        // server_args mem_fraction_static 0.929 (kv_cache_configurator.py:2990-3007:
+        // free now - free before loading x (1 - mem_fraction_static)).
+        let p = plan(8);
+        assert!(p.valid, "{:?}", p.errors);
+        let room = 62.2 - (62.2 + 78.2) * (1.0 - 0.929);
+        assert_eq!(p.gpu.kv_bytes_per_gpu, Some((room * GIB) as u64));
+        assert_eq!(p.gpu.weights_bytes_per_gpu, Some((78.2 * GIB) as u64));
+        assert!(
+            p.gpu.kv_source.starts_with("measured:"),
+            "{}",
+            p.gpu.kv_source
+        );
+        let r = p.engine_log.as_ref().unwrap();
+        assert!(r.logged_hisparse);
+        assert_eq!(r.engine, "sglang");
+        let inputs: Vec<&str> = r.measured.iter().map(|m| m.input.as_str()).collect();
+        assert_eq!(inputs, ["weights_gib", "available_kv_cache_gib"]);
+        // Device slots from that room: 56,081,... // 86,376 B per slot, to pages.
+        let s = p.sglang.as_ref().unwrap();
+        assert_eq!(s.device_slots, (room * GIB) as u64 / 86_376 / 64 * 64);
+    }
+
+    #[test]
+    fn a_log_of_another_layout_is_an_error_and_is_not_used() {
+        let p = plan(4);
+        assert!(!p.valid);
+        let e = p
+            .errors
+            .iter()
+            .find(|e| e.code == Code::EngineLogMismatch)
+            .expect("engine_log_mismatch");
+        assert_eq!(e.path.to_string(), "engine_log.tp_size");
+        assert!(
+            e.message.contains("tp_size 8, this launch has 4"),
+            "{}",
+            e.message
+        );
+        assert!(p.engine_log.as_ref().unwrap().measured.is_empty());
+        assert!(!p.gpu.kv_source.starts_with("measured:"));
+    }
+}

@@ -19,7 +19,7 @@ use Value::{Number, Text};
 /// The SGLang 0.5.23 lines read, and their figures.
 pub const RULES: &[LineRule] = &[
     LineRule {
-        phrase: "server_args=ServerArgs(",
+        phrase: "server_args={",
         read: read_server_args,
         source: "sglang/srt/entrypoints/engine.py:311",
     },
@@ -59,20 +59,23 @@ fn numbers(pairs: &[(&'static str, Option<f64>)]) -> Vec<(&'static str, Value)> 
         .collect()
 }
 
-/// The resolved ServerArgs as SGLang logs them (`_server_args_for_logging`).
+/// The resolved ServerArgs as SGLang logs them: the dict of
+/// `_server_args_for_logging` (`resolved_dict()`, entrypoints/engine.py:173-174),
+/// `{'model_path': '/m', 'tp_size': 8, ...}`. A key is matched with its quote
+/// (`'tp_size'` is not the tail of `'attn_tp_size'`).
 fn read_server_args(m: &str) -> Vec<(&'static str, Value)> {
     let mut out = Vec::new();
-    if let Some(p) = word_after(m, "ServerArgs(model_path=") {
+    if let Some(p) = word_after(m, "'model_path': ") {
         out.push(("sglang_model_path", Text(p)));
     }
-    if let Some(on) = word_after(m, ", enable_hisparse=") {
+    if let Some(on) = word_after(m, "'enable_hisparse': ") {
         out.push(("sglang_enable_hisparse", Text(on)));
     }
     for (key, label) in [
-        ("sglang_tp_size", ", tp_size="),
-        ("sglang_pp_size", ", pp_size="),
-        ("sglang_dp_size", ", dp_size="),
-        ("sglang_mem_fraction_static", ", mem_fraction_static="),
+        ("sglang_tp_size", "'tp_size': "),
+        ("sglang_pp_size", "'pp_size': "),
+        ("sglang_dp_size", "'dp_size': "),
+        ("sglang_mem_fraction_static", "'mem_fraction_static': "),
     ] {
         if let Some(n) = number_after(m, label) {
             out.push((key, Number(n)));
@@ -267,10 +270,11 @@ mod tests {
 
     #[test]
     fn server_args_fields_are_read_by_name() {
-        let m = "server_args=ServerArgs(model_path='/m/DeepSeek-V3.2', tokenizer_path='/m', tp_size=8, pp_size=1, mem_fraction_static=0.835, dp_size=1, page_size=64)";
+        let m = "server_args={'model_path': '/m/DeepSeek-V3.2', 'tokenizer_path': '/m', 'attn_tp_size': 2, 'tp_size': 8, 'pp_size': 1, 'mem_fraction_static': 0.835, 'dp_size': 1, 'enable_hisparse': True}";
         let got = read_server_args(m);
         assert!(got.contains(&("sglang_model_path", Text("/m/DeepSeek-V3.2".into()))));
         assert!(got.contains(&("sglang_tp_size", Number(8.0))));
         assert!(got.contains(&("sglang_mem_fraction_static", Number(0.835))));
+        assert!(got.contains(&("sglang_enable_hisparse", Text("True".into()))));
     }
 }
