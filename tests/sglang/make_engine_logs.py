@@ -73,7 +73,8 @@ def main() -> int:
         f"mem usage={WEIGHTS_GIB:.2f} GB."
     )
     # The model's own path is a temporary copy: name the bundled one instead.
-    text = "\n".join(lines).replace(sglang_oracle.model_dir("deepseek-v3.2"), "tests/data/models/deepseek-v3.2")
+    copy = sglang_oracle.model_dir("deepseek-v3.2")
+    text = "\n".join(lines).replace(copy, "tests/data/models/deepseek-v3.2")
     OUT.write_text(text + "\n")
     print(f"wrote {OUT} ({len(lines)} lines)")
     return 0

@@ -1,0 +1,90 @@
+"""``hisparse_rs.plan(..., engine_log=...)``: the plan from an engine's start-up log
+(tests/data/engine_logs/README.md says where each fixture comes from)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import hisparse_rs
+from conftest import MODELS
+
+LOGS = Path(__file__).resolve().parent / "data" / "engine_logs"
+DSV32 = str(MODELS / "deepseek-v3.2")
+HISPARSE = {
+    "kv_connector": "HiSparseConnector",
+    "kv_role": "kv_both",
+    "kv_connector_extra_config": {"host_pool_gib": 128},
+}
+SGLANG = dict(
+    tp_size=8,
+    enable_hisparse=True,
+    disaggregation_mode="decode",
+    hisparse_config='{"device_buffer_size": 4096}',
+)
+
+
+def test_sglang_plan_takes_the_weights_and_room_of_its_log() -> None:
+    plan = hisparse_rs.plan(
+        DSV32,
+        engine="sglang",
+        gpu="h200",
+        host_memory_gib=2048,
+        engine_log=LOGS / "sglang-dsv32-tp8-hisparse.log",
+        **SGLANG,
+    )
+    log = plan.engine_log
+    assert log is not None and log["engine"] == "sglang" and log["logged_hisparse"]
+    assert [m["input"] for m in log["measured"]] == ["weights_gib", "available_kv_cache_gib"]
+    assert log["measured"][0]["value"] == 78.2
+    gpu = json.loads(plan.to_json())["gpu"]
+    assert gpu["kv_source"].startswith("measured:")
+    assert gpu["kv_bytes_per_gpu"] == int((62.2 - (62.2 + 78.2) * (1 - 0.929)) * 2**30)
+
+
+def test_a_log_of_another_layout_is_an_error_in_the_plan() -> None:
+    plan = hisparse_rs.plan(
+        DSV32,
+        engine="sglang",
+        gpu="h200",
+        host_memory_gib=2048,
+        engine_log=str(LOGS / "sglang-dsv32-tp8-hisparse.log"),
+        **{**SGLANG, "tp_size": 4},
+    )
+    assert not plan.valid
+    (mismatch,) = (e for e in plan.errors if e.code == "engine_log_mismatch")
+    assert mismatch.path == "engine_log.tp_size"
+    assert plan.engine_log is not None and plan.engine_log["measured"] == []
+
+
+def test_vllm_reads_an_older_logs_capacity_lines() -> None:
+    plan = hisparse_rs.plan(
+        DSV32,
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8_ds_mla",
+        kv_transfer_config=HISPARSE,
+        gpu="h200",
+        host_memory_gib=2048,
+        engine_log=LOGS / "vllm-issue-15928-excerpt.log",
+    )
+    log = plan.engine_log
+    assert log is not None and log["lines"] == 6 and log["measured"] == []
+    assert log["compared"][0]["logged"] == 3.29
+    assert hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200").engine_log is None
+
+
+def test_unreadable_logs_raise(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot open it"):
+        hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=tmp_path / "none.log")
+    empty = tmp_path / "empty.log"
+    empty.write_text("INFO nothing here\n")
+    with pytest.raises(ValueError, match=r"no vLLM 0\.33\.0 start-up line in its 1 lines"):
+        hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=empty)
+    with pytest.raises(ValueError, match="SGLang's start-up lines instead"):
+        hisparse_rs.plan(
+            DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=LOGS / "sglang-dsv32-tp8-hisparse.log"
+        )
+    with pytest.raises(TypeError):
+        hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=3)  # type: ignore[arg-type]
