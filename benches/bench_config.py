@@ -92,7 +92,7 @@ def long_engine_log(path: Path, lines: int) -> Path:
     """A vLLM start-up log of ``lines`` lines: the public excerpt of
     tests/data/engine_logs (capacity lines of 3 ranks) amid other loggers' lines."""
     excerpt = (ROOT / "tests" / "data" / "engine_logs" / "vllm-issue-15928-excerpt.log").read_text()
-    noise = "(APIServer pid=7) INFO 12-03 09:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s\n"
+    noise = "(APIServer pid=7) INFO 12-03 09:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0\n"
     with path.open("w") as f:
         f.write(excerpt)
         f.write(noise * (lines - excerpt.count("\n")))
