@@ -117,6 +117,40 @@ mod sglang {
     }
 
     #[test]
+    fn the_schedulers_sizes_are_compared_with_the_plans() {
+        // The scheduler's line as managers/scheduler.py:1268-1276 writes it
+        // (tp_rank 0 only), with the figures this launch gives at that room.
+        let base = plan(8);
+        let s = base.sglang.as_ref().unwrap();
+        let line = format!(
+            "[2026-12-03 09:13:40 TP0] max_total_num_tokens={}, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={}, context_len=163840, available_gpu_mem=9.12 GB\n",
+            s.device_slots, s.max_running_requests
+        );
+        let text = data(LOG) + &line;
+        let log = read_engine_log("sglang", &mut text.as_bytes(), LOG).unwrap();
+        let model = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/models/deepseek-v3.2"
+        );
+        let args = SglangArgs::from_json(json!({"model_path": model, "tp_size": 8,
+            "enable_hisparse": true, "disaggregation_mode": "decode",
+            "hisparse_config": "{\"device_buffer_size\": 4096}"}))
+        .unwrap();
+        let options: PlanOptions =
+            serde_json::from_value(json!({"gpu": "h200", "host_memory_gib": 2048})).unwrap();
+        let p = sg::engine_log::plan(&args, &options, &log, LOG).unwrap();
+        let compared = &p.engine_log.as_ref().unwrap().compared;
+        let figures: Vec<(&str, f64, Option<f64>)> = compared
+            .iter()
+            .map(|c| (c.figure.as_str(), c.logged, c.difference))
+            .collect();
+        assert_eq!(figures.len(), 3, "{figures:?}");
+        assert!(figures.iter().all(|f| f.2 == Some(0.0)), "{figures:?}");
+        assert_eq!(compared[0].line, 3);
+        assert_eq!(compared[0].source, "sglang/srt/managers/scheduler.py:1268");
+    }
+
+    #[test]
     fn a_log_of_another_layout_is_an_error_and_is_not_used() {
         let p = plan(4);
         assert!(!p.valid);
