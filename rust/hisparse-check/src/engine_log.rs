@@ -102,7 +102,7 @@ pub fn section(r: &EngineLogReport) -> String {
         };
         let computed = c.computed.map_or("?".to_owned(), show);
         let diff = match c.difference {
-            Some(d) if d == 0.0 => "equal".to_owned(),
+            Some(0.0) => "equal".to_owned(),
             Some(d) => format!("{}{}", if d > 0.0 { "+" } else { "" }, show(d)),
             None => "not computed".to_owned(),
         };

@@ -278,6 +278,7 @@ fn plan_case() -> impl Strategy<Value = PlanCase> {
                 weights_gib: weights,
                 gpu: gpu.map(str::to_owned),
                 host_memory_source: None,
+                ..PlanOptions::default()
             };
             (args, options)
         },
