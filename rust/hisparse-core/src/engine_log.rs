@@ -352,7 +352,7 @@ pub fn number_after(text: &str, label: &str) -> Option<f64> {
         .and_then(|i| leading_number(&text[i + label.len()..]))
 }
 
-/// The word after `label` in `text`, up to `,` `)` or a space, without quotes
+/// The word after `label` in `text`, up to `,` `)` `}` or a space, without quotes
 /// (`model='/models/x'` -> `/models/x`).
 pub fn word_after(text: &str, label: &str) -> Option<String> {
     let rest = &text[text.find(label)? + label.len()..];
@@ -363,7 +363,7 @@ pub fn word_after(text: &str, label: &str) -> Option<String> {
     };
     let end = match quoted {
         Some(q) => rest.find(q)?,
-        None => rest.find([',', ')', ' ']).unwrap_or(rest.len()),
+        None => rest.find([',', ')', '}', ' ']).unwrap_or(rest.len()),
     };
     Some(rest[..end].to_owned()).filter(|w| !w.is_empty())
 }
