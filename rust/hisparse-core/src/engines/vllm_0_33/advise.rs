@@ -10,6 +10,7 @@
 //! every resolution; this module only calls resolution, never the reverse.
 
 use super::args::{LoadError, ServeArgs};
+use super::diagnostics::describe_fix;
 use super::fixed_flags::fixed_flags;
 use super::fixes::{apply_all, shallow};
 use super::resolve::resolve_once;
@@ -324,7 +325,7 @@ fn absorb(
                         e.message
                     ));
                     let cap = value.as_f64();
-                    d.fix.extend(e.fix);
+                    merge_sets(&mut d.fix, e.fix);
                     shorten_to_pass(args, gpu, machine, d, cap, fixed_len);
                     grown = true;
                     continue;
@@ -337,7 +338,19 @@ fn absorb(
                 }
                 _ => {}
             }
-            d.fix.extend(e.fix);
+            let before = d.fix.clone();
+            let described = d.hint.as_deref() == Some(describe_fix(&before).as_str());
+            if merge_sets(&mut d.fix, e.fix) && described {
+                // A value this fix wrote is refused by another rule: the fix
+                // writes the value that passes instead, and says why.
+                d.hint = Some(format!(
+                    "{}: {} would be refused too ({}: {})",
+                    describe_fix(&d.fix),
+                    replaced_values(&before, &d.fix),
+                    e.code.as_str(),
+                    e.message
+                ));
+            }
             grown = true;
         }
         shortest_length(report);
@@ -361,6 +374,51 @@ fn absorb(
             return;
         }
     }
+}
+
+/// Append `ops` to `fix`, where a set of a path `fix` already sets (with no
+/// edit in between at, above or below that path) replaces that value: a fix
+/// sets each path once, to the value that passes. True when one was replaced.
+fn merge_sets(fix: &mut Vec<FixOp>, ops: Vec<FixOp>) -> bool {
+    let mut replaced = false;
+    for op in ops {
+        if let FixOp::Set { path, value } = &op {
+            let touches = |o: &FixOp| match o {
+                FixOp::Set { path: p, .. } | FixOp::Remove { path: p } => {
+                    p.0.starts_with(&path.0) || path.0.starts_with(&p.0)
+                }
+                FixOp::Move { from, to } => [from, to]
+                    .iter()
+                    .any(|p| p.0.starts_with(&path.0) || path.0.starts_with(&p.0)),
+            };
+            if let Some(FixOp::Set { path: p, value: v }) =
+                fix.iter_mut().rev().find(|o| touches(o))
+            {
+                if p == path {
+                    *v = value.clone();
+                    replaced = true;
+                    continue;
+                }
+            }
+        }
+        fix.push(op);
+    }
+    replaced
+}
+
+/// The values of `before` that `after` replaced, in words (`"int8_per_token_head"`).
+fn replaced_values(before: &[FixOp], after: &[FixOp]) -> String {
+    let words: Vec<String> = before
+        .iter()
+        .zip(after)
+        .filter_map(|(b, a)| match (b, a) {
+            (FixOp::Set { value: vb, .. }, FixOp::Set { value: va, .. }) if vb != va => {
+                Some(vb.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    words.join(", ")
 }
 
 /// Two fixes that set max_model_len take the shorter length: each passes

@@ -1,0 +1,87 @@
+//! Issue 22 (vLLM side): advice that is right the first time. One paste of
+//! the fixes gives a launch that passes, each fix sets a path once, and an
+//! error is never folded into another's fix text.
+
+use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::{resolve, Code, Diagnostic, FieldPath, FixOp, Report, ServeArgs};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// A bundled model's directory (tests/data/models/NAME).
+fn model_dir(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/models")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn args(mut doc: Value) -> ServeArgs {
+    doc["model"] = json!(model_dir("deepseek-v3.2"));
+    ServeArgs::from_json(doc).unwrap()
+}
+
+fn hisparse(host_pool_gib: Value) -> Value {
+    json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+           "kv_connector_extra_config": {"host_pool_gib": host_pool_gib}})
+}
+
+/// `args` with every error's fix of `r` applied in order.
+fn all_fixed(args: &ServeArgs, r: &Report) -> ServeArgs {
+    let mut doc = args.normalized().0.into_owned().to_json();
+    for d in &r.errors {
+        apply_fix(&mut doc, &d.fix).unwrap();
+    }
+    ServeArgs::from_json(doc).unwrap()
+}
+
+/// No fix of `r` sets one path twice.
+fn sets_each_path_once(r: &Report) {
+    for d in &r.errors {
+        let mut seen = Vec::new();
+        for op in &d.fix {
+            if let FixOp::Set { path, .. } = op {
+                assert!(
+                    !seen.contains(path),
+                    "{} sets {path} twice: {:?}",
+                    d.code.as_str(),
+                    d.fix
+                );
+                seen.push(path.clone());
+            }
+        }
+    }
+}
+
+fn error(r: &Report, code: Code) -> &Diagnostic {
+    r.errors
+        .iter()
+        .find(|e| e.code == code)
+        .unwrap_or_else(|| panic!("no {} in {:?}", code.as_str(), r.errors))
+}
+
+/// Item 2: `--kv-cache-dtype int8`: the closest name, int8_per_token_head,
+/// is one HiSparse refuses; the fix sets kv_cache_dtype once, to fp8_ds_mla,
+/// and its text says that value.
+#[test]
+fn an_unknown_kv_cache_dtype_is_set_once_to_the_value_hisparse_takes() {
+    let a = args(json!({"tensor_parallel_size": 8, "kv_cache_dtype": "int8",
+                        "kv_transfer_config": hisparse(json!(64))}));
+    let r = resolve(&a).unwrap();
+    sets_each_path_once(&r);
+    let d = error(&r, Code::InvalidValue);
+    assert_eq!(
+        d.fix,
+        vec![FixOp::Set {
+            path: FieldPath::root("kv_cache_dtype"),
+            value: json!("fp8_ds_mla")
+        }]
+    );
+    let hint = d.hint.as_deref().unwrap();
+    assert!(
+        hint.starts_with("set kv_cache_dtype to \"fp8_ds_mla\""),
+        "{hint}"
+    );
+    assert!(hint.contains("int8_per_token_head"), "{hint}");
+    assert!(resolve(&all_fixed(&a, &r)).unwrap().valid);
+}
