@@ -85,3 +85,37 @@ fn an_unknown_kv_cache_dtype_is_set_once_to_the_value_hisparse_takes() {
     assert!(hint.contains("int8_per_token_head"), "{hint}");
     assert!(resolve(&all_fixed(&a, &r)).unwrap().valid);
 }
+
+/// Item 5: `host_pool_gib` inside `hisparse_config` without a
+/// HiSparseConnector: vLLM 0.33 refuses the key while it parses the flags
+/// (HiSparseConfig forbids extra keys), so the stage is argparse and the
+/// message says that refusal, not "only after the model has loaded".
+#[test]
+fn a_pool_in_hisparse_config_without_connector_says_argparse_once() {
+    let a = args(json!({"tensor_parallel_size": 8,
+        "attention_config": {"hisparse_config": {"host_pool_gib": 64}}}));
+    let r = resolve(&a).unwrap();
+    let d = error(&r, Code::HiSparseWithoutConnector);
+    assert_eq!(d.stage.as_str(), "argparse");
+    assert!(
+        !d.message.contains("after the model has loaded"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.message.contains("while it parses the flags"),
+        "{}",
+        d.message
+    );
+    // Without the key, vLLM finds out when it lays out the KV cache.
+    let a = args(json!({"tensor_parallel_size": 8,
+        "attention_config": {"hisparse_config": {}}}));
+    let r = resolve(&a).unwrap();
+    let d = error(&r, Code::HiSparseWithoutConnector);
+    assert_eq!(d.stage.as_str(), "workers");
+    assert!(
+        d.message.contains("after the model has loaded"),
+        "{}",
+        d.message
+    );
+}

@@ -1449,12 +1449,28 @@ impl Ctx<'_> {
             .into_iter()
             .collect();
         ops.extend(add);
-        let mut diag = self.without_connector(hs).fix(ops);
-        if misplaced.is_some_and(|m| m.rejected) {
-            // vLLM's HiSparseConfig rejects the key first, while the flags are parsed.
-            diag = diag.stage(VllmStage::Argparse);
-        }
-        d.push(diag);
+        let diag = match misplaced.filter(|m| m.rejected) {
+            // vLLM's HiSparseConfig rejects the key first, while the flags are
+            // parsed: the message says that refusal, at its stage.
+            Some(m) => self.rejected_without_connector(hs, &m.from),
+            None => self.without_connector(hs),
+        };
+        d.push(diag.fix(ops));
+    }
+
+    /// [`Self::without_connector`] when the host_pool_gib is where pydantic
+    /// refuses the key (`hisparse_config`): vLLM 0.33 stops while it parses
+    /// the flags (engine/arg_utils.py:372 `TypeAdapter(cls).validate_json`,
+    /// config/utils.py:71 `extra="forbid"`; HiSparseConfig has
+    /// device_buffer_size and eager_host_mirror only, config/attention.py:18).
+    fn rejected_without_connector(&self, hs: &HiSparseInput, key: &FieldPath) -> Diagnostic {
+        Diagnostic::error(
+            Code::HiSparseWithoutConnector,
+            hs.path.clone(),
+            format!("hisparse_config is set but no HiSparseConnector is configured anywhere in kv_transfer_config, so there is no host pool; vLLM 0.33 refuses {key} first, while it parses the flags: HiSparseConfig has no host_pool_gib field (the pool is the HiSparseConnector's kv_connector_extra_config.host_pool_gib)"),
+        )
+        .stage(VllmStage::Argparse)
+        .allowed("hisparse_config together with a HiSparseConnector in kv_transfer_config")
     }
 
     fn without_connector(&self, hs: &HiSparseInput) -> Diagnostic {
