@@ -2,7 +2,9 @@
 //! the fixes gives a launch that passes, each fix sets a path once, and an
 //! error is never folded into another's fix text.
 
+use hisparse_core::check::check;
 use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::plan::PlanOptions;
 use hisparse_core::{resolve, Code, Diagnostic, FieldPath, FixOp, Report, ServeArgs};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -118,4 +120,47 @@ fn a_pool_in_hisparse_config_without_connector_says_argparse_once() {
         "{}",
         d.message
     );
+}
+
+fn on_node(gpu: Option<&str>) -> PlanOptions {
+    PlanOptions {
+        host_memory_gib: Some(2048.0),
+        gpu: gpu.map(str::to_owned),
+        ..PlanOptions::default()
+    }
+}
+
+/// Item 3: `-dp 8`, `host_pool_gib 512`, `--block-size 16` on a 2 TiB node:
+/// the pools pin 4096 GiB whatever the block size, so the RAM problem is its
+/// own `host_memory_exceeded` error, marked `revealed` (the RAM check runs
+/// only once the block size passes), never folded into block_size's fix
+/// text; its text offers the most the node's RAM pins, with and without `--gpu`.
+#[test]
+fn the_ram_problem_is_its_own_revealed_error() {
+    let a = args(json!({"data_parallel_size": 8, "block_size": 16,
+                        "kv_transfer_config": hisparse(json!(512))}));
+    for gpu in [None, Some("h200")] {
+        let r = check(&a, &on_node(gpu)).unwrap();
+        let bs = error(&r, Code::BlockSizeUnsupported);
+        assert_eq!(bs.fix.len(), 1, "{:?}", bs.fix);
+        let hint = bs.hint.as_deref().unwrap();
+        assert!(!hint.contains("host_pool_gib"), "{hint}");
+        assert!(!bs.revealed);
+        let ram = error(&r, Code::HostMemoryExceeded);
+        assert!(ram.revealed, "{ram:?}");
+        let hint = ram.hint.as_deref().unwrap();
+        assert!(!hint.starts_with("once the other fixes"), "{hint}");
+        assert!(
+            hint.contains("to 243.19, the most this node's RAM pins"),
+            "{hint}"
+        );
+        // JSON: `revealed` only where true.
+        let j = serde_json::to_value(&r).unwrap();
+        let errors = j["errors"].as_array().unwrap();
+        assert_eq!(errors[0].get("revealed"), None);
+        assert_eq!(errors[1]["revealed"], json!(true));
+        sets_each_path_once(&r);
+    }
+    let r = check(&a, &on_node(None)).unwrap();
+    assert!(check(&all_fixed(&a, &r), &on_node(None)).unwrap().valid);
 }

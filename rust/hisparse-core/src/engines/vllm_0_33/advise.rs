@@ -277,7 +277,13 @@ fn absorb(
                 // pool check can size only once the fix sets it).
                 // The alone fix may size a value for the configuration without
                 // the other fixes: the larger of the two numbers serves both.
+                // Never the node's RAM against a pool no fix writes: the pools
+                // pin as much whatever block size the revealing fix sets, so it
+                // is an error of its own (revealed), not folded into that fix.
                 .or_else(|| {
+                    if found.code == Code::HostMemoryExceeded {
+                        return None;
+                    }
                     (0..errors.len()).find_map(|i| {
                         let e = seen_by(i, found);
                         // Revealed: the report as given does not have it.
@@ -356,10 +362,8 @@ fn absorb(
         shortest_length(report);
         added.extend(revealed.iter().cloned());
         for mut e in revealed {
-            e.hint = Some(format!(
-                "once the other fixes of this report are applied: {}",
-                e.hint.as_deref().unwrap_or("see above")
-            ));
+            // Marked by its own field; its hint is its own (Diagnostic::revealed).
+            e.revealed = true;
             // Applied after every other fix, before the errors that have none
             // (so the first error has a fix whenever one does).
             let at = report
