@@ -480,7 +480,9 @@ def test_the_plain_check_checks_the_given_host_ram() -> None:
 def test_gpu_shared_memory_check_and_its_fix() -> None:
     spec = {"method": "mtp", "num_speculative_tokens": 14}
     pool = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": 512}}
-    args = [DSV32, "--kv-transfer-config", json.dumps(pool), "--speculative-config", json.dumps(spec)]
+    # TP 16: the weights leave KV room on an 80 GiB H100 (no_gpu_kv_room otherwise).
+    spec_json = json.dumps(spec)
+    args = [DSV32, "-tp", "16", "--kv-transfer-config", json.dumps(pool), "--speculative-config", spec_json]
     assert run(*args).returncode == 0  # without the GPU, nothing to check
     report = as_json(*args, "--gpu", "h100")
     (err,) = report["errors"]
@@ -489,7 +491,10 @@ def test_gpu_shared_memory_check_and_its_fix() -> None:
     assert "Lower device_buffer_size or num_speculative_tokens." in err["message"]
     assert report["gpu"]["max_shared_memory_per_block"] == 232448
     fixed = hisparse_rs.apply_fix(
-        hisparse_rs.serve_args(DSV32, kv_transfer_config=pool, speculative_config=spec), err["fix"]
+        hisparse_rs.serve_args(
+            DSV32, tensor_parallel_size=16, kv_transfer_config=pool, speculative_config=spec
+        ),
+        err["fix"],
     )
     after = hisparse_rs.check_args(fixed, gpu="h100")
     assert after.valid, after.errors

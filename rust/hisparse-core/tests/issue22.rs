@@ -164,3 +164,73 @@ fn the_ram_problem_is_its_own_revealed_error() {
     let r = check(&a, &on_node(None)).unwrap();
     assert!(check(&all_fixed(&a, &r), &on_node(None)).unwrap().valid);
 }
+
+fn h200() -> PlanOptions {
+    PlanOptions {
+        gpu: Some("h200".to_owned()),
+        ..PlanOptions::default()
+    }
+}
+
+/// Item 6: DeepSeek-V3.2 `-tp 4 -pp 2` on H200: the PP fix keeps the
+/// deployment's 8 GPUs (tensor parallel 8), and the configuration it gives
+/// passes the check with the GPU known.
+#[test]
+fn the_pipeline_fix_keeps_the_gpus() {
+    let a = args(
+        json!({"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
+                        "kv_cache_dtype": "fp8_ds_mla", "kv_transfer_config": hisparse(json!(64))}),
+    );
+    let r = check(&a, &h200()).unwrap();
+    let d = error(&r, Code::PipelineParallelUnsupported);
+    let set = |p: &str, v: i64| FixOp::Set {
+        path: FieldPath::root(p),
+        value: json!(v),
+    };
+    assert_eq!(
+        d.fix,
+        vec![
+            set("pipeline_parallel_size", 1),
+            set("tensor_parallel_size", 8)
+        ]
+    );
+    assert!(r
+        .fixed_flags
+        .as_deref()
+        .unwrap()
+        .contains("--tensor-parallel-size 8"));
+    let after = check(&all_fixed(&a, &r), &h200()).unwrap();
+    assert!(after.valid, "{:?}", after.errors);
+}
+
+/// Item 6: with a GPU known, the plain check refuses weights that leave no
+/// KV room (DeepSeek-V3.2 at TP 4 is about 157 GiB per 141 GiB H200), the
+/// plan says the same error, and its fix is more tensor parallel ranks, not
+/// "lower device_buffer_size".
+#[test]
+fn weights_that_leave_no_kv_room_are_refused_with_a_gpu_known() {
+    let a = args(
+        json!({"tensor_parallel_size": 4, "kv_cache_dtype": "fp8_ds_mla",
+                        "kv_transfer_config": hisparse(json!(64))}),
+    );
+    assert!(resolve(&a).unwrap().valid, "without a GPU nothing is known");
+    let r = check(&a, &h200()).unwrap();
+    assert!(!r.valid);
+    let d = error(&r, Code::NoGpuKvRoom);
+    assert!(d.is_error());
+    assert_eq!(d.stage.as_str(), "workers");
+    assert_eq!(
+        d.fix,
+        vec![FixOp::Set {
+            path: FieldPath::root("tensor_parallel_size"),
+            value: json!(8)
+        }]
+    );
+    assert!(!d.hint.as_deref().unwrap().contains("device_buffer_size"));
+    assert!(check(&all_fixed(&a, &r), &h200()).unwrap().valid);
+    let (_, plan) = hisparse_core::engines::vllm_0_33::plan::plan(&a, &h200()).unwrap();
+    let plan = plan.unwrap();
+    assert_eq!(plan.errors.len(), 1, "{:?}", plan.errors);
+    assert_eq!(plan.errors[0], *d);
+    assert!(plan.warnings.iter().all(|w| w.code != Code::NoGpuKvRoom));
+}

@@ -106,7 +106,7 @@ pub(crate) fn resolve_advised(
 /// node's host RAM, [`super::check`]): it adds its errors to a valid report.
 /// The joint pass runs it on every configuration a fix gives, so a fix whose
 /// result it rejects takes its fix too ([`absorb`]).
-pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, &mut Report);
+pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, Option<&ModelInfo>, &mut Report);
 
 /// [`resolve_once`], then the machine check, when there is one.
 fn resolve_checked(
@@ -117,7 +117,7 @@ fn resolve_checked(
 ) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
     let (mut report, model, needed) = resolve_once(args, gpu, advice)?;
     if let Some(check) = machine {
-        check(args, &mut report);
+        check(args, model.as_ref(), &mut report);
     }
     Ok((report, model, needed))
 }
@@ -277,11 +277,12 @@ fn absorb(
                 // pool check can size only once the fix sets it).
                 // The alone fix may size a value for the configuration without
                 // the other fixes: the larger of the two numbers serves both.
-                // Never the node's RAM against a pool no fix writes: the pools
-                // pin as much whatever block size the revealing fix sets, so it
-                // is an error of its own (revealed), not folded into that fix.
+                // Never the machine check's (the node's RAM against a pool no
+                // fix writes, weights that leave no GPU KV room): the pools pin
+                // as much whatever block size the revealing fix sets, so it is
+                // an error of its own (revealed), not folded into that fix.
                 .or_else(|| {
-                    if found.code == Code::HostMemoryExceeded {
+                    if matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
                         return None;
                     }
                     (0..errors.len()).find_map(|i| {

@@ -645,6 +645,51 @@ impl Ctx<'_> {
         }
     }
 
+    /// vLLM 0.33 refuses pipeline parallelism with HiSparse
+    /// (config/vllm.py:1887). The fix keeps the deployment's GPUs: the
+    /// pipeline stages become tensor parallel ranks (TP x PP), or data
+    /// parallel replicas when TP x PP does not divide the attention heads
+    /// (config/model.py:1562 verify_with_parallel_config).
+    fn pipeline_parallel(&self) -> Diagnostic {
+        let p = &self.scalars.parallel;
+        let (tp, pp, dp) = (p.tp.max(1), p.pp, p.dp.max(1));
+        let heads = self
+            .model
+            .and_then(|m| m.dims.num_attention_heads)
+            .unwrap_or(0);
+        let root = FieldPath::root;
+        let set = |path: FieldPath, value: i64| FixOp::Set {
+            path,
+            value: json!(value),
+        };
+        let joined = tp
+            .checked_mul(pp)
+            .filter(|t| u64::try_from(*t).is_ok_and(|t| heads == 0 || heads % t == 0));
+        let (ops, how) = match joined {
+            Some(t) => (
+                vec![set(root("pipeline_parallel_size"), 1), set(root("tensor_parallel_size"), t)],
+                format!("use pipeline_parallel_size 1 and tensor_parallel_size {t} (vllm serve: --pipeline-parallel-size 1 --tensor-parallel-size {t}): the same {t} GPUs per replica, its {pp} pipeline stages as tensor parallel ranks"),
+            ),
+            None => {
+                let n = dp.saturating_mul(pp);
+                let mut ops = vec![set(root("pipeline_parallel_size"), 1), set(root("data_parallel_size"), n)];
+                if let Some(local) = p.dp_local {
+                    ops.push(set(root("data_parallel_size_local"), local.saturating_mul(pp)));
+                }
+                (ops, format!("use pipeline_parallel_size 1 and data_parallel_size {n} (vllm serve: --pipeline-parallel-size 1 --data-parallel-size {n}): the same GPUs, its {pp} pipeline stages as data parallel replicas of tensor parallel size {tp} (tensor_parallel_size {} does not divide the {heads} attention heads)", tp.saturating_mul(pp)))
+            }
+        };
+        Diagnostic::error(
+            Code::PipelineParallelUnsupported,
+            root("pipeline_parallel_size"),
+            "HiSparse does not support pipeline parallelism",
+        )
+        .given(&json!(pp))
+        .allowed("1")
+        .hint(how)
+        .fix(ops)
+    }
+
     /// Engine-level requirements (vLLM 0.33 `VllmConfig.__post_init__`, `use_v2_model_runner`).
     fn check_engine(&self, d: &mut Vec<Diagnostic>) {
         let s = self.scalars;
@@ -665,16 +710,6 @@ impl Ctx<'_> {
                 // machine to hisparse-check (--platform, Python platform=).
                 Some("serve HiSparse on an NVIDIA GPU with a CUDA build of vLLM (vLLM has no --platform flag: it detects the platform when it starts); then check with hisparse-check --platform cuda (the default; Python: platform=\"cuda\"), which describes the machine, not a vllm serve flag"),
                 set(root("platform"), json!("cuda")),
-            ),
-            (
-                s.parallel.pp > 1,
-                Code::PipelineParallelUnsupported,
-                root("pipeline_parallel_size"),
-                "HiSparse does not support pipeline parallelism",
-                json!(s.parallel.pp),
-                "1",
-                Some("use pipeline_parallel_size 1 (scale with tensor or data parallelism instead)"),
-                set(root("pipeline_parallel_size"), json!(1)),
             ),
             (
                 s.parallel.dcp > 1,
@@ -738,6 +773,9 @@ impl Ctx<'_> {
                 diag = diag.hint(hint);
             }
             d.push(diag.fix(vec![fix]));
+        }
+        if s.parallel.pp > 1 {
+            d.push(self.pipeline_parallel());
         }
         // The GPU named with --gpu is not a flag a fix can change.
         if let Some(g) = self
