@@ -234,3 +234,44 @@ fn weights_that_leave_no_kv_room_are_refused_with_a_gpu_known() {
     assert_eq!(plan.errors[0], *d);
     assert!(plan.warnings.iter().all(|w| w.code != Code::NoGpuKvRoom));
 }
+
+/// Also: a fix writes a whole pool as the user wrote it, `128`, not `128.0`.
+#[test]
+fn a_fix_writes_a_whole_pool_as_an_integer() {
+    let a = args(json!({"tensor_parallel_size": 8,
+        "attention_config": {"hisparse_config": {"host_pool_gib": 128}}}));
+    let r = resolve(&a).unwrap();
+    let d = error(&r, Code::HiSparseWithoutConnector);
+    let set = d
+        .fix
+        .iter()
+        .find_map(|op| match op {
+            FixOp::Set { path, value } if path.to_string() == "kv_transfer_config" => Some(value),
+            _ => None,
+        })
+        .unwrap();
+    let pool = &set["kv_connector_extra_config"]["host_pool_gib"];
+    assert!(pool.is_u64() || pool.is_i64(), "{pool}");
+    assert_eq!(pool.as_u64(), Some(128));
+    let flags = r.fixed_flags.as_deref().unwrap();
+    assert!(flags.contains("\"host_pool_gib\": 128}"), "{flags}");
+    assert!(resolve(&all_fixed(&a, &r)).unwrap().valid);
+}
+
+/// Also: `kv_lora_rank: 0` through `--hf-overrides` is refused (no MLA
+/// latent KV to offload); the fix removes the override.
+#[test]
+fn a_zero_kv_lora_rank_override_is_refused() {
+    let a = args(
+        json!({"tensor_parallel_size": 8, "hf_overrides": {"kv_lora_rank": 0},
+                        "kv_transfer_config": hisparse(json!(64))}),
+    );
+    let r = resolve(&a).unwrap();
+    assert!(!r.valid);
+    let d = error(&r, Code::InvalidValue);
+    assert_eq!(d.path.to_string(), "hf_overrides.kv_lora_rank");
+    assert_eq!(d.stage.as_str(), "model_load");
+    let after = resolve(&all_fixed(&a, &r)).unwrap();
+    assert!(after.valid, "{:?}", after.errors);
+    assert!(after.hisparse_enabled);
+}

@@ -142,7 +142,7 @@ fn host_ram_check(
         if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
             let fits = value.as_f64().unwrap_or(0.0);
             if a.gib < fits && a.gib >= host.min_host_pool_gib {
-                *value = serde_json::json!(a.gib);
+                *value = crate::sizes::gib_json(a.gib);
                 e.hint = Some(format!(
                     "set {path} to {}: {}; the most this node's RAM pins is {fits} GiB, nearly all of it, which leaves no room for the OS and vLLM's own host memory",
                     a.gib, a.holds

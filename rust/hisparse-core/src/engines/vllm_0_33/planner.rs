@@ -475,7 +475,7 @@ pub(crate) fn host_memory_error(
                     }))
                 .fix(vec![FixOp::Set {
                     path: path.clone(),
-                    value: json!(fits),
+                    value: sizes::gib_json(fits),
                 }]);
         }
         None => {
@@ -498,7 +498,7 @@ pub(crate) fn host_memory_error(
                         .fix(vec![
                             FixOp::Set {
                                 path: path.clone(),
-                                value: json!(fits),
+                                value: sizes::gib_json(fits),
                             },
                             FixOp::Set {
                                 path: FieldPath::root("max_model_len"),

@@ -240,7 +240,7 @@ impl Ctx<'_> {
                     diag.given(&json!(host_pool_gib.value))
                         .fix(vec![FixOp::Set {
                             path,
-                            value: json!(gib),
+                            value: sizes::gib_json(gib),
                         }]),
                 );
             }
@@ -798,6 +798,41 @@ impl Ctx<'_> {
         }
     }
 
+    /// `kv_lora_rank: 0` (config.json or `--hf-overrides`): MLA with no latent
+    /// KV, nothing for HiSparse to offload; vLLM 0.33 builds the MLA layers'
+    /// projections that wide and cannot load the checkpoint's weights into
+    /// them (model_load). An override's fix removes it; the model's own,
+    /// turns HiSparse off.
+    fn zero_kv_lora_rank(&self, model: &ModelInfo) -> Diagnostic {
+        let overridden = self
+            .args
+            .hf_overrides
+            .as_ref()
+            .and_then(|o| o.get("kv_lora_rank"))
+            .is_some();
+        let message = format!("kv_lora_rank 0 leaves {} no MLA latent KV for HiSparse to offload, and vLLM 0.33 cannot load the checkpoint into MLA projections that narrow", model.name());
+        if overridden {
+            let path = FieldPath::root("hf_overrides").key("kv_lora_rank");
+            Diagnostic::error(Code::InvalidValue, path.clone(), message)
+                .stage(VllmStage::ModelLoad)
+                .given(&json!(0))
+                .allowed(
+                    "a positive kv_lora_rank (the checkpoint's, 512 on DeepSeek-V3.2 and GLM-5)",
+                )
+                .hint(format!(
+                    "remove {path}: the checkpoint's own kv_lora_rank applies"
+                ))
+                .fix(vec![FixOp::Remove { path }])
+        } else {
+            Diagnostic::error(Code::ModelNotDsa, FieldPath::root("model"), message)
+                .stage(VllmStage::ModelLoad)
+                .given(&json!(model.name()))
+                .allowed("a DSA model with MLA: a positive kv_lora_rank in config.json")
+                .hint("fix the model's config.json, or serve without HiSparse")
+                .fix(self.disable_hisparse())
+        }
+    }
+
     /// DSA-ness: returns the resolved `index_topk`.
     fn check_model(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Resolved<u32>> {
         let path = FieldPath::root("model");
@@ -843,6 +878,10 @@ impl Ctx<'_> {
                 .hint("fix the model's config.json or --hf-overrides, or serve without HiSparse")
                 .fix(self.disable_hisparse()),
             );
+            return None;
+        }
+        if model.kv_lora_rank == Some(0) {
+            d.push(self.zero_kv_lora_rank(model));
             return None;
         }
         if let (true, Ok(k)) = (model.index_topk_nested, &topk.value) {
@@ -1529,7 +1568,7 @@ pub(crate) fn add_hisparse_connector(kv: Option<&Value>, host_pool_gib: f64) -> 
     let child = json!({
         "kv_connector": HISPARSE,
         "kv_role": "kv_both",
-        "kv_connector_extra_config": {"host_pool_gib": host_pool_gib},
+        "kv_connector_extra_config": {"host_pool_gib": sizes::gib_json(host_pool_gib)},
     });
     let top = FieldPath::root("kv_transfer_config");
     match kv {
