@@ -604,3 +604,20 @@ def test_the_v2_runner_variable_is_read_with_pythons_int() -> None:
     for value, code in (("1_0", 0), (" 1 ", 0), ("9" * 23, 0), ("0_0", 1), ("1.0", 1)):
         out = run(DSV32, "--kv-transfer-config", kv, "--json", env={"VLLM_USE_V2_MODEL_RUNNER": value})
         assert out.returncode == code, (value, out.stdout)
+
+
+def test_issue_22_a_fix_sets_a_path_once_and_a_revealed_error_says_so_in_json() -> None:
+    pool = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": 512}}
+    # --kv-cache-dtype int8: one set of kv_cache_dtype, to the value HiSparse takes,
+    # in the JSON fix and on the per-error line.
+    args = [DSV32, "-tp", "8", "--kv-cache-dtype", "int8", "--kv-transfer-config", json.dumps(pool)]
+    (err,) = as_json(*args)["errors"]
+    assert err["fix"] == [{"op": "set", "path": "kv_cache_dtype", "value": "fp8_ds_mla"}]
+    text = run(*args).stdout
+    assert 'fix:     set kv_cache_dtype to "fp8_ds_mla"' in text, text
+    # -dp 8, host_pool_gib 512, --block-size 16 on 2 TiB: two errors, the RAM one revealed.
+    args = [DSV32, "-dp", "8", "--block-size", "16", "--kv-transfer-config", json.dumps(pool)]
+    report = as_json(*args, "--host-memory-gib", "2048")
+    codes = [(e["code"], e.get("revealed", False)) for e in report["errors"]]
+    assert codes == [("block_size_unsupported", False), ("host_memory_exceeded", True)]
+    assert "host_pool_gib" not in report["errors"][0]["hint"]
