@@ -480,7 +480,9 @@ def test_the_plain_check_checks_the_given_host_ram() -> None:
 def test_gpu_shared_memory_check_and_its_fix() -> None:
     spec = {"method": "mtp", "num_speculative_tokens": 14}
     pool = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": 512}}
-    args = [DSV32, "--kv-transfer-config", json.dumps(pool), "--speculative-config", json.dumps(spec)]
+    # TP 16: the weights leave KV room on an 80 GiB H100 (no_gpu_kv_room otherwise).
+    spec_json = json.dumps(spec)
+    args = [DSV32, "-tp", "16", "--kv-transfer-config", json.dumps(pool), "--speculative-config", spec_json]
     assert run(*args).returncode == 0  # without the GPU, nothing to check
     report = as_json(*args, "--gpu", "h100")
     (err,) = report["errors"]
@@ -489,7 +491,10 @@ def test_gpu_shared_memory_check_and_its_fix() -> None:
     assert "Lower device_buffer_size or num_speculative_tokens." in err["message"]
     assert report["gpu"]["max_shared_memory_per_block"] == 232448
     fixed = hisparse_rs.apply_fix(
-        hisparse_rs.serve_args(DSV32, kv_transfer_config=pool, speculative_config=spec), err["fix"]
+        hisparse_rs.serve_args(
+            DSV32, tensor_parallel_size=16, kv_transfer_config=pool, speculative_config=spec
+        ),
+        err["fix"],
     )
     after = hisparse_rs.check_args(fixed, gpu="h100")
     assert after.valid, after.errors
@@ -599,3 +604,20 @@ def test_the_v2_runner_variable_is_read_with_pythons_int() -> None:
     for value, code in (("1_0", 0), (" 1 ", 0), ("9" * 23, 0), ("0_0", 1), ("1.0", 1)):
         out = run(DSV32, "--kv-transfer-config", kv, "--json", env={"VLLM_USE_V2_MODEL_RUNNER": value})
         assert out.returncode == code, (value, out.stdout)
+
+
+def test_issue_22_a_fix_sets_a_path_once_and_a_revealed_error_says_so_in_json() -> None:
+    pool = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": 512}}
+    # --kv-cache-dtype int8: one set of kv_cache_dtype, to the value HiSparse takes,
+    # in the JSON fix and on the per-error line.
+    args = [DSV32, "-tp", "8", "--kv-cache-dtype", "int8", "--kv-transfer-config", json.dumps(pool)]
+    (err,) = as_json(*args)["errors"]
+    assert err["fix"] == [{"op": "set", "path": "kv_cache_dtype", "value": "fp8_ds_mla"}]
+    text = run(*args).stdout
+    assert 'fix:     set kv_cache_dtype to "fp8_ds_mla"' in text, text
+    # -dp 8, host_pool_gib 512, --block-size 16 on 2 TiB: two errors, the RAM one revealed.
+    args = [DSV32, "-dp", "8", "--block-size", "16", "--kv-transfer-config", json.dumps(pool)]
+    report = as_json(*args, "--host-memory-gib", "2048")
+    codes = [(e["code"], e.get("revealed", False)) for e in report["errors"]]
+    assert codes == [("block_size_unsupported", False), ("host_memory_exceeded", True)]
+    assert "host_pool_gib" not in report["errors"][0]["hint"]

@@ -310,3 +310,73 @@ def test_a_count_is_not_set_inside_what_another_fix_removes() -> None:
     first = converges(args, {})
     buffer = next(e for e in first.errors if e.code == "device_buffer_too_large")
     assert all(not op["path"].startswith("speculative_config") for op in buffer.fix), buffer.fix
+
+
+# Issue 22: advice that is right the first time. For generated refused launches,
+# the printed fixes applied once (all of them, in report order) and re-checked:
+# no error whose fix was printed comes back; no fix lowers the GPU count, the KV
+# precision or the context unless its message says why; each fix sets a path once.
+
+# Bits per KV value of each kv_cache_dtype a fix may write or a user may give.
+KV_BITS = {None: 16, "auto": 16, "bfloat16": 16, "float16": 16, "fp8": 8, "fp8_ds_mla": 8}
+
+
+@st.composite
+def refused_launches(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    args, machine = draw(configurations())
+    extra = draw(st.sampled_from([None, None, "int8", "pp", "pool_in_hisparse_config", "dp"]))
+    if extra == "int8":
+        args["kv_cache_dtype"] = "int8"
+    elif extra == "pp":
+        args["tensor_parallel_size"], args["pipeline_parallel_size"] = 4, 2
+    elif extra == "pool_in_hisparse_config":
+        args["attention_config"] = {"hisparse_config": {"host_pool_gib": 128}}
+    elif extra == "dp":
+        args["data_parallel_size"], args["block_size"] = 8, 16
+    return args, machine
+
+
+def gpus(args: dict[str, Any]) -> int:
+    size = 1
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        size *= max(int(args.get(name) or 1), 1)
+    return size
+
+
+def says(e: hisparse_rs.Diagnostic, *words: str) -> bool:
+    text = f"{e.message} {e.hint or ''}"
+    return any(w in text for w in words)
+
+
+@settings(max_examples=150)
+@given(refused_launches())
+def test_printed_fixes_pass_once_and_keep_what_the_user_meant(
+    case: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    args, machine = case
+    first = hisparse_rs.check_args(args, **machine)
+    fixed = [e for e in first.errors if e.fix]
+    joint = args
+    for e in first.errors:
+        joint = hisparse_rs.apply_fix(joint, e.fix)
+        sets = [op["path"] for op in e.fix if op["op"] == "set"]
+        assert len(sets) == len(set(sets)), f"{e.code} sets a path twice: {list(e.fix)}"
+        # Applied alone (a revealed error's fix names places after the others').
+        alone = args if e.revealed else hisparse_rs.apply_fix(args, e.fix)
+        if gpus(alone) < gpus(args):
+            assert says(e, "GPU", "tensor_parallel_size", "data_parallel"), f"{e.code} lowers the GPU count"
+        bits = KV_BITS.get(alone.get("kv_cache_dtype"), 8)
+        if bits < KV_BITS.get(args.get("kv_cache_dtype"), 8):
+            assert says(e, "kv_cache_dtype", "sparse-MLA"), f"{e.code} lowers the KV precision: {list(e.fix)}"
+        length = alone.get("max_model_len")
+        given_length = args.get("max_model_len")
+        if given_length and length and length < given_length:
+            assert says(e, "max_model_len", "context"), f"{e.code} shortens the context: {list(e.fix)}"
+    after = hisparse_rs.check_args(joint, **machine)
+    back = {(e.code, e.path) for e in fixed if "[" not in e.path} & {(e.code, e.path) for e in after.errors}
+    assert not back, (
+        f"printed fixes come back: {sorted(back)}\n  "
+        + trail([f"{e.code}@{e.path}: {list(e.fix)}" for e in first.errors])
+        + "\nafter:\n  "
+        + trail([f"{e.code}@{e.path}: {list(e.fix)}" for e in after.errors])
+    )

@@ -128,6 +128,10 @@ class Diagnostic:
     @property
     def hint(self) -> str | None: ...
     @property
+    def revealed(self) -> bool:
+        """True for an error the configuration as given does not have, that only
+        the report's other fixes reveal; its fix applies after theirs."""
+    @property
     def fix(self) -> tuple[dict[str, Any], ...]: ...
 
 @final

@@ -303,6 +303,16 @@ pub struct Diagnostic {
     /// The same advice as edits; applying them removes this diagnostic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fix: Vec<FixOp>,
+    /// True for an error the configuration as given does not have, that only
+    /// the report's other fixes reveal (a pool the node's RAM cannot pin once
+    /// another fix lets the pool check run): its fix applies after theirs.
+    /// Absent from JSON when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub revealed: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Diagnostic {
@@ -326,6 +336,7 @@ impl Diagnostic {
             allowed: None,
             hint: None,
             fix: Vec::new(),
+            revealed: false,
         }
     }
 

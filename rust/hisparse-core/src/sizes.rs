@@ -16,6 +16,16 @@
 pub const FP8_DS_MLA_ROW_BYTES: u32 = 656;
 /// Bytes in a GiB (2^30).
 pub const GIB: f64 = (1u64 << 30) as f64;
+
+/// A size in GiB as a fix writes it: a whole number as an integer (`128`,
+/// as the user wrote it, not `128.0`), anything else as the float.
+pub fn gib_json(gib: f64) -> serde_json::Value {
+    if gib.fract() == 0.0 && gib.abs() < 9.0e15 {
+        serde_json::json!(gib as i64)
+    } else {
+        serde_json::json!(gib)
+    }
+}
 /// Shared host pools align blocks to the OS page (vLLM `SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT`).
 pub const OS_PAGE_BYTES: u64 = 4096;
 /// Sealed pages behind the block-table tail that stay GPU-resident per

@@ -505,7 +505,8 @@ fn gpu_room_from_gpu_memory_and_estimated_weights() {
     );
     assert!(!p.gpu.weights_estimated);
     assert_eq!(p.gpu.weights_bytes_per_gpu, Some(80 * GIB));
-    // GLM-5 in bf16 does not fit 8 x 80 GiB: no KV room, said so.
+    // GLM-5 in bf16 does not fit 8 x 80 GiB: no KV room, an error (issue 22:
+    // the plain check's, with its fix), not plan_serves_no_requests.
     let mut glm = args("glm-5", 64.0);
     glm.tensor_parallel_size = Some(8);
     glm.max_model_len = Some(65536);
@@ -517,7 +518,14 @@ fn gpu_room_from_gpu_memory_and_estimated_weights() {
         },
     );
     assert_eq!(p.gpu.kv_bytes_per_gpu, Some(0));
-    assert!(p.warnings.iter().any(|w| w.code == Code::NoGpuKvRoom));
+    assert!(p
+        .errors
+        .iter()
+        .any(|e| e.code == Code::NoGpuKvRoom && e.is_error()));
+    assert!(p
+        .errors
+        .iter()
+        .all(|e| e.code != Code::PlanServesNoRequests));
 }
 
 #[test]

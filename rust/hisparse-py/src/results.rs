@@ -255,6 +255,12 @@ impl Diagnostic {
     fn hint(&self) -> Option<&str> {
         self.0.hint.as_deref()
     }
+    /// True for an error the configuration as given does not have, that only
+    /// the report's other fixes reveal; its fix applies after theirs.
+    #[getter]
+    fn revealed(&self) -> bool {
+        self.0.revealed
+    }
     /// The fix as a tuple of edit operations (dicts); empty when there is none.
     #[getter]
     fn fix<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

@@ -10,6 +10,7 @@
 //! every resolution; this module only calls resolution, never the reverse.
 
 use super::args::{LoadError, ServeArgs};
+use super::diagnostics::describe_fix;
 use super::fixed_flags::fixed_flags;
 use super::fixes::{apply_all, shallow};
 use super::resolve::resolve_once;
@@ -105,7 +106,7 @@ pub(crate) fn resolve_advised(
 /// node's host RAM, [`super::check`]): it adds its errors to a valid report.
 /// The joint pass runs it on every configuration a fix gives, so a fix whose
 /// result it rejects takes its fix too ([`absorb`]).
-pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, &mut Report);
+pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, Option<&ModelInfo>, &mut Report);
 
 /// [`resolve_once`], then the machine check, when there is one.
 fn resolve_checked(
@@ -116,7 +117,7 @@ fn resolve_checked(
 ) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
     let (mut report, model, needed) = resolve_once(args, gpu, advice)?;
     if let Some(check) = machine {
-        check(args, &mut report);
+        check(args, model.as_ref(), &mut report);
     }
     Ok((report, model, needed))
 }
@@ -276,7 +277,14 @@ fn absorb(
                 // pool check can size only once the fix sets it).
                 // The alone fix may size a value for the configuration without
                 // the other fixes: the larger of the two numbers serves both.
+                // Never the machine check's (the node's RAM against a pool no
+                // fix writes, weights that leave no GPU KV room): the pools pin
+                // as much whatever block size the revealing fix sets, so it is
+                // an error of its own (revealed), not folded into that fix.
                 .or_else(|| {
+                    if matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
+                        return None;
+                    }
                     (0..errors.len()).find_map(|i| {
                         let e = seen_by(i, found);
                         // Revealed: the report as given does not have it.
@@ -324,7 +332,7 @@ fn absorb(
                         e.message
                     ));
                     let cap = value.as_f64();
-                    d.fix.extend(e.fix);
+                    merge_sets(&mut d.fix, e.fix);
                     shorten_to_pass(args, gpu, machine, d, cap, fixed_len);
                     grown = true;
                     continue;
@@ -337,16 +345,26 @@ fn absorb(
                 }
                 _ => {}
             }
-            d.fix.extend(e.fix);
+            let before = d.fix.clone();
+            let described = d.hint.as_deref() == Some(describe_fix(&before).as_str());
+            if merge_sets(&mut d.fix, e.fix) && described {
+                // A value this fix wrote is refused by another rule: the fix
+                // writes the value that passes instead, and says why.
+                d.hint = Some(format!(
+                    "{}: {} would be refused too ({}: {})",
+                    describe_fix(&d.fix),
+                    replaced_values(&before, &d.fix),
+                    e.code.as_str(),
+                    e.message
+                ));
+            }
             grown = true;
         }
         shortest_length(report);
         added.extend(revealed.iter().cloned());
         for mut e in revealed {
-            e.hint = Some(format!(
-                "once the other fixes of this report are applied: {}",
-                e.hint.as_deref().unwrap_or("see above")
-            ));
+            // Marked by its own field; its hint is its own (Diagnostic::revealed).
+            e.revealed = true;
             // Applied after every other fix, before the errors that have none
             // (so the first error has a fix whenever one does).
             let at = report
@@ -361,6 +379,51 @@ fn absorb(
             return;
         }
     }
+}
+
+/// Append `ops` to `fix`, where a set of a path `fix` already sets (with no
+/// edit in between at, above or below that path) replaces that value: a fix
+/// sets each path once, to the value that passes. True when one was replaced.
+fn merge_sets(fix: &mut Vec<FixOp>, ops: Vec<FixOp>) -> bool {
+    let mut replaced = false;
+    for op in ops {
+        if let FixOp::Set { path, value } = &op {
+            let touches = |o: &FixOp| match o {
+                FixOp::Set { path: p, .. } | FixOp::Remove { path: p } => {
+                    p.0.starts_with(&path.0) || path.0.starts_with(&p.0)
+                }
+                FixOp::Move { from, to } => [from, to]
+                    .iter()
+                    .any(|p| p.0.starts_with(&path.0) || path.0.starts_with(&p.0)),
+            };
+            if let Some(FixOp::Set { path: p, value: v }) =
+                fix.iter_mut().rev().find(|o| touches(o))
+            {
+                if p == path {
+                    *v = value.clone();
+                    replaced = true;
+                    continue;
+                }
+            }
+        }
+        fix.push(op);
+    }
+    replaced
+}
+
+/// The values of `before` that `after` replaced, in words (`"int8_per_token_head"`).
+fn replaced_values(before: &[FixOp], after: &[FixOp]) -> String {
+    let words: Vec<String> = before
+        .iter()
+        .zip(after)
+        .filter_map(|(b, a)| match (b, a) {
+            (FixOp::Set { value: vb, .. }, FixOp::Set { value: va, .. }) if vb != va => {
+                Some(vb.to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    words.join(", ")
 }
 
 /// Two fixes that set max_model_len take the shorter length: each passes

@@ -6,6 +6,9 @@
 //!
 //! - the GPU's resolver shared-memory limit (vLLM 0.33
 //!   `_check_residency_shared_memory`), when the GPU is named;
+//! - weights that leave no GPU KV room, when the GPU memory is known
+//!   ([`kv_room`], the planner's figure), inside the joint pass like the RAM
+//!   check, so an error only other fixes reveal is its own (`revealed`);
 //! - the pinned host pools against 95 % of the node's RAM, when it is given
 //!   (without it, the plain check cannot know the node; `--plan` uses this
 //!   machine's RAM and only warns);
@@ -17,6 +20,7 @@ use crate::diagnostic::FixOp;
 use crate::engines::vllm_0_33::advise::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::kv_room;
 use crate::engines::vllm_0_33::planner;
 use crate::engines::vllm_0_33::validate::PoolAdvice;
 use crate::gpu::{self, GpuSpec};
@@ -50,18 +54,31 @@ pub(crate) fn check_with_model(
     // The host-RAM check runs inside the joint pass, so a fix whose result
     // pins more than the node holds (a misplaced pool moved into place) takes
     // its fix too.
+    // So does the GPU's: weights that leave no KV room, with the GPU memory known.
     let ram = host_ram && options.host_memory_gib.is_some();
-    let host_check = |a: &ServeArgs, r: &mut Report| host_ram_check(a, options, r, None);
-    let machine: Option<MachineCheck<'_>> = ram.then_some(&host_check);
+    let room = host_ram && options.gpu_memory_gib.is_some();
+    let gpu_ref = gpu.as_ref();
+    let machine_check = |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report, advice| {
+        if ram {
+            host_ram_check(a, options, r, advice);
+        }
+        if room {
+            weights_room_check(a, options, gpu_ref, m, r);
+        }
+    };
+    let host_check =
+        |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report| machine_check(a, m, r, None);
+    let machine: Option<MachineCheck<'_>> = (ram || room).then_some(&host_check);
     let (mut report, mut model) = resolve_advised(args, gpu.as_ref(), None, machine)?;
     // With the GPU memory known, every host_pool_gib fix (host_memory_exceeded's
     // too) offers the pool that lets the GPUs bind, not the start-up minimum
     // nor the most the node's RAM pins.
     if !report.errors.is_empty() {
         if let Some(advice) = binding_pool(args, options, gpu.as_ref(), &report) {
-            let advised =
-                |a: &ServeArgs, r: &mut Report| host_ram_check(a, options, r, Some(&advice));
-            let machine: Option<MachineCheck<'_>> = ram.then_some(&advised);
+            let advised = |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report| {
+                machine_check(a, m, r, Some(&advice))
+            };
+            let machine: Option<MachineCheck<'_>> = (ram || room).then_some(&advised);
             (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice), machine)?;
         }
     }
@@ -75,6 +92,29 @@ pub(crate) fn check_with_model(
     let fixed = fixed_flags(args, &report.errors);
     (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
     Ok((report, model, gpu))
+}
+
+/// With the GPU memory known (and no `--kv-cache-memory-bytes`), a valid
+/// configuration whose weights per GPU leave no KV room is refused: the
+/// planner's figure ([`kv_room::no_kv_room`]); `--plan` shows the same.
+fn weights_room_check(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    gpu: Option<&GpuSpec>,
+    model: Option<&ModelInfo>,
+    report: &mut Report,
+) {
+    if !report.valid || options.gpu_memory_gib.is_none() || args.kv_cache_memory_bytes.is_some() {
+        return;
+    }
+    let (Some(h), Some(model)) = (report.vllm_hisparse().cloned(), model) else {
+        return;
+    };
+    if let Some(e) = kv_room::no_kv_room(args, options, report, &h, model, gpu) {
+        report.errors.push(e);
+        report.valid = false;
+        report.hisparse = None;
+    }
 }
 
 /// The pinned pools of a valid configuration against 95 % of the node's RAM
@@ -102,7 +142,7 @@ fn host_ram_check(
         if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
             let fits = value.as_f64().unwrap_or(0.0);
             if a.gib < fits && a.gib >= host.min_host_pool_gib {
-                *value = serde_json::json!(a.gib);
+                *value = crate::sizes::gib_json(a.gib);
                 e.hint = Some(format!(
                     "set {path} to {}: {}; the most this node's RAM pins is {fits} GiB, nearly all of it, which leaves no room for the OS and vLLM's own host memory",
                     a.gib, a.holds

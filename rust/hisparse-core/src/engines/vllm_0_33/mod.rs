@@ -11,8 +11,9 @@
 //! 3. advise: the fixes as `vllm serve` flags (`fixed_flags`), the joint pass
 //!    that re-runs resolution on the configuration the fixes give and the
 //!    public `resolve` (`advise`);
-//! 4. the machines: the capacity model's figures (`planner`), the machine
-//!    check (`check`), the planner's entry point (`plan`);
+//! 4. the machines: the capacity model's figures (`planner`), weights that
+//!    leave no GPU KV room (`kv_room`), the machine check (`check`), the
+//!    planner's entry point (`plan`);
 //!
 //! and where the verdict knowingly differs from vLLM's (`deviations`).
 
@@ -26,6 +27,7 @@ pub mod engine_log;
 pub mod fixed_flags;
 pub(crate) mod fixes;
 pub(crate) mod input;
+pub(crate) mod kv_room;
 pub(crate) mod misplaced;
 pub mod plan;
 pub(crate) mod planner;

@@ -6,11 +6,14 @@
 use crate::diagnostic::{apply_fix, Code, Diagnostic};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::check::check_with_model;
+use crate::engines::vllm_0_33::kv_room;
 use crate::engines::vllm_0_33::planner::plan_resolved;
 use crate::engines::vllm_0_33::validate::add_hisparse_connector;
 use crate::gpu::GpuSpec;
+use crate::model::ModelInfo;
 use crate::plan::{AssumedHiSparse, Plan, PlanError, PlanOptions};
 use crate::report::Report;
+use crate::report::ResolvedHiSparse;
 use crate::sizes::GIB;
 use serde_json::Value;
 
@@ -22,7 +25,8 @@ pub fn plan(args: &ServeArgs, options: &PlanOptions) -> Result<(Report, Option<P
     let options = options.with_gpu(gpu.as_ref());
     match (report.vllm_hisparse().cloned(), model) {
         (Some(h), Some(model)) => {
-            let plan = plan_resolved(args, &options, &report, &h, &model, gpu.as_ref())?;
+            let mut plan = plan_resolved(args, &options, &report, &h, &model, gpu.as_ref())?;
+            no_room_error(args, &options, &report, &h, &model, gpu.as_ref(), &mut plan);
             Ok((report, Some(plan)))
         }
         _ if report.valid && !report.hisparse_enabled => {
@@ -109,4 +113,28 @@ fn plan_assumed(
     });
     plan.warnings.retain(|w| !too_small(&w));
     Ok(plan)
+}
+
+/// Weights that leave no GPU KV room are the plain check's `no_gpu_kv_room`
+/// error, with its fix ([`kv_room::no_kv_room`]), in place of the planner's
+/// warning and of `plan_serves_no_requests` (whose "lower
+/// device_buffer_size" cannot help when there is no KV room at all).
+fn no_room_error(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    report: &Report,
+    h: &ResolvedHiSparse,
+    model: &ModelInfo,
+    gpu: Option<&GpuSpec>,
+    plan: &mut Plan,
+) {
+    if kv_room::room_warning(plan).is_none() || args.kv_cache_memory_bytes.is_some() {
+        return;
+    }
+    let Some(e) = kv_room::no_kv_room(args, options, report, h, model, gpu) else {
+        return;
+    };
+    plan.warnings.retain(|w| w.code != Code::NoGpuKvRoom);
+    plan.errors.retain(|d| d.code != Code::PlanServesNoRequests);
+    plan.errors.insert(0, e);
 }

@@ -476,7 +476,7 @@ pub(crate) fn host_memory_error(
                     }))
                 .fix(vec![FixOp::Set {
                     path: path.clone(),
-                    value: json!(fits),
+                    value: sizes::gib_json(fits),
                 }]);
         }
         None => {
@@ -499,7 +499,7 @@ pub(crate) fn host_memory_error(
                         .fix(vec![
                             FixOp::Set {
                                 path: path.clone(),
-                                value: json!(fits),
+                                value: sizes::gib_json(fits),
                             },
                             FixOp::Set {
                                 path: FieldPath::root("max_model_len"),

@@ -240,7 +240,7 @@ impl Ctx<'_> {
                     diag.given(&json!(host_pool_gib.value))
                         .fix(vec![FixOp::Set {
                             path,
-                            value: json!(gib),
+                            value: sizes::gib_json(gib),
                         }]),
                 );
             }
@@ -645,6 +645,51 @@ impl Ctx<'_> {
         }
     }
 
+    /// vLLM 0.33 refuses pipeline parallelism with HiSparse
+    /// (config/vllm.py:1887). The fix keeps the deployment's GPUs: the
+    /// pipeline stages become tensor parallel ranks (TP x PP), or data
+    /// parallel replicas when TP x PP does not divide the attention heads
+    /// (config/model.py:1562 verify_with_parallel_config).
+    fn pipeline_parallel(&self) -> Diagnostic {
+        let p = &self.scalars.parallel;
+        let (tp, pp, dp) = (p.tp.max(1), p.pp, p.dp.max(1));
+        let heads = self
+            .model
+            .and_then(|m| m.dims.num_attention_heads)
+            .unwrap_or(0);
+        let root = FieldPath::root;
+        let set = |path: FieldPath, value: i64| FixOp::Set {
+            path,
+            value: json!(value),
+        };
+        let joined = tp
+            .checked_mul(pp)
+            .filter(|t| u64::try_from(*t).is_ok_and(|t| heads == 0 || heads % t == 0));
+        let (ops, how) = match joined {
+            Some(t) => (
+                vec![set(root("pipeline_parallel_size"), 1), set(root("tensor_parallel_size"), t)],
+                format!("use pipeline_parallel_size 1 and tensor_parallel_size {t} (vllm serve: --pipeline-parallel-size 1 --tensor-parallel-size {t}): the same {t} GPUs per replica, its {pp} pipeline stages as tensor parallel ranks"),
+            ),
+            None => {
+                let n = dp.saturating_mul(pp);
+                let mut ops = vec![set(root("pipeline_parallel_size"), 1), set(root("data_parallel_size"), n)];
+                if let Some(local) = p.dp_local {
+                    ops.push(set(root("data_parallel_size_local"), local.saturating_mul(pp)));
+                }
+                (ops, format!("use pipeline_parallel_size 1 and data_parallel_size {n} (vllm serve: --pipeline-parallel-size 1 --data-parallel-size {n}): the same GPUs, its {pp} pipeline stages as data parallel replicas of tensor parallel size {tp} (tensor_parallel_size {} does not divide the {heads} attention heads)", tp.saturating_mul(pp)))
+            }
+        };
+        Diagnostic::error(
+            Code::PipelineParallelUnsupported,
+            root("pipeline_parallel_size"),
+            "HiSparse does not support pipeline parallelism",
+        )
+        .given(&json!(pp))
+        .allowed("1")
+        .hint(how)
+        .fix(ops)
+    }
+
     /// Engine-level requirements (vLLM 0.33 `VllmConfig.__post_init__`, `use_v2_model_runner`).
     fn check_engine(&self, d: &mut Vec<Diagnostic>) {
         let s = self.scalars;
@@ -665,16 +710,6 @@ impl Ctx<'_> {
                 // machine to hisparse-check (--platform, Python platform=).
                 Some("serve HiSparse on an NVIDIA GPU with a CUDA build of vLLM (vLLM has no --platform flag: it detects the platform when it starts); then check with hisparse-check --platform cuda (the default; Python: platform=\"cuda\"), which describes the machine, not a vllm serve flag"),
                 set(root("platform"), json!("cuda")),
-            ),
-            (
-                s.parallel.pp > 1,
-                Code::PipelineParallelUnsupported,
-                root("pipeline_parallel_size"),
-                "HiSparse does not support pipeline parallelism",
-                json!(s.parallel.pp),
-                "1",
-                Some("use pipeline_parallel_size 1 (scale with tensor or data parallelism instead)"),
-                set(root("pipeline_parallel_size"), json!(1)),
             ),
             (
                 s.parallel.dcp > 1,
@@ -739,6 +774,9 @@ impl Ctx<'_> {
             }
             d.push(diag.fix(vec![fix]));
         }
+        if s.parallel.pp > 1 {
+            d.push(self.pipeline_parallel());
+        }
         // The GPU named with --gpu is not a flag a fix can change.
         if let Some(g) = self
             .gpu
@@ -757,6 +795,41 @@ impl Ctx<'_> {
                 .allowed("an NVIDIA GPU (--gpu h100, h200, b200, ...)")
                 .hint("serve HiSparse on NVIDIA GPUs, or without HiSparse on this one"),
             );
+        }
+    }
+
+    /// `kv_lora_rank: 0` (config.json or `--hf-overrides`): MLA with no latent
+    /// KV, nothing for HiSparse to offload; vLLM 0.33 builds the MLA layers'
+    /// projections that wide and cannot load the checkpoint's weights into
+    /// them (model_load). An override's fix removes it; the model's own,
+    /// turns HiSparse off.
+    fn zero_kv_lora_rank(&self, model: &ModelInfo) -> Diagnostic {
+        let overridden = self
+            .args
+            .hf_overrides
+            .as_ref()
+            .and_then(|o| o.get("kv_lora_rank"))
+            .is_some();
+        let message = format!("kv_lora_rank 0 leaves {} no MLA latent KV for HiSparse to offload, and vLLM 0.33 cannot load the checkpoint into MLA projections that narrow", model.name());
+        if overridden {
+            let path = FieldPath::root("hf_overrides").key("kv_lora_rank");
+            Diagnostic::error(Code::InvalidValue, path.clone(), message)
+                .stage(VllmStage::ModelLoad)
+                .given(&json!(0))
+                .allowed(
+                    "a positive kv_lora_rank (the checkpoint's, 512 on DeepSeek-V3.2 and GLM-5)",
+                )
+                .hint(format!(
+                    "remove {path}: the checkpoint's own kv_lora_rank applies"
+                ))
+                .fix(vec![FixOp::Remove { path }])
+        } else {
+            Diagnostic::error(Code::ModelNotDsa, FieldPath::root("model"), message)
+                .stage(VllmStage::ModelLoad)
+                .given(&json!(model.name()))
+                .allowed("a DSA model with MLA: a positive kv_lora_rank in config.json")
+                .hint("fix the model's config.json, or serve without HiSparse")
+                .fix(self.disable_hisparse())
         }
     }
 
@@ -805,6 +878,10 @@ impl Ctx<'_> {
                 .hint("fix the model's config.json or --hf-overrides, or serve without HiSparse")
                 .fix(self.disable_hisparse()),
             );
+            return None;
+        }
+        if model.kv_lora_rank == Some(0) {
+            d.push(self.zero_kv_lora_rank(model));
             return None;
         }
         if let (true, Ok(k)) = (model.index_topk_nested, &topk.value) {
@@ -1449,12 +1526,28 @@ impl Ctx<'_> {
             .into_iter()
             .collect();
         ops.extend(add);
-        let mut diag = self.without_connector(hs).fix(ops);
-        if misplaced.is_some_and(|m| m.rejected) {
-            // vLLM's HiSparseConfig rejects the key first, while the flags are parsed.
-            diag = diag.stage(VllmStage::Argparse);
-        }
-        d.push(diag);
+        let diag = match misplaced.filter(|m| m.rejected) {
+            // vLLM's HiSparseConfig rejects the key first, while the flags are
+            // parsed: the message says that refusal, at its stage.
+            Some(m) => self.rejected_without_connector(hs, &m.from),
+            None => self.without_connector(hs),
+        };
+        d.push(diag.fix(ops));
+    }
+
+    /// [`Self::without_connector`] when the host_pool_gib is where pydantic
+    /// refuses the key (`hisparse_config`): vLLM 0.33 stops while it parses
+    /// the flags (engine/arg_utils.py:372 `TypeAdapter(cls).validate_json`,
+    /// config/utils.py:71 `extra="forbid"`; HiSparseConfig has
+    /// device_buffer_size and eager_host_mirror only, config/attention.py:18).
+    fn rejected_without_connector(&self, hs: &HiSparseInput, key: &FieldPath) -> Diagnostic {
+        Diagnostic::error(
+            Code::HiSparseWithoutConnector,
+            hs.path.clone(),
+            format!("hisparse_config is set but no HiSparseConnector is configured anywhere in kv_transfer_config, so there is no host pool; vLLM 0.33 refuses {key} first, while it parses the flags: HiSparseConfig has no host_pool_gib field (the pool is the HiSparseConnector's kv_connector_extra_config.host_pool_gib)"),
+        )
+        .stage(VllmStage::Argparse)
+        .allowed("hisparse_config together with a HiSparseConnector in kv_transfer_config")
     }
 
     fn without_connector(&self, hs: &HiSparseInput) -> Diagnostic {
@@ -1475,7 +1568,7 @@ pub(crate) fn add_hisparse_connector(kv: Option<&Value>, host_pool_gib: f64) -> 
     let child = json!({
         "kv_connector": HISPARSE,
         "kv_role": "kv_both",
-        "kv_connector_extra_config": {"host_pool_gib": host_pool_gib},
+        "kv_connector_extra_config": {"host_pool_gib": sizes::gib_json(host_pool_gib)},
     });
     let top = FieldPath::root("kv_transfer_config");
     match kv {

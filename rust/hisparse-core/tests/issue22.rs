@@ -1,0 +1,277 @@
+//! Issue 22 (vLLM side): advice that is right the first time. One paste of
+//! the fixes gives a launch that passes, each fix sets a path once, and an
+//! error is never folded into another's fix text.
+
+use hisparse_core::check::check;
+use hisparse_core::diagnostic::apply_fix;
+use hisparse_core::plan::PlanOptions;
+use hisparse_core::{resolve, Code, Diagnostic, FieldPath, FixOp, Report, ServeArgs};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// A bundled model's directory (tests/data/models/NAME).
+fn model_dir(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/models")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn args(mut doc: Value) -> ServeArgs {
+    doc["model"] = json!(model_dir("deepseek-v3.2"));
+    ServeArgs::from_json(doc).unwrap()
+}
+
+fn hisparse(host_pool_gib: Value) -> Value {
+    json!({"kv_connector": "HiSparseConnector", "kv_role": "kv_both",
+           "kv_connector_extra_config": {"host_pool_gib": host_pool_gib}})
+}
+
+/// `args` with every error's fix of `r` applied in order.
+fn all_fixed(args: &ServeArgs, r: &Report) -> ServeArgs {
+    let mut doc = args.normalized().0.into_owned().to_json();
+    for d in &r.errors {
+        apply_fix(&mut doc, &d.fix).unwrap();
+    }
+    ServeArgs::from_json(doc).unwrap()
+}
+
+/// No fix of `r` sets one path twice.
+fn sets_each_path_once(r: &Report) {
+    for d in &r.errors {
+        let mut seen = Vec::new();
+        for op in &d.fix {
+            if let FixOp::Set { path, .. } = op {
+                assert!(
+                    !seen.contains(path),
+                    "{} sets {path} twice: {:?}",
+                    d.code.as_str(),
+                    d.fix
+                );
+                seen.push(path.clone());
+            }
+        }
+    }
+}
+
+fn error(r: &Report, code: Code) -> &Diagnostic {
+    r.errors
+        .iter()
+        .find(|e| e.code == code)
+        .unwrap_or_else(|| panic!("no {} in {:?}", code.as_str(), r.errors))
+}
+
+/// Item 2: `--kv-cache-dtype int8`: the closest name, int8_per_token_head,
+/// is one HiSparse refuses; the fix sets kv_cache_dtype once, to fp8_ds_mla,
+/// and its text says that value.
+#[test]
+fn an_unknown_kv_cache_dtype_is_set_once_to_the_value_hisparse_takes() {
+    let a = args(json!({"tensor_parallel_size": 8, "kv_cache_dtype": "int8",
+                        "kv_transfer_config": hisparse(json!(64))}));
+    let r = resolve(&a).unwrap();
+    sets_each_path_once(&r);
+    let d = error(&r, Code::InvalidValue);
+    assert_eq!(
+        d.fix,
+        vec![FixOp::Set {
+            path: FieldPath::root("kv_cache_dtype"),
+            value: json!("fp8_ds_mla")
+        }]
+    );
+    let hint = d.hint.as_deref().unwrap();
+    assert!(
+        hint.starts_with("set kv_cache_dtype to \"fp8_ds_mla\""),
+        "{hint}"
+    );
+    assert!(hint.contains("int8_per_token_head"), "{hint}");
+    assert!(resolve(&all_fixed(&a, &r)).unwrap().valid);
+}
+
+/// Item 5: `host_pool_gib` inside `hisparse_config` without a
+/// HiSparseConnector: vLLM 0.33 refuses the key while it parses the flags
+/// (HiSparseConfig forbids extra keys), so the stage is argparse and the
+/// message says that refusal, not "only after the model has loaded".
+#[test]
+fn a_pool_in_hisparse_config_without_connector_says_argparse_once() {
+    let a = args(json!({"tensor_parallel_size": 8,
+        "attention_config": {"hisparse_config": {"host_pool_gib": 64}}}));
+    let r = resolve(&a).unwrap();
+    let d = error(&r, Code::HiSparseWithoutConnector);
+    assert_eq!(d.stage.as_str(), "argparse");
+    assert!(
+        !d.message.contains("after the model has loaded"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.message.contains("while it parses the flags"),
+        "{}",
+        d.message
+    );
+    // Without the key, vLLM finds out when it lays out the KV cache.
+    let a = args(json!({"tensor_parallel_size": 8,
+        "attention_config": {"hisparse_config": {}}}));
+    let r = resolve(&a).unwrap();
+    let d = error(&r, Code::HiSparseWithoutConnector);
+    assert_eq!(d.stage.as_str(), "workers");
+    assert!(
+        d.message.contains("after the model has loaded"),
+        "{}",
+        d.message
+    );
+}
+
+fn on_node(gpu: Option<&str>) -> PlanOptions {
+    PlanOptions {
+        host_memory_gib: Some(2048.0),
+        gpu: gpu.map(str::to_owned),
+        ..PlanOptions::default()
+    }
+}
+
+/// Item 3: `-dp 8`, `host_pool_gib 512`, `--block-size 16` on a 2 TiB node:
+/// the pools pin 4096 GiB whatever the block size, so the RAM problem is its
+/// own `host_memory_exceeded` error, marked `revealed` (the RAM check runs
+/// only once the block size passes), never folded into block_size's fix
+/// text; its text offers the most the node's RAM pins, with and without `--gpu`.
+#[test]
+fn the_ram_problem_is_its_own_revealed_error() {
+    let a = args(json!({"data_parallel_size": 8, "block_size": 16,
+                        "kv_transfer_config": hisparse(json!(512))}));
+    for gpu in [None, Some("h200")] {
+        let r = check(&a, &on_node(gpu)).unwrap();
+        let bs = error(&r, Code::BlockSizeUnsupported);
+        assert_eq!(bs.fix.len(), 1, "{:?}", bs.fix);
+        let hint = bs.hint.as_deref().unwrap();
+        assert!(!hint.contains("host_pool_gib"), "{hint}");
+        assert!(!bs.revealed);
+        let ram = error(&r, Code::HostMemoryExceeded);
+        assert!(ram.revealed, "{ram:?}");
+        let hint = ram.hint.as_deref().unwrap();
+        assert!(!hint.starts_with("once the other fixes"), "{hint}");
+        assert!(
+            hint.contains("to 243.19, the most this node's RAM pins"),
+            "{hint}"
+        );
+        // JSON: `revealed` only where true.
+        let j = serde_json::to_value(&r).unwrap();
+        let errors = j["errors"].as_array().unwrap();
+        assert_eq!(errors[0].get("revealed"), None);
+        assert_eq!(errors[1]["revealed"], json!(true));
+        sets_each_path_once(&r);
+    }
+    let r = check(&a, &on_node(None)).unwrap();
+    assert!(check(&all_fixed(&a, &r), &on_node(None)).unwrap().valid);
+}
+
+fn h200() -> PlanOptions {
+    PlanOptions {
+        gpu: Some("h200".to_owned()),
+        ..PlanOptions::default()
+    }
+}
+
+/// Item 6: DeepSeek-V3.2 `-tp 4 -pp 2` on H200: the PP fix keeps the
+/// deployment's 8 GPUs (tensor parallel 8), and the configuration it gives
+/// passes the check with the GPU known.
+#[test]
+fn the_pipeline_fix_keeps_the_gpus() {
+    let a = args(
+        json!({"tensor_parallel_size": 4, "pipeline_parallel_size": 2,
+                        "kv_cache_dtype": "fp8_ds_mla", "kv_transfer_config": hisparse(json!(64))}),
+    );
+    let r = check(&a, &h200()).unwrap();
+    let d = error(&r, Code::PipelineParallelUnsupported);
+    let set = |p: &str, v: i64| FixOp::Set {
+        path: FieldPath::root(p),
+        value: json!(v),
+    };
+    assert_eq!(
+        d.fix,
+        vec![
+            set("pipeline_parallel_size", 1),
+            set("tensor_parallel_size", 8)
+        ]
+    );
+    assert!(r
+        .fixed_flags
+        .as_deref()
+        .unwrap()
+        .contains("--tensor-parallel-size 8"));
+    let after = check(&all_fixed(&a, &r), &h200()).unwrap();
+    assert!(after.valid, "{:?}", after.errors);
+}
+
+/// Item 6: with a GPU known, the plain check refuses weights that leave no
+/// KV room (DeepSeek-V3.2 at TP 4 is about 157 GiB per 141 GiB H200), the
+/// plan says the same error, and its fix is more tensor parallel ranks, not
+/// "lower device_buffer_size".
+#[test]
+fn weights_that_leave_no_kv_room_are_refused_with_a_gpu_known() {
+    let a = args(
+        json!({"tensor_parallel_size": 4, "kv_cache_dtype": "fp8_ds_mla",
+                        "kv_transfer_config": hisparse(json!(64))}),
+    );
+    assert!(resolve(&a).unwrap().valid, "without a GPU nothing is known");
+    let r = check(&a, &h200()).unwrap();
+    assert!(!r.valid);
+    let d = error(&r, Code::NoGpuKvRoom);
+    assert!(d.is_error());
+    assert_eq!(d.stage.as_str(), "workers");
+    assert_eq!(
+        d.fix,
+        vec![FixOp::Set {
+            path: FieldPath::root("tensor_parallel_size"),
+            value: json!(8)
+        }]
+    );
+    assert!(!d.hint.as_deref().unwrap().contains("device_buffer_size"));
+    assert!(check(&all_fixed(&a, &r), &h200()).unwrap().valid);
+    let (_, plan) = hisparse_core::engines::vllm_0_33::plan::plan(&a, &h200()).unwrap();
+    let plan = plan.unwrap();
+    assert_eq!(plan.errors.len(), 1, "{:?}", plan.errors);
+    assert_eq!(plan.errors[0], *d);
+    assert!(plan.warnings.iter().all(|w| w.code != Code::NoGpuKvRoom));
+}
+
+/// Also: a fix writes a whole pool as the user wrote it, `128`, not `128.0`.
+#[test]
+fn a_fix_writes_a_whole_pool_as_an_integer() {
+    let a = args(json!({"tensor_parallel_size": 8,
+        "attention_config": {"hisparse_config": {"host_pool_gib": 128}}}));
+    let r = resolve(&a).unwrap();
+    let d = error(&r, Code::HiSparseWithoutConnector);
+    let set = d
+        .fix
+        .iter()
+        .find_map(|op| match op {
+            FixOp::Set { path, value } if path.to_string() == "kv_transfer_config" => Some(value),
+            _ => None,
+        })
+        .unwrap();
+    let pool = &set["kv_connector_extra_config"]["host_pool_gib"];
+    assert!(pool.is_u64() || pool.is_i64(), "{pool}");
+    assert_eq!(pool.as_u64(), Some(128));
+    let flags = r.fixed_flags.as_deref().unwrap();
+    assert!(flags.contains("\"host_pool_gib\": 128}"), "{flags}");
+    assert!(resolve(&all_fixed(&a, &r)).unwrap().valid);
+}
+
+/// Also: `kv_lora_rank: 0` through `--hf-overrides` is refused (no MLA
+/// latent KV to offload); the fix removes the override.
+#[test]
+fn a_zero_kv_lora_rank_override_is_refused() {
+    let a = args(
+        json!({"tensor_parallel_size": 8, "hf_overrides": {"kv_lora_rank": 0},
+                        "kv_transfer_config": hisparse(json!(64))}),
+    );
+    let r = resolve(&a).unwrap();
+    assert!(!r.valid);
+    let d = error(&r, Code::InvalidValue);
+    assert_eq!(d.path.to_string(), "hf_overrides.kv_lora_rank");
+    assert_eq!(d.stage.as_str(), "model_load");
+    let after = resolve(&all_fixed(&a, &r)).unwrap();
+    assert!(after.valid, "{:?}", after.errors);
+    assert!(after.hisparse_enabled);
+}
