@@ -68,6 +68,9 @@ pub fn fixes_applied(args: &SglangArgs, diags: &[crate::Diagnostic]) -> Option<S
 /// (`Report::fixed_flags`). `Err` for an option out of range or an unknown GPU.
 pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanError> {
     crate::plan::check_options(options)?;
+    if let Some(e) = resolution::unreadable_model(args) {
+        return Err(PlanError::Load(e));
+    }
     let gpu = options
         .gpu
         .as_deref()

@@ -461,6 +461,9 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
 /// GPU memory is unknown; `Err` for options out of range.
 pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError> {
     crate::plan::check_options(options)?;
+    if let Some(e) = super::resolution::unreadable_model(args) {
+        return Err(PlanError::Load(e));
+    }
     let gpu = options
         .gpu
         .as_deref()

@@ -173,6 +173,26 @@ impl Resolution<'_> {
     }
 }
 
+/// The model's config when it cannot be read at all because of what the file
+/// is: a FIFO, a device, a directory named config.json, or one over the size
+/// bound (`LoadError::File`, codes `not_a_regular_file` / `file_too_large` /
+/// `read_failed`). The check refuses these as an I/O error before any rule
+/// (the CLI exits 2, Python raises `ModelLoadError`), as under vLLM
+/// (engines/vllm_0_33/check.rs); a model that is not there stays the
+/// diagnostic `model_config_missing` at `resolve` (SGLang's own stage).
+pub(crate) fn unreadable_model(args: &SglangArgs) -> Option<crate::model::LoadError> {
+    let path = args.model_path.clone()?;
+    let serve = crate::ServeArgs {
+        model: Some(path),
+        revision: args.revision.clone(),
+        ..Default::default()
+    };
+    match serve.load_hf_config() {
+        Err(e @ crate::model::LoadError::File { .. }) if e.code() != "model_not_found" => Some(e),
+        _ => None,
+    }
+}
+
 /// The model's config, as vLLM's `--model` is read (local file, directory, HF cache).
 pub(crate) fn load_model(
     args: &SglangArgs,
