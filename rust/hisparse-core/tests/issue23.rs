@@ -108,3 +108,184 @@ fn a_config_json_that_is_not_a_regular_file_is_a_load_error() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The stage and whether the error has a fix, for `code` in the check of `v`.
+fn refused(v: Value, code: Code) -> (Report, String) {
+    let r = check(v);
+    let s = stage(error(&r, code));
+    (r, s)
+}
+
+// --- Defect 2: an unknown --speculative-algorithm ------------------------------
+
+#[test]
+fn an_unknown_speculative_algorithm_is_refused_at_resolve_without_eagle_fixes() {
+    let v = json!({"enable_hisparse": true, "disable_radix_cache": true,
+        "speculative_algorithm": "MTP", "speculative_eagle_topk": 2});
+    let (r, s) = refused(v.clone(), Code::SpeculativeAlgorithmUnknown);
+    assert_eq!(s, "resolve");
+    let e = error(&r, Code::SpeculativeAlgorithmUnknown);
+    assert_eq!(e.message, "Unknown speculative algorithm name: MTP");
+    assert!(e.hint.as_deref().unwrap().contains("NEXTN"), "{e:?}");
+    // Not read as EAGLE: none of EAGLE's rules (topk without steps, topk 1 for HiSparse).
+    let codes: Vec<Code> = r.errors.iter().map(|d| d.code).collect();
+    assert_eq!(
+        codes,
+        [Code::SpeculativeAlgorithmUnknown],
+        "{:#?}",
+        r.errors
+    );
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+    // Every builtin name and the NEXTN alias, any case, is known.
+    for name in [
+        "eagle",
+        "EAGLE3",
+        "nextn",
+        "NGRAM",
+        "standalone",
+        "none",
+        "DFlash",
+    ] {
+        let r = check(json!({"speculative_algorithm": name}));
+        assert!(
+            r.errors
+                .iter()
+                .all(|d| d.code != Code::SpeculativeAlgorithmUnknown),
+            "{name}"
+        );
+    }
+}
+
+// --- Defect 3: NGRAM's eagle_topk 10 against the DSA page 64 -------------------
+
+#[test]
+fn ngram_on_a_dsa_model_is_refused_at_resolve() {
+    let v = json!({"speculative_algorithm": "NGRAM"});
+    let (r, s) = refused(v.clone(), Code::NgramTopkWithPages);
+    assert_eq!(s, "resolve");
+    let e = error(&r, Code::NgramTopkWithPages);
+    assert!(
+        e.message
+            .starts_with("speculative_eagle_topk(10) > 1 with page_size(64) > 1 is unstable"),
+        "{}",
+        e.message
+    );
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+    // Not an EAGLE rule: the tree-backend rule stays silent for NGRAM.
+    assert!(r
+        .errors
+        .iter()
+        .all(|d| d.code != Code::EagleTopkNeedsTreeBackend));
+}
+
+// --- Defect 4: --context-length above the derived length -----------------------
+
+#[test]
+fn a_context_length_above_the_derived_one_is_refused_at_resolve() {
+    let v = json!({"context_length": 262144});
+    let (r, s) = refused(v.clone(), Code::ContextLengthOverDerived);
+    assert_eq!(s, "resolve");
+    let e = error(&r, Code::ContextLengthOverDerived);
+    assert!(e.message.contains("User-specified context_length (262144) is greater than the derived context_length (163840)"), "{}", e.message);
+    assert!(e
+        .message
+        .ends_with("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"));
+    assert!(fixed(&args(v), &r).valid);
+    assert!(check(json!({"context_length": 163840})).valid);
+    assert!(sg::allow_longer_context(Some("Yes")) && !sg::allow_longer_context(Some("0")));
+    assert_eq!(
+        sg::ALLOW_LONGER_CONTEXT_ENV,
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+    );
+}
+
+// --- Defect 5: SGLang's default chunked_prefill_size under attention DP --------
+
+#[test]
+fn the_default_chunked_prefill_size_is_divided_by_attention_dp_too() {
+    let v = json!({"tp_size": 3, "dp_size": 3, "enable_dp_attention": true});
+    let (r, s) = refused(v.clone(), Code::ChunkedPrefillNotPageMultiple);
+    assert_eq!(s, "check");
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+    assert!(check(json!({"tp_size": 4, "dp_size": 4, "enable_dp_attention": true})).valid);
+    // --tp-size 3 --dp-size 4 gets the layout fix dp 3, and the chunk fix with it.
+    let v = json!({"tp_size": 3, "dp_size": 4, "enable_dp_attention": true});
+    let r = check(v.clone());
+    error(&r, Code::DataParallelLayoutInvalid);
+    assert!(fixed(&args(v), &r).valid);
+}
+
+// --- Defect 6: --attn-dp-size is read ------------------------------------------
+
+#[test]
+fn attn_dp_size_is_read_by_the_layout_rule() {
+    let v = json!({"tp_size": 8, "attn_dp_size": 3});
+    let (r, s) = refused(v.clone(), Code::DataParallelLayoutInvalid);
+    assert_eq!(s, "resolve");
+    assert_eq!(
+        error(&r, Code::DataParallelLayoutInvalid).path.to_string(),
+        "attn_dp_size"
+    );
+    assert!(
+        fixed(&args(v), &r).valid,
+        "{:#?}",
+        fixed(&args(json!({"tp_size": 8, "attn_dp_size": 3})), &r).errors
+    );
+    assert!(check(json!({"tp_size": 8, "attn_dp_size": 4})).valid);
+    let r = check(json!({"tp_size": 8, "attn_dp_size": 2, "dp_size": 2}));
+    assert_eq!(stage(error(&r, Code::DpReplicasWithAttnDp)), "resolve");
+    assert!(!check(json!({"attn_dp_size": -2})).valid);
+}
+
+// --- Defect 7: --dp 0 with DP attention ----------------------------------------
+
+#[test]
+fn dp_zero_with_dp_attention_is_refused_at_resolve() {
+    let v = json!({"tp_size": 8, "dp_size": 0, "enable_dp_attention": true});
+    let (r, s) = refused(v.clone(), Code::AttnDpSizeNotPositive);
+    assert_eq!(s, "resolve");
+    assert!(error(&r, Code::AttnDpSizeNotPositive)
+        .message
+        .starts_with("ZeroDivisionError"));
+    assert!(fixed(&args(v), &r).valid);
+}
+
+// --- Defect 8: tp x pp divisible by nnodes -------------------------------------
+
+#[test]
+fn nnodes_must_divide_tp_times_pp() {
+    for (nnodes, fit) in [(3, 2), (0, 1)] {
+        let v = json!({"tp_size": 8, "nnodes": nnodes});
+        let (r, s) = refused(v.clone(), Code::TpPpNotDivisibleByNnodes);
+        assert_eq!(s, "check", "{nnodes}");
+        let after = fixed(&args(v), &r);
+        assert!(after.valid, "{nnodes}: {:#?}", after.errors);
+        let _ = fit;
+    }
+    assert!(check(json!({"tp_size": 8, "nnodes": 2})).valid);
+    assert!(check(json!({"tp_size": 4, "pp_size": 2, "nnodes": 2})).valid);
+}
+
+// --- Defect 9: PP with speculation only on a P/D prefill server ----------------
+
+#[test]
+fn pipeline_with_speculation_is_refused_off_prefill() {
+    let (r, s) = refused(
+        json!({"pp_size": 2, "tp_size": 4, "speculative_algorithm": "EAGLE", "disaggregation_mode": "decode"}),
+        Code::PipelineSpeculationOffPrefill,
+    );
+    assert_eq!(s, "check");
+    assert!(error(&r, Code::PipelineSpeculationOffPrefill)
+        .fix
+        .is_empty());
+    let r = check(
+        json!({"pp_size": 2, "tp_size": 4, "speculative_algorithm": "EAGLE", "disaggregation_mode": "prefill"}),
+    );
+    assert!(r
+        .errors
+        .iter()
+        .all(|d| d.code != Code::PipelineSpeculationOffPrefill));
+}

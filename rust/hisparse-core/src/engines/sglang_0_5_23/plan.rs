@@ -536,11 +536,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let base_per_token = base_cell;
     // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
     // the figures here are one worker's (its TP ranks share each request).
-    let attn_dp = if args.enable_dp_attention == Some(true) {
-        pos(args.dp_size)
-    } else {
-        1
-    };
+    let attn_dp = pos(Some(args.attn_dp_given().0));
     let given = args
         .max_running_requests
         .and_then(|m| u64::try_from(m).ok());

@@ -160,26 +160,58 @@ pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // validation_hook.py:240-246 (AssertionError), with or without HiSparse; hit
     // because the DSA page is 64 (DeepSeek-V4's 256).
     // Attention DP divides it first (parallel_hook.py:327-332).
-    if let Some(given) = a.chunked_prefill_size {
-        let (page, dp) = (r.page(), r.attn_dp_fixed()); // the layout its fix gives
+    // SGLang's default, by GPU memory (memory_hook.py:88-184), is divided too
+    // (issue 23 defect 5): only under attention DP can it miss the page.
+    let (page, dp) = (r.page(), r.attn_dp_fixed()); // the layout its fix gives
+    let chunked = a
+        .chunked_prefill_size
+        .or_else(|| (dp > 1).then(|| default_chunked_prefill_size(r)));
+    if let Some(given) = chunked {
         let c = if given > 0 { given / dp } else { given };
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
             let fixed = (c / page).max(1).saturating_mul(page).saturating_mul(dp);
+            let default = if a.chunked_prefill_size.is_none() {
+                format!(" (not given: SGLang's default for this GPU, {given}, is divided by attn_dp_size {dp} to {c})")
+            } else {
+                String::new()
+            };
+            let e = err(
+                Code::ChunkedPrefillNotPageMultiple,
+                "chunked_prefill_size",
+                "chunked_prefill_size must be divisible by page_size",
+            );
+            let e = if default.is_empty() {
+                e.given(&json!(given))
+            } else {
+                e
+            };
             d.push(
-                err(
-                    Code::ChunkedPrefillNotPageMultiple,
-                    "chunked_prefill_size",
-                    "chunked_prefill_size must be divisible by page_size",
-                )
-                .given(&json!(given))
-                .allowed(if dp > 1 {
-                    format!("a multiple of page_size {page} x attn_dp_size {dp}, or -1 to disable chunked prefill")
+                e.allowed(if dp > 1 {
+                    format!("a multiple of page_size {page} x attn_dp_size {dp}, or -1 to disable chunked prefill{default}")
                 } else {
                     format!("a multiple of page_size {page}, or -1 to disable chunked prefill")
                 })
                 .fix(vec![set("chunked_prefill_size", json!(fixed))]),
             );
         }
+    }
+}
+
+/// SGLang's default `chunked_prefill_size` for the GPU's memory
+/// (`_handle_gpu_memory_settings`, arg_groups/memory_hook.py:88-184): 2048
+/// below 20 GiB, 4096 below 60, 8192 below 160 (H100, H200), 16384 above
+/// (B200); an H200 when the GPU is not known.
+pub(crate) fn default_chunked_prefill_size(r: &Resolution<'_>) -> i64 {
+    let gib = r
+        .machine
+        .gpu_memory_gib
+        .or(r.machine.gpu.map(|g| g.memory_gib))
+        .unwrap_or(141.0);
+    match gib * 1024.0 {
+        m if m < 20.0 * 1024.0 => 2048,
+        m if m < 60.0 * 1024.0 => 4096,
+        m if m < 160.0 * 1024.0 => 8192,
+        _ => 16384,
     }
 }
 

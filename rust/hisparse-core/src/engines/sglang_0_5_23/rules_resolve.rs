@@ -139,13 +139,19 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     }
     // parallel_hook.py:326 (AssertionError, no message), with attention DP on.
     let (tp, attn_dp) = (a.tp_size.unwrap_or(1), r.attn_dp());
+    let (_, attr) = r.attn_dp_given();
     if attn_dp > 1 && tp % attn_dp != 0 {
         let fit = r.attn_dp_fixed();
+        let from = if attr == "dp_size" {
+            "--dp-size with --enable-dp-attention"
+        } else {
+            "--attn-dp-size"
+        };
         d.push(
-            err(Code::DataParallelLayoutInvalid, "dp_size", &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} (--dp-size with --enable-dp-attention; arg_groups/parallel_hook.py:326)"))
+            err(Code::DataParallelLayoutInvalid, attr, &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} ({from}; arg_groups/parallel_hook.py:326)"))
                 .given(&json!(attn_dp))
                 .allowed(format!("a divisor of tp_size {tp}"))
-                .fix(vec![set("dp_size", json!(fit))]),
+                .fix(vec![set(attr, json!(fit))]),
         );
     }
     if r.is_dsv4 {
@@ -213,7 +219,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // speculative_hook.py:1159-1174: EAGLE picks (3, 1, 4) only when none of
     // steps / topk / draft tokens is given; topk or draft tokens without steps
     // is a bare AssertionError, steps without topk a TypeError (FACTS_sglang.md #6).
-    if a.speculation_on() {
+    if a.speculation_on() && a.speculative_algorithm() != Some("NGRAM") {
         let (steps, topk, draft) = (
             a.speculative_num_steps,
             a.speculative_eagle_topk,
@@ -240,11 +246,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         }
     }
     // speculative_hook.py:1272-1282: for DSA (attention backend dsa) this fires before S2's rule.
-    if let Some((_, topk, _)) = r.speculative {
-        let backend = a
-            .attention_backend
-            .as_deref()
-            .unwrap_or(if r.is_dsa { "dsa" } else { "" });
+    let eagle_like = r
+        .speculative
+        .as_ref()
+        .filter(|_| a.speculative_algorithm() != Some("NGRAM"));
+    if let Some(&(_, topk, _)) = eagle_like {
+        let backend = super::rules_spec::attention_backend(r);
         if topk > 1 && r.page_size.value > 1 && !matches!(backend, "flashinfer" | "fa3" | "triton")
         {
             d.push(
