@@ -289,3 +289,96 @@ fn pipeline_with_speculation_is_refused_off_prefill() {
         .iter()
         .all(|d| d.code != Code::PipelineSpeculationOffPrefill));
 }
+
+// --- Issue 22 item 7: fp8_e5m2's fix keeps the user's 8-bit precision ----------
+
+#[test]
+fn an_fp8_dtype_dsa_refuses_is_fixed_to_fp8_e4m3_not_auto() {
+    for hisparse in [false, true] {
+        let mut v = json!({"kv_cache_dtype": "fp8_e5m2"});
+        if hisparse {
+            v = json!({"kv_cache_dtype": "fp8_e5m2", "enable_hisparse": true, "disable_radix_cache": true});
+        }
+        let r = check(v.clone());
+        let e = error(&r, Code::DsaKvCacheDtypeUnsupported);
+        assert_eq!(
+            serde_json::to_value(&e.fix).unwrap(),
+            json!([{"op": "set", "path": "kv_cache_dtype", "value": "fp8_e4m3"}]),
+            "{e:?}"
+        );
+        let after = fixed(&args(v), &r);
+        assert!(after.valid, "{:#?}", after.errors);
+    }
+    // A 16-bit dtype keeps auto (bfloat16 on SM 9.0).
+    let r = check(json!({"kv_cache_dtype": "float16"}));
+    let e = error(&r, Code::DsaKvCacheDtypeUnsupported);
+    assert!(
+        serde_json::to_string(&e.fix).unwrap().contains("\"auto\""),
+        "{e:?}"
+    );
+}
+
+// --- Issue 22 item 1: host_pool_over_ram_budget asks for a ratio that fits -----
+
+fn ram_check(ratio: u64) -> (SglangArgs, Report) {
+    let a = args(
+        json!({"tp_size": 8, "enable_hisparse": true, "disaggregation_mode": "decode",
+        "mem_fraction_static": 0.85, "context_length": 131072,
+        "hisparse_config": format!("{{\"host_to_device_ratio\": {ratio}}}")}),
+    );
+    let r = sg::check(
+        &a,
+        &options(json!({"gpu": "h200", "host_memory_gib": 2048})),
+    )
+    .unwrap();
+    (a, r)
+}
+
+#[test]
+fn the_ram_budget_fix_is_a_ratio_that_fits_in_one_paste() {
+    let (a, r) = ram_check(32);
+    let e = error(&r, Code::HostPoolOverRamBudget);
+    let fixed_args = sg::fixes_applied(&a, &r.errors).unwrap();
+    let after = sg::check(
+        &fixed_args,
+        &options(json!({"gpu": "h200", "host_memory_gib": 2048})),
+    )
+    .unwrap();
+    assert!(after.valid, "{:?} -> {:#?}", e.fix, after.errors);
+    // And it is the largest that fits: one more is refused.
+    let ratio = fixed_args.to_json()["hisparse_config"]["host_to_device_ratio"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{:?}", fixed_args.to_json()));
+    assert!(ratio < 29, "{ratio}");
+    let (_, over) = ram_check(ratio + 1);
+    error(&over, Code::HostPoolOverRamBudget);
+}
+
+// --- Issue 22 item 8: coordinator_memory_unreserved weighs the room left -------
+
+fn coordinator_warning(v: Value) -> Option<Diagnostic> {
+    let r = sg::check(&args(v), &options(json!({"gpu": "h200"}))).unwrap();
+    assert!(r.valid, "{:#?}", r.errors);
+    r.warnings
+        .into_iter()
+        .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
+}
+
+#[test]
+fn the_coordinator_warning_says_which_mem_fraction_leaves_room() {
+    let base = json!({"tp_size": 8, "enable_hisparse": true, "disaggregation_mode": "decode"});
+    // SGLang's default fraction leaves nothing beyond its own reserve: warned, with a fix.
+    let w = coordinator_warning(base.clone()).expect("warned at the default fraction");
+    let fix = serde_json::to_value(&w.fix).unwrap();
+    let mfs = fix[0]["value"].as_f64().unwrap();
+    assert!((0.5..0.9).contains(&mfs), "{fix}");
+    // The fraction it gives leaves room: no warning once applied (one paste).
+    let mut fixed = base.clone();
+    fixed["mem_fraction_static"] = json!(mfs);
+    assert!(coordinator_warning(fixed).is_none());
+    // 0.85 leaves far more than a small coordinator needs: no noise.
+    let mut small = base;
+    small["mem_fraction_static"] = json!(0.85);
+    small["max_running_requests"] = json!(64);
+    assert!(coordinator_warning(small).is_none());
+}

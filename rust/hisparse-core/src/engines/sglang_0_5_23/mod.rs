@@ -31,6 +31,7 @@ pub(crate) mod check;
 pub mod codes;
 pub mod deviations;
 pub mod diagnostics;
+pub(crate) mod dsa_dtype;
 pub mod fixed_flags;
 pub(crate) mod fixes;
 pub mod flags;

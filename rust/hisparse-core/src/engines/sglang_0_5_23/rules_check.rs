@@ -3,6 +3,7 @@
 //! `check_always` (the chunked-prefill page rule) for every launch.
 
 use super::diagnostics::SglangDiagnostic;
+use super::dsa_dtype::{allowed_backends, dsa_dtype_fix};
 use super::resolution::Resolution;
 use super::stages::SglangStage::Check;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
@@ -17,18 +18,6 @@ fn set(attr: &str, value: Value) -> FixOp {
 }
 fn err(code: Code, attr: &str, msg: &str) -> Diagnostic {
     Diagnostic::error(code, FieldPath::root(attr), msg).stage(Check)
-}
-
-/// The DSA backends HiSparse allows on CUDA for a KV dtype (hisparse_hook.py:18-37).
-pub fn allowed_backends(hip: bool, dtype: &str) -> &'static [&'static str] {
-    if hip {
-        return &["aiter", "tilelang", "triton"];
-    }
-    match dtype {
-        "bfloat16" => &["flashmla_sparse"],
-        "fp8_e4m3" => &["flashinfer_sparse_mla", "flashmla_kv"],
-        _ => &["flashinfer_sparse_mla", "flashmla_kv", "flashmla_sparse"],
-    }
 }
 
 /// The radix-cache fix: P/D decode decides it from its own flag
@@ -213,49 +202,4 @@ pub(crate) fn default_chunked_prefill_size(r: &Resolution<'_>) -> i64 {
         m if m < 160.0 * 1024.0 => 8192,
         _ => 16384,
     }
-}
-
-/// The kv_cache_dtype that replaces one DSA refuses: `auto`, unless a DSA
-/// backend given explicitly is one HiSparse refuses with what auto resolves
-/// to here (`--dsa-prefill-backend flashmla_kv` on SM 9.0, where auto is
-/// bfloat16): then the dtype that backend takes; where no dtype takes every
-/// backend given, `auto` and the backends it refuses removed, so the fix passes.
-/// Returns the fix and the dtype it resolves to (the backend rule below checks
-/// that one, so every fix at once passes).
-pub(crate) fn dsa_dtype_fix(r: &Resolution<'_>) -> (Vec<FixOp>, &'static str) {
-    let auto = if r.sm_major >= 10 && !r.hip {
-        "fp8_e4m3"
-    } else {
-        "bfloat16"
-    };
-    let set_auto = vec![set("kv_cache_dtype", json!("auto"))];
-    if !r.args.hisparse_on() {
-        return (set_auto, auto);
-    }
-    let given = [
-        ("dsa_prefill_backend", r.args.dsa_prefill_backend.as_deref()),
-        ("dsa_decode_backend", r.args.dsa_decode_backend.as_deref()),
-    ];
-    let refused = |dtype: &str| {
-        let allowed = allowed_backends(r.hip, dtype);
-        given
-            .iter()
-            .filter(|(_, b)| b.is_some_and(|b| !allowed.contains(&b)))
-            .map(|(attr, _)| *attr)
-            .collect::<Vec<_>>()
-    };
-    for (name, dtype) in [
-        ("auto", auto),
-        ("fp8_e4m3", "fp8_e4m3"),
-        ("bfloat16", "bfloat16"),
-    ] {
-        if refused(dtype).is_empty() {
-            return (vec![set("kv_cache_dtype", json!(name))], dtype);
-        }
-    }
-    let mut ops = set_auto;
-    ops.extend(refused(auto).into_iter().map(|attr| FixOp::Remove {
-        path: FieldPath::root(attr),
-    }));
-    (ops, auto)
 }

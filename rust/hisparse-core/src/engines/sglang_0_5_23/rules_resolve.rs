@@ -133,7 +133,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 )
                 .given(&json!(a.kv_cache_dtype))
                 .allowed("auto, bf16, bfloat16 or fp8_e4m3")
-                .fix(super::rules_check::dsa_dtype_fix(r).0),
+                .fix(super::dsa_dtype::dsa_dtype_fix(r).0),
             );
         }
     }
