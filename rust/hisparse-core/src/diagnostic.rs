@@ -176,6 +176,7 @@ codes! {
     DpReplicasWithAttnDp => "dp_replicas_with_attn_dp",
     TpPpNotDivisibleByNnodes => "tp_pp_not_divisible_by_nnodes",
     PipelineSpeculationOffPrefill => "pipeline_speculation_off_prefill",
+    SpeculativeAlgorithmNotForModel => "speculative_algorithm_not_for_model",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

@@ -382,3 +382,28 @@ fn the_coordinator_warning_says_which_mem_fraction_leaves_room() {
     small["max_running_requests"] = json!(64);
     assert!(coordinator_warning(small).is_none());
 }
+
+/// Found by the differential test: DeepSeek-V4's hook reads the name as given.
+#[test]
+fn deepseek_v4_takes_only_eagle_or_dspark_as_spelled() {
+    let v4 = model("deepseek-v4-flash");
+    for name in ["eagle", "NGRAM", "nextn", "NONE"] {
+        let v = json!({"model_path": v4, "speculative_algorithm": name});
+        let (r, s) = refused(v.clone(), Code::SpeculativeAlgorithmNotForModel);
+        assert_eq!(s, "resolve", "{name}");
+        let after = fixed(&args(v), &r);
+        assert!(
+            after
+                .errors
+                .iter()
+                .all(|d| d.code != Code::SpeculativeAlgorithmNotForModel),
+            "{name}: {:#?}",
+            after.errors
+        );
+    }
+    let r = check(json!({"model_path": v4, "speculative_algorithm": "MTP"}));
+    assert!(r
+        .errors
+        .iter()
+        .all(|d| d.code != Code::SpeculativeAlgorithmNotForModel));
+}

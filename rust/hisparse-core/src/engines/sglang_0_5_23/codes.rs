@@ -61,6 +61,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::DpReplicasWithAttnDp,
     Code::TpPpNotDivisibleByNnodes,
     Code::PipelineSpeculationOffPrefill,
+    Code::SpeculativeAlgorithmNotForModel,
 ];
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ fn attn_dp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
         return None;
     }
     let msg = if n == 0 {
-        format!("ZeroDivisionError: integer floor division or modulo by zero (attn_tp_size = tp_size // attn_dp_size with attn_dp_size 0 from --{}, srt/runtime_context.py:73-76)", attr.replace('_', "-"))
+        format!("ZeroDivisionError: integer division or modulo by zero (attn_tp_size = tp_size // attn_dp_size with attn_dp_size 0 from --{}, srt/runtime_context.py:73-76)", attr.replace('_', "-"))
     } else {
         format!("--attn-dp-size must be positive (got {n}).")
     };
