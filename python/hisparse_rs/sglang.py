@@ -124,6 +124,9 @@ def check_sglang_argv(
             is not UTF-8 text (sys.argv's surrogates); a command line beyond
             16384 words or 16 MiB; a value beyond what the check holds (an int
             beyond 64 bits, ``--mem-fraction-static nan``).
+        ModelLoadError: the model's config.json is not a regular file (a
+            FIFO, a device, a directory) or is over its bound, as for vLLM
+            (``.code`` ``not_a_regular_file`` / ``file_too_large``).
     """
     if isinstance(argv, str | bytes):
         raise TypeError("argv must be a list of str (the words of the command line)")

@@ -233,6 +233,11 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         "--dp-size": maybe([1, 2, 8]),
         "--dcp-size": maybe([1, 1, 1, 2]),
         "--mem-fraction-static": maybe([0.8, 0.9]),
+        # Issue 23: layouts and lengths SGLang's own rules refuse, HiSparse or not.
+        "--attn-dp-size": maybe([1, 2, 3, 4, 0, -1]),
+        "--nnodes": maybe([1, 2, 3, 0]),
+        "--pp-size": maybe([1, 2]),
+        "--context-length": maybe([4096, 131072, 163840, 262144]),
     }
     for flag, strategy in valued.items():
         if draw(st.integers(0, rarely)) == 0:
@@ -259,7 +264,9 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
             )
         )
     if draw(st.integers(0, 3)) == 0:
-        argv += ["--speculative-algorithm", "EAGLE"]
+        # EAGLE mostly; NEXTN (EAGLE's alias), NGRAM and names SGLang does not know.
+        algorithm = draw(st.sampled_from(["EAGLE"] * 6 + ["nextn", "NGRAM", "MTP", "eagle"]))
+        argv += ["--speculative-algorithm", algorithm]
         # SGLang wants all three or none (speculative_hook.py:1160-1163).
         if draw(st.integers(0, 3)):
             steps = draw(st.sampled_from([1, 2, 3, 5]))
@@ -538,7 +545,29 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
       "--speculative-eagle-topk", "1", "--speculative-num-steps", "5", "--speculative-num-draft-tokens", "6"],
      (9, 0)),  # the fixed launch: 6 draft tokens reported beside the unreadable config
     ([*DSV32, *HISPARSE, "--kv-cache-dtype", "fp8_e5m2", "--dsa-prefill-backend", "flashmla_kv"],
-     (9, 0)),  # the fixed launch: the backend rule is checked for the fixed (auto) dtype
+     (9, 0)),  # the fixed launch: the backend rule is checked for the fixed (fp8_e4m3) dtype
+    # Issue 23: SGLang's own rules on any launch, HiSparse or not (each also in
+    # rust/hisparse-core/tests/issue23.rs).
+    ([*DSV32, "--speculative-algorithm", "MTP"], (9, 0)),  # resolve: unknown name, no EAGLE rules
+    ([*DSV32, *HISPARSE, "--speculative-algorithm", "mtp", "--speculative-eagle-topk", "2"], (9, 0)),
+    ([*DSV32, "--speculative-algorithm", "nextn"], (9, 0)),  # NEXTN is EAGLE, any case
+    ([*DSV32, "--speculative-algorithm", "NGRAM"], (9, 0)),  # resolve: topk 10 with page 64
+    ([*DSV32, *HISPARSE, "--speculative-algorithm", "NGRAM"], (9, 0)),
+    ([*DSV32, "--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"], (9, 0)),
+    ([*DSV32, "--context-length", "262144"], (9, 0)),  # resolve: above the derived 163840
+    ([*DSV32, "--tp", "3", "--dp", "3", "--enable-dp-attention"], (9, 0)),  # check: default chunk / 3
+    ([*DSV32, "--tp", "3", "--dp", "3", "--enable-dp-attention"], (10, 0)),
+    ([*DSV32, "--tp", "8", "--attn-dp-size", "3"], (9, 0)),  # resolve: --attn-dp-size read
+    ([*DSV32, "--tp", "8", "--attn-dp-size", "2", "--dp", "2"], (9, 0)),  # resolve: replicas and attn DP
+    ([*DSV32, "--tp", "8", "--attn-dp-size", "-2"], (9, 0)),
+    ([*DSV32, "--tp", "8", "--dp", "0", "--enable-dp-attention"], (9, 0)),  # resolve: ZeroDivisionError
+    ([*DSV32, "--tp", "8", "--nnodes", "3"], (9, 0)),  # check: tp x pp % nnodes
+    ([*DSV32, "--tp", "8", "--nnodes", "0"], (9, 0)),  # check: ZeroDivisionError
+    ([*DSV32, "--tp", "4", "--pp-size", "2", "--speculative-algorithm", "EAGLE", "--disaggregation-mode",
+      "decode"], (9, 0)),  # check: PP with speculation only on prefill
+    ([*DSV32, "--kv-cache-dtype", "fp8_e5m2"], (9, 0)),  # resolve; the fix keeps 8 bits: fp8_e4m3
+    ([*DSV4, "--speculative-algorithm", "eagle"], (9, 0)),  # resolve: V4's hook reads the name as given
+    ([*DSV4, "--speculative-algorithm", "NGRAM"], (9, 0)),
 ]  # fmt: skip
 
 

@@ -536,14 +536,17 @@ fn run_sglang(
 /// serve` or `python -m sglang.launch_server`; a leading program is taken
 /// off too), exactly as `hisparse-check --engine sglang` reads it: argparse's
 /// refusals are errors at stage `argparse`, flags the check does not read are
-/// in `ignored_flags`. Err: an option out of range, an unknown GPU.
+/// in `ignored_flags`. Err: `PlanError::Option` for an option out of range,
+/// an unknown GPU or words the check cannot read (the CLI's usage errors);
+/// `PlanError::Load` for a model config.json that is not a regular file or is
+/// over its bound (the CLI exits 2 for both, as for vLLM).
 pub fn check_sglang_argv(
     argv: &[String],
     options: &PlanOptions,
-) -> Result<hisparse_core::Report, String> {
+) -> Result<hisparse_core::Report, hisparse_core::plan::PlanError> {
     let mut words = vec!["--engine".to_owned(), "sglang".to_owned()];
     words.extend(argv.iter().cloned());
-    let launch = launch::split(&words)?;
+    let launch = launch::split(&words).map_err(hisparse_core::plan::PlanError::Option)?;
     sglang_cli::check_argv(&launch.args, launch.sglang_serve, options)
 }
 

@@ -187,9 +187,9 @@ pub(crate) fn check_argv(
     words: &[String],
     serve: bool,
     options: &PlanOptions,
-) -> Result<Report, String> {
-    let read = read::read(words, serve)?;
-    let mut report = core_sglang::check(&read.args, options).map_err(|e| e.to_string())?;
+) -> Result<Report, PlanError> {
+    let read = read::read(words, serve).map_err(PlanError::Option)?;
+    let mut report = core_sglang::check(&read.args, options)?;
     read::finish(&mut report, read);
     Ok(report)
 }

@@ -340,3 +340,50 @@ fn vllm_is_still_the_default_engine() {
     ]);
     assert_eq!((code, &report), (code2, &report2));
 }
+
+/// Issue 23 defect 12: a config.json that is a FIFO, a directory or a device
+/// exits 2 under `--engine sglang` as under vLLM (docs/cli.md, docs/limits.md),
+/// never blocking; a directory is not explained as a read that could block.
+#[test]
+fn a_config_json_that_is_not_a_regular_file_exits_2() {
+    let dir = std::env::temp_dir().join(format!("hisparse-sg-cli-{}-files", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("fifo")).unwrap();
+    std::fs::create_dir_all(dir.join("dir").join("config.json")).unwrap();
+    let fifo = dir.join("fifo").join("config.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (path, needle) in [
+        (dir.join("fifo").to_str().unwrap().to_owned(), "FIFO"),
+        (dir.join("dir").to_str().unwrap().to_owned(), "a directory"),
+        ("/dev/zero".to_owned(), "character device"),
+    ] {
+        for plan in [false, true] {
+            let mut a = vec![
+                "--engine",
+                "sglang",
+                "--model-path",
+                &path,
+                "--enable-hisparse",
+            ];
+            if plan {
+                a.push("--plan");
+            }
+            let (code, out, err) = run(&a);
+            assert_eq!(code, 2, "{path}: {out}{err}");
+            assert!(err.contains(needle), "{path}: {err}");
+            assert!(err.starts_with("hisparse-check: error: "), "{err}");
+        }
+    }
+    let (_, _, err) = run(&[
+        "--engine",
+        "sglang",
+        "--model-path",
+        dir.join("dir").to_str().unwrap(),
+    ]);
+    assert!(!err.contains("block"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

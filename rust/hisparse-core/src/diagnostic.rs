@@ -170,6 +170,15 @@ codes! {
     SpeculativeSwapOnXpu => "speculative_swap_on_xpu",
     SpeculativeNumStepsMissing => "speculative_num_steps_missing",
     SpeculativeEagleTopkMissing => "speculative_eagle_topk_missing",
+    SpeculativeAlgorithmUnknown => "speculative_algorithm_unknown",
+    NgramTopkWithPages => "ngram_topk_with_pages",
+    NgramWithDpAttention => "ngram_with_dp_attention",
+    ContextLengthOverDerived => "context_length_over_derived",
+    AttnDpSizeNotPositive => "attn_dp_size_not_positive",
+    DpReplicasWithAttnDp => "dp_replicas_with_attn_dp",
+    TpPpNotDivisibleByNnodes => "tp_pp_not_divisible_by_nnodes",
+    PipelineSpeculationOffPrefill => "pipeline_speculation_off_prefill",
+    SpeculativeAlgorithmNotForModel => "speculative_algorithm_not_for_model",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

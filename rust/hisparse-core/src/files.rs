@@ -44,6 +44,11 @@ impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FileError::NotFound => f.write_str("no such file"),
+            FileError::NotRegular {
+                kind: kind @ "a directory",
+            } => {
+                write!(f, "it is {kind}, not a regular file (refused: only a file is read; give the file itself)")
+            }
             FileError::NotRegular { kind } => {
                 write!(f, "it is {kind}, not a regular file (refused: reading it could block or never end)")
             }

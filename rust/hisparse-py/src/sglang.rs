@@ -184,7 +184,8 @@ fn parse_args(args: &Bound<'_, PyAny>) -> PyResult<Result<SglangArgs, Vec<Diagno
 /// the machine checks run. The GIL is released while Rust works.
 ///
 /// Raises ValueError for an option out of range or an unknown GPU, TypeError
-/// when an attribute the check reads has the wrong type.
+/// when an attribute the check reads has the wrong type, ModelLoadError for a
+/// model config.json that is not a regular file or is over its bound.
 #[pyfunction]
 #[pyo3(signature = (args, options_json = None))]
 pub fn sglang_check_json(
@@ -260,7 +261,8 @@ pub fn sglang_plan_json(
 /// sglang.launch_server`; a leading program is taken off) exactly as
 /// `hisparse-check --engine sglang` reads it, with `options_json` as for
 /// `sglang_check_json`. Raises ValueError for an option out of range or an
-/// unknown GPU.
+/// unknown GPU, ModelLoadError for a model config.json that is not a regular
+/// file (a FIFO, device or directory) or is over its bound (as for vLLM).
 #[pyfunction]
 #[pyo3(signature = (argv, options_json = None))]
 pub fn check_sglang_argv(
@@ -277,7 +279,7 @@ pub fn check_sglang_argv(
     })
     .map_err(gil::internal_error)?
     .map(Report::from)
-    .map_err(PyValueError::new_err)
+    .map_err(plan_error)
 }
 
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for (sorted).

@@ -132,6 +132,15 @@ pub struct SglangArgs {
     /// `--device` (device.py:24; default: detected, `cuda` here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// `--attn-dp-size` / `--attention-data-parallel-size`: the attention-DP
+    /// width (parallel.py; default 1; `--dp-size N --enable-dp-attention` is
+    /// turned into it, arg_groups/parallel_hook.py:39-60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_dp_size: Option<i64>,
+    /// `--speculative-ngram-max-bfs-breadth` (spec.py:256; default 10): NGRAM's
+    /// `speculative_eagle_topk` (arg_groups/speculative_hook.py:1310-1314).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_ngram_max_bfs_breadth: Option<i64>,
     /// Every other `ServerArgs` attribute given: accepted, not read.
     #[serde(flatten)]
     pub other: Map<String, Value>,
@@ -221,18 +230,56 @@ impl SglangArgs {
         self.enable_hisparse == Some(true)
     }
 
+    /// The attention-DP width as given and the attribute it comes from:
+    /// `attn_dp_size`, or `dp_size` under `--enable-dp-attention` while
+    /// attn_dp_size is 1 (arg_groups/parallel_hook.py:39-60).
+    pub(crate) fn attn_dp_given(&self) -> (i64, &'static str) {
+        let attn = self.attn_dp_size.unwrap_or(1);
+        if self.enable_dp_attention == Some(true) && attn == 1 {
+            (self.dp_size.unwrap_or(1), "dp_size")
+        } else {
+            (attn, "attn_dp_size")
+        }
+    }
+
     /// `disaggregation_mode`, `null` when not given.
     pub(crate) fn pd_mode(&self) -> &str {
         self.disaggregation_mode.as_deref().unwrap_or("null")
     }
 
-    /// Speculation on: an algorithm other than `NONE` (hisparse_hook.py:114-117).
+    /// Speculation on: an algorithm SGLang knows other than `NONE`
+    /// (hisparse_hook.py:114-117); an unknown name is refused at resolve
+    /// (`speculative_algorithm_unknown`) and no speculative rule reads it.
     pub(crate) fn speculation_on(&self) -> bool {
-        self.speculative_algorithm
-            .as_deref()
-            .is_some_and(|a| !a.eq_ignore_ascii_case("none"))
+        self.speculative_algorithm().is_some_and(|a| a != "NONE")
+    }
+
+    /// `--speculative-algorithm` as SGLang resolves it: upper-cased, `NEXTN`
+    /// as `EAGLE` (arg_groups/speculative_hook.py:136-160, :81-118); None when
+    /// not given or not a name `SpeculativeAlgorithm.from_string` knows
+    /// (speculative/spec_info.py:36-65).
+    pub(crate) fn speculative_algorithm(&self) -> Option<&'static str> {
+        let name = self.speculative_algorithm.as_deref()?.to_uppercase();
+        match name.as_str() {
+            "NEXTN" => Some("EAGLE"),
+            n => SPECULATIVE_ALGORITHMS.iter().find(|a| **a == n).copied(),
+        }
     }
 }
+
+/// The builtin `SpeculativeAlgorithm` members (speculative/spec_info.py:36-45);
+/// `NEXTN` is an alias of `EAGLE` (spec_registry.py:183).
+pub const SPECULATIVE_ALGORITHMS: &[&str] = &[
+    "DFLASH",
+    "UNO",
+    "DSPARK",
+    "EAGLE",
+    "EAGLE3",
+    "FROZEN_KV_MTP",
+    "STANDALONE",
+    "NGRAM",
+    "NONE",
+];
 
 /// A value as a Python user reads it in a TypeError: `str '8'`, `float 8.0`, `bool True`.
 fn py_typed(v: &Value) -> String {

@@ -14,6 +14,11 @@ use crate::report::Report;
 pub(crate) fn check_fixed(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     let mut report = resolve_for(args, machine);
     plan::host_budget_check(args, machine, &mut report);
+    if let Some(h) = report.sglang_hisparse().cloned() {
+        report
+            .warnings
+            .extend(plan::coordinator_room(args, machine, &h));
+    }
     report.fixed_flags = fixed_flags(args, &report.errors);
     report
 }

@@ -53,6 +53,15 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::SpeculativeSwapOnXpu,
     Code::SpeculativeNumStepsMissing,
     Code::SpeculativeEagleTopkMissing,
+    Code::SpeculativeAlgorithmUnknown,
+    Code::NgramTopkWithPages,
+    Code::NgramWithDpAttention,
+    Code::ContextLengthOverDerived,
+    Code::AttnDpSizeNotPositive,
+    Code::DpReplicasWithAttnDp,
+    Code::TpPpNotDivisibleByNnodes,
+    Code::PipelineSpeculationOffPrefill,
+    Code::SpeculativeAlgorithmNotForModel,
 ];
 
 #[cfg(test)]

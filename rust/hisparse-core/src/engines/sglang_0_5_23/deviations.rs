@@ -56,7 +56,8 @@ fn warn(code: Code, path: FieldPath, msg: impl Into<String>) -> Diagnostic {
     Diagnostic::warning(code, path, msg).stage(Never)
 }
 
-/// Bytes of the coordinator's GPU bookkeeping (managers/hisparse_coordinator.py:637-724):
+/// Bytes of the coordinator's GPU bookkeeping (its warning, sized with the
+/// GPU's memory, is `plan::coordinator_room`) (managers/hisparse_coordinator.py:637-724):
 /// `req_to_device_buffer` S x (D + P) x 8, `req_to_host_pool` S x (ctx + P) x 8,
 /// token ids and locations 2 x L x S x (D + P) x 4, the int16 LRU L x S x D x 2,
 /// raw top-k indices S x top_k x 4. S request slots, D device_buffer_size, P page size.
@@ -83,10 +84,6 @@ pub fn coordinator_bytes(
         )
         .saturating_add(slots.saturating_mul(top_k).saturating_mul(4))
 }
-
-/// Request slots SGLang sizes the coordinator for when --max-running-requests is
-/// not given: it derives them from memory; 2048 + 1 is assumed here.
-pub const ASSUMED_REQUEST_SLOTS: u64 = 2049;
 
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     let a = r.args;
@@ -170,40 +167,5 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             warn(Code::ComputeCapabilityAssumed, FieldPath::root("kv_cache_dtype"), format!("kv_cache_dtype auto resolves by the GPU: fp8_e4m3 on SM >= 10, bfloat16 below (arg_groups/overrides.py:532-540); without --gpu an H200 (SM 9.0) is assumed, so {}", r.kv_cache_dtype.value))
                 .hint("name the GPU with --gpu (e.g. --gpu b200), or set --kv-cache-dtype"),
         );
-    }
-    // The coordinator's bookkeeping, on a launch that otherwise holds.
-    if let (Some(m), Some(dbs)) = (r.model.as_ref(), r.device_buffer()) {
-        let layers = m
-            .sparse_mla_layers
-            .as_ref()
-            .map_or(0, |s| u64::from(s.value));
-        let (slots, slots_rule) = match r.request_slots() {
-            Some(s) => (u64::try_from(s).unwrap_or(0), "max_running_requests per attention-DP worker + 1, plus P/D decode's in-transfer slots"),
-            None => (
-                ASSUMED_REQUEST_SLOTS,
-                "2049 assumed: SGLang sizes --max-running-requests from memory",
-            ),
-        };
-        let context = a
-            .context_length
-            .and_then(|c| u64::try_from(c).ok())
-            .or_else(|| m.max_position_embeddings.as_ref().map(|s| s.value))
-            .unwrap_or(0);
-        let (Ok(dbs), Ok(page)) = (u64::try_from(dbs), u64::try_from(r.page())) else {
-            return;
-        };
-        let top_k = u64::try_from(r.index_topk.unwrap_or(0)).unwrap_or(0);
-        let bytes = coordinator_bytes(layers, slots, dbs, page, context, top_k);
-        if r.is_dsa
-            && layers > 0
-            && bytes > 0
-            && dbs <= super::rules_late::MAX_DEVICE_BUFFER_SIZE as u64
-        {
-            d.push(
-                warn(Code::CoordinatorMemoryUnreserved, FieldPath::root("mem_fraction_static"), format!("the HiSparse coordinator allocates {:.2} GiB per GPU of bookkeeping ({layers} layers, {slots} request slots ({slots_rule}), device_buffer_size {dbs}, context {context}; managers/hisparse_coordinator.py:637-724) after SGLang has sized the KV pool from --mem-fraction-static, which does not reserve it", bytes as f64 / f64::from(1u32 << 30)))
-                    .given(&json!(bytes))
-                    .hint("leave that much GPU memory outside --mem-fraction-static, or lower --max-running-requests or --context-length"),
-            );
-        }
     }
 }

@@ -31,6 +31,7 @@ pub(crate) mod check;
 pub mod codes;
 pub mod deviations;
 pub mod diagnostics;
+pub(crate) mod dsa_dtype;
 pub mod engine_log;
 pub mod fixed_flags;
 pub(crate) mod fixes;
@@ -40,8 +41,11 @@ pub mod plan;
 pub mod resolution;
 pub mod resolve;
 pub(crate) mod rules_check;
+pub(crate) mod rules_context;
 pub(crate) mod rules_late;
+pub(crate) mod rules_parallel;
 pub(crate) mod rules_resolve;
+pub(crate) mod rules_spec;
 pub mod settings;
 pub mod stages;
 pub mod version;
@@ -49,6 +53,7 @@ pub mod version;
 pub use args::SglangArgs;
 pub use plan::plan;
 pub use resolve::resolve;
+pub use rules_context::{env_true as allow_longer_context, ALLOW_LONGER_CONTEXT_ENV};
 pub use settings::SglangHiSparse;
 
 use crate::plan::{PlanError, PlanOptions};
@@ -69,6 +74,9 @@ pub fn fixes_applied(args: &SglangArgs, diags: &[crate::Diagnostic]) -> Option<S
 /// (`Report::fixed_flags`). `Err` for an option out of range or an unknown GPU.
 pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanError> {
     crate::plan::check_options(options)?;
+    if let Some(e) = resolution::unreadable_model(args) {
+        return Err(PlanError::Load(e));
+    }
     let gpu = options
         .gpu
         .as_deref()

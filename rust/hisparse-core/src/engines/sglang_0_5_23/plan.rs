@@ -169,11 +169,7 @@ pub fn capacity(
         None => {
             let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
             // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
-            let attn_tp = if args.enable_dp_attention == Some(true) {
-                (tp / dp).max(1)
-            } else {
-                tp
-            };
+            let attn_tp = (tp / pos(Some(args.attn_dp_given().0))).max(1);
             let rule = format!(
                 "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
                 est.rule,
@@ -268,6 +264,24 @@ pub fn draft_cell(draft_layers: u64, kv_row: u64, index_row: u64, ratio: u64) ->
     draft_layers
         .saturating_mul(kv_row.saturating_add(index_row))
         .saturating_mul(ratio.max(1))
+}
+
+impl Capacity {
+    /// Device slots and the host pool of one rank, bytes, at ratio `r`: a
+    /// larger ratio makes the device cell larger (the indexer rows of every
+    /// host token), so N_dev shrinks as the ratio grows, and the pool is
+    /// `host_tokens(N_dev(r), r)` rows (pool_host/base.py:221-229). The plan
+    /// and the RAM rule's fix both size a ratio with it.
+    pub fn at_ratio(&self, args: &SglangArgs, r: u64) -> (u64, u64) {
+        let cell = device_cell(self.layers, self.kv_row, self.index_row, r).saturating_add(
+            draft_cell(self.draft_layers, self.kv_row, self.index_row, r),
+        );
+        let n_dev = device_slots(self.available, cell, self.page, args);
+        let pool = host_tokens(n_dev, r, self.page)
+            .saturating_mul(self.layers)
+            .saturating_mul(self.kv_row);
+        (n_dev, pool)
+    }
 }
 
 /// `N_dev = (available // cell) // page x page` (pool_configurator.py:637-647),
@@ -441,15 +455,12 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
     if c.pool_bytes <= budget {
         return;
     }
-    // The largest integer ratio whose pool fits, as pool_host/base.py:221-229 sizes it.
-    let pool = |r: u64| {
-        (c.n_dev.saturating_mul(r) / c.page)
-            .saturating_add(1)
-            .saturating_mul(c.page)
-            .saturating_mul(c.layers)
-            .saturating_mul(c.kv_row)
-    };
-    let fit = (1..c.ratio).rev().find(|&r| pool(r) <= budget);
+    // The largest integer ratio whose pool fits, each with the device slots
+    // it leaves (issue 22 item 1: sized with this ratio's N_dev, the fix asked
+    // for a ratio still too large), as the plan sizes it.
+    let fit = (1..c.ratio)
+        .rev()
+        .find(|&r| c.at_ratio(args, r).1 <= budget);
     let mut e = Diagnostic::error(
         Code::HostPoolOverRamBudget,
         key_path("host_to_device_ratio"),
@@ -469,11 +480,89 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
     report.hisparse = None;
 }
 
+/// The coordinator's GPU bookkeeping (managers/hisparse_coordinator.py:637-724)
+/// against the room `--mem-fraction-static` leaves beyond what SGLang's own
+/// default reserves for activations and CUDA graphs (memory_hook.py:281-392):
+/// room = GPU x (default fraction - fraction). A warning
+/// (`coordinator_memory_unreserved`, a deviation: SGLang does not reserve it)
+/// only when the room is smaller than the bookkeeping, with the fraction that
+/// leaves room as its fix. Rows as the plan resolves them: max_running_requests
+/// per attention-DP worker (given, or from N_dev) + 1 (ReqToTokenPool's
+/// size + 1, memory_pool.py:399-402), plus P/D decode's in-transfer slots.
+/// Needs the GPU memory (`--gpu` / `--gpu-memory-gib`); None otherwise.
+pub(crate) fn coordinator_room(
+    args: &SglangArgs,
+    machine: &Machine<'_>,
+    h: &SglangHiSparse,
+) -> Option<Diagnostic> {
+    let (model, _) = super::resolution::load_model(args, &mut Vec::new())?;
+    let c = capacity(args, h, &model, machine).ok()?;
+    let max_len = args
+        .context_length
+        .and_then(|c| u64::try_from(c).ok())
+        .or(model.max_position_embeddings.as_ref().map(|s| s.value))
+        .unwrap_or(163_840);
+    let given = args
+        .max_running_requests
+        .and_then(|m| u64::try_from(m).ok());
+    let spec = h.speculative_num_draft_tokens.is_some();
+    let attn_dp = pos(Some(args.attn_dp_given().0));
+    let (per_worker, _) = resolved_max_running_requests(given, spec, attn_dp, c.n_dev, max_len);
+    let extra = match (args.pd_mode(), args.disaggregation_decode_extra_slots) {
+        ("decode", Some(e)) => u64::try_from(e).unwrap_or(0),
+        ("decode", None) if per_worker <= 32 => per_worker * 2,
+        _ => 0,
+    };
+    let rows = per_worker.saturating_add(extra).saturating_add(1);
+    let top_k = u64::try_from(h.index_topk.value).unwrap_or(0);
+    let need = super::deviations::coordinator_bytes(c.layers, rows, c.d, c.page, max_len, top_k);
+    let draft = h
+        .speculative_num_draft_tokens
+        .as_ref()
+        .and_then(|n| u64::try_from(n.value).ok());
+    let (default_mfs, _) = default_mem_fraction_static(args, draft, c.gpu_gib);
+    let gpu = c.gpu_gib * GIB;
+    let room = (gpu * (default_mfs - c.mem_fraction_static)).max(0.0);
+    if need as f64 <= room {
+        return None;
+    }
+    let fix = ((default_mfs - need as f64 / gpu) * 100.0).floor() / 100.0;
+    let gib = |b: f64| b / GIB;
+    let extra_text = if extra > 0 {
+        format!(" + {extra} in-transfer")
+    } else {
+        String::new()
+    };
+    let mut w = Diagnostic::warning(
+        Code::CoordinatorMemoryUnreserved,
+        crate::path::FieldPath::root("mem_fraction_static"),
+        format!("the HiSparse coordinator allocates {:.2} GiB per GPU of bookkeeping ({} layers, {per_worker} requests per worker{extra_text} + 1 = {rows} request rows, device_buffer_size {}, context {max_len}; managers/hisparse_coordinator.py:637-724) after SGLang has sized the KV pool from --mem-fraction-static {} ({}), which does not reserve it: beyond the {:.2} GiB SGLang's default {default_mfs} keeps for activations and CUDA graphs (arg_groups/memory_hook.py:281-392) that leaves {:.2} GiB", gib(need as f64), c.layers, c.d, c.mem_fraction_static, c.mem_fraction_static_rule, gib(gpu * (1.0 - default_mfs)), gib(room)),
+    )
+    .stage(SglangStage::Never)
+    .given(&json!(c.mem_fraction_static));
+    if fix > 0.0 {
+        w = w.allowed(format!(
+            "--mem-fraction-static {fix} or lower on this GPU ({} GiB)",
+            c.gpu_gib
+        ));
+        w = w.fix(vec![FixOp::Set {
+            path: crate::path::FieldPath::root("mem_fraction_static"),
+            value: json!(fix),
+        }]);
+    } else {
+        w = w.hint("lower --max-running-requests or --context-length: no --mem-fraction-static leaves room on this GPU");
+    }
+    Some(w)
+}
+
 /// Plan a valid SGLang HiSparse launch. `Err(PlanError::Option)` when the
 /// launch is not valid with HiSparse on (its `check` report says why) or the
 /// GPU memory is unknown; `Err` for options out of range.
 pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError> {
     crate::plan::check_options(options)?;
+    if let Some(e) = super::resolution::unreadable_model(args) {
+        return Err(PlanError::Load(e));
+    }
     let gpu = options
         .gpu
         .as_deref()
@@ -522,6 +611,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         .map(|g| budget_per_rank(g, c.ranks_per_host));
     let mut errors = report.errors.clone();
     let mut warnings = report.warnings.clone();
+    warnings.extend(coordinator_room(args, &machine, &h));
     if budget.is_some_and(|b| c.pool_bytes > b) {
         let mut r = report.clone();
         host_budget_check(args, &machine, &mut r);
@@ -548,11 +638,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let base_per_token = base_cell;
     // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
     // the figures here are one worker's (its TP ranks share each request).
-    let attn_dp = if args.enable_dp_attention == Some(true) {
-        pos(args.dp_size)
-    } else {
-        1
-    };
+    let attn_dp = pos(Some(args.attn_dp_given().0));
     let given = args
         .max_running_requests
         .and_then(|m| u64::try_from(m).ok());
@@ -563,22 +649,13 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
     // Requests one GPU holds with HiSparse at ratio `r`: (device, host, cap).
     let with_ratio = |r: u64, tokens: u64| -> (u64, u64, u64, u64) {
-        let cell = device_cell(c.layers, c.kv_row, c.index_row, r).saturating_add(draft_cell(
-            c.draft_layers,
-            c.kv_row,
-            c.index_row,
-            r,
-        ));
-        let n_dev = device_slots(c.available, cell, c.page, args);
+        let (n_dev, pool) = c.at_ratio(args, r);
         let gpu = if c.prompt_on_device && tokens > n_dev {
             0
         } else {
             n_dev / per_req_dev.max(1)
         };
         let host = host_tokens(n_dev, r, c.page) / tokens.max(1);
-        let pool = host_tokens(n_dev, r, c.page)
-            .saturating_mul(c.layers)
-            .saturating_mul(c.kv_row);
         (gpu, host, mrr_for(n_dev).0, pool)
     };
     let point = |ctx: u64| -> PlanPoint {

@@ -60,6 +60,8 @@ pub struct Resolution<'a> {
     pub args: &'a SglangArgs,
     pub model: Option<ModelInfo>,
     pub model_source: Option<String>,
+    /// The context length SGLang derives from config.json ([`derived_context_length`]).
+    pub context_len: Option<i64>,
     /// DSA by SGLang's test: architecture list and `index_topk` set.
     pub is_dsa: bool,
     /// DeepSeek-V4 or MiniMax-M3 (HiSparse runs there too, other rules).
@@ -133,13 +135,24 @@ impl Resolution<'_> {
     /// allocates size + pre_alloc_size + 1 rows, disaggregation/decode.py:200).
     /// With speculation and no `--max-running-requests` SGLang resolves 48
     /// (arg_groups/speculative_hook.py:1086-1091; FACTS_sglang.md #7).
-    /// The attention-DP width: `--dp-size N --enable-dp-attention` is
-    /// `attn_dp_size N` (arg_groups/parallel_hook.py:39-60); 1 without it.
+    /// The attention-DP width: `--attn-dp-size`, or `--dp-size N
+    /// --enable-dp-attention` turned into `attn_dp_size N` when attn_dp_size
+    /// is 1 (arg_groups/parallel_hook.py:39-60); at least 1 here (a width
+    /// below 1 is its own error, [`Resolution::attn_dp_given`]).
     pub fn attn_dp(&self) -> i64 {
-        if self.args.enable_dp_attention == Some(true) {
-            self.args.dp_size.unwrap_or(1).max(1)
-        } else {
-            1
+        self.attn_dp_given().0.max(1)
+    }
+    /// The attention-DP width as given and the attribute it comes from
+    /// (`attn_dp_size`, or `dp_size` under `--enable-dp-attention`).
+    pub fn attn_dp_given(&self) -> (i64, &'static str) {
+        self.args.attn_dp_given()
+    }
+    /// Data-parallel replicas once the deprecated form is turned around
+    /// (`dp_size` 1 under `--dp-size N --enable-dp-attention`, parallel_hook.py:52-57).
+    pub fn dp_replicas(&self) -> i64 {
+        match self.attn_dp_given() {
+            (_, "dp_size") => 1,
+            _ => self.args.dp_size.unwrap_or(1),
         }
     }
     /// The attention-DP width once `data_parallel_layout_invalid`'s fix is
@@ -178,11 +191,39 @@ impl Resolution<'_> {
     }
 }
 
+/// The model's config when it cannot be read at all because of what the file
+/// is: a FIFO, a device, a directory named config.json, or one over the size
+/// bound (`LoadError::File`, codes `not_a_regular_file` / `file_too_large` /
+/// `read_failed`). The check refuses these as an I/O error before any rule
+/// (the CLI exits 2, Python raises `ModelLoadError`), as under vLLM
+/// (engines/vllm_0_33/check.rs); a model that is not there stays the
+/// diagnostic `model_config_missing` at `resolve` (SGLang's own stage).
+pub(crate) fn unreadable_model(args: &SglangArgs) -> Option<crate::model::LoadError> {
+    let path = args.model_path.clone()?;
+    let serve = crate::ServeArgs {
+        model: Some(path),
+        revision: args.revision.clone(),
+        ..Default::default()
+    };
+    match serve.load_hf_config() {
+        Err(e @ crate::model::LoadError::File { .. }) if e.code() != "model_not_found" => Some(e),
+        _ => None,
+    }
+}
+
 /// The model's config, as vLLM's `--model` is read (local file, directory, HF cache).
 pub(crate) fn load_model(
     args: &SglangArgs,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<(ModelInfo, String)> {
+    load_model_value(args, diags).map(|(m, shown, _)| (m, shown))
+}
+
+/// [`load_model`], also the context length SGLang derives from the config.
+fn load_model_value(
+    args: &SglangArgs,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<(ModelInfo, String, i64)> {
     let Some(path) = args.model_path.clone() else {
         diags.push(
             Diagnostic::error(Code::ModelConfigMissing, FieldPath::root("model_path"), "the following arguments are required: --model-path (SGLang's argparse; hisparse_rs needs its config.json)")
@@ -197,7 +238,11 @@ pub(crate) fn load_model(
         ..Default::default()
     };
     match serve.load_hf_config() {
-        Ok(Some((value, shown))) => Some((crate::model::read(&value, None), shown)),
+        Ok(Some((value, shown))) => Some((
+            crate::model::read(&value, None),
+            shown,
+            derived_context_length(&value),
+        )),
         Ok(None) => None,
         Err(e) => {
             diags.push(
@@ -214,43 +259,47 @@ pub(crate) fn load_model(
     }
 }
 
-pub(crate) fn resolution<'a>(
-    args: &'a SglangArgs,
-    machine: &Machine<'a>,
-    diags: &mut Vec<Diagnostic>,
-) -> Resolution<'a> {
-    let (model, model_source) = load_model(args, diags).unzip();
-    let arch = model.as_ref().and_then(|m| m.architecture.clone());
-    let index_topk = model
-        .as_ref()
-        .and_then(|m| m.index_topk.as_ref())
-        .and_then(|s| s.value.as_ref().ok().copied())
-        .map(i64::from);
-    let has_index_topk = model.as_ref().is_some_and(|m| m.index_topk.is_some());
-    let is_dsa = arch
-        .as_deref()
-        .is_some_and(|a| DSA_ARCHITECTURES.contains(&a))
-        && has_index_topk;
-    // is_deepseek_v4 / is_minimax_sparse (srt/configs/model_config.py:395-400, :426-431).
-    let other_sparse = arch.as_deref().is_some_and(|a| {
-        matches!(
-            a,
-            "DeepseekV4ForCausalLM"
-                | "DeepseekV4ForCausalLMNextN"
-                | "DeepseekV4ForCausalLMDSpark"
-                | "MiniMaxM3SparseForCausalLM"
-                | "MiniMaxM3SparseForConditionalGeneration"
-        )
-    });
-    let is_dsv4 = arch.as_deref() == Some("DeepseekV4ForCausalLM");
-    let index_kpool = model
-        .as_ref()
-        .and_then(|m| m.index_kpool.as_ref())
-        .map_or(1, |s| i64::from(s.value.max(1)));
+/// The context length SGLang derives from a model's config
+/// (`get_context_length`, srt/utils/hf_transformers/common.py:668-694): the
+/// first of max_sequence_length, seq_length, max_seq_len, model_max_length,
+/// max_position_embeddings, times the rope_scaling factor unless it has
+/// original_max_position_embeddings or is llama3; 2048 without any. The text
+/// config of a multimodal model (`text_config`) when there is one.
+pub fn derived_context_length(config: &Value) -> i64 {
+    let text = config
+        .get("text_config")
+        .filter(|t| t.is_object())
+        .unwrap_or(config);
+    let factor = match text.get("rope_scaling").filter(|r| r.is_object()) {
+        Some(rs)
+            if rs.get("original_max_position_embeddings").is_none()
+                && rs.get("rope_type").and_then(Value::as_str) != Some("llama3") =>
+        {
+            rs.get("factor").and_then(Value::as_f64).unwrap_or(1.0)
+        }
+        _ => 1.0,
+    };
+    const KEYS: [&str; 5] = [
+        "max_sequence_length",
+        "seq_length",
+        "max_seq_len",
+        "model_max_length",
+        "max_position_embeddings",
+    ];
+    KEYS.iter()
+        .find_map(|k| {
+            text.get(*k)
+                .filter(|v| !v.is_null())
+                .and_then(Value::as_f64)
+        })
+        // int(factor * val): truncated toward zero, saturating in i64.
+        .map_or(2048, |v| (factor * v).trunc() as i64)
+}
 
-    // The compute capability: `--gpu`'s, else H200's SM 9.0 (SGLang asks
-    // torch.cuda.get_device_capability(), model_hook.py:341).
-    let (hip, sm_major, compute_capability) = match machine.gpu {
+/// The compute capability: `--gpu`'s, else H200's SM 9.0 (SGLang asks
+/// torch.cuda.get_device_capability(), model_hook.py:341). (hip, SM major, shown).
+fn compute_capability(machine: &Machine<'_>) -> (bool, u32, Resolved<String>) {
+    match machine.gpu {
         Some(g) if g.platform == "rocm" => {
             (true, 0, Resolved::new(g.arch.clone(), explicit("--gpu")))
         }
@@ -275,11 +324,19 @@ pub(crate) fn resolution<'a>(
                 default("no --gpu: an H200 (SM 9.0) is assumed"),
             ),
         ),
-    };
+    }
+}
 
-    // kv_cache_dtype for DSA (arg_groups/overrides.py:532-544).
+/// kv_cache_dtype for DSA (arg_groups/overrides.py:532-544) and DeepSeek-V4.
+fn kv_cache_dtype(
+    args: &SglangArgs,
+    is_dsa: bool,
+    is_dsv4: bool,
+    sm_major: u32,
+    hip: bool,
+) -> Resolved<String> {
     let given_dtype = args.kv_cache_dtype.clone();
-    let kv_cache_dtype = match given_dtype.as_deref() {
+    match given_dtype.as_deref() {
         None | Some("auto") if is_dsa => {
             let d = if sm_major >= 10 && !hip {
                 "fp8_e4m3"
@@ -317,12 +374,20 @@ pub(crate) fn resolution<'a>(
         ),
         Some(d) => Resolved::new(d.to_owned(), explicit("kv_cache_dtype")),
         None => Resolved::new("auto".to_owned(), default("the model's dtype")),
-    };
+    }
+}
 
-    // page_size: forced to 64 x index_kpool for DSA (model_overrides/deepseek_v2.py:161-173);
-    // on ROCm too, unless aiter's preshuffle paged-MQA path is unavailable
-    // (Triton < 3.5, :151-159: page 1), which is not assumed here.
-    let page_size = if is_dsa {
+/// page_size: forced to 64 x index_kpool for DSA (model_overrides/deepseek_v2.py:161-173);
+/// on ROCm too, unless aiter's preshuffle paged-MQA path is unavailable
+/// (Triton < 3.5, :151-159: page 1), which is not assumed here.
+fn page_size(
+    args: &SglangArgs,
+    is_dsa: bool,
+    is_dsv4: bool,
+    hip: bool,
+    index_kpool: i64,
+) -> Resolved<i64> {
+    if is_dsa {
         let rule = if hip {
             "64 x index_kpool for DSA, overriding --page-size (model_overrides/deepseek_v2.py:169-171); ROCm with aiter's preshuffle path assumed (else page 1, :151-159)"
         } else {
@@ -337,18 +402,12 @@ pub(crate) fn resolution<'a>(
             Some(p) => Resolved::new(p, explicit("page_size")),
             None => Resolved::new(1, default("page size 1")),
         }
-    };
+    }
+}
 
-    let mode = args.pd_mode().to_owned();
-    let disaggregation_mode = match &args.disaggregation_mode {
-        Some(m) => Resolved::new(m.clone(), explicit("disaggregation_mode")),
-        None => Resolved::new(
-            mode.clone(),
-            default("null: not P/D disaggregated (fields/disagg.py:55)"),
-        ),
-    };
-    // P/D decode sets the radix cache itself (pd_disaggregation_hook.py:98-127).
-    let disable_radix_cache = if mode == "decode" {
+/// P/D decode sets the radix cache itself (pd_disaggregation_hook.py:98-127).
+fn disable_radix_cache(args: &SglangArgs) -> Resolved<bool> {
+    if args.pd_mode() == "decode" {
         let on = args.disaggregation_decode_enable_radix_cache == Some(true);
         Resolved::new(!on, derived(&["disaggregation_mode", "disaggregation_decode_enable_radix_cache"], "P/D decode turns the radix cache off unless --disaggregation-decode-enable-radix-cache (pd_disaggregation_hook.py:98-127)"))
     } else {
@@ -356,40 +415,38 @@ pub(crate) fn resolution<'a>(
             Some(b) => Resolved::new(b, explicit("disable_radix_cache")),
             None => Resolved::new(false, default("radix cache on (fields/memory.py:64)")),
         }
-    };
+    }
+}
 
-    // HiSparse DSA backend defaults where unset (overrides.py:677-684).
-    let backend = |given: &Option<String>, attr: &str| -> Option<Resolved<String>> {
-        match given {
-            Some(b) => Some(Resolved::new(b.clone(), explicit(attr))),
-            None if args.hisparse_on() && is_dsa => {
-                let b = if hip {
-                    "tilelang"
-                } else if kv_cache_dtype.value == "fp8_e4m3" {
-                    "flashmla_kv"
-                } else {
-                    "flashmla_sparse"
-                };
-                Some(Resolved::new(b.to_owned(), derived(&["kv_cache_dtype"], "HiSparse: flashmla_kv for fp8_e4m3, flashmla_sparse otherwise, tilelang on ROCm (arg_groups/hisparse_hook.py:27-30, overrides.py:677-684)")))
-            }
-            None => None,
+/// A DSA backend: given, or HiSparse's default where unset (overrides.py:677-684).
+fn dsa_backend(
+    args: &SglangArgs,
+    given: &Option<String>,
+    attr: &str,
+    is_dsa: bool,
+    hip: bool,
+    dtype: &str,
+) -> Option<Resolved<String>> {
+    match given {
+        Some(b) => Some(Resolved::new(b.clone(), explicit(attr))),
+        None if args.hisparse_on() && is_dsa => {
+            let b = if hip {
+                "tilelang"
+            } else if dtype == "fp8_e4m3" {
+                "flashmla_kv"
+            } else {
+                "flashmla_sparse"
+            };
+            Some(Resolved::new(b.to_owned(), derived(&["kv_cache_dtype"], "HiSparse: flashmla_kv for fp8_e4m3, flashmla_sparse otherwise, tilelang on ROCm (arg_groups/hisparse_hook.py:27-30, overrides.py:677-684)")))
         }
-    };
-    let dsa_prefill_backend = backend(&args.dsa_prefill_backend, "dsa_prefill_backend");
-    let dsa_decode_backend = backend(&args.dsa_decode_backend, "dsa_decode_backend");
+        None => None,
+    }
+}
 
-    // hisparse_config (factory.py:62-117; SGLang reads it only after the weights load).
-    let (config, config_ok) = if args.hisparse_on() {
-        match hc::parse(args.hisparse_config.as_ref()) {
-            Ok(m) => (m.unwrap_or_default(), true),
-            Err(d) => {
-                diags.push(*d);
-                (Map::new(), false)
-            }
-        }
-    } else {
-        (Map::new(), true)
-    };
+/// The `hisparse_config` fields (factory.py:62-117; SGLang reads them only
+/// after the weights load): top_k, device_buffer_size, host_to_device_ratio,
+/// swap_in_block_size, each given or SGLang's default.
+fn hisparse_fields(config: &Map<String, Value>) -> [Resolved<Value>; 4] {
     let field = |key: &str, dflt: Value, rule: &str| match config.get(key) {
         Some(v) => Resolved::new(v.clone(), explicit(&format!("hisparse_config.{key}"))),
         None => Resolved::new(dflt, default(rule)),
@@ -420,29 +477,130 @@ pub(crate) fn resolution<'a>(
         Value::from(DEFAULT_SWAP_IN_BLOCK_SIZE),
         "960 (factory.py:84)",
     );
+    [
+        top_k,
+        device_buffer_size,
+        host_to_device_ratio,
+        swap_in_block_size,
+    ]
+}
 
-    // Speculative defaults: (3, 1, 4) for DSA models when not given
-    // (speculative_hook.py:1430-1461); with eagle_topk 1 the draft tokens are
-    // steps + 1, whatever was given (speculative_hook.py:1255-1266).
-    let speculative = args.speculation_on().then(|| {
-        let steps = args.speculative_num_steps.unwrap_or(3);
-        let topk = args.speculative_eagle_topk.unwrap_or(1);
-        let draft = if topk == 1 {
-            let rule = "speculative_num_steps + 1 with speculative_eagle_topk 1 (speculative_hook.py:1255-1266)";
-            Resolved::new(steps.saturating_add(1), derived(&["speculative_num_steps", "speculative_eagle_topk"], rule))
-        } else {
-            match args.speculative_num_draft_tokens {
-                Some(d) => Resolved::new(d, explicit("speculative_num_draft_tokens")),
-                None => Resolved::new(4, default("4 (speculative_hook.py:1430-1461)")),
-            }
+/// Speculative (steps, eagle_topk, draft tokens) as SGLang resolves them;
+/// None without speculation (or with a name SGLang does not know).
+/// EAGLE and the others: (3, 1, 4) for DSA models when not given
+/// (speculative_hook.py:1430-1461); with eagle_topk 1 the draft tokens are
+/// steps + 1, whatever was given (speculative_hook.py:1255-1266). NGRAM:
+/// eagle_topk is --speculative-ngram-max-bfs-breadth (default 10), draft
+/// tokens 12 by default, steps draft // topk (speculative_hook.py:1305-1328).
+fn speculative(args: &SglangArgs) -> Option<(i64, i64, Resolved<i64>)> {
+    if !args.speculation_on() {
+        return None;
+    }
+    if args.speculative_algorithm() == Some("NGRAM") {
+        let topk = args.speculative_ngram_max_bfs_breadth.unwrap_or(10);
+        let draft = match args.speculative_num_draft_tokens {
+            Some(d) => Resolved::new(d, explicit("speculative_num_draft_tokens")),
+            None => Resolved::new(12, default("12 for NGRAM (speculative_hook.py:1315-1320)")),
         };
-        (steps, topk, draft)
-    });
+        let steps = args.speculative_num_steps.unwrap_or(if topk > 0 {
+            draft.value.div_euclid(topk)
+        } else {
+            0
+        });
+        return Some((steps, topk, draft));
+    }
+    let steps = args.speculative_num_steps.unwrap_or(3);
+    let topk = args.speculative_eagle_topk.unwrap_or(1);
+    let draft = if topk == 1 {
+        let rule = "speculative_num_steps + 1 with speculative_eagle_topk 1 (speculative_hook.py:1255-1266)";
+        Resolved::new(
+            steps.saturating_add(1),
+            derived(&["speculative_num_steps", "speculative_eagle_topk"], rule),
+        )
+    } else {
+        match args.speculative_num_draft_tokens {
+            Some(d) => Resolved::new(d, explicit("speculative_num_draft_tokens")),
+            None => Resolved::new(4, default("4 (speculative_hook.py:1430-1461)")),
+        }
+    };
+    Some((steps, topk, draft))
+}
 
+/// The model's architecture tests: (is_dsa, other_sparse, is_dsv4).
+fn architecture(model: Option<&ModelInfo>) -> (bool, bool, bool) {
+    let arch = model.and_then(|m| m.architecture.clone());
+    let has_index_topk = model.is_some_and(|m| m.index_topk.is_some());
+    let is_dsa = arch
+        .as_deref()
+        .is_some_and(|a| DSA_ARCHITECTURES.contains(&a))
+        && has_index_topk;
+    // is_deepseek_v4 / is_minimax_sparse (srt/configs/model_config.py:395-400, :426-431).
+    let other_sparse = arch.as_deref().is_some_and(|a| {
+        matches!(
+            a,
+            "DeepseekV4ForCausalLM"
+                | "DeepseekV4ForCausalLMNextN"
+                | "DeepseekV4ForCausalLMDSpark"
+                | "MiniMaxM3SparseForCausalLM"
+                | "MiniMaxM3SparseForConditionalGeneration"
+        )
+    });
+    let is_dsv4 = arch.as_deref() == Some("DeepseekV4ForCausalLM");
+    (is_dsa, other_sparse, is_dsv4)
+}
+
+pub(crate) fn resolution<'a>(
+    args: &'a SglangArgs,
+    machine: &Machine<'a>,
+    diags: &mut Vec<Diagnostic>,
+) -> Resolution<'a> {
+    let (model, model_source, context_len) = match load_model_value(args, diags) {
+        Some((m, s, c)) => (Some(m), Some(s), Some(c)),
+        None => (None, None, None),
+    };
+    let index_topk = model
+        .as_ref()
+        .and_then(|m| m.index_topk.as_ref())
+        .and_then(|s| s.value.as_ref().ok().copied())
+        .map(i64::from);
+    let (is_dsa, other_sparse, is_dsv4) = architecture(model.as_ref());
+    let index_kpool = model
+        .as_ref()
+        .and_then(|m| m.index_kpool.as_ref())
+        .map_or(1, |s| i64::from(s.value.max(1)));
+    let (hip, sm_major, compute_capability) = compute_capability(machine);
+    let kv_cache_dtype = kv_cache_dtype(args, is_dsa, is_dsv4, sm_major, hip);
+    let page_size = page_size(args, is_dsa, is_dsv4, hip, index_kpool);
+    let disaggregation_mode = match &args.disaggregation_mode {
+        Some(m) => Resolved::new(m.clone(), explicit("disaggregation_mode")),
+        None => Resolved::new(
+            args.pd_mode().to_owned(),
+            default("null: not P/D disaggregated (fields/disagg.py:55)"),
+        ),
+    };
+    let dtype = kv_cache_dtype.value.clone();
+    let backend =
+        |given: &Option<String>, attr: &str| dsa_backend(args, given, attr, is_dsa, hip, &dtype);
+    let dsa_prefill_backend = backend(&args.dsa_prefill_backend, "dsa_prefill_backend");
+    let dsa_decode_backend = backend(&args.dsa_decode_backend, "dsa_decode_backend");
+    let (config, config_ok) = if args.hisparse_on() {
+        match hc::parse(args.hisparse_config.as_ref()) {
+            Ok(m) => (m.unwrap_or_default(), true),
+            Err(d) => {
+                diags.push(*d);
+                (Map::new(), false)
+            }
+        }
+    } else {
+        (Map::new(), true)
+    };
+    let [top_k, device_buffer_size, host_to_device_ratio, swap_in_block_size] =
+        hisparse_fields(&config);
     Resolution {
         args,
         model,
         model_source,
+        context_len,
         is_dsa,
         other_sparse,
         is_dsv4,
@@ -453,7 +611,7 @@ pub(crate) fn resolution<'a>(
         compute_capability,
         kv_cache_dtype,
         page_size,
-        disable_radix_cache,
+        disable_radix_cache: disable_radix_cache(args),
         dsa_prefill_backend,
         dsa_decode_backend,
         disaggregation_mode,
@@ -463,7 +621,7 @@ pub(crate) fn resolution<'a>(
         device_buffer_size,
         host_to_device_ratio,
         swap_in_block_size,
-        speculative,
+        speculative: speculative(args),
         machine: *machine,
     }
 }

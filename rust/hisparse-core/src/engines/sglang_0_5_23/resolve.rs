@@ -9,7 +9,9 @@ use super::resolution::{
     derived, explicit, kv_row_bytes, raw_layout, resolution, Machine, Resolution,
 };
 use super::settings::SglangHiSparse;
-use super::{deviations, rules_check, rules_late, rules_resolve};
+use super::{
+    deviations, rules_check, rules_context, rules_late, rules_parallel, rules_resolve, rules_spec,
+};
 use crate::diagnostic::Diagnostic;
 use crate::report::{
     HiSparseSettings, ModelSummary, Report, Resolved, ENGINE_SGLANG, SCHEMA_VERSION,
@@ -28,6 +30,10 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     // S1's rules fire with or without HiSparse (those about HiSparse check it
     // themselves); S2 onwards are HiSparse's, but for the chunked-prefill page rule.
     rules_resolve::check(&r, &mut diags);
+    rules_spec::check(&r, &mut diags);
+    rules_context::check(&r, &mut diags);
+    rules_parallel::check_resolve(&r, &mut diags);
+    rules_parallel::check_check(&r, &mut diags);
     rules_check::check_always(&r, &mut diags);
     if args.hisparse_on() {
         rules_check::check(&r, &mut diags);

@@ -3,6 +3,7 @@
 //! `check_always` (the chunked-prefill page rule) for every launch.
 
 use super::diagnostics::SglangDiagnostic;
+use super::dsa_dtype::{allowed_backends, dsa_dtype_fix};
 use super::resolution::Resolution;
 use super::stages::SglangStage::Check;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
@@ -17,18 +18,6 @@ fn set(attr: &str, value: Value) -> FixOp {
 }
 fn err(code: Code, attr: &str, msg: &str) -> Diagnostic {
     Diagnostic::error(code, FieldPath::root(attr), msg).stage(Check)
-}
-
-/// The DSA backends HiSparse allows on CUDA for a KV dtype (hisparse_hook.py:18-37).
-pub fn allowed_backends(hip: bool, dtype: &str) -> &'static [&'static str] {
-    if hip {
-        return &["aiter", "tilelang", "triton"];
-    }
-    match dtype {
-        "bfloat16" => &["flashmla_sparse"],
-        "fp8_e4m3" => &["flashinfer_sparse_mla", "flashmla_kv"],
-        _ => &["flashinfer_sparse_mla", "flashmla_kv", "flashmla_sparse"],
-    }
 }
 
 /// The radix-cache fix: P/D decode decides it from its own flag
@@ -160,20 +149,34 @@ pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // validation_hook.py:240-246 (AssertionError), with or without HiSparse; hit
     // because the DSA page is 64 (DeepSeek-V4's 256).
     // Attention DP divides it first (parallel_hook.py:327-332).
-    if let Some(given) = a.chunked_prefill_size {
-        let (page, dp) = (r.page(), r.attn_dp_fixed()); // the layout its fix gives
+    // SGLang's default, by GPU memory (memory_hook.py:88-184), is divided too
+    // (issue 23 defect 5): only under attention DP can it miss the page.
+    let (page, dp) = (r.page(), r.attn_dp_fixed()); // the layout its fix gives
+    let chunked = a
+        .chunked_prefill_size
+        .or_else(|| (dp > 1).then(|| default_chunked_prefill_size(r)));
+    if let Some(given) = chunked {
         let c = if given > 0 { given / dp } else { given };
         if c > 0 && a.pd_mode() != "decode" && c % page != 0 {
             let fixed = (c / page).max(1).saturating_mul(page).saturating_mul(dp);
+            let default = if a.chunked_prefill_size.is_none() {
+                format!(" (not given: SGLang's default for this GPU, {given}, is divided by attn_dp_size {dp} to {c})")
+            } else {
+                String::new()
+            };
+            let e = err(
+                Code::ChunkedPrefillNotPageMultiple,
+                "chunked_prefill_size",
+                "chunked_prefill_size must be divisible by page_size",
+            );
+            let e = if default.is_empty() {
+                e.given(&json!(given))
+            } else {
+                e
+            };
             d.push(
-                err(
-                    Code::ChunkedPrefillNotPageMultiple,
-                    "chunked_prefill_size",
-                    "chunked_prefill_size must be divisible by page_size",
-                )
-                .given(&json!(given))
-                .allowed(if dp > 1 {
-                    format!("a multiple of page_size {page} x attn_dp_size {dp}, or -1 to disable chunked prefill")
+                e.allowed(if dp > 1 {
+                    format!("a multiple of page_size {page} x attn_dp_size {dp}, or -1 to disable chunked prefill{default}")
                 } else {
                     format!("a multiple of page_size {page}, or -1 to disable chunked prefill")
                 })
@@ -183,47 +186,20 @@ pub(crate) fn check_always(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     }
 }
 
-/// The kv_cache_dtype that replaces one DSA refuses: `auto`, unless a DSA
-/// backend given explicitly is one HiSparse refuses with what auto resolves
-/// to here (`--dsa-prefill-backend flashmla_kv` on SM 9.0, where auto is
-/// bfloat16): then the dtype that backend takes; where no dtype takes every
-/// backend given, `auto` and the backends it refuses removed, so the fix passes.
-/// Returns the fix and the dtype it resolves to (the backend rule below checks
-/// that one, so every fix at once passes).
-pub(crate) fn dsa_dtype_fix(r: &Resolution<'_>) -> (Vec<FixOp>, &'static str) {
-    let auto = if r.sm_major >= 10 && !r.hip {
-        "fp8_e4m3"
-    } else {
-        "bfloat16"
-    };
-    let set_auto = vec![set("kv_cache_dtype", json!("auto"))];
-    if !r.args.hisparse_on() {
-        return (set_auto, auto);
+/// SGLang's default `chunked_prefill_size` for the GPU's memory
+/// (`_handle_gpu_memory_settings`, arg_groups/memory_hook.py:88-184): 2048
+/// below 20 GiB, 4096 below 60, 8192 below 160 (H100, H200), 16384 above
+/// (B200); an H200 when the GPU is not known.
+pub(crate) fn default_chunked_prefill_size(r: &Resolution<'_>) -> i64 {
+    let gib = r
+        .machine
+        .gpu_memory_gib
+        .or(r.machine.gpu.map(|g| g.memory_gib))
+        .unwrap_or(141.0);
+    match gib * 1024.0 {
+        m if m < 20.0 * 1024.0 => 2048,
+        m if m < 60.0 * 1024.0 => 4096,
+        m if m < 160.0 * 1024.0 => 8192,
+        _ => 16384,
     }
-    let given = [
-        ("dsa_prefill_backend", r.args.dsa_prefill_backend.as_deref()),
-        ("dsa_decode_backend", r.args.dsa_decode_backend.as_deref()),
-    ];
-    let refused = |dtype: &str| {
-        let allowed = allowed_backends(r.hip, dtype);
-        given
-            .iter()
-            .filter(|(_, b)| b.is_some_and(|b| !allowed.contains(&b)))
-            .map(|(attr, _)| *attr)
-            .collect::<Vec<_>>()
-    };
-    for (name, dtype) in [
-        ("auto", auto),
-        ("fp8_e4m3", "fp8_e4m3"),
-        ("bfloat16", "bfloat16"),
-    ] {
-        if refused(dtype).is_empty() {
-            return (vec![set("kv_cache_dtype", json!(name))], dtype);
-        }
-    }
-    let mut ops = set_auto;
-    ops.extend(refused(auto).into_iter().map(|attr| FixOp::Remove {
-        path: FieldPath::root(attr),
-    }));
-    (ops, auto)
 }

@@ -24,10 +24,27 @@ fn err(code: Code, attr: &str, msg: &str) -> Diagnostic {
     Diagnostic::error(code, FieldPath::root(attr), msg).stage(Resolve)
 }
 
+/// Every S1 rule of this file, in SGLang's pipeline order (one function per
+/// rule, each with its code, SGLang's message, file:line and fix).
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    host_receive_with_hisparse(r, d);
+    decode_radix_cache_with_hisparse(r, d);
+    prefill_complete_with_hisparse(r, d);
+    prefill_only_disable_kv_cache(r, d);
+    dsa_dcp_and_kv_dtype(r, d);
+    data_parallel_layout(r, d);
+    deepseek_v4(r, d);
+    dsa_backends(r, d);
+    hierarchical_cache_without_radix(r, d);
+    kv_cache_sharding(r, d);
+    eagle_parameters(r, d);
+    eagle_topk_tree_backend(r, d);
+}
+
+/// pd_disaggregation_hook.py:68-72.
+fn host_receive_with_hisparse(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     let a = r.args;
     let on = a.hisparse_on();
-    // pd_disaggregation_hook.py:68-72.
     if let Some(t) = a.disaggregation_decode_host_receive_threshold {
         if on && t < 1.0 {
             d.push(
@@ -45,7 +62,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-    // pd_disaggregation_hook.py:98-104.
+}
+
+/// pd_disaggregation_hook.py:98-104.
+fn decode_radix_cache_with_hisparse(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
     if on && a.pd_mode() == "decode" && a.disaggregation_decode_enable_radix_cache == Some(true) {
         d.push(
             err(
@@ -61,7 +83,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             )]),
         );
     }
-    // pd_disaggregation_hook.py:47-48 -> :199-242: SGLang lists every unsupported feature.
+}
+
+/// pd_disaggregation_hook.py:47-48 -> :199-242: SGLang lists every unsupported feature.
+fn prefill_complete_with_hisparse(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
     if on && a.disaggregation_decode_allocation_policy.as_deref() == Some("prefill_complete") {
         let mut unsupported = Vec::new();
         if !matches!(a.pd_mode(), "prefill" | "decode") {
@@ -94,7 +121,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             )]),
         );
     }
-    // kv_cache_hook.py:932-938.
+}
+
+/// kv_cache_hook.py:932-938.
+fn prefill_only_disable_kv_cache(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
     if on && a.prefill_only_disable_kv_cache == Some(true) {
         d.push(
             err(Code::PrefillOnlyDisableKvCacheWithHisparse, "prefill_only_disable_kv_cache", "--prefill-only-disable-kv-cache is incompatible with --enable-hisparse: HiSparse uses a dedicated pool family that is not the no-op MHA pool.")
@@ -102,6 +134,15 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 .fix(vec![set("prefill_only_disable_kv_cache", json!(false))]),
         );
     }
+}
+
+/// DSA models: DCP with HiSparse, HiCache or P/D (model_overrides/deepseek_v2.py:18-26,
+/// `dsa_dcp_unsupported`) and a KV dtype other than bfloat16 / fp8_e4m3
+/// (arg_groups/overrides.py:541-544, `dsa_kv_cache_dtype_unsupported`; its fix
+/// in `dsa_dtype`).
+fn dsa_dcp_and_kv_dtype(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
     if r.is_dsa {
         // model_overrides/deepseek_v2.py:18-26 (_dsa_dcp_overrides): refused with
         // HiSparse or HiCache, with P/D, or eagle_topk other than 1; else DCP resolves.
@@ -133,24 +174,46 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 )
                 .given(&json!(a.kv_cache_dtype))
                 .allowed("auto, bf16, bfloat16 or fp8_e4m3")
-                .fix(super::rules_check::dsa_dtype_fix(r).0),
+                .fix(super::dsa_dtype::dsa_dtype_fix(r).0),
             );
         }
     }
-    // parallel_hook.py:326 (AssertionError, no message), with attention DP on.
+}
+
+/// parallel_hook.py:326 (AssertionError, no message), with attention DP on.
+fn data_parallel_layout(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
     let (tp, attn_dp) = (a.tp_size.unwrap_or(1), r.attn_dp());
+    let (_, attr) = r.attn_dp_given();
     if attn_dp > 1 && tp % attn_dp != 0 {
         let fit = r.attn_dp_fixed();
+        let from = if attr == "dp_size" {
+            "--dp-size with --enable-dp-attention"
+        } else {
+            "--attn-dp-size"
+        };
         d.push(
-            err(Code::DataParallelLayoutInvalid, "dp_size", &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} (--dp-size with --enable-dp-attention; arg_groups/parallel_hook.py:326)"))
+            err(Code::DataParallelLayoutInvalid, attr, &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} ({from}; arg_groups/parallel_hook.py:326)"))
                 .given(&json!(attn_dp))
                 .allowed(format!("a divisor of tp_size {tp}"))
-                .fix(vec![set("dp_size", json!(fit))]),
+                .fix(vec![set(attr, json!(fit))]),
         );
     }
+}
+
+/// DeepSeek-V4's own resolve rules ([`dsv4`]).
+fn deepseek_v4(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     if r.is_dsv4 {
         dsv4(r, d);
     }
+}
+
+/// DSA backends at resolve: triton is ROCm-only (overrides.py:561-567,
+/// `triton_dsa_backend_on_cuda`), TileLang with fp8_e4m3 refuses HiSparse
+/// (overrides.py:687-692, `tilelang_fp8_with_hisparse`).
+fn dsa_backends(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
     let backends = [
         ("dsa_prefill_backend", &r.dsa_prefill_backend),
         ("dsa_decode_backend", &r.dsa_decode_backend),
@@ -184,7 +247,11 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             }
         }
     }
-    // kv_cache_hook.py:393-397.
+}
+
+/// kv_cache_hook.py:393-397.
+fn hierarchical_cache_without_radix(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
     if a.enable_hierarchical_cache == Some(true) && r.disable_radix_cache.value {
         d.push(
             err(Code::HierarchicalCacheWithoutRadixCache, "enable_hierarchical_cache", "The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be used at the same time. Please use only one of them.")
@@ -193,7 +260,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 .fix(vec![set("enable_hierarchical_cache", json!(false))]),
         );
     }
-    // kv_shard_hook.py:96-101 and :198-203.
+}
+
+/// kv_shard_hook.py:96-101 and :198-203.
+fn kv_cache_sharding(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let on = a.hisparse_on();
     if on && a.enable_kv_cache_sharding == Some(true) {
         let msg = if a.pd_mode() != "prefill" {
             "--enable-kv-cache-sharding is only supported on PD prefill workers (kv_shard_hook.py:96-101); it never runs with HiSparse"
@@ -210,10 +282,14 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .fix(vec![set("enable_kv_cache_sharding", json!(false))]),
         );
     }
-    // speculative_hook.py:1159-1174: EAGLE picks (3, 1, 4) only when none of
-    // steps / topk / draft tokens is given; topk or draft tokens without steps
-    // is a bare AssertionError, steps without topk a TypeError (FACTS_sglang.md #6).
-    if a.speculation_on() {
+}
+
+/// speculative_hook.py:1159-1174: EAGLE picks (3, 1, 4) only when none of
+/// steps / topk / draft tokens is given; topk or draft tokens without steps
+/// is a bare AssertionError, steps without topk a TypeError (FACTS_sglang.md #6).
+fn eagle_parameters(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    if a.speculation_on() && a.speculative_algorithm() != Some("NGRAM") {
         let (steps, topk, draft) = (
             a.speculative_num_steps,
             a.speculative_eagle_topk,
@@ -239,12 +315,17 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-    // speculative_hook.py:1272-1282: for DSA (attention backend dsa) this fires before S2's rule.
-    if let Some((_, topk, _)) = r.speculative {
-        let backend = a
-            .attention_backend
-            .as_deref()
-            .unwrap_or(if r.is_dsa { "dsa" } else { "" });
+}
+
+/// speculative_hook.py:1272-1282: for DSA (attention backend dsa) this fires before S2's rule.
+fn eagle_topk_tree_backend(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    let eagle_like = r
+        .speculative
+        .as_ref()
+        .filter(|_| a.speculative_algorithm() != Some("NGRAM"));
+    if let Some(&(_, topk, _)) = eagle_like {
+        let backend = super::rules_spec::attention_backend(r);
         if topk > 1 && r.page_size.value > 1 && !matches!(backend, "flashinfer" | "fa3" | "triton")
         {
             d.push(
@@ -276,7 +357,38 @@ fn dsv4(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .fix(vec![set("kv_cache_dtype", json!(to))]),
         );
     }
-    // deepseek_v4_hook.py:148-158 (AssertionError): the hook runs before
+    // deepseek_v4_hook.py:148-153 (AssertionError): the name as given, before
+    // SGLang upper-cases it (speculative_hook.py:136-142), so `eagle` and
+    // `NEXTN` fail too; an unknown name is speculative_algorithm_unknown's.
+    if let Some(given) = a.speculative_algorithm.as_deref() {
+        if !matches!(given, "EAGLE" | "DSPARK") && a.speculative_algorithm().is_some() {
+            let steps = a.speculative_num_steps.unwrap_or(3);
+            let fix = if a.speculative_algorithm() == Some("EAGLE") {
+                vec![
+                    set("speculative_algorithm", json!("EAGLE")),
+                    set("speculative_num_steps", json!(steps)),
+                    set("speculative_eagle_topk", json!(1)),
+                    set(
+                        "speculative_num_draft_tokens",
+                        json!(steps.saturating_add(1)),
+                    ),
+                ]
+            } else {
+                vec![remove("speculative_algorithm")]
+            };
+            d.push(
+                err(
+                    Code::SpeculativeAlgorithmNotForModel,
+                    "speculative_algorithm",
+                    "Only EAGLE and DSPARK speculative algorithms are supported for DeepseekV4ForCausalLM",
+                )
+                .given(&json!(given))
+                .allowed("EAGLE or DSPARK, spelled in capitals (DeepSeek-V4's hook reads the name as given)")
+                .fix(fix),
+            );
+        }
+    }
+    // deepseek_v4_hook.py:154-158 (AssertionError): the hook runs before
     // SGLang picks the speculative defaults, so an unset topk fails too.
     if a.speculative_algorithm.as_deref() == Some("EAGLE") && a.speculative_eagle_topk != Some(1) {
         let steps = a.speculative_num_steps.unwrap_or(3);

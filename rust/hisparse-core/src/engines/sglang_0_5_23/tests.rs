@@ -30,13 +30,27 @@ fn coordinator_bookkeeping_is_about_7_gib_on_deepseek_v3_2() {
     // SGLANG.md §4: S 2049, D 4096, 61 layers, 163,840 context, page 64.
     let gib = coordinator_bytes(61, 2049, 4096, 64, 163_840, 2048) as f64 / f64::from(1u32 << 30);
     assert!((7.0..8.5).contains(&gib), "{gib}");
-    let r = check(&decode(json!({})), &options(json!({}))).unwrap();
+    // At SGLang's default mem fraction nothing is left for it: a warning with
+    // the fraction that leaves room (issue 22 item 8), rows as the plan resolves.
+    let r = check(&decode(json!({})), &options(json!({"gpu": "h200"}))).unwrap();
     let w = r
         .warnings
         .iter()
         .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
         .unwrap();
-    assert!(w.message.contains("2049 request slots"), "{}", w.message);
+    assert!(
+        w.message
+            .contains("2048 requests per worker + 1 = 2049 request rows"),
+        "{}",
+        w.message
+    );
+    assert!(!w.fix.is_empty(), "{w:?}");
+    // Without the GPU's memory there is no room to weigh: no warning.
+    let r = check(&decode(json!({})), &options(json!({}))).unwrap();
+    assert!(r
+        .warnings
+        .iter()
+        .all(|w| w.code != Code::CoordinatorMemoryUnreserved));
 }
 
 #[test]
@@ -204,13 +218,18 @@ fn request_slots_are_per_attention_dp_worker_with_decode_transfer_slots() {
     // A small decode batch reserves 2 x its size for in-transfer requests:
     // 16 + 32 + 1 = 49 slots (pd_disaggregation_hook.py:129-143).
     let a = decode(json!({"max_running_requests": 16}));
-    let r = check(&a, &options(json!({}))).unwrap();
+    let r = check(&a, &options(json!({"gpu": "h200"}))).unwrap();
     let w = r
         .warnings
         .iter()
         .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
         .unwrap();
-    assert!(w.message.contains("49 request slots"), "{}", w.message);
+    assert!(
+        w.message
+            .contains("16 requests per worker + 32 in-transfer + 1 = 49 request rows"),
+        "{}",
+        w.message
+    );
 }
 
 #[test]
@@ -248,7 +267,7 @@ fn speculative_parameters_are_all_or_none() {
     // EAGLE alone: (3, 1, 4) and 48 requests, 49 slots.
     let r = check(
         &decode(json!({"speculative_algorithm": "EAGLE"})),
-        &options(json!({})),
+        &options(json!({"gpu": "h200"})),
     )
     .unwrap();
     assert!(r.valid, "{:?}", r.errors);
@@ -257,7 +276,12 @@ fn speculative_parameters_are_all_or_none() {
         .iter()
         .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
         .unwrap();
-    assert!(w.message.contains("49 request slots"), "{}", w.message);
+    assert!(
+        w.message
+            .contains("48 requests per worker + 1 = 49 request rows"),
+        "{}",
+        w.message
+    );
 }
 
 #[test]

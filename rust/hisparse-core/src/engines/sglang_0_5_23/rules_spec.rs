@@ -1,0 +1,128 @@
+//! Stage S1 rules of speculative decoding that hold with or without HiSparse
+//! (`handle_speculative_decoding`, srt/arg_groups/speculative_hook.py, and
+//! `SpeculativeAlgorithm.from_string`, srt/speculative/spec_info.py). One
+//! function per rule: its code, SGLang's message, the stage, file:line and fix.
+
+use super::args::SPECULATIVE_ALGORITHMS;
+use super::diagnostics::SglangDiagnostic;
+use super::resolution::Resolution;
+use super::stages::SglangStage::Resolve;
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::{json, Value};
+
+fn set(attr: &str, value: Value) -> FixOp {
+    FixOp::Set {
+        path: FieldPath::root(attr),
+        value,
+    }
+}
+
+/// Every rule of this file, in SGLang's order.
+pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    d.extend(unknown_algorithm(r));
+    d.extend(ngram_topk_with_pages(r));
+    d.extend(ngram_with_dp_attention(r));
+}
+
+/// `--speculative-algorithm` that is no builtin name nor alias: ValueError
+/// "Unknown speculative algorithm name: {name}" (speculative/spec_info.py:55-65)
+/// on the upper-cased name (speculative_hook.py:136-142), at resolve
+/// (speculative_hook.py:242). No speculative rule reads the launch then (the
+/// name is no EAGLE); the fix removes the flag (serving without speculation),
+/// and the hint names SGLang's algorithms.
+fn unknown_algorithm(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let given = r.args.speculative_algorithm.as_deref()?;
+    if r.args.speculative_algorithm().is_some() {
+        return None;
+    }
+    let upper = given.to_uppercase();
+    let names = [
+        &SPECULATIVE_ALGORITHMS[..SPECULATIVE_ALGORITHMS.len() - 1],
+        &["NEXTN"],
+    ]
+    .concat();
+    let names = names.join(", ");
+    let mtp = if upper == "MTP" {
+        " (DeepSeek's MTP draft layers are SGLang's NEXTN, an alias of EAGLE)"
+    } else {
+        ""
+    };
+    Some(
+        Diagnostic::error(
+            Code::SpeculativeAlgorithmUnknown,
+            FieldPath::root("speculative_algorithm"),
+            format!("Unknown speculative algorithm name: {upper}"),
+        )
+        .stage(Resolve)
+        .given(&json!(given))
+        .allowed(format!("one of {names}, any case (speculative/spec_info.py:36-45)"))
+        .fix(vec![FixOp::Remove {
+            path: FieldPath::root("speculative_algorithm"),
+        }])
+        .hint(format!(
+            "remove --speculative-algorithm to serve without speculation, or give one of SGLang {}'s names: {names}{mtp}",
+            super::version::VERSION
+        )),
+    )
+}
+
+/// NGRAM's `speculative_eagle_topk` is `--speculative-ngram-max-bfs-breadth`
+/// (default 10, speculative_hook.py:1310-1314), refused with pages > 1 off the
+/// flashinfer backend (speculative_hook.py:1352-1365): every DSA launch (page
+/// 64, attention backend dsa). The fix asks for breadth 1 (a linear chain).
+fn ngram_topk_with_pages(r: &Resolution<'_>) -> Option<Diagnostic> {
+    if r.args.speculative_algorithm() != Some("NGRAM") {
+        return None;
+    }
+    let (_, topk, _) = r.speculative.as_ref()?;
+    let page = r.page_size.value;
+    let backend = attention_backend(r);
+    if *topk <= 1 || page <= 1 || backend == "flashinfer" {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::NgramTopkWithPages,
+            FieldPath::root("speculative_ngram_max_bfs_breadth"),
+            format!("speculative_eagle_topk({topk}) > 1 with page_size({page}) > 1 is unstable and produces incorrect results for paged attention backends. This combination is only supported for the 'flashinfer' backend."),
+        )
+        .stage(Resolve)
+        .given(&json!(topk))
+        .allowed(format!("1 with page_size {page} and attention backend {backend} (NGRAM's speculative_eagle_topk is --speculative-ngram-max-bfs-breadth)"))
+        .fix(vec![set("speculative_ngram_max_bfs_breadth", json!(1))]),
+    )
+}
+
+/// NGRAM with attention DP: ValueError "Currently ngram speculative decoding
+/// does not support dp attention." (speculative_hook.py:1366-1370).
+fn ngram_with_dp_attention(r: &Resolution<'_>) -> Option<Diagnostic> {
+    if r.args.speculative_algorithm() != Some("NGRAM") || r.attn_dp() <= 1 {
+        return None;
+    }
+    let path = if r.args.attn_dp_size.is_some_and(|n| n > 1) {
+        "attn_dp_size"
+    } else {
+        "enable_dp_attention"
+    };
+    Some(
+        Diagnostic::error(
+            Code::NgramWithDpAttention,
+            FieldPath::root(path),
+            "Currently ngram speculative decoding does not support dp attention.",
+        )
+        .stage(Resolve)
+        .given(&json!(r.attn_dp()))
+        .allowed("attention DP off (attn_dp_size 1) with --speculative-algorithm NGRAM")
+        // No fix: either one changes the deployment (its GPUs or its speculation).
+        .hint("run NGRAM without attention DP, or another --speculative-algorithm (EAGLE) with it"),
+    )
+}
+
+/// The attention backend a DSA launch resolves to when none is given (`dsa`).
+pub(crate) fn attention_backend<'a>(r: &'a Resolution<'_>) -> &'a str {
+    r.args
+        .attention_backend
+        .as_deref()
+        .unwrap_or(if r.is_dsa { "dsa" } else { "" })
+}

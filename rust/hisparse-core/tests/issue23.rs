@@ -1,0 +1,409 @@
+//! Issue 23 (SGLang 0.5.23's own verdict on any launch) and issue 22's SGLang
+//! items 1, 7 and 8: each defect fixed with a test that failed before it.
+//! SGLang's real verdict on the same launches is pinned in tests/sglang
+//! (EXAMPLES of test_differential.py, test_oracle.py).
+
+use hisparse_core::diagnostic::{Code, Diagnostic, Severity};
+use hisparse_core::engines::sglang_0_5_23::{self as sg, SglangArgs};
+use hisparse_core::plan::{PlanError, PlanOptions};
+use hisparse_core::report::Report;
+use serde_json::{json, Value};
+
+fn model(name: &str) -> String {
+    format!(
+        "{}/../../tests/data/models/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn args(v: Value) -> SglangArgs {
+    let mut a = json!({"model_path": model("deepseek-v3.2")});
+    for (k, x) in v.as_object().unwrap() {
+        a[k] = x.clone();
+    }
+    SglangArgs::from_json(a).unwrap()
+}
+
+fn options(v: Value) -> PlanOptions {
+    serde_json::from_value(v).unwrap()
+}
+
+fn check(v: Value) -> Report {
+    sg::check(&args(v), &options(json!({"gpu": "h200"}))).unwrap()
+}
+
+fn error(r: &Report, code: Code) -> &Diagnostic {
+    r.errors
+        .iter()
+        .find(|d| d.code == code)
+        .unwrap_or_else(|| panic!("no {code:?} in {:#?}", r.errors))
+}
+
+fn stage(d: &Diagnostic) -> String {
+    serde_json::to_value(d.stage)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Every error's fix applied at once: the report of the fixed launch.
+fn fixed(a: &SglangArgs, r: &Report) -> Report {
+    let f = sg::fixes_applied(a, &r.errors).expect("the fixes apply");
+    sg::check(&f, &options(json!({"gpu": "h200"}))).unwrap()
+}
+
+// --- Defect 12: a config.json that is a FIFO, a directory or a device ----------
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hisparse-i23-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_config_json_that_is_not_a_regular_file_is_a_load_error() {
+    let dir = scratch("notregular");
+    let fifo_dir = dir.join("fifo");
+    std::fs::create_dir_all(&fifo_dir).unwrap();
+    let c = std::process::Command::new("mkfifo")
+        .arg(fifo_dir.join("config.json"))
+        .status()
+        .unwrap();
+    assert!(c.success());
+    let dir_dir = dir.join("dir");
+    std::fs::create_dir_all(dir_dir.join("config.json")).unwrap();
+    for (path, needle) in [
+        (fifo_dir.to_str().unwrap(), "FIFO"),
+        (dir_dir.to_str().unwrap(), "a directory"),
+        ("/dev/zero", "character device"),
+    ] {
+        let a = args(json!({"model_path": path, "enable_hisparse": true}));
+        for result in [
+            sg::check(&a, &PlanOptions::default()).map(|_| ()),
+            sg::plan(&a, &PlanOptions::default()).map(|_| ()),
+        ] {
+            match result {
+                Err(PlanError::Load(e)) => {
+                    assert_eq!(e.code(), "not_a_regular_file", "{path}");
+                    assert!(e.to_string().contains(needle), "{path}: {e}");
+                    if needle == "a directory" {
+                        assert!(!e.to_string().contains("block"), "{e}");
+                    }
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    }
+    // A model that is not there stays SGLang's own refusal at resolve.
+    let r = sg::check(
+        &args(json!({"model_path": dir.join("missing").to_str().unwrap()})),
+        &PlanOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        error(&r, Code::ModelConfigMissing).severity,
+        Severity::Error
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The stage and whether the error has a fix, for `code` in the check of `v`.
+fn refused(v: Value, code: Code) -> (Report, String) {
+    let r = check(v);
+    let s = stage(error(&r, code));
+    (r, s)
+}
+
+// --- Defect 2: an unknown --speculative-algorithm ------------------------------
+
+#[test]
+fn an_unknown_speculative_algorithm_is_refused_at_resolve_without_eagle_fixes() {
+    let v = json!({"enable_hisparse": true, "disable_radix_cache": true,
+        "speculative_algorithm": "MTP", "speculative_eagle_topk": 2});
+    let (r, s) = refused(v.clone(), Code::SpeculativeAlgorithmUnknown);
+    assert_eq!(s, "resolve");
+    let e = error(&r, Code::SpeculativeAlgorithmUnknown);
+    assert_eq!(e.message, "Unknown speculative algorithm name: MTP");
+    assert!(e.hint.as_deref().unwrap().contains("NEXTN"), "{e:?}");
+    // Not read as EAGLE: none of EAGLE's rules (topk without steps, topk 1 for HiSparse).
+    let codes: Vec<Code> = r.errors.iter().map(|d| d.code).collect();
+    assert_eq!(
+        codes,
+        [Code::SpeculativeAlgorithmUnknown],
+        "{:#?}",
+        r.errors
+    );
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+    // Every builtin name and the NEXTN alias, any case, is known.
+    for name in [
+        "eagle",
+        "EAGLE3",
+        "nextn",
+        "NGRAM",
+        "standalone",
+        "none",
+        "DFlash",
+    ] {
+        let r = check(json!({"speculative_algorithm": name}));
+        assert!(
+            r.errors
+                .iter()
+                .all(|d| d.code != Code::SpeculativeAlgorithmUnknown),
+            "{name}"
+        );
+    }
+}
+
+// --- Defect 3: NGRAM's eagle_topk 10 against the DSA page 64 -------------------
+
+#[test]
+fn ngram_on_a_dsa_model_is_refused_at_resolve() {
+    let v = json!({"speculative_algorithm": "NGRAM"});
+    let (r, s) = refused(v.clone(), Code::NgramTopkWithPages);
+    assert_eq!(s, "resolve");
+    let e = error(&r, Code::NgramTopkWithPages);
+    assert!(
+        e.message
+            .starts_with("speculative_eagle_topk(10) > 1 with page_size(64) > 1 is unstable"),
+        "{}",
+        e.message
+    );
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+    // Not an EAGLE rule: the tree-backend rule stays silent for NGRAM.
+    assert!(r
+        .errors
+        .iter()
+        .all(|d| d.code != Code::EagleTopkNeedsTreeBackend));
+}
+
+// --- Defect 4: --context-length above the derived length -----------------------
+
+#[test]
+fn a_context_length_above_the_derived_one_is_refused_at_resolve() {
+    let v = json!({"context_length": 262144});
+    let (r, s) = refused(v.clone(), Code::ContextLengthOverDerived);
+    assert_eq!(s, "resolve");
+    let e = error(&r, Code::ContextLengthOverDerived);
+    assert!(e.message.contains("User-specified context_length (262144) is greater than the derived context_length (163840)"), "{}", e.message);
+    assert!(e
+        .message
+        .ends_with("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"));
+    assert!(fixed(&args(v), &r).valid);
+    assert!(check(json!({"context_length": 163840})).valid);
+    assert!(sg::allow_longer_context(Some("Yes")) && !sg::allow_longer_context(Some("0")));
+    assert_eq!(
+        sg::ALLOW_LONGER_CONTEXT_ENV,
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+    );
+}
+
+// --- Defect 5: SGLang's default chunked_prefill_size under attention DP --------
+
+#[test]
+fn the_default_chunked_prefill_size_is_divided_by_attention_dp_too() {
+    let v = json!({"tp_size": 3, "dp_size": 3, "enable_dp_attention": true});
+    let (r, s) = refused(v.clone(), Code::ChunkedPrefillNotPageMultiple);
+    assert_eq!(s, "check");
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+    assert!(check(json!({"tp_size": 4, "dp_size": 4, "enable_dp_attention": true})).valid);
+    // --tp-size 3 --dp-size 4 gets the layout fix dp 3, and the chunk fix with it.
+    let v = json!({"tp_size": 3, "dp_size": 4, "enable_dp_attention": true});
+    let r = check(v.clone());
+    error(&r, Code::DataParallelLayoutInvalid);
+    assert!(fixed(&args(v), &r).valid);
+}
+
+// --- Defect 6: --attn-dp-size is read ------------------------------------------
+
+#[test]
+fn attn_dp_size_is_read_by_the_layout_rule() {
+    let v = json!({"tp_size": 8, "attn_dp_size": 3});
+    let (r, s) = refused(v.clone(), Code::DataParallelLayoutInvalid);
+    assert_eq!(s, "resolve");
+    assert_eq!(
+        error(&r, Code::DataParallelLayoutInvalid).path.to_string(),
+        "attn_dp_size"
+    );
+    assert!(
+        fixed(&args(v), &r).valid,
+        "{:#?}",
+        fixed(&args(json!({"tp_size": 8, "attn_dp_size": 3})), &r).errors
+    );
+    assert!(check(json!({"tp_size": 8, "attn_dp_size": 4})).valid);
+    let r = check(json!({"tp_size": 8, "attn_dp_size": 2, "dp_size": 2}));
+    assert_eq!(stage(error(&r, Code::DpReplicasWithAttnDp)), "resolve");
+    assert!(!check(json!({"attn_dp_size": -2})).valid);
+}
+
+// --- Defect 7: --dp 0 with DP attention ----------------------------------------
+
+#[test]
+fn dp_zero_with_dp_attention_is_refused_at_resolve() {
+    let v = json!({"tp_size": 8, "dp_size": 0, "enable_dp_attention": true});
+    let (r, s) = refused(v.clone(), Code::AttnDpSizeNotPositive);
+    assert_eq!(s, "resolve");
+    assert!(error(&r, Code::AttnDpSizeNotPositive)
+        .message
+        .starts_with("ZeroDivisionError"));
+    assert!(fixed(&args(v), &r).valid);
+}
+
+// --- Defect 8: tp x pp divisible by nnodes -------------------------------------
+
+#[test]
+fn nnodes_must_divide_tp_times_pp() {
+    for (nnodes, fit) in [(3, 2), (0, 1)] {
+        let v = json!({"tp_size": 8, "nnodes": nnodes});
+        let (r, s) = refused(v.clone(), Code::TpPpNotDivisibleByNnodes);
+        assert_eq!(s, "check", "{nnodes}");
+        let after = fixed(&args(v), &r);
+        assert!(after.valid, "{nnodes}: {:#?}", after.errors);
+        let _ = fit;
+    }
+    assert!(check(json!({"tp_size": 8, "nnodes": 2})).valid);
+    assert!(check(json!({"tp_size": 4, "pp_size": 2, "nnodes": 2})).valid);
+}
+
+// --- Defect 9: PP with speculation only on a P/D prefill server ----------------
+
+#[test]
+fn pipeline_with_speculation_is_refused_off_prefill() {
+    let (r, s) = refused(
+        json!({"pp_size": 2, "tp_size": 4, "speculative_algorithm": "EAGLE", "disaggregation_mode": "decode"}),
+        Code::PipelineSpeculationOffPrefill,
+    );
+    assert_eq!(s, "check");
+    assert!(error(&r, Code::PipelineSpeculationOffPrefill)
+        .fix
+        .is_empty());
+    let r = check(
+        json!({"pp_size": 2, "tp_size": 4, "speculative_algorithm": "EAGLE", "disaggregation_mode": "prefill"}),
+    );
+    assert!(r
+        .errors
+        .iter()
+        .all(|d| d.code != Code::PipelineSpeculationOffPrefill));
+}
+
+// --- Issue 22 item 7: fp8_e5m2's fix keeps the user's 8-bit precision ----------
+
+#[test]
+fn an_fp8_dtype_dsa_refuses_is_fixed_to_fp8_e4m3_not_auto() {
+    for hisparse in [false, true] {
+        let mut v = json!({"kv_cache_dtype": "fp8_e5m2"});
+        if hisparse {
+            v = json!({"kv_cache_dtype": "fp8_e5m2", "enable_hisparse": true, "disable_radix_cache": true});
+        }
+        let r = check(v.clone());
+        let e = error(&r, Code::DsaKvCacheDtypeUnsupported);
+        assert_eq!(
+            serde_json::to_value(&e.fix).unwrap(),
+            json!([{"op": "set", "path": "kv_cache_dtype", "value": "fp8_e4m3"}]),
+            "{e:?}"
+        );
+        let after = fixed(&args(v), &r);
+        assert!(after.valid, "{:#?}", after.errors);
+    }
+    // A 16-bit dtype keeps auto (bfloat16 on SM 9.0).
+    let r = check(json!({"kv_cache_dtype": "float16"}));
+    let e = error(&r, Code::DsaKvCacheDtypeUnsupported);
+    assert!(
+        serde_json::to_string(&e.fix).unwrap().contains("\"auto\""),
+        "{e:?}"
+    );
+}
+
+// --- Issue 22 item 1: host_pool_over_ram_budget asks for a ratio that fits -----
+
+fn ram_check(ratio: u64) -> (SglangArgs, Report) {
+    let a = args(
+        json!({"tp_size": 8, "enable_hisparse": true, "disaggregation_mode": "decode",
+        "mem_fraction_static": 0.85, "context_length": 131072,
+        "hisparse_config": format!("{{\"host_to_device_ratio\": {ratio}}}")}),
+    );
+    let r = sg::check(
+        &a,
+        &options(json!({"gpu": "h200", "host_memory_gib": 2048})),
+    )
+    .unwrap();
+    (a, r)
+}
+
+#[test]
+fn the_ram_budget_fix_is_a_ratio_that_fits_in_one_paste() {
+    let (a, r) = ram_check(32);
+    let e = error(&r, Code::HostPoolOverRamBudget);
+    let fixed_args = sg::fixes_applied(&a, &r.errors).unwrap();
+    let after = sg::check(
+        &fixed_args,
+        &options(json!({"gpu": "h200", "host_memory_gib": 2048})),
+    )
+    .unwrap();
+    assert!(after.valid, "{:?} -> {:#?}", e.fix, after.errors);
+    // And it is the largest that fits: one more is refused.
+    let ratio = fixed_args.to_json()["hisparse_config"]["host_to_device_ratio"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{:?}", fixed_args.to_json()));
+    assert!(ratio < 29, "{ratio}");
+    let (_, over) = ram_check(ratio + 1);
+    error(&over, Code::HostPoolOverRamBudget);
+}
+
+// --- Issue 22 item 8: coordinator_memory_unreserved weighs the room left -------
+
+fn coordinator_warning(v: Value) -> Option<Diagnostic> {
+    let r = sg::check(&args(v), &options(json!({"gpu": "h200"}))).unwrap();
+    assert!(r.valid, "{:#?}", r.errors);
+    r.warnings
+        .into_iter()
+        .find(|w| w.code == Code::CoordinatorMemoryUnreserved)
+}
+
+#[test]
+fn the_coordinator_warning_says_which_mem_fraction_leaves_room() {
+    let base = json!({"tp_size": 8, "enable_hisparse": true, "disaggregation_mode": "decode"});
+    // SGLang's default fraction leaves nothing beyond its own reserve: warned, with a fix.
+    let w = coordinator_warning(base.clone()).expect("warned at the default fraction");
+    let fix = serde_json::to_value(&w.fix).unwrap();
+    let mfs = fix[0]["value"].as_f64().unwrap();
+    assert!((0.5..0.9).contains(&mfs), "{fix}");
+    // The fraction it gives leaves room: no warning once applied (one paste).
+    let mut fixed = base.clone();
+    fixed["mem_fraction_static"] = json!(mfs);
+    assert!(coordinator_warning(fixed).is_none());
+    // 0.85 leaves far more than a small coordinator needs: no noise.
+    let mut small = base;
+    small["mem_fraction_static"] = json!(0.85);
+    small["max_running_requests"] = json!(64);
+    assert!(coordinator_warning(small).is_none());
+}
+
+/// Found by the differential test: DeepSeek-V4's hook reads the name as given.
+#[test]
+fn deepseek_v4_takes_only_eagle_or_dspark_as_spelled() {
+    let v4 = model("deepseek-v4-flash");
+    for name in ["eagle", "NGRAM", "nextn", "NONE"] {
+        let v = json!({"model_path": v4, "speculative_algorithm": name});
+        let (r, s) = refused(v.clone(), Code::SpeculativeAlgorithmNotForModel);
+        assert_eq!(s, "resolve", "{name}");
+        let after = fixed(&args(v), &r);
+        assert!(
+            after
+                .errors
+                .iter()
+                .all(|d| d.code != Code::SpeculativeAlgorithmNotForModel),
+            "{name}: {:#?}",
+            after.errors
+        );
+    }
+    let r = check(json!({"model_path": v4, "speculative_algorithm": "MTP"}));
+    assert!(r
+        .errors
+        .iter()
+        .all(|d| d.code != Code::SpeculativeAlgorithmNotForModel));
+}
