@@ -3,34 +3,10 @@
 //! context, then the sweep table; warnings and errors last.
 
 use crate::render::{ignored, model_heading, plural, section};
+use crate::render_plan_parts::{n, tokens};
 use hisparse_core::plan::{gib_text as gib, Limit, Plan, PlanPoint, PoolMode};
 use hisparse_core::Code;
 use std::fmt::Write;
-
-/// 1234567 -> "1,234,567".
-pub(crate) fn n(x: u64) -> String {
-    let digits = x.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Token counts as `--max-model-len` writes them: 128000 -> "128k" (k = 1000),
-/// 131072 -> "128K" (K = 1024); decimal first, so 128k never prints as 125K.
-pub(crate) fn tokens(t: u64) -> String {
-    if t >= 1000 && t % 1000 == 0 {
-        format!("{}k", t / 1000)
-    } else if t >= 1024 && t % 1024 == 0 {
-        format!("{}K", t / 1024)
-    } else {
-        t.to_string()
-    }
-}
 
 fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
     match (r, limit) {
@@ -376,22 +352,5 @@ fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
             .map(|(cell, w)| format!("{cell:>w$}"))
             .collect();
         let _ = writeln!(out, "  {}", cells.join("  "));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers() {
-        assert_eq!(n(0), "0");
-        assert_eq!(n(1234567), "1,234,567");
-        assert_eq!(n(u64::MAX), "18,446,744,073,709,551,615");
-        assert_eq!(tokens(131072), "128K");
-        assert_eq!(tokens(128_000), "128k");
-        assert_eq!(tokens(8192), "8K");
-        assert_eq!(tokens(1_000_000), "1000k");
-        assert_eq!(tokens(163_841), "163841");
     }
 }

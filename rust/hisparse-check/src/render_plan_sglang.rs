@@ -6,7 +6,7 @@
 //! `mem_fraction_static` and `max_running_requests` when they are not given.
 
 use crate::render::{ignored, model_heading, plural, section};
-use crate::render_plan::{n, tokens};
+use crate::render_plan_parts::{n, tokens};
 use hisparse_core::plan::{Limit, Plan, PlanPoint, SglangSizing};
 use hisparse_core::Code;
 use std::fmt::Write;
