@@ -8,8 +8,10 @@
 //! code is still the verdict: it had the output it asked for.
 
 mod argv;
+mod dialect;
 mod launch;
 mod render;
+mod render_parts;
 mod render_plan;
 mod render_plan_parts;
 mod render_plan_sglang;
