@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from hisparse_rs import _core, sglang
 from hisparse_rs._core import Diagnostic, HiSparseSettings, ModelSummary, Report, SglangHiSparseSettings
+from hisparse_rs._options import _check_options
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = [
@@ -39,31 +39,6 @@ _ENV = object()
 # check_args() also takes host_memory_source (what host_memory_gib is, for messages).
 _MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib")
 _CHECK_ARGS_OPTIONS = (*_MACHINE_OPTIONS, "host_memory_source")
-_INT_OPTIONS = ("context_length", "target_requests")
-_GIB_OPTIONS = ("host_memory_gib", "gpu_memory_gib", "weights_gib")
-
-
-def _check_options(options: Mapping[str, Any]) -> None:
-    # JSON cannot carry NaN or a u64 out of range: say so here, as the CLI does.
-    for name, value in options.items():
-        if name in _INT_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-            if not 0 <= value < 2**64:
-                raise ValueError(f"{name} must be in 0 ..= 2**64 - 1 tokens/requests, got {value}")
-        elif name in _GIB_OPTIONS:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"{name} must be a number of GiB, got {value!r}")
-            try:
-                gib = float(value)  # an int beyond a float's range overflows here
-            except OverflowError:
-                gib = math.inf
-            if not math.isfinite(gib) or gib < 0:
-                raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
-        elif name == "gpu" and not isinstance(value, str):
-            raise TypeError(f"gpu must be a GPU name such as 'h200', got {value!r}")
-        elif name == "host_memory_source" and not isinstance(value, str):
-            raise TypeError(f"host_memory_source must be a str, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)

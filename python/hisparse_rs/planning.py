@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from hisparse_rs import _core, sglang
 from hisparse_rs._core import Plan
-from hisparse_rs.config import _check_options, serve_args
+from hisparse_rs._options import _check_options
+from hisparse_rs.config import serve_args
 from hisparse_rs.exceptions import ConfigError
 
 __all__ = ["Limit", "plan", "plan_args", "plot_plan"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from hisparse_rs import _core
 from hisparse_rs._core import Plan, Report
+from hisparse_rs._options import _check_options
 
 __all__ = ["ENGINES", "check_sglang_argv", "engine_name", "sglang_server_args"]
 
@@ -63,8 +64,6 @@ def sglang_server_args(model: str | os.PathLike[str] | None = None, **server_arg
 
 
 def _options(options: dict[str, Any]) -> str | None:
-    from hisparse_rs.config import _check_options
-
     given = {k: v for k, v in options.items() if v is not None}
     _check_options(given)
     return json.dumps(given) if given else None

@@ -29,7 +29,7 @@ pub fn read(path: &str, engine: &str) -> Result<EngineLog, String> {
 /// A logged or computed figure: whole numbers with thousands separators.
 fn figure(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
-        let digits = crate::render_plan::n(x.abs() as u64);
+        let digits = crate::render_plan_parts::n(x.abs() as u64);
         if x < 0.0 {
             format!("-{digits}")
         } else {
@@ -51,7 +51,7 @@ pub fn section(r: &EngineLogReport) -> String {
         out,
         "\nengine log {} ({engine} start-up lines; {} lines read{}{})",
         r.path,
-        crate::render_plan::n(r.lines),
+        crate::render_plan_parts::n(r.lines),
         if r.lines_cut > 0 {
             format!(", {} cut at 64 KiB", r.lines_cut)
         } else {

@@ -8,19 +8,23 @@
 //! code is still the verdict: it had the output it asked for.
 
 mod argv;
+mod dialect;
 mod engine_log;
 mod launch;
 mod render;
+mod render_parts;
 mod render_plan;
+mod render_plan_parts;
 mod render_plan_sglang;
 mod render_sglang;
 mod sglang_0_5_23;
 mod sglang_cli;
+mod usage;
 mod vllm_flags;
 mod yaml;
 
-use argv::human_readable_int;
 use hisparse_core::engines::vllm_0_33::diagnostics::VllmDiagnostic;
+use usage::{parse_bytes, parse_max_model_len, parse_py_float, parse_py_int, parse_tokens, Usage};
 
 use clap::{ArgAction, CommandFactory, Parser};
 use hisparse_core::check::check;
@@ -238,51 +242,6 @@ pasted whole: hisparse-check -- sglang serve MODEL ... (also
 Exit status: 0 valid, 1 invalid configuration, 2 usage or I/O error (also a
 result that cannot be written: a closed, read-only or full stdout); a reader
 that closed the pipe, as in `| head`, is quiet and the status is the verdict.";
-
-/// vLLM's `type=int` flags (vllm/engine/arg_utils.py `_compute_kwargs`):
-/// Python's `int(text)`, so ` 8`, `+8`, `0_8` and `٨` are 8.
-fn parse_py_int(text: &str) -> Result<i64, String> {
-    match hisparse_core::pytext::py_int(text) {
-        Some(n) => n
-            .to_i64()
-            .ok_or_else(|| format!("{text:?} is beyond the 64-bit integers the check reads")),
-        None => Err(format!(
-            "invalid int value: {text:?} (Python's int() refuses it, so vllm serve refuses it too)"
-        )),
-    }
-}
-
-/// vLLM's `type=float` flags: Python's `float(text)` (` 0.9`, `0_9e-1`).
-fn parse_py_float(text: &str) -> Result<f64, String> {
-    hisparse_core::pytext::py_float_text(text).ok_or_else(|| {
-        format!(
-            "invalid float value: {text:?} (Python's float() refuses it, so vllm serve refuses it too)"
-        )
-    })
-}
-
-fn parse_max_model_len(text: &str) -> Result<i64, String> {
-    let stripped = hisparse_core::pytext::py_str_strip(text);
-    if stripped.eq_ignore_ascii_case("auto") || stripped == "-1" {
-        return Ok(-1);
-    }
-    human_readable_int(text).ok_or_else(|| {
-        format!("{text:?} is not a token count (examples: 131072, 128k, 128K, auto)")
-    })
-}
-
-fn parse_bytes(text: &str) -> Result<i64, String> {
-    human_readable_int(text).ok_or_else(|| {
-        format!("{text:?} is not a number of bytes (examples: 21474836480, 20G, 20g)")
-    })
-}
-
-pub(crate) fn parse_tokens(text: &str) -> Result<u64, String> {
-    human_readable_int(text)
-        .and_then(|n| u64::try_from(n).ok())
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{text:?} is not a token count (examples: 131072, 128k, 128K)"))
-}
 
 /// The argv vLLM 0.33 makes of a `--config` serve file
 /// (`FlexibleArgumentParser.load_config_file`): the YAML read as
@@ -649,11 +608,6 @@ fn plan_options(cli: &Cli) -> PlanOptions {
         gpu: cli.gpu.clone(),
         ..PlanOptions::default()
     }
-}
-
-pub(crate) enum Usage {
-    Message(String),
-    Clap(clap::Error),
 }
 
 struct Parsed {

@@ -1,43 +1,22 @@
-//! Human-readable report: resolved settings with provenance, then warnings,
-//! then errors, each with what was given, what is allowed and the fix.
+//! vLLM 0.33.0's human-readable report: its resolved HiSparse settings with
+//! provenance (the rest, warnings, errors, the fixes and the result line, is
+//! render_parts.rs's, in vLLM's words from dialect.rs).
 
-use hisparse_core::diagnostic::Stage;
+use crate::dialect;
+use crate::render_parts::{heading, report_tail, row, rows as rows_out};
 use hisparse_core::engines::vllm_0_33::args::flag_name;
-use hisparse_core::engines::vllm_0_33::stages::VllmStage;
-use hisparse_core::report::ModelSummary;
-use hisparse_core::{Code, Diagnostic, Provenance, Report, Resolved};
-use serde_json::Value;
+use hisparse_core::{Code, Provenance, Report};
 use std::fmt::Write;
-
-/// "Architecture (source)" for the first line of the check and plan output.
-pub fn model_heading(model: Option<&ModelSummary>) -> String {
-    model.map_or_else(
-        || "no model".to_owned(),
-        |m| {
-            format!(
-                "{} ({})",
-                m.architecture
-                    .as_deref()
-                    .or(m.model_type.as_deref())
-                    .unwrap_or("unknown architecture"),
-                m.source
-            )
-        },
-    )
-}
 
 pub fn human(report: &Report) -> String {
     let mut out = String::new();
-    let model = model_heading(report.model.as_ref());
-    let _ = writeln!(
-        out,
-        "hisparse-check: {model}; rules of {} {}",
-        if report.engine == hisparse_core::report::ENGINE_SGLANG {
-            "SGLang"
-        } else {
-            "vLLM"
-        },
-        report.engine_version
+    let d = dialect::of(&report.engine);
+    heading(
+        &mut out,
+        "hisparse-check",
+        report.model.as_ref(),
+        d,
+        &report.engine_version,
     );
     match (report.vllm_hisparse(), report.hisparse_enabled) {
         (Some(h), _) => {
@@ -91,16 +70,7 @@ pub fn human(report: &Report) -> String {
                     format!("{v} B per block (vLLM's residency resolver)")
                 }));
             }
-            // One column, as wide as the longest name.
-            let w = rows
-                .iter()
-                .map(|(name, _, _)| name.len())
-                .max()
-                .unwrap_or(0);
-            for (name, value, prov) in rows {
-                let _ = writeln!(out, "  {name:<w$} {value}");
-                let _ = writeln!(out, "  {:<w$}   {}", "", provenance(prov));
-            }
+            let w = rows_out(&mut out, rows);
             if let Some(ours) = h.triton_resolver_shared_memory_bytes {
                 let _ = writeln!(
                     out,
@@ -146,125 +116,6 @@ pub fn human(report: &Report) -> String {
             };
         }
     }
-    ignored(&mut out, &report.ignored_flags);
-    section(&mut out, "warning", &report.warnings);
-    section(&mut out, "error", &report.errors);
-    if let Some(line) = engine_verdict(&report.errors) {
-        let _ = writeln!(out, "\n{line}");
-    }
-    if let Some(flags) = &report.fixed_flags {
-        let _ = writeln!(
-            out,
-            "\nWith every fix applied, change these vllm serve flags:\n  {flags}"
-        );
-    }
-    if let Some(env) = &report.fixed_env {
-        let _ = writeln!(
-            out,
-            "\nWith every fix applied, change the environment (before vllm serve):\n  {env}"
-        );
-    }
-    let verdict = if report.valid { "valid" } else { "INVALID" };
-    let _ = write!(
-        out,
-        "\nresult: {verdict} ({} error{}, {} warning{})",
-        report.errors.len(),
-        plural(report.errors.len()),
-        report.warnings.len(),
-        plural(report.warnings.len())
-    );
+    report_tail(&mut out, d, report, "");
     out
-}
-
-fn row<'a, T>(
-    name: &'a str,
-    r: &'a Resolved<T>,
-    show: impl Fn(&T) -> String,
-) -> (&'a str, String, &'a Provenance) {
-    (name, show(&r.value), &r.provenance)
-}
-
-fn provenance(p: &Provenance) -> String {
-    match p {
-        Provenance::Explicit { path } => format!("explicit: {path}"),
-        Provenance::Inferred { connector } => format!("inferred: {connector}"),
-        Provenance::Default { rule } => format!("default: {rule}"),
-        Provenance::Derived { from, rule } => format!("derived: {rule} [from {}]", from.join(", ")),
-    }
-}
-
-/// The vllm serve flags hisparse-check accepts but does not read (one term
-/// for the check and the plan).
-pub(crate) fn ignored(out: &mut String, flags: &[String]) {
-    if !flags.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nignored (vllm serve flags hisparse-check does not read): {}",
-            flags.join(" ")
-        );
-    }
-}
-
-pub(crate) fn section(out: &mut String, kind: &str, diags: &[Diagnostic]) {
-    if diags.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "\n{}{} ({}):", kind, plural(diags.len()), diags.len());
-    for d in diags {
-        let _ = writeln!(out, "  {kind}[{}] {}", d.code.as_str(), d.path);
-        let _ = writeln!(out, "    {}", d.message);
-        // Warnings vLLM takes as they are say nothing more.
-        if d.is_error() || d.stage.as_str() != "never" {
-            let _ = writeln!(
-                out,
-                "    stage:   {}: {}",
-                d.stage.as_str(),
-                hisparse_core::engines::stage_sentence(d.stage, d.is_error())
-            );
-        }
-        if let Some(given) = &d.given {
-            let _ = writeln!(out, "    given:   {}", short(given));
-        }
-        if let Some(allowed) = &d.allowed {
-            let _ = writeln!(out, "    allowed: {allowed}");
-        }
-        if let Some(hint) = &d.hint {
-            let _ = writeln!(out, "    fix:     {hint}");
-        }
-    }
-}
-
-/// What the engine itself would have done with these errors: it stops at the
-/// earliest stage of them (a preflight saved that much of a start-up).
-pub(crate) fn engine_verdict(errors: &[Diagnostic]) -> Option<String> {
-    let earliest = errors
-        .iter()
-        .filter_map(|d| match d.stage {
-            Stage::Vllm(s) => Some(s),
-            // SGLang's verdict is rendered by its own front end (branch sgcli).
-            Stage::Sglang(_) => None,
-        })
-        .min()?;
-    let v = hisparse_core::VLLM_VERSION;
-    Some(match earliest {
-        VllmStage::Never => format!("Without this check: vLLM {v} would start with this configuration and then break on it or ignore it (stage never)"),
-        s => format!("Without this check: vLLM {v} would refuse this configuration {} (stage {})", s.when(), s.as_str()),
-    })
-}
-
-fn short(v: &Value) -> String {
-    let text = v.to_string();
-    if text.chars().count() > 160 {
-        format!("{}...", text.chars().take(157).collect::<String>())
-    } else {
-        text
-    }
-}
-
-pub(crate) fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }

@@ -2,56 +2,28 @@
 //! on, the host pools per node, the GPU room, the answer at the planned
 //! context, then the sweep table; warnings and errors last.
 
-use crate::render::{ignored, model_heading, plural, section};
-use hisparse_core::plan::{gib_text as gib, Limit, Plan, PlanPoint, PoolMode};
+use crate::dialect;
+use crate::render_parts::{heading, plural};
+use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use hisparse_core::plan::{gib_text as gib, Plan, PoolMode};
 use hisparse_core::Code;
 use std::fmt::Write;
 
-/// 1234567 -> "1,234,567".
-pub(crate) fn n(x: u64) -> String {
-    let digits = x.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Token counts as `--max-model-len` writes them: 128000 -> "128k" (k = 1000),
-/// 131072 -> "128K" (K = 1024); decimal first, so 128k never prints as 125K.
-pub(crate) fn tokens(t: u64) -> String {
-    if t >= 1000 && t % 1000 == 0 {
-        format!("{}k", t / 1000)
-    } else if t >= 1024 && t % 1024 == 0 {
-        format!("{}K", t / 1024)
-    } else {
-        t.to_string()
-    }
-}
-
-fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
-    match (r, limit) {
-        (Some(r), Some(l)) => format!("{r} ({})", l.as_str()),
-        (Some(r), None) => r.to_string(),
-        _ => "?".to_owned(),
-    }
-}
-
+/// The plan in its engine's terms: SGLang's (render_plan_sglang.rs) or vLLM's.
 pub fn plan(p: &Plan) -> String {
     if let Some(sg) = &p.sglang {
         return crate::render_plan_sglang::plan(p, sg);
     }
     let mut out = String::new();
-    let model = model_heading(p.model.as_ref());
+    let d = &dialect::VLLM;
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
-    let (max_len, max_seqs) = ("max_model_len", "max_num_seqs");
-    let _ = writeln!(
-        out,
-        "hisparse-check --plan: {model}; rules of vLLM {}",
-        p.engine_version
+    let (max_len, max_seqs) = (d.max_len, d.max_seqs);
+    heading(
+        &mut out,
+        "hisparse-check --plan",
+        p.model.as_ref(),
+        d,
+        &p.engine_version,
     );
     if let Some(a) = &p.assumed {
         let _ = writeln!(
@@ -162,21 +134,7 @@ pub fn plan(p: &Plan) -> String {
     }
 
     let _ = writeln!(out, "\nGPU (each GPU of a replica)");
-    if let Some(spec) = &g.spec {
-        let _ = writeln!(
-            out,
-            "  GPU               {} ({}): {} GiB, {} B of shared memory per block",
-            spec.name,
-            spec.description,
-            spec.memory_gib,
-            n(spec.max_shared_memory_per_block)
-        );
-        let _ = writeln!(
-            out,
-            "                    sources: {}; {}",
-            spec.memory_source, spec.shared_memory_source
-        );
-    }
+    gpu_spec(&mut out, g);
     match (g.kv_bytes_per_gpu, &g.weights_bytes_per_gpu) {
         // Planned from an engine log (--engine-log): the room vLLM measured.
         (Some(kv), w) if g.kv_source.starts_with("measured:") => {
@@ -186,19 +144,7 @@ pub fn plan(p: &Plan) -> String {
             }
         }
         (Some(kv), Some(w)) => {
-            let _ = writeln!(
-                out,
-                "  KV room           {} = {} GiB x {} - {} weights{}",
-                gib(kv),
-                g.gpu_memory_gib.unwrap_or(0.0),
-                g.gpu_memory_utilization,
-                gib(*w),
-                if g.weights_estimated {
-                    " (estimated)"
-                } else {
-                    ""
-                }
-            );
+            let _ = writeln!(out, "{}", kv_room(g, kv, *w, gib));
             if let Some(src) = &g.weights_source {
                 let _ = writeln!(out, "  weights           {src}");
             }
@@ -226,21 +172,7 @@ pub fn plan(p: &Plan) -> String {
     }
 
     let a = &p.at_context;
-    let which = if p.context_length == p.max_model_len {
-        format!(" ({max_len})")
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "\nat {} tokens{which}, per DP replica",
-        n(p.context_length)
-    );
-    let (base, with) = (
-        requests(a.baseline_requests, a.baseline_limit),
-        requests(a.hisparse_requests, a.hisparse_limit),
-    );
-    let w = base.len().max(with.len()).max(18);
+    let (base, with, w) = at_context(&mut out, d, p);
     let _ = writeln!(
         out,
         "  without HiSparse  {base:<w$} GPU {} per request",
@@ -300,105 +232,25 @@ pub fn plan(p: &Plan) -> String {
         _ => {}
     }
 
-    let _ = writeln!(
-        out,
-        "\nsweep (requests per DP replica, binding limit in parentheses; host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds{}; k = 1000 tokens, K = 1024)",
-        if p.sweep.iter().any(capped) {
-            ", at most what the node's RAM pins ((host): it holds fewer)"
-        } else {
-            ""
-        }
+    sweep(
+        &mut out,
+        d,
+        p,
+        &SweepWords {
+            pool: "host_pool_gib: the smallest pool for --target-requests, by default what the GPU holds",
+            capped: ", at most what the node's RAM pins ((host): it holds fewer)",
+            per_request: "GPU/request",
+            last: &["host_pool_gib"],
+        },
+        gib,
+        |x| {
+            vec![match x.min_host_pool_gib {
+                Some(g) if capped(x) => format!("{g:.2} (host)"),
+                Some(g) => format!("{g:.2}"),
+                None => "?".to_owned(),
+            }]
+        },
     );
-    sweep_table(&mut out, &p.sweep);
-    ignored(&mut out, &p.ignored_flags);
-    section(&mut out, "warning", &p.warnings);
-    section(&mut out, "error", &p.errors);
-    let verdict = match (p.valid, &p.assumed) {
-        (true, None) => "plan fits",
-        (true, Some(_)) => "plan of the assumed HiSparse configuration fits",
-        (false, _)
-            if p.errors
-                .iter()
-                .any(|e| e.code == Code::PlanServesNoRequests) =>
-        {
-            "plan SERVES NO REQUESTS"
-        }
-        (false, _) => "plan DOES NOT FIT",
-    };
-    let _ = write!(
-        out,
-        "\nresult: {verdict} ({} error{}, {} warning{})",
-        p.errors.len(),
-        plural(p.errors.len()),
-        p.warnings.len(),
-        plural(p.warnings.len())
-    );
+    tail(&mut out, d, p, Code::PlanServesNoRequests);
     out
-}
-
-/// Whether the node's RAM caps the suggested pool below its target.
-fn capped(x: &PlanPoint) -> bool {
-    matches!((x.min_host_pool_requests, x.target_requests), (Some(held), Some(t)) if held < t)
-}
-
-/// The sweep, right-aligned, each column as wide as its widest cell (a
-/// "1024 (max_num_seqs)" cell widens its column instead of shifting the row).
-fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
-    let header = [
-        "context",
-        "without HiSparse",
-        "with HiSparse",
-        "GPU/request",
-        "host/request",
-        "host_pool_gib",
-    ]
-    .map(str::to_owned);
-    let rows: Vec<[String; 6]> = sweep
-        .iter()
-        .map(|x| {
-            [
-                tokens(x.context_length),
-                requests(x.baseline_requests, x.baseline_limit),
-                requests(x.hisparse_requests, x.hisparse_limit),
-                gib(x.hisparse_gpu_bytes_per_request),
-                gib(x.host_kv_bytes_per_request),
-                match x.min_host_pool_gib {
-                    Some(g) if capped(x) => format!("{g:.2} (host)"),
-                    Some(g) => format!("{g:.2}"),
-                    None => "?".to_owned(),
-                },
-            ]
-        })
-        .collect();
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:>w$}"))
-            .collect();
-        let _ = writeln!(out, "  {}", cells.join("  "));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers() {
-        assert_eq!(n(0), "0");
-        assert_eq!(n(1234567), "1,234,567");
-        assert_eq!(n(u64::MAX), "18,446,744,073,709,551,615");
-        assert_eq!(tokens(131072), "128K");
-        assert_eq!(tokens(128_000), "128k");
-        assert_eq!(tokens(8192), "8K");
-        assert_eq!(tokens(1_000_000), "1000k");
-        assert_eq!(tokens(163_841), "163841");
-    }
 }

@@ -5,9 +5,10 @@
 //! `host_to_device_ratio`, SGLang's RAM budget per rank, and how SGLang picks
 //! `mem_fraction_static` and `max_running_requests` when they are not given.
 
-use crate::render::{ignored, model_heading, plural, section};
-use crate::render_plan::{n, tokens};
-use hisparse_core::plan::{Limit, Plan, PlanPoint, SglangSizing};
+use crate::dialect;
+use crate::render_parts::{heading, plural};
+use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use hisparse_core::plan::{Plan, SglangSizing};
 use hisparse_core::Code;
 use std::fmt::Write;
 
@@ -26,24 +27,16 @@ fn gib_of(g: f64) -> String {
     format!("{}.{:02} GiB", n(cents / 100), cents % 100)
 }
 
-/// "3 (gpu)", with SGLang's name for the request cap.
-fn requests(r: Option<u64>, limit: Option<Limit>) -> String {
-    match (r, limit) {
-        (Some(r), Some(Limit::MaxNumSeqs)) => format!("{r} (max_running_requests)"),
-        (Some(r), Some(l)) => format!("{r} ({})", l.as_str()),
-        (Some(r), None) => r.to_string(),
-        _ => "?".to_owned(),
-    }
-}
-
 pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     let mut out = String::new();
-    let model = model_heading(p.model.as_ref());
+    let d = &dialect::SGLANG;
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
-    let _ = writeln!(
-        out,
-        "hisparse-check --plan: {model}; rules of SGLang {}",
-        p.engine_version
+    heading(
+        &mut out,
+        "hisparse-check --plan",
+        p.model.as_ref(),
+        d,
+        &p.engine_version,
     );
     let _ = writeln!(
         out,
@@ -121,21 +114,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     };
 
     let _ = writeln!(out, "\nGPU (each GPU)");
-    if let Some(spec) = &g.spec {
-        let _ = writeln!(
-            out,
-            "  GPU               {} ({}): {} GiB, {} B of shared memory per block",
-            spec.name,
-            spec.description,
-            spec.memory_gib,
-            n(spec.max_shared_memory_per_block)
-        );
-        let _ = writeln!(
-            out,
-            "                    sources: {}; {}",
-            spec.memory_source, spec.shared_memory_source
-        );
-    }
+    gpu_spec(&mut out, g);
     let _ = writeln!(
         out,
         "  mem_fraction_static {} ({})",
@@ -144,16 +123,8 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     if let (Some(kv), Some(w)) = (g.kv_bytes_per_gpu, g.weights_bytes_per_gpu) {
         let _ = writeln!(
             out,
-            "  KV room           {} = {} GiB x {} - {} weights{}: the free memory before loading is taken as the whole GPU (mem_cache/kv_cache_configurator.py:2990-3007), an upper bound",
-            gib(kv),
-            g.gpu_memory_gib.unwrap_or(0.0),
-            g.gpu_memory_utilization,
-            gib(w),
-            if g.weights_estimated {
-                " (estimated)"
-            } else {
-                ""
-            }
+            "{}: the free memory before loading is taken as the whole GPU (mem_cache/kv_cache_configurator.py:2990-3007), an upper bound",
+            kv_room(g, kv, w, gib)
         );
         if let Some(src) = &g.weights_source {
             if g.weights_estimated {
@@ -220,21 +191,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     );
 
     let a = &p.at_context;
-    let which = if p.context_length == p.max_model_len {
-        " (context_length)"
-    } else {
-        ""
-    };
-    let _ = writeln!(
-        out,
-        "\nat {} tokens{which}, per DP replica",
-        n(p.context_length)
-    );
-    let (base, with) = (
-        requests(a.baseline_requests, a.baseline_limit),
-        requests(a.hisparse_requests, a.hisparse_limit),
-    );
-    let w = base.len().max(with.len()).max(18);
+    let (base, with, w) = at_context(&mut out, d, p);
     let _ = writeln!(
         out,
         "  without HiSparse  {base:<w$} device {} per request ({} slots x {} B)",
@@ -308,86 +265,27 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         };
     }
 
-    let _ = writeln!(
-        out,
-        "\nsweep (requests per DP replica, binding limit in parentheses; ratio: the smallest host_to_device_ratio whose host pool holds what the device holds{}; k = 1000 tokens, K = 1024)",
-        if p.sweep.iter().any(capped) {
-            ", at most what the RAM budget per rank allows ((host): it holds fewer)"
-        } else {
-            ""
-        }
-    );
-    sweep_table(&mut out, &p.sweep);
-    ignored(&mut out, &p.ignored_flags);
-    section(&mut out, "warning", &p.warnings);
-    section(&mut out, "error", &p.errors);
-    let verdict = if p.valid {
-        "plan fits"
-    } else if p
-        .errors
-        .iter()
-        .any(|e| e.code == Code::SglangPlanServesNoRequests)
-    {
-        "plan SERVES NO REQUESTS"
-    } else {
-        "plan DOES NOT FIT"
-    };
-    let _ = write!(
-        out,
-        "\nresult: {verdict} ({} error{}, {} warning{})",
-        p.errors.len(),
-        plural(p.errors.len()),
-        p.warnings.len(),
-        plural(p.warnings.len())
-    );
-    out
-}
-
-/// Whether the RAM budget caps the ratio below what the device holds.
-fn capped(x: &PlanPoint) -> bool {
-    matches!((x.min_host_pool_requests, x.target_requests), (Some(held), Some(t)) if held < t)
-}
-
-fn sweep_table(out: &mut String, sweep: &[PlanPoint]) {
-    let header = [
-        "context",
-        "without HiSparse",
-        "with HiSparse",
-        "device/request",
-        "host/request",
-        "ratio",
-        "host_pool_gib",
-    ]
-    .map(str::to_owned);
-    let rows: Vec<[String; 7]> = sweep
-        .iter()
-        .map(|x| {
+    sweep(
+        &mut out,
+        d,
+        p,
+        &SweepWords {
+            pool: "ratio: the smallest host_to_device_ratio whose host pool holds what the device holds",
+            capped: ", at most what the RAM budget per rank allows ((host): it holds fewer)",
+            per_request: "device/request",
+            last: &["ratio", "host_pool_gib"],
+        },
+        gib,
+        |x| {
             let host = if capped(x) { " (host)" } else { "" };
-            [
-                tokens(x.context_length),
-                requests(x.baseline_requests, x.baseline_limit),
-                requests(x.hisparse_requests, x.hisparse_limit),
-                gib(x.hisparse_gpu_bytes_per_request),
-                gib(x.host_kv_bytes_per_request),
+            vec![
                 x.host_to_device_ratio
                     .map_or_else(|| "none fits".to_owned(), |r| format!("{r}{host}")),
                 x.min_host_pool_gib
                     .map_or_else(|| "-".to_owned(), |g| format!("{g:.2}")),
             ]
-        })
-        .collect();
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:>w$}"))
-            .collect();
-        let _ = writeln!(out, "  {}", cells.join("  "));
-    }
+        },
+    );
+    tail(&mut out, d, p, Code::SglangPlanServesNoRequests);
+    out
 }

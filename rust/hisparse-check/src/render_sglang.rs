@@ -1,19 +1,26 @@
 //! The human-readable report of an SGLang 0.5.23 launch: the resolved
 //! HiSparse settings with SGLang's own names and their provenance, then the
-//! warnings and errors (shared with vLLM's report: `render::section`), the
-//! stage at which SGLang itself would have refused, and the fixed flags.
+//! warnings and errors, the stage at which SGLang itself would have refused,
+//! the fixed flags and the result line (render_parts.rs's, in SGLang's words).
 
-use crate::render::{model_heading, plural, section};
+use crate::dialect;
+use crate::render_parts::{heading, provenance, report_tail, row, rows as rows_out};
 use hisparse_core::diagnostic::Stage;
 use hisparse_core::engines::sglang_0_5_23::stages::SglangStage;
 use hisparse_core::engines::sglang_0_5_23::VERSION;
-use hisparse_core::{Provenance, Report, Resolved};
+use hisparse_core::{Provenance, Report};
 use std::fmt::Write;
 
 pub fn human(report: &Report) -> String {
     let mut out = String::new();
-    let model = model_heading(report.model.as_ref());
-    let _ = writeln!(out, "hisparse-check: {model}; rules of SGLang {VERSION}");
+    let d = &dialect::SGLANG;
+    heading(
+        &mut out,
+        "hisparse-check",
+        report.model.as_ref(),
+        d,
+        VERSION,
+    );
     match (report.sglang_hisparse(), report.hisparse_enabled) {
         (Some(h), _) => {
             let _ = writeln!(
@@ -62,11 +69,7 @@ pub fn human(report: &Report) -> String {
             if let Some(r) = &h.speculative_num_draft_tokens {
                 rows.push(row("speculative_num_draft_tokens", r, |v| v.to_string()));
             }
-            let w = rows.iter().map(|(n, _, _)| n.len()).max().unwrap_or(0);
-            for (name, value, prov) in rows {
-                let _ = writeln!(out, "  {name:<w$} {value}");
-                let _ = writeln!(out, "  {:<w$}   {}", "", provenance(prov));
-            }
+            rows_out(&mut out, rows);
         }
         (None, true) => {
             let _ = writeln!(
@@ -78,89 +81,16 @@ pub fn human(report: &Report) -> String {
             let _ = writeln!(out, "\nHiSparse: not enabled (no --enable-hisparse)");
         }
     }
-    ignored(&mut out, &report.ignored_flags);
-    section(&mut out, "warning", &report.warnings);
-    section(&mut out, "error", &report.errors);
-    if let Some(line) = engine_verdict(report) {
-        let _ = writeln!(out, "\n{line}");
-    }
-    if let Some(flags) = &report.fixed_flags {
-        // argparse's refusals are words of the command line, not settings: their fixes are above.
-        let argparse = report
-            .errors
-            .iter()
-            .any(|d| d.stage == Stage::Sglang(SglangStage::Argparse));
-        let also = if argparse {
-            " (and correct the argparse errors above)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            out,
-            "\nWith every fix applied{also}, change these sglang serve flags:\n  {flags}"
-        );
-    }
-    let verdict = if report.valid { "valid" } else { "INVALID" };
-    let _ = write!(
-        out,
-        "\nresult: {verdict} ({} error{}, {} warning{})",
-        report.errors.len(),
-        plural(report.errors.len()),
-        report.warnings.len(),
-        plural(report.warnings.len())
-    );
-    out
-}
-
-/// The `sglang serve` flags hisparse-check accepts but does not read.
-pub(crate) fn ignored(out: &mut String, flags: &[String]) {
-    if !flags.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nignored (sglang serve flags hisparse-check does not read): {}",
-            flags.join(" ")
-        );
-    }
-}
-
-/// What SGLang itself would have done: stop at the earliest stage of the
-/// errors, or start and then break (stage never).
-pub(crate) fn engine_verdict(report: &Report) -> Option<String> {
-    let earliest = report
+    // argparse's refusals are words of the command line, not settings: their fixes are above.
+    let argparse = report
         .errors
         .iter()
-        .filter_map(|d| match d.stage {
-            Stage::Sglang(s) => Some(s),
-            _ => None,
-        })
-        .min()?;
-    Some(match earliest {
-        SglangStage::Never => format!(
-            "Without this check: SGLang {VERSION} would start with this launch and then break on it or corrupt silently (stage never)"
-        ),
-        s => format!(
-            "Without this check: SGLang {VERSION} would refuse this launch {} (stage {})",
-            s.when(),
-            s.as_str()
-        ),
-    })
-}
-
-fn row<'a, T>(
-    name: &'a str,
-    r: &'a Resolved<T>,
-    show: impl Fn(&T) -> String,
-) -> (&'a str, String, &'a Provenance) {
-    (name, show(&r.value), &r.provenance)
-}
-
-fn provenance(p: &Provenance) -> String {
-    match p {
-        Provenance::Explicit { path } => format!("explicit: {path}"),
-        Provenance::Inferred { connector } => format!("inferred: {connector}"),
-        Provenance::Default { rule } => format!("default: {rule}"),
-        Provenance::Derived { from, rule } => {
-            format!("derived: {rule} [from {}]", from.join(", "))
-        }
-    }
+        .any(|e| e.stage == Stage::Sglang(SglangStage::Argparse));
+    let also = if argparse {
+        " (and correct the argparse errors above)"
+    } else {
+        ""
+    };
+    report_tail(&mut out, d, report, also);
+    out
 }

@@ -5,7 +5,7 @@
 //! (`sglang_0_5_23::read`), then the core checks or plans the launch.
 
 use crate::sglang_0_5_23::read;
-use crate::{parse_tokens, Usage};
+use crate::usage::{parse_tokens, Usage};
 use clap::Parser;
 use hisparse_core::engines::sglang_0_5_23 as core_sglang;
 use hisparse_core::plan::{Plan, PlanError, PlanOptions};

@@ -100,3 +100,14 @@ fn a_cap_binds_under_sglangs_name() {
     ]);
     assert!(t.contains("4 (max_running_requests)"), "{t}");
 }
+
+#[test]
+fn the_sglang_plan_names_its_ignored_flags_as_sglang_serve_flags() {
+    // Issue 22 item 4: the plan said "ignored (vllm serve flags ...)".
+    let t = plan_text(&["--port", "30000"]);
+    assert!(
+        t.contains("\nignored (sglang serve flags hisparse-check does not read): --port 30000\n"),
+        "{t}"
+    );
+    assert!(!t.contains("vllm serve"), "{t}");
+}

@@ -191,9 +191,10 @@ codes! {
 /// 0.33.0). A second engine (SGLang 0.5.23: `argparse`, `resolve`, `check`,
 /// `after_weights_load`, `pool_build`, `coordinator_init`, `first_decode`,
 /// `request`) adds a variant here and its own enum beside its rules, without
-/// touching vLLM's. A name two engines share (`argparse`) reads back as the
-/// first engine's here; a reader that knows the report's engine parses it with
-/// that engine's `parse`.
+/// touching vLLM's. A name two engines share (`argparse`, `never`) reads
+/// back as the first engine's when a diagnostic is read alone; a `Report` or
+/// `Plan` reads its `engine` first and its diagnostics' stages with that
+/// engine's table ([`Stage::parse_in`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stage {
     Vllm(VllmStage),
@@ -211,18 +212,69 @@ impl Stage {
         }
     }
 
-    /// This stage as `engine` (`vllm`, `sglang`) names it: the names both
-    /// engines have (`argparse`, `never`) read back as vLLM's; an SGLang
-    /// report maps them to SGLang's (`Report::engine_stages`).
-    pub fn in_engine(self, engine: &str) -> Stage {
-        match (self, engine) {
-            (Stage::Vllm(VllmStage::Argparse), crate::stage::ENGINE_SGLANG) => {
-                Stage::Sglang(SglangStage::Argparse)
-            }
-            (Stage::Vllm(VllmStage::Never), crate::stage::ENGINE_SGLANG) => {
-                Stage::Sglang(SglangStage::Never)
-            }
-            (s, _) => s,
+    /// The stage `engine` (`vllm`, `sglang`) calls `name`, from that
+    /// engine's table alone (`argparse` and `never` are both engines' names,
+    /// each its own stage). None for an engine this build does not know.
+    /// Err names the engine's stages.
+    pub fn parse_in(engine: &str, name: &str) -> Option<Result<Stage, String>> {
+        let (found, names, who): (Option<Stage>, Vec<&str>, &str) = match engine {
+            crate::stage::ENGINE_VLLM => (
+                VllmStage::parse(name).map(Stage::Vllm),
+                VllmStage::ALL.iter().map(|s| s.as_str()).collect(),
+                "a vLLM",
+            ),
+            crate::stage::ENGINE_SGLANG => (
+                SglangStage::parse(name).map(Stage::Sglang),
+                SglangStage::ALL.iter().map(|s| s.as_str()).collect(),
+                "an SGLang",
+            ),
+            _ => return None,
+        };
+        Some(
+            found.ok_or_else(|| {
+                format!("{name:?} is not {who} stage (one of {})", names.join(", "))
+            }),
+        )
+    }
+}
+
+/// The engine a report or plan document (its JSON) was written for: its
+/// `engine`, or `vllm` for a document written before SGLang had one.
+pub(crate) fn document_engine(doc: &Value) -> String {
+    doc.get("engine")
+        .and_then(Value::as_str)
+        .unwrap_or(crate::stage::ENGINE_VLLM)
+        .to_owned()
+}
+
+/// The stages of the diagnostics in `doc[key]` (`errors`, `warnings`), each
+/// read with `engine`'s table ([`Stage::parse_in`]); None where there is no
+/// stage text to read (the typed read says what is wrong) or the engine is
+/// not known (the name is kept as read).
+pub(crate) fn document_stages(
+    doc: &Value,
+    key: &str,
+    engine: &str,
+) -> Result<Vec<Option<Stage>>, String> {
+    let Some(items) = doc.get(key).and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    items
+        .iter()
+        .map(|d| match d.get("stage").and_then(Value::as_str) {
+            Some(name) => Stage::parse_in(engine, name)
+                .transpose()
+                .map_err(|e| format!("{key}: {e}")),
+            None => Ok(None),
+        })
+        .collect()
+}
+
+/// Puts the stages [`document_stages`] read on the diagnostics the typed read made.
+pub(crate) fn set_stages(diags: &mut [Diagnostic], stages: Vec<Option<Stage>>) {
+    for (d, s) in diags.iter_mut().zip(stages) {
+        if let Some(s) = s {
+            d.stage = s;
         }
     }
 }

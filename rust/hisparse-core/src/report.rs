@@ -163,7 +163,11 @@ pub struct ModelSummary {
 }
 
 /// Everything `hisparse-check` says about one serve configuration.
+///
+/// Read back from JSON by its engine: `engine` first, then every diagnostic's
+/// stage with that engine's table, so an SGLang report's `never` is SGLang's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Report {
     pub schema_version: u32,
     /// The engine whose rules this report follows: `vllm` or `sglang`
@@ -251,19 +255,31 @@ impl Report {
         }
     }
 
-    /// This report with every diagnostic's stage named as its engine names
-    /// it: call after deserializing an SGLang report, whose `argparse` and
-    /// `never` stages read back as vLLM's (the names are shared).
-    pub fn engine_stages(mut self) -> Self {
-        let engine = self.engine.clone();
-        for d in self.errors.iter_mut().chain(self.warnings.iter_mut()) {
-            d.stage = d.stage.in_engine(&engine);
-        }
-        self
-    }
-
     /// Compact JSON, for machines (the Python binding).
     pub fn to_json_compact(&self) -> String {
         serde_json::to_string(self).expect("Report always serializes")
+    }
+}
+
+impl Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Report::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Report {
+    /// `engine` first, then the typed read, then the diagnostics' stages by
+    /// that engine's table.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use crate::diagnostic::{document_engine, document_stages, set_stages};
+        use serde::de::Error;
+        let doc = serde_json::Value::deserialize(d)?;
+        let engine = document_engine(&doc);
+        let errors = document_stages(&doc, "errors", &engine).map_err(D::Error::custom)?;
+        let warnings = document_stages(&doc, "warnings", &engine).map_err(D::Error::custom)?;
+        let mut report = Report::deserialize(doc).map_err(D::Error::custom)?;
+        set_stages(&mut report.errors, errors);
+        set_stages(&mut report.warnings, warnings);
+        Ok(report)
     }
 }

@@ -1,6 +1,10 @@
-//! The core's module graph: no import cycle between its modules, and no
-//! engine-neutral module (everything outside `engines/`) that names an engine
-//! module (docs/layout.md, issue 16). Data flows one way, read -> resolve ->
+//! The workspace's module graphs: no import cycle between the modules of any
+//! crate (the core, `hisparse-check` and `hisparse-py`, read from their
+//! `src/` beside this crate; issue 24), and in the core no engine-neutral
+//! module (everything outside `engines/`) that names an engine module
+//! (docs/layout.md, issue 16). A crate root (`lib.rs`) that its modules name
+//! is a module like the others: helpers they share live in a module of their
+//! own. The Python package's twin is tests/test_module_graph.py. Data flows one way, read -> resolve ->
 //! validate -> advise -> report, and a cycle is the first sign it no longer
 //! does.
 //!
@@ -499,11 +503,28 @@ fn read_tree(dir: &Path, root: &Path, out: &mut Vec<Source>) {
     }
 }
 
-fn core_sources() -> Vec<Source> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// Every source file of a crate of this workspace: `crate_dir` is relative to
+/// `rust/` (`"hisparse-core"`, `"hisparse-check"`, `"hisparse-py"`).
+fn crate_sources(crate_dir: &str) -> Vec<Source> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(crate_dir)
+        .join("src");
     let mut out = Vec::new();
     read_tree(&root, &root, &mut out);
     out
+}
+
+fn core_sources() -> Vec<Source> {
+    crate_sources("hisparse-core")
+}
+
+/// The cycles of a crate's graph, in words (empty: none).
+fn cycle_problems(g: &Graph) -> Vec<String> {
+    problems(g)
+        .into_iter()
+        .filter(|p| p.starts_with("import cycle"))
+        .collect()
 }
 
 #[test]
@@ -515,6 +536,27 @@ fn the_core_has_no_import_cycle_and_neutral_modules_name_no_engine() {
     assert!(g["engines::vllm_0_33::resolve"].contains_key("engines::vllm_0_33::validate"));
     assert!(g["crate"].contains_key("pool"));
     let found = problems(&g);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_cli_crate_has_no_import_cycle() {
+    // hisparse-check: lib.rs and its modules (main.rs names only `hisparse_check::`).
+    let sources = crate_sources("hisparse-check");
+    assert!(sources.len() > 10, "read {} files", sources.len());
+    let g = graph(&sources);
+    assert!(g["crate"].contains_key("launch"), "{:?}", g["crate"]);
+    let found = cycle_problems(&g);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_binding_crate_has_no_import_cycle() {
+    let sources = crate_sources("hisparse-py");
+    assert!(sources.len() > 5, "read {} files", sources.len());
+    let g = graph(&sources);
+    assert!(g["crate"].contains_key("results"), "{:?}", g["crate"]);
+    let found = cycle_problems(&g);
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 

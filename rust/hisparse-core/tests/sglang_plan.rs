@@ -311,3 +311,34 @@ fn dp_attention_counts_the_attention_weights_each_gpu_holds() {
         "{rule}"
     );
 }
+
+#[test]
+fn a_plan_with_warnings_round_trips_with_sglangs_stage_names() {
+    // Issue 24: a plan read back from JSON labelled SGLang's `never` warnings
+    // with vLLM's `never`. Read by its engine, it is the plan it was.
+    use hisparse_core::diagnostic::Stage;
+    use hisparse_core::engines::sglang_0_5_23::stages::SglangStage;
+    let p = dsv32();
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.stage == Stage::Sglang(SglangStage::Never)),
+        "{:?}",
+        p.warnings
+    );
+    let back: Plan = serde_json::from_str(&p.to_json()).unwrap();
+    assert!(back
+        .warnings
+        .iter()
+        .chain(&back.errors)
+        .all(|d| matches!(d.stage, Stage::Sglang(_))));
+    assert_eq!(back, p);
+    // A plan without `engine` (written before SGLang) reads as vLLM's.
+    let mut doc: Value = serde_json::from_str(&p.to_json()).unwrap();
+    doc.as_object_mut().unwrap().remove("engine");
+    let old: Plan = serde_json::from_value(doc).unwrap();
+    assert!(old
+        .warnings
+        .iter()
+        .all(|d| matches!(d.stage, Stage::Vllm(_))));
+}

@@ -11,46 +11,25 @@
 //! schema. Locks and the GIL: `gil.rs`; numeric arguments: `args.rs`.
 
 mod args;
+mod errors;
 mod gil;
 mod pool;
 mod pyjson;
 mod results;
 mod sglang;
 
+use errors::{parse_options, plan_error, ModelLoadError};
 use hisparse_core::check::check;
 use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
-use hisparse_core::engines::vllm_0_33::args::LoadError;
 use hisparse_core::engines::vllm_0_33::plan::plan;
-use hisparse_core::plan::{PlanError, PlanOptions};
 use hisparse_core::{Code, Diagnostic, ServeArgs};
-use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use results::{
     Diagnostic as PyDiagnostic, GpuPlan, HiSparseSettings, HostPlan, ModelSummary, Plan, PlanPoint,
     PlanSizes, Provenance, Report,
 };
-
-pyo3::create_exception!(
-    _core,
-    ModelLoadError,
-    PyOSError,
-    "The model's config.json could not be found or read (an I/O problem, not a configuration error). `code` says why: model_not_found, model_not_cached, not_a_regular_file, file_too_large, read_failed, model_json_invalid, model_not_object."
-);
-
-/// Wraps core errors for the orphan rule; converts to a Python exception.
-struct CoreError(LoadError);
-
-impl From<CoreError> for PyErr {
-    fn from(e: CoreError) -> PyErr {
-        let err = ModelLoadError::new_err(e.0.to_string());
-        Python::attach(|py| {
-            // Best effort: the message says it all if the attribute cannot be set.
-            let _ = err.value(py).setattr("code", e.0.code());
-        });
-        err
-    }
-}
 
 /// Serve args from a mapping (converted with bounds) or JSON text, and the
 /// problems to report instead of resolving (input that is too deep, too
@@ -112,18 +91,6 @@ fn check_json(
     }
 }
 
-fn parse_options(options_json: &str) -> PyResult<PlanOptions> {
-    serde_json::from_str(options_json)
-        .map_err(|e| PyTypeError::new_err(format!("invalid plan options: {e}")))
-}
-
-fn plan_error(e: PlanError) -> PyErr {
-    match e {
-        PlanError::Load(e) => CoreError(e).into(),
-        PlanError::Option(msg) => PyValueError::new_err(msg),
-    }
-}
-
 /// Plan capacity for serve args (as `check_json` takes them) with planner
 /// options as JSON (`context_length`, `target_requests`, `host_memory_gib`,
 /// `gpu_memory_gib`, `weights_gib`, `gpu`). Returns the check report and the
@@ -159,7 +126,7 @@ fn plan_json(
     let planned = gil::detach(py, || {
         gil::no_panic(|| match engine_log {
             Some(path) => hisparse_check::read_engine_log(path, hisparse_core::report::ENGINE_VLLM)
-                .map_err(PlanError::Option)
+                .map_err(hisparse_core::plan::PlanError::Option)
                 .and_then(|log| {
                     hisparse_core::engines::vllm_0_33::engine_log::plan(&args, &options, &log, path)
                 }),
@@ -332,7 +299,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Report>()?;
     m.add_class::<PyDiagnostic>()?;
     m.add_class::<HiSparseSettings>()?;
-    m.add_class::<sglang::SglangHiSparseSettings>()?;
+    m.add_class::<results::SglangHiSparseSettings>()?;
     m.add(
         "SGLANG_VERSION",
         hisparse_core::engines::sglang_0_5_23::VERSION,

@@ -1,152 +1,20 @@
 //! The SGLang 0.5.23 side of the binding: `ServerArgs` attributes (a mapping)
-//! or an `sglang serve` argv in, the same `Report` / `Plan` pyclasses out, and
-//! `SglangHiSparseSettings` for a report's `hisparse`. Conversions only: the
+//! or an `sglang serve` argv in, the same `Report` / `Plan` pyclasses out (a
+//! report's `hisparse` is results.rs's `SglangHiSparseSettings`). Conversions only: the
 //! rules are `hisparse_core::engines::sglang_0_5_23`'s, the argv reading
 //! `hisparse_check`'s (the CLI's own).
 
-use crate::results::{Plan, Provenance, Report};
-use crate::{gil, parse_options, plan_error, pyjson};
+use crate::errors::{parse_options, plan_error};
+use crate::results::{Plan, Report};
+use crate::{gil, pyjson};
 use hisparse_core::engines::sglang_0_5_23 as core_sglang;
 use hisparse_core::engines::sglang_0_5_23::args::ArgsError;
-use hisparse_core::engines::sglang_0_5_23::{SglangArgs, SglangHiSparse};
-use hisparse_core::report::{Resolved, ENGINE_SGLANG};
+use hisparse_core::engines::sglang_0_5_23::SglangArgs;
+use hisparse_core::report::ENGINE_SGLANG;
 use hisparse_core::Diagnostic;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
-use std::sync::Arc;
-
-/// HiSparse as SGLang 0.5.23 would run it, with SGLang's own names (tokens,
-/// slots, bytes): `Report.hisparse` of a valid SGLang launch with
-/// `--enable-hisparse`. Each value's provenance is in `provenance`.
-#[pyclass(frozen, eq, module = "hisparse_rs")]
-#[derive(PartialEq)]
-pub struct SglangHiSparseSettings(pub(crate) Arc<SglangHiSparse>);
-
-#[pymethods]
-impl SglangHiSparseSettings {
-    /// `hisparse_config.top_k` (default 2048): only the default buffer and the
-    /// `device_buffer_size >= top_k` check read it (mem_cache/sparsity/factory.py:85-90).
-    #[getter]
-    fn top_k(&self) -> i64 {
-        self.0.top_k.value
-    }
-    /// The model's `index_topk`, which replaces `top_k` at run time (model_runner.py:1039-1041).
-    #[getter]
-    fn index_topk(&self) -> i64 {
-        self.0.index_topk.value
-    }
-    /// Device slots per request and layer (default 2 x top_k).
-    #[getter]
-    fn device_buffer_size(&self) -> i64 {
-        self.0.device_buffer_size.value
-    }
-    /// Host pool tokens per device KV slot (default 2).
-    #[getter]
-    fn host_to_device_ratio(&self) -> i64 {
-        self.0.host_to_device_ratio.value
-    }
-    /// Tokens per swap-in block (default 960, 1 ..= 1024).
-    #[getter]
-    fn swap_in_block_size(&self) -> i64 {
-        self.0.swap_in_block_size.value
-    }
-    /// Tokens per page: 64 x index_kpool for DSA, overriding `--page-size`.
-    #[getter]
-    fn page_size(&self) -> i64 {
-        self.0.page_size.value
-    }
-    /// The KV cache dtype after `auto` (fp8_e4m3 on SM >= 10, bfloat16 below).
-    #[getter]
-    fn kv_cache_dtype(&self) -> &str {
-        &self.0.kv_cache_dtype.value
-    }
-    /// The compute capability the dtype was resolved for, e.g. "9.0".
-    #[getter]
-    fn compute_capability(&self) -> &str {
-        &self.0.compute_capability.value
-    }
-    /// The DSA prefill backend; None for a model without DSA (DeepSeek-V4, MiniMax-M3).
-    #[getter]
-    fn dsa_prefill_backend(&self) -> Option<&str> {
-        self.0
-            .dsa_prefill_backend
-            .as_ref()
-            .map(|r| r.value.as_str())
-    }
-    /// The DSA decode backend; None for a model without DSA.
-    #[getter]
-    fn dsa_decode_backend(&self) -> Option<&str> {
-        self.0.dsa_decode_backend.as_ref().map(|r| r.value.as_str())
-    }
-    /// The radix cache is off (HiSparse requires it).
-    #[getter]
-    fn disable_radix_cache(&self) -> bool {
-        self.0.disable_radix_cache.value
-    }
-    /// "null", "prefill" or "decode".
-    #[getter]
-    fn disaggregation_mode(&self) -> &str {
-        &self.0.disaggregation_mode.value
-    }
-    /// Draft tokens per verify step; None without speculation.
-    #[getter]
-    fn speculative_num_draft_tokens(&self) -> Option<i64> {
-        self.0
-            .speculative_num_draft_tokens
-            .as_ref()
-            .map(|r| r.value)
-    }
-    /// Bytes of one token's MLA latent in one layer (1152 bfloat16, 656 fp8_e4m3); None if unknown.
-    #[getter]
-    fn kv_row_bytes(&self) -> Option<u64> {
-        self.0.kv_row_bytes.as_ref().map(|r| r.value)
-    }
-    /// Field name -> Provenance for every resolved field (a new dict each call).
-    #[getter]
-    fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let h = &*self.0;
-        let dict = PyDict::new(py);
-        fn put<T>(d: &Bound<'_, PyDict>, name: &str, r: Option<&Resolved<T>>) -> PyResult<()> {
-            match r {
-                Some(r) => d.set_item(name, Provenance(r.provenance.clone())),
-                None => Ok(()),
-            }
-        }
-        put(&dict, "enable_hisparse", Some(&h.enable_hisparse))?;
-        put(&dict, "top_k", Some(&h.top_k))?;
-        put(&dict, "index_topk", Some(&h.index_topk))?;
-        put(&dict, "device_buffer_size", Some(&h.device_buffer_size))?;
-        put(&dict, "host_to_device_ratio", Some(&h.host_to_device_ratio))?;
-        put(&dict, "swap_in_block_size", Some(&h.swap_in_block_size))?;
-        put(&dict, "page_size", Some(&h.page_size))?;
-        put(&dict, "kv_cache_dtype", Some(&h.kv_cache_dtype))?;
-        put(&dict, "compute_capability", Some(&h.compute_capability))?;
-        put(&dict, "dsa_prefill_backend", h.dsa_prefill_backend.as_ref())?;
-        put(&dict, "dsa_decode_backend", h.dsa_decode_backend.as_ref())?;
-        put(&dict, "disable_radix_cache", Some(&h.disable_radix_cache))?;
-        put(&dict, "disaggregation_mode", Some(&h.disaggregation_mode))?;
-        put(
-            &dict,
-            "speculative_num_draft_tokens",
-            h.speculative_num_draft_tokens.as_ref(),
-        )?;
-        put(&dict, "kv_row_bytes", h.kv_row_bytes.as_ref())?;
-        Ok(dict)
-    }
-    fn __repr__(&self) -> String {
-        let h = &*self.0;
-        format!(
-            "SglangHiSparseSettings(device_buffer_size={}, top_k={}, index_topk={}, host_to_device_ratio={}, page_size={}, kv_cache_dtype={:?})",
-            h.device_buffer_size.value,
-            h.top_k.value,
-            h.index_topk.value,
-            h.host_to_device_ratio.value,
-            h.page_size.value,
-            h.kv_cache_dtype.value
-        )
-    }
-}
+use pyo3::types::PyString;
 
 /// A report of input problems only, as an SGLang report.
 fn problems_report(problems: Vec<Diagnostic>) -> Report {

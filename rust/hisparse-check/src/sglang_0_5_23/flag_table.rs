@@ -2,7 +2,7 @@
 //! Every option of `sglang serve` in SGLang 0.5.23, one row each, as
 //! its argparse parser declares them (`prepare_server_args`, srt/server_args.py:679-680).
 
-use super::flags::{Action, Flag, Nargs, Ty};
+use super::flag::{Action, Flag, Nargs, Ty};
 
 pub const ENGINE_VERSION: &str = "0.5.23";
 

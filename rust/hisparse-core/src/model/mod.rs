@@ -270,32 +270,7 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
     let empty = Map::new();
     let top = merged.as_object().unwrap_or(&empty);
     let text = top.get("text_config").and_then(Value::as_object);
-    let lookup = |key: &str| -> Option<(Value, String, bool)> {
-        debug_assert!(MODEL_KEYS.contains(&key), "add {key:?} to MODEL_KEYS");
-        let at_top = || {
-            let v = top.get(key).filter(|v| !v.is_null())?;
-            let overridden = overrides.and_then(|o| o.get(key)).is_some();
-            Some((v.clone(), source(overridden, key), overridden))
-        };
-        let in_text = || {
-            let v = text?.get(key).filter(|v| !v.is_null())?;
-            let overridden = overrides
-                .and_then(|o| o.get("text_config"))
-                .and_then(|t| t.get(key))
-                .is_some();
-            Some((
-                v.clone(),
-                source(overridden, &format!("text_config.{key}")),
-                overridden,
-            ))
-        };
-        if TOP_LEVEL_KEYS.contains(&key) {
-            at_top().or_else(in_text)
-        } else {
-            in_text().or_else(at_top)
-        }
-    };
-    let positive = |v: &Value| v.as_u64().filter(|n| *n > 0);
+    let lookup = |key: &str| lookup(top, text, overrides, key);
     let small_uint = |key: &str| {
         lookup(key)
             .and_then(|(v, _, _)| v.as_u64())
@@ -307,91 +282,13 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         source,
         overridden,
     });
-    let sparse_mla_layers = match lookup("layer_types") {
-        Some((Value::Array(kinds), source, overridden)) => {
-            let n = kinds
-                .iter()
-                .filter(|k| k.as_str() == Some("deepseek_sparse_attention"))
-                .count();
-            Some(Sourced {
-                value: n as u32,
-                source: format!("{source} (entries equal to \"deepseek_sparse_attention\")"),
-                overridden,
-            })
-        }
-        _ => lookup("num_hidden_layers").and_then(|(v, source, overridden)| {
-            Some(Sourced {
-                value: u32::try_from(positive(&v)?).ok()?,
-                source,
-                overridden,
-            })
-        }),
-    };
-    // vLLM compares the value with `<` (ModelArchConfigConvertor
-    // derived_max_model_len_and_key): an integral float such as 4096.0 works
-    // as 4096; null counts as absent.
-    let tokens = |v: &Value| {
-        positive(v).or_else(|| {
-            v.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f < 9.0e15)
-                .map(|f| f as u64)
-        })
-    };
-    let mpe_given = lookup("max_position_embeddings").filter(|(v, _, _)| !v.is_null());
-    let max_position_embeddings = mpe_given.clone().and_then(|(v, source, overridden)| {
-        Some(Sourced {
-            value: tokens(&v)?,
-            source,
-            overridden,
-        })
-    });
-    let max_position_embeddings_invalid =
-        mpe_given
-            .filter(|(v, _, _)| tokens(v).is_none())
-            .map(|(value, source, overridden)| Sourced {
-                value,
-                source,
-                overridden,
-            });
-    let dsa_layers: Option<Vec<usize>> = match lookup("layer_types") {
-        Some((Value::Array(kinds), _, _)) => Some(
-            kinds
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| k.as_str() == Some("deepseek_sparse_attention"))
-                .map(|(i, _)| i)
-                .collect(),
-        ),
-        // Listed per layer only for real layer counts; beyond, every layer
-        // has its own indexer (the planner's closed form).
-        _ => sparse_mla_layers
-            .as_ref()
-            .filter(|l| l.value <= MAX_LISTED_LAYERS)
-            .map(|l| (0..l.value as usize).collect()),
-    };
-    let indexer_leaders = dsa_layers.map(|layers| indexer_leaders(&layers, &lookup));
+    let sparse_mla_layers = sparse_mla_layers(&lookup);
+    let (max_position_embeddings, max_position_embeddings_invalid) =
+        max_position_embeddings(&lookup);
+    let indexer_leaders = dsa_layers(&lookup, sparse_mla_layers.as_ref())
+        .map(|layers| indexer_leaders(&layers, &lookup));
     let uint = |key: &str| lookup(key).and_then(|(v, _, _)| v.as_u64());
-    let dims = ModelDims {
-        hidden_size: uint("hidden_size"),
-        num_hidden_layers: uint("num_hidden_layers"),
-        num_attention_heads: uint("num_attention_heads"),
-        num_key_value_heads: uint("num_key_value_heads"),
-        q_lora_rank: uint("q_lora_rank"),
-        qk_nope_head_dim: uint("qk_nope_head_dim"),
-        v_head_dim: uint("v_head_dim"),
-        index_n_heads: uint("index_n_heads"),
-        intermediate_size: uint("intermediate_size"),
-        moe_intermediate_size: uint("moe_intermediate_size"),
-        n_routed_experts: uint("n_routed_experts"),
-        n_shared_experts: uint("n_shared_experts"),
-        first_k_dense_replace: uint("first_k_dense_replace"),
-        vocab_size: uint("vocab_size"),
-        tie_word_embeddings: lookup("tie_word_embeddings")
-            .and_then(|(v, _, _)| v.as_bool())
-            .unwrap_or(false),
-        mixed_layer_kinds: matches!(lookup("layer_types"), Some((Value::Array(kinds), _, _))
-            if kinds.iter().any(|k| k.as_str() != Some("deepseek_sparse_attention"))),
-    };
+    let dims = dims(&lookup);
     ModelInfo {
         architecture: top
             .get("architectures")
@@ -432,6 +329,146 @@ pub fn read(merged: &Value, overrides: Option<&Value>) -> ModelInfo {
         indexer_leaders,
         dims,
         quantization_config: lookup("quantization_config").map(|(v, _, _)| v),
+    }
+}
+
+/// A config key as vLLM reads it: at the top level or in `text_config` (which
+/// first: `TOP_LEVEL_KEYS`), null counting as absent; with its source
+/// (`text_config.x`, `hf_overrides.x`) and whether `--hf-overrides` gave it.
+fn lookup(
+    top: &Map<String, Value>,
+    text: Option<&Map<String, Value>>,
+    overrides: Option<&Value>,
+    key: &str,
+) -> Option<(Value, String, bool)> {
+    debug_assert!(MODEL_KEYS.contains(&key), "add {key:?} to MODEL_KEYS");
+    let at_top = || {
+        let v = top.get(key).filter(|v| !v.is_null())?;
+        let overridden = overrides.and_then(|o| o.get(key)).is_some();
+        Some((v.clone(), source(overridden, key), overridden))
+    };
+    let in_text = || {
+        let v = text?.get(key).filter(|v| !v.is_null())?;
+        let overridden = overrides
+            .and_then(|o| o.get("text_config"))
+            .and_then(|t| t.get(key))
+            .is_some();
+        Some((
+            v.clone(),
+            source(overridden, &format!("text_config.{key}")),
+            overridden,
+        ))
+    };
+    if TOP_LEVEL_KEYS.contains(&key) {
+        at_top().or_else(in_text)
+    } else {
+        in_text().or_else(at_top)
+    }
+}
+
+fn positive(v: &Value) -> Option<u64> {
+    v.as_u64().filter(|n| *n > 0)
+}
+
+/// The sparse-MLA layers: the `layer_types` entries equal to
+/// "deepseek_sparse_attention", else `num_hidden_layers`.
+fn sparse_mla_layers(lookup: &Lookup<'_>) -> Option<Sourced<u32>> {
+    match lookup("layer_types") {
+        Some((Value::Array(kinds), source, overridden)) => {
+            let n = kinds
+                .iter()
+                .filter(|k| k.as_str() == Some("deepseek_sparse_attention"))
+                .count();
+            Some(Sourced {
+                value: n as u32,
+                source: format!("{source} (entries equal to \"deepseek_sparse_attention\")"),
+                overridden,
+            })
+        }
+        _ => lookup("num_hidden_layers").and_then(|(v, source, overridden)| {
+            Some(Sourced {
+                value: u32::try_from(positive(&v)?).ok()?,
+                source,
+                overridden,
+            })
+        }),
+    }
+}
+
+/// `max_position_embeddings` when it is a token count, else what was given
+/// (for its error).
+fn max_position_embeddings(lookup: &Lookup<'_>) -> (Option<Sourced<u64>>, Option<Sourced<Value>>) {
+    // vLLM compares the value with `<` (ModelArchConfigConvertor
+    // derived_max_model_len_and_key): an integral float such as 4096.0 works
+    // as 4096; null counts as absent.
+    let tokens = |v: &Value| {
+        positive(v).or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f < 9.0e15)
+                .map(|f| f as u64)
+        })
+    };
+    let mpe_given = lookup("max_position_embeddings").filter(|(v, _, _)| !v.is_null());
+    let max_position_embeddings = mpe_given.clone().and_then(|(v, source, overridden)| {
+        Some(Sourced {
+            value: tokens(&v)?,
+            source,
+            overridden,
+        })
+    });
+    let max_position_embeddings_invalid =
+        mpe_given
+            .filter(|(v, _, _)| tokens(v).is_none())
+            .map(|(value, source, overridden)| Sourced {
+                value,
+                source,
+                overridden,
+            });
+    (max_position_embeddings, max_position_embeddings_invalid)
+}
+
+/// The DSA layers' indices, for the indexer leaders.
+fn dsa_layers(lookup: &Lookup<'_>, sparse_mla_layers: Option<&Sourced<u32>>) -> Option<Vec<usize>> {
+    match lookup("layer_types") {
+        Some((Value::Array(kinds), _, _)) => Some(
+            kinds
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.as_str() == Some("deepseek_sparse_attention"))
+                .map(|(i, _)| i)
+                .collect(),
+        ),
+        // Listed per layer only for real layer counts; beyond, every layer
+        // has its own indexer (the planner's closed form).
+        _ => sparse_mla_layers
+            .filter(|l| l.value <= MAX_LISTED_LAYERS)
+            .map(|l| (0..l.value as usize).collect()),
+    }
+}
+
+/// The dimensions the weight estimate reads.
+fn dims(lookup: &Lookup<'_>) -> ModelDims {
+    let uint = |key: &str| lookup(key).and_then(|(v, _, _)| v.as_u64());
+    ModelDims {
+        hidden_size: uint("hidden_size"),
+        num_hidden_layers: uint("num_hidden_layers"),
+        num_attention_heads: uint("num_attention_heads"),
+        num_key_value_heads: uint("num_key_value_heads"),
+        q_lora_rank: uint("q_lora_rank"),
+        qk_nope_head_dim: uint("qk_nope_head_dim"),
+        v_head_dim: uint("v_head_dim"),
+        index_n_heads: uint("index_n_heads"),
+        intermediate_size: uint("intermediate_size"),
+        moe_intermediate_size: uint("moe_intermediate_size"),
+        n_routed_experts: uint("n_routed_experts"),
+        n_shared_experts: uint("n_shared_experts"),
+        first_k_dense_replace: uint("first_k_dense_replace"),
+        vocab_size: uint("vocab_size"),
+        tie_word_embeddings: lookup("tie_word_embeddings")
+            .and_then(|(v, _, _)| v.as_bool())
+            .unwrap_or(false),
+        mixed_layer_kinds: matches!(lookup("layer_types"), Some((Value::Array(kinds), _, _))
+            if kinds.iter().any(|k| k.as_str() != Some("deepseek_sparse_attention"))),
     }
 }
 

@@ -279,7 +279,11 @@ pub struct PlanPoint {
 }
 
 /// The capacity plan of one valid HiSparse configuration.
+///
+/// Read back from JSON by its engine, as [`crate::Report`] is: `engine`
+/// first, then its diagnostics' stages with that engine's table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Plan {
     pub schema_version: u32,
     /// The engine planned for: `vllm` or `sglang` (older plans: `vllm`).
@@ -489,4 +493,27 @@ pub(crate) fn largest_fitting_pool_gib(usable: u64, pools: u64, stride: u64) -> 
         gib = ((gib * 100.0).round() - 1.0) / 100.0;
     }
     None
+}
+
+impl Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Plan::serialize(self, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Plan {
+    /// `engine` first, then the typed read, then the diagnostics' stages by
+    /// that engine's table.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use crate::diagnostic::{document_engine, document_stages, set_stages};
+        use serde::de::Error;
+        let doc = serde_json::Value::deserialize(d)?;
+        let engine = document_engine(&doc);
+        let errors = document_stages(&doc, "errors", &engine).map_err(D::Error::custom)?;
+        let warnings = document_stages(&doc, "warnings", &engine).map_err(D::Error::custom)?;
+        let mut plan = Plan::deserialize(doc).map_err(D::Error::custom)?;
+        set_stages(&mut plan.errors, errors);
+        set_stages(&mut plan.warnings, warnings);
+        Ok(plan)
+    }
 }

@@ -99,6 +99,68 @@ fn quantized_bytes_per_param(q: &Value) -> Option<(f64, String)> {
     ))
 }
 
+// Saturating products and sums: absurd dims give huge figures, never a panic.
+fn mul(xs: &[u64]) -> u64 {
+    xs.iter().fold(1u64, |a, b| a.saturating_mul(*b))
+}
+
+fn sum(xs: &[u64]) -> u64 {
+    xs.iter().fold(0u64, |a, b| a.saturating_add(*b))
+}
+
+/// One MLA layer's attention parameters, and the part of them (q_b or q_proj,
+/// kv_b, o_proj) that SGLang splits by attention TP. `dims` is `[hidden,
+/// heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, kv_lora_rank]`;
+/// `q_lora` the `q_lora_rank` when the model has one.
+fn attention_params(q_lora: Option<u64>, dims: [u64; 6]) -> (u64, u64) {
+    let [h, heads, nope, rope, v_dim, kl] = dims;
+    let q_proj = match q_lora {
+        Some(q) => sum(&[mul(&[h, q]), q, mul(&[q, heads, nope.saturating_add(rope)])]),
+        None => mul(&[h, heads, nope.saturating_add(rope)]),
+    };
+    let q_sharded = match q_lora {
+        Some(q) => mul(&[q, heads, nope.saturating_add(rope)]),
+        None => q_proj,
+    };
+    let attention_sharded = sum(&[
+        q_sharded,
+        mul(&[kl, heads, nope.saturating_add(v_dim)]),
+        mul(&[heads, v_dim, h]),
+    ]);
+    let attention = sum(&[
+        q_proj,
+        mul(&[h, kl + rope]),
+        kl,
+        mul(&[kl, heads, nope.saturating_add(v_dim)]),
+        mul(&[heads, v_dim, h]),
+    ]);
+    (attention, attention_sharded)
+}
+
+/// Bytes per parameter: the model dtype's (embeddings), the linear layers'
+/// (the quantization's, else the dtype's), and the rule in words. Err: a
+/// quantization_config this estimate does not know.
+fn bytes_per_param(model: &ModelInfo) -> Result<(f64, f64, String), String> {
+    let dtype_bytes = match model.torch_dtype.as_deref() {
+        Some("float32") => 4.0,
+        _ => 2.0,
+    };
+    let (linear_bpp, rule) = match &model.quantization_config {
+        None | Some(Value::Null) => (
+            dtype_bytes,
+            format!("{dtype_bytes} B per parameter (model dtype, no quantization_config)"),
+        ),
+        Some(q) => quantized_bytes_per_param(q).ok_or_else(|| {
+            format!(
+                "quantization_config {} is not one this estimate knows",
+                q.get("quant_method")
+                    .map_or_else(|| "?".to_owned(), Value::to_string)
+            )
+        })?,
+    };
+    Ok((dtype_bytes, linear_bpp, rule))
+}
+
 /// Estimate the model's weight bytes; `draft_layers` MTP layers are loaded
 /// with MTP speculation. `indexer_layers` counts target layers with an indexer.
 /// Err explains why no estimate is possible (pass `--weights-gib`).
@@ -131,31 +193,10 @@ pub fn estimate(
             .qk_rope_head_dim
             .ok_or("config.json has no qk_rope_head_dim")?,
     );
-    // Saturating products and sums: absurd dims give huge figures, never a panic.
-    let mul = |xs: &[u64]| xs.iter().fold(1u64, |a, b| a.saturating_mul(*b));
-    let sum = |xs: &[u64]| xs.iter().fold(0u64, |a, b| a.saturating_add(*b));
-
-    let q_proj = match d.q_lora_rank.filter(|q| *q > 0) {
-        Some(q) => sum(&[mul(&[h, q]), q, mul(&[q, heads, nope.saturating_add(rope)])]),
-        None => mul(&[h, heads, nope.saturating_add(rope)]),
-    };
-    // The q_b (or q_proj), kv_b and o_proj part, split by attention TP in SGLang.
-    let q_sharded = match d.q_lora_rank.filter(|q| *q > 0) {
-        Some(q) => mul(&[q, heads, nope.saturating_add(rope)]),
-        None => q_proj,
-    };
-    let attention_sharded = sum(&[
-        q_sharded,
-        mul(&[kl, heads, nope.saturating_add(v_dim)]),
-        mul(&[heads, v_dim, h]),
-    ]);
-    let attention = sum(&[
-        q_proj,
-        mul(&[h, kl + rope]),
-        kl,
-        mul(&[kl, heads, nope.saturating_add(v_dim)]),
-        mul(&[heads, v_dim, h]),
-    ]);
+    let (attention, attention_sharded) = attention_params(
+        d.q_lora_rank.filter(|q| *q > 0),
+        [h, heads, nope, rope, v_dim, kl],
+    );
     let indexer = match (model.index_head_dim, d.index_n_heads, d.q_lora_rank) {
         (Some(ihd), Some(inh), Some(q)) => {
             let ihd = u64::from(ihd);
@@ -202,23 +243,7 @@ pub fn estimate(
     ]);
     let expert_params = sum(&[mul(&[moe_layers, experts]), mtp_experts]);
 
-    let dtype_bytes = match model.torch_dtype.as_deref() {
-        Some("float32") => 4.0,
-        _ => 2.0,
-    };
-    let (linear_bpp, rule) = match &model.quantization_config {
-        None | Some(Value::Null) => (
-            dtype_bytes,
-            format!("{dtype_bytes} B per parameter (model dtype, no quantization_config)"),
-        ),
-        Some(q) => quantized_bytes_per_param(q).ok_or_else(|| {
-            format!(
-                "quantization_config {} is not one this estimate knows",
-                q.get("quant_method")
-                    .map_or_else(|| "?".to_owned(), Value::to_string)
-            )
-        })?,
-    };
+    let (dtype_bytes, linear_bpp, rule) = bytes_per_param(model)?;
     let bytes = |params: u64, bpp: f64| (params as f64 * bpp) as u64;
     let attn_layers = layers.saturating_add(draft_layers);
     let sharded = mul(&[attn_layers, attention_sharded]);

@@ -443,28 +443,7 @@ impl ResidencyResolver {
         state_index: &[S],
     ) -> Result<ResolveOutput, PoolError> {
         let rows = state_index.len();
-        if width > self.topk as usize {
-            return Err(PoolError::TopkTooWide {
-                width: width as u64,
-                topk: u64::from(self.topk),
-            });
-        }
-        if rows.checked_mul(width) != Some(topk_rows.len()) {
-            return Err(PoolError::ShapeMismatch {
-                what: format!(
-                    "topk_rows has {} entries, state_index has {rows} rows of width {width} \
-                     (rows x width must match)",
-                    topk_rows.len()
-                ),
-            });
-        }
-        if topk_rows.len() > MAX_RESOLVE_ENTRIES {
-            return Err(PoolError::BatchTooLarge {
-                what: "topk_rows (rows x width)",
-                entries: topk_rows.len() as u64,
-                max: MAX_RESOLVE_ENTRIES as u64,
-            });
-        }
+        self.check_shape(topk_rows.len(), width, rows)?;
 
         // Validate: group batch rows by state (groups in state order, members
         // in row order), check each union fits.
@@ -480,29 +459,7 @@ impl ResidencyResolver {
         let groups: Vec<&[(u32, u32)]> = keyed.chunk_by(|a, b| a.0 == b.0).collect();
         let limit = self.num_host_rows as i64;
         let row_of = |r: u32| &topk_rows[r as usize * width..(r as usize + 1) * width];
-        for members in &groups {
-            if members.len() * width <= self.dbs as usize {
-                continue; // e.g. any single row: width <= topk <= dbs
-            }
-            let valid = members
-                .iter()
-                .flat_map(|&(_, r)| row_of(r))
-                .filter(|v| (0..limit).contains(&v.to_i64()))
-                .count();
-            if valid > self.dbs as usize {
-                let union = SCRATCH.with(|sc| {
-                    let mut sc = sc.borrow_mut();
-                    sc.count_union(members.iter().map(|&(_, r)| row_of(r)), limit, valid)
-                });
-                if union > self.dbs as usize {
-                    return Err(PoolError::UnionExceedsDeviceBuffer {
-                        state: u64::from(members[0].0),
-                        union: union as u64,
-                        device_buffer_size: u64::from(self.dbs),
-                    });
-                }
-            }
-        }
+        self.check_unions(&groups, width, limit, row_of)?;
 
         // Mutate: nothing below can fail. Hand each group its state and output rows.
         let mut slots = vec![-1i32; rows * width];
@@ -543,36 +500,14 @@ impl ResidencyResolver {
             jobs.iter_mut().for_each(run);
         }
 
-        // Assemble the miss plan in batch-row order.
-        let mut miss_counts = vec![0i32; rows];
-        let (mut hits, mut misses) = (0u64, 0u64);
-        for job in &jobs {
-            for load in &job.loads {
-                miss_counts[job.members[load.member as usize].1 as usize] += 1;
-            }
-            misses += job.loads.len() as u64;
-            hits += job.valid - job.loads.len() as u64;
-        }
-        let mut miss_offsets = Vec::with_capacity(rows + 1);
-        let mut acc = 0i32;
-        miss_offsets.push(0);
-        for &c in &miss_counts {
-            acc += c; // <= rows x width <= 2^26
-            miss_offsets.push(acc);
-        }
-        let n = acc as usize;
-        let mut miss_host_rows = vec![0i64; n];
-        let mut miss_slots = vec![0i32; n];
-        let mut cursor: Vec<i32> = miss_offsets[..rows].to_vec();
-        for job in &jobs {
-            for load in &job.loads {
-                let r = job.members[load.member as usize].1 as usize;
-                let at = cursor[r] as usize;
-                cursor[r] += 1;
-                miss_host_rows[at] = i64::from(load.row);
-                miss_slots[at] = i32::from(load.slot);
-            }
-        }
+        let MissPlan {
+            miss_counts,
+            miss_offsets,
+            miss_host_rows,
+            miss_slots,
+            hits,
+            misses,
+        } = miss_plan(&jobs, rows);
         drop(jobs);
         self.metrics
             .record_resolve(hits, misses, misses * u64::from(self.row_bytes));
@@ -587,6 +522,120 @@ impl ResidencyResolver {
             hits,
             misses,
         })
+    }
+
+    /// `resolve`'s shape checks: the width against topk, rows x width
+    /// against the entries given, and the batch bound.
+    fn check_shape(&self, entries: usize, width: usize, rows: usize) -> Result<(), PoolError> {
+        if width > self.topk as usize {
+            return Err(PoolError::TopkTooWide {
+                width: width as u64,
+                topk: u64::from(self.topk),
+            });
+        }
+        if rows.checked_mul(width) != Some(entries) {
+            return Err(PoolError::ShapeMismatch {
+                what: format!(
+                    "topk_rows has {} entries, state_index has {rows} rows of width {width} \
+                 (rows x width must match)",
+                    entries
+                ),
+            });
+        }
+        if entries > MAX_RESOLVE_ENTRIES {
+            return Err(PoolError::BatchTooLarge {
+                what: "topk_rows (rows x width)",
+                entries: entries as u64,
+                max: MAX_RESOLVE_ENTRIES as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// `resolve`'s union check: each state's rows (one group, MTP) must
+    /// fit the device buffer as one union of valid host rows.
+    fn check_unions<'r, R: IndexInt + 'r>(
+        &self,
+        groups: &[&[(u32, u32)]],
+        width: usize,
+        limit: i64,
+        row_of: impl Fn(u32) -> &'r [R],
+    ) -> Result<(), PoolError> {
+        for members in groups {
+            if members.len() * width <= self.dbs as usize {
+                continue; // e.g. any single row: width <= topk <= dbs
+            }
+            let valid = members
+                .iter()
+                .flat_map(|&(_, r)| row_of(r))
+                .filter(|v| (0..limit).contains(&v.to_i64()))
+                .count();
+            if valid > self.dbs as usize {
+                let union = SCRATCH.with(|sc| {
+                    let mut sc = sc.borrow_mut();
+                    sc.count_union(members.iter().map(|&(_, r)| row_of(r)), limit, valid)
+                });
+                if union > self.dbs as usize {
+                    return Err(PoolError::UnionExceedsDeviceBuffer {
+                        state: u64::from(members[0].0),
+                        union: union as u64,
+                        device_buffer_size: u64::from(self.dbs),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The miss plan of a resolve, in batch-row order: counts, CSR offsets,
+/// the host rows to load and their slots, and the hit/miss totals.
+struct MissPlan {
+    miss_counts: Vec<i32>,
+    miss_offsets: Vec<i32>,
+    miss_host_rows: Vec<i64>,
+    miss_slots: Vec<i32>,
+    hits: u64,
+    misses: u64,
+}
+
+fn miss_plan<R>(jobs: &[Job<'_, R>], rows: usize) -> MissPlan {
+    let mut miss_counts = vec![0i32; rows];
+    let (mut hits, mut misses) = (0u64, 0u64);
+    for job in jobs {
+        for load in &job.loads {
+            miss_counts[job.members[load.member as usize].1 as usize] += 1;
+        }
+        misses += job.loads.len() as u64;
+        hits += job.valid - job.loads.len() as u64;
+    }
+    let mut miss_offsets = Vec::with_capacity(rows + 1);
+    let mut acc = 0i32;
+    miss_offsets.push(0);
+    for &c in &miss_counts {
+        acc += c; // <= rows x width <= 2^26
+        miss_offsets.push(acc);
+    }
+    let n = acc as usize;
+    let mut miss_host_rows = vec![0i64; n];
+    let mut miss_slots = vec![0i32; n];
+    let mut cursor: Vec<i32> = miss_offsets[..rows].to_vec();
+    for job in jobs {
+        for load in &job.loads {
+            let r = job.members[load.member as usize].1 as usize;
+            let at = cursor[r] as usize;
+            cursor[r] += 1;
+            miss_host_rows[at] = i64::from(load.row);
+            miss_slots[at] = i32::from(load.slot);
+        }
+    }
+    MissPlan {
+        miss_counts,
+        miss_offsets,
+        miss_host_rows,
+        miss_slots,
+        hits,
+        misses,
     }
 }
 

@@ -174,15 +174,26 @@ fn report_round_trips_with_sglang_settings_and_stages() {
     )
     .unwrap();
     let back: crate::Report = serde_json::from_str(&r.to_json()).unwrap();
-    // Stage names shared with vLLM (never) read back as vLLM's; the rest are SGLang's.
+    // Read by its engine: every stage is SGLang's, `never` and `argparse` too.
     assert_eq!(back.errors, r.errors);
     let ok = check(&decode(json!({})), &options(json!({}))).unwrap();
     let back: crate::Report = serde_json::from_str(&ok.to_json()).unwrap();
     assert!(back.sglang_hisparse().is_some());
     assert_eq!(back.hisparse, ok.hisparse);
-    // Its warnings' `never` reads back as vLLM's until mapped to the report's engine.
-    assert_ne!(back, ok);
-    assert_eq!(back.engine_stages(), ok);
+    // Its warnings' `never` reads back as SGLang's `never`, not vLLM's.
+    assert!(ok
+        .warnings
+        .iter()
+        .any(|w| w.stage == crate::diagnostic::Stage::Sglang(super::stages::SglangStage::Never)));
+    assert_eq!(back, ok);
+    // A stage the engine does not have is refused, naming the engine's stages.
+    let mut doc: Value = serde_json::from_str(&ok.to_json()).unwrap();
+    doc["warnings"][0]["stage"] = json!("workers");
+    let e = serde_json::from_value::<crate::Report>(doc).unwrap_err();
+    assert!(
+        e.to_string().contains("\"workers\" is not an SGLang stage"),
+        "{e}"
+    );
 }
 
 #[test]

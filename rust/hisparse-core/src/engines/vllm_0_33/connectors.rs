@@ -92,44 +92,10 @@ struct Node<'a> {
 
 /// Walk `kv_transfer_config`, pushing diagnostics for every malformed node.
 pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
-    let top = FieldPath::root("kv_transfer_config");
     let mut tree = ConnectorTree::default();
     // The top-level MultiConnector's children list (path, length): where a
     // too-deep HiSparseConnector should move to.
-    let mut top_list: Option<(FieldPath, usize)> = None;
-    let mut stack = Vec::new();
-    if let Value::Array(items) = root {
-        // Its fix wraps the list in a MultiConnector: check the items as its
-        // children, where they are, so every error shows up in one pass.
-        out.push(top_level_list(&top, root, items));
-        top_list = Some((top.clone(), items.len()));
-        for (i, child) in items.iter().enumerate().rev() {
-            stack.push(Node {
-                value: child,
-                path: top.index(i),
-                depth: 1,
-                parent_role: None,
-                under_producer: false,
-                removal: if items.len() > 1 {
-                    top.index(i)
-                } else {
-                    top.clone()
-                },
-            });
-        }
-    } else {
-        if let Some(name) = root.get("kv_connector").and_then(Value::as_str) {
-            tree.top_connector = Some(name.to_owned());
-        }
-        stack.push(Node {
-            value: root,
-            path: top.clone(),
-            depth: 0,
-            parent_role: None,
-            under_producer: false,
-            removal: top,
-        });
-    }
+    let (mut stack, mut top_list) = roots(root, &mut tree, out);
     let mut depth_reported = false;
     while let Some(node) = stack.pop() {
         let Value::Object(obj) = node.value else {
@@ -185,168 +151,35 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             tree.sites.push(site);
         }
 
-        let mut misspelled_list = None;
-        // A list under a misspelled key (`conectors`): vLLM reads none of it.
-        let misspelled = extra
-            .filter(|_| connector == Some(MULTI))
-            .and_then(misspelled_children);
-        let listed = extra.and_then(|e| e.get("connectors"));
-        // No connectors list (vLLM asserts one), but a list under the
-        // misspelled key: those are the children meant, walked where they
-        // are; the rename below is their fix.
-        let meant = misspelled.filter(|_| obj.get("connectors").is_none() && listed.is_none());
-        let (children, children_path) = match (meant, listed, obj.get("connectors")) {
-            (Some((key, list)), _, _) => {
-                misspelled_list = Some(key);
-                (Some(list), extra_path.key(key))
-            }
-            // An empty list beside misplaced children: the misplaced_connectors
-            // fix moves them in, so they are the children.
-            (None, Some(Value::Array(c)), Some(m)) if c.is_empty() => {
-                (Some(m), node.path.key("connectors"))
-            }
-            (None, Some(c), _) => {
-                // Beside a connectors list (even `[]`, which vLLM starts
-                // with): vLLM ignores the misspelled ones.
-                if let (Some((key, list)), true) = (misspelled, c.is_array()) {
-                    out.push(ignored_children(&extra_path, key, list));
-                }
-                (Some(c), extra_path.key("connectors"))
-            }
-            // Misplaced `connectors` (reported by check_fields): walk them where they are.
-            (None, None, Some(c)) => (Some(c), node.path.key("connectors")),
-            (None, None, None) => (None, extra_path.key("connectors")),
-        };
+        let (children, children_path, misspelled_list) =
+            children(obj, &node.path, extra, &extra_path, connector, out);
         if connector != Some(MULTI) {
-            if let (Some(Value::Array(items)), Some(name)) = (children, connector) {
-                if !items.is_empty() && obj.get("connectors").is_none() {
-                    out.push(
-                        Diagnostic::warning(
-                            Code::ConnectorsKeyIgnored,
-                            children_path.clone(),
-                            format!("{name} is not a MultiConnector, so vLLM ignores its {} child connectors", items.len()),
-                        )
-                        .hint(format!("set {} to \"{MULTI}\" to use them", node.path.key("kv_connector"))),
-                    );
-                }
+            if let Some(d) = children_ignored(obj, &node.path, children, &children_path, connector)
+            {
+                out.push(d);
             }
             continue;
         }
         if let Some(key) = misspelled_list {
-            let connectors = extra_path.key("connectors");
-            out.push(
-                Diagnostic::error(
-                    Code::EmptyMultiConnector,
-                    connectors.clone(),
-                    format!("the MultiConnector at {} has no connectors list, but a {key} list, which vLLM does not read", node.path),
-                )
-                .allowed("a list of connector objects under connectors")
-                .hint(format!("{children_path} reads as a misspelling of connectors: rename it to {connectors}, keeping its connectors"))
-                .fix(vec![FixOp::Move {
-                    from: children_path.clone(),
-                    to: connectors.clone(),
-                }]),
-            );
-            out.push(vllm_crash(
-                &connectors,
-                "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
-            ).stage(VllmStage::Workers));
+            out.extend(misspelled_list_error(
+                &node,
+                &extra_path,
+                &children_path,
+                key,
+            ));
         }
         let items = match children {
             Some(Value::Array(items)) if !items.is_empty() => items,
             Some(Value::Array(_)) | None => {
-                let hint = format!(
-                    "list the connectors in {children_path}, e.g. [{{\"kv_connector\": \"{HISPARSE}\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": 64}}}}], or remove the MultiConnector"
-                );
-                let removal = vec![FixOp::Remove {
-                    path: node.removal.clone(),
-                }];
-                // What vLLM reads is kv_connector_extra_config.connectors (a
-                // misplaced list beside it is reported by check_fields).
-                if extra.is_some_and(|e| e.contains_key("connectors")) {
-                    // connectors: [] starts: a MultiConnector that moves nothing,
-                    // and without the hybrid KV cache manager (vLLM 0.33
-                    // MultiConnector.all_children_support_hma is False for no children).
-                    out.push(
-                        Diagnostic::warning(
-                            Code::EmptyMultiConnector,
-                            children_path.clone(),
-                            format!("the MultiConnector at {} has no child connectors: vLLM {} starts with it, transfers no KV, and turns the hybrid KV cache manager off", node.path, crate::engines::vllm_0_33::VERSION),
-                        )
-                        .hint(hint)
-                        .fix(removal.clone()),
-                    );
-                    tree.empty_multis.push(Leaf {
-                        path: node.path.clone(),
-                        name: MULTI.to_owned(),
-                        custom_module: false,
-                        removal,
-                    });
-                } else {
-                    out.push(
-                        Diagnostic::error(
-                            Code::EmptyMultiConnector,
-                            children_path.clone(),
-                            format!("the MultiConnector at {} has no connectors list", node.path),
-                        )
-                        .allowed("a list of connector objects")
-                        .hint(hint)
-                        .fix(removal),
-                    );
-                    out.push(vllm_crash(
-                        &children_path,
-                        "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
-                    ).stage(VllmStage::Workers));
-                }
-                continue;
-            }
-            Some(obj @ Value::Object(one)) => {
-                let d = type_error(&children_path, "a list of connector objects", obj);
-                // A connector object is meant as the one child (checked where it
-                // is, since the fix moves it into a list); anything else is no child.
-                if one.get("kv_connector").is_some_and(Value::is_string) {
-                    out.push(
-                        d.hint(format!(
-                            "wrap the single connector in a list: {children_path} = [{{...}}]"
-                        ))
-                        .fix(vec![FixOp::Move {
-                            from: children_path.clone(),
-                            to: children_path.index(0),
-                        }]),
-                    );
-                    if node.depth < MAX_DEPTH {
-                        stack.push(Node {
-                            value: obj,
-                            path: children_path.clone(),
-                            depth: node.depth + 1,
-                            parent_role: role.clone().or_else(|| node.parent_role.clone()),
-                            under_producer: is_producer,
-                            removal: node.removal.clone(),
-                        });
-                    }
-                } else {
-                    out.push(
-                        d.hint("it is not a connector object either: remove the MultiConnector, or list its connectors")
-                            .fix(vec![FixOp::Remove { path: node.removal.clone() }]),
-                    );
-                }
+                no_children(&node, extra, &children_path, &mut tree, out);
                 continue;
             }
             Some(other) => {
-                let d = Diagnostic::error(
-                    Code::ConnectorsNotList,
-                    children_path.clone(),
-                    format!("{children_path} must be a list of connector objects, got {}", kind(other)),
-                )
-                .given(other)
-                .allowed("a non-empty list of connector objects")
-                .hint("write the child connectors as a JSON list of objects, each with kv_connector and kv_role");
-                out.push(d);
-                if node.depth == 0 && other.is_null() {
-                    out.push(vllm_crash(
-                        &children_path,
-                        "TypeError (it iterates over null)",
-                    ));
+                let parent_role = role.clone().or_else(|| node.parent_role.clone());
+                if let Some(child) =
+                    not_a_list(&node, &children_path, other, parent_role, is_producer, out)
+                {
+                    stack.push(child);
                 }
                 continue;
             }
@@ -385,6 +218,272 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
     }
     report_multiple(&tree.sites, out);
     tree
+}
+/// A connector that is not a MultiConnector but lists children: vLLM
+/// ignores them (a warning, whose fix makes it a MultiConnector).
+fn children_ignored(
+    obj: &Map<String, Value>,
+    path: &FieldPath,
+    children: Option<&Value>,
+    children_path: &FieldPath,
+    connector: Option<&str>,
+) -> Option<Diagnostic> {
+    if let (Some(Value::Array(items)), Some(name)) = (children, connector) {
+        if !items.is_empty() && obj.get("connectors").is_none() {
+            return Some(
+                Diagnostic::warning(
+                    Code::ConnectorsKeyIgnored,
+                    children_path.clone(),
+                    format!(
+                        "{name} is not a MultiConnector, so vLLM ignores its {} child connectors",
+                        items.len()
+                    ),
+                )
+                .hint(format!(
+                    "set {} to \"{MULTI}\" to use them",
+                    path.key("kv_connector")
+                )),
+            );
+        }
+    }
+    None
+}
+
+/// A MultiConnector whose only list is under a misspelled key: the error
+/// that renames it, and vLLM's crash without it.
+fn misspelled_list_error(
+    node: &Node<'_>,
+    extra_path: &FieldPath,
+    children_path: &FieldPath,
+    key: &str,
+) -> [Diagnostic; 2] {
+    let connectors = extra_path.key("connectors");
+    let error = Diagnostic::error(
+            Code::EmptyMultiConnector,
+            connectors.clone(),
+            format!("the MultiConnector at {} has no connectors list, but a {key} list, which vLLM does not read", node.path),
+        )
+        .allowed("a list of connector objects under connectors")
+        .hint(format!("{children_path} reads as a misspelling of connectors: rename it to {connectors}, keeping its connectors"))
+        .fix(vec![FixOp::Move {
+            from: children_path.clone(),
+            to: connectors.clone(),
+        }]);
+    let crash = vllm_crash(
+        &connectors,
+        "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
+    ).stage(VllmStage::Workers);
+    [error, crash]
+}
+
+/// Children that are not a list: a connector object meant as the one child
+/// (its fix wraps it in a list; returned, to be checked where it is), or
+/// anything else, which is no child.
+fn not_a_list<'a>(
+    node: &Node<'_>,
+    children_path: &FieldPath,
+    children: &'a Value,
+    parent_role: Option<String>,
+    is_producer: bool,
+    out: &mut Vec<Diagnostic>,
+) -> Option<Node<'a>> {
+    if let obj @ Value::Object(one) = children {
+        let d = type_error(children_path, "a list of connector objects", obj);
+        // A connector object is meant as the one child (checked where it
+        // is, since the fix moves it into a list); anything else is no child.
+        if one.get("kv_connector").is_some_and(Value::is_string) {
+            out.push(
+                d.hint(format!(
+                    "wrap the single connector in a list: {children_path} = [{{...}}]"
+                ))
+                .fix(vec![FixOp::Move {
+                    from: children_path.clone(),
+                    to: children_path.index(0),
+                }]),
+            );
+            if node.depth < MAX_DEPTH {
+                return Some(Node {
+                    value: obj,
+                    path: children_path.clone(),
+                    depth: node.depth + 1,
+                    parent_role,
+                    under_producer: is_producer,
+                    removal: node.removal.clone(),
+                });
+            }
+        } else {
+            out.push(
+                d.hint("it is not a connector object either: remove the MultiConnector, or list its connectors")
+                    .fix(vec![FixOp::Remove { path: node.removal.clone() }]),
+            );
+        }
+        return None;
+    }
+    let other = children;
+    let d = Diagnostic::error(
+        Code::ConnectorsNotList,
+        children_path.clone(),
+        format!(
+            "{children_path} must be a list of connector objects, got {}",
+            kind(other)
+        ),
+    )
+    .given(other)
+    .allowed("a non-empty list of connector objects")
+    .hint(
+        "write the child connectors as a JSON list of objects, each with kv_connector and kv_role",
+    );
+    out.push(d);
+    if node.depth == 0 && other.is_null() {
+        out.push(vllm_crash(
+            children_path,
+            "TypeError (it iterates over null)",
+        ));
+    }
+    None
+}
+
+/// The walk's first nodes, and the top-level children list (path, length):
+/// the top-level object, or a top-level list's items (its fix wraps the list
+/// in a MultiConnector, so they are checked as its children, where they are).
+fn roots<'a>(
+    root: &'a Value,
+    tree: &mut ConnectorTree,
+    out: &mut Vec<Diagnostic>,
+) -> (Vec<Node<'a>>, Option<(FieldPath, usize)>) {
+    let top = FieldPath::root("kv_transfer_config");
+    let mut top_list: Option<(FieldPath, usize)> = None;
+    let mut stack = Vec::new();
+    if let Value::Array(items) = root {
+        // Its fix wraps the list in a MultiConnector: check the items as its
+        // children, where they are, so every error shows up in one pass.
+        out.push(top_level_list(&top, root, items));
+        top_list = Some((top.clone(), items.len()));
+        for (i, child) in items.iter().enumerate().rev() {
+            stack.push(Node {
+                value: child,
+                path: top.index(i),
+                depth: 1,
+                parent_role: None,
+                under_producer: false,
+                removal: if items.len() > 1 {
+                    top.index(i)
+                } else {
+                    top.clone()
+                },
+            });
+        }
+    } else {
+        if let Some(name) = root.get("kv_connector").and_then(Value::as_str) {
+            tree.top_connector = Some(name.to_owned());
+        }
+        stack.push(Node {
+            value: root,
+            path: top.clone(),
+            depth: 0,
+            parent_role: None,
+            under_producer: false,
+            removal: top,
+        });
+    }
+    (stack, top_list)
+}
+
+/// Where a node's children are read from: the list, its path, and the
+/// misspelled key (`conectors`) it is under when that is the list meant.
+fn children<'a>(
+    obj: &'a Map<String, Value>,
+    path: &FieldPath,
+    extra: Option<&'a Map<String, Value>>,
+    extra_path: &FieldPath,
+    connector: Option<&str>,
+    out: &mut Vec<Diagnostic>,
+) -> (Option<&'a Value>, FieldPath, Option<&'a str>) {
+    let mut misspelled_list = None;
+    // A list under a misspelled key (`conectors`): vLLM reads none of it.
+    let misspelled = extra
+        .filter(|_| connector == Some(MULTI))
+        .and_then(misspelled_children);
+    let listed = extra.and_then(|e| e.get("connectors"));
+    // No connectors list (vLLM asserts one), but a list under the
+    // misspelled key: those are the children meant, walked where they
+    // are; the rename below is their fix.
+    let meant = misspelled.filter(|_| obj.get("connectors").is_none() && listed.is_none());
+    let (children, children_path) = match (meant, listed, obj.get("connectors")) {
+        (Some((key, list)), _, _) => {
+            misspelled_list = Some(key);
+            (Some(list), extra_path.key(key))
+        }
+        // An empty list beside misplaced children: the misplaced_connectors
+        // fix moves them in, so they are the children.
+        (None, Some(Value::Array(c)), Some(m)) if c.is_empty() => (Some(m), path.key("connectors")),
+        (None, Some(c), _) => {
+            // Beside a connectors list (even `[]`, which vLLM starts
+            // with): vLLM ignores the misspelled ones.
+            if let (Some((key, list)), true) = (misspelled, c.is_array()) {
+                out.push(ignored_children(extra_path, key, list));
+            }
+            (Some(c), extra_path.key("connectors"))
+        }
+        // Misplaced `connectors` (reported by check_fields): walk them where they are.
+        (None, None, Some(c)) => (Some(c), path.key("connectors")),
+        (None, None, None) => (None, extra_path.key("connectors")),
+    };
+    (children, children_path, misspelled_list)
+}
+
+/// A MultiConnector without children: `connectors: []` starts (a warning,
+/// and the tree remembers it), no list at all is an error.
+fn no_children(
+    node: &Node<'_>,
+    extra: Option<&Map<String, Value>>,
+    children_path: &FieldPath,
+    tree: &mut ConnectorTree,
+    out: &mut Vec<Diagnostic>,
+) {
+    let hint = format!(
+        "list the connectors in {children_path}, e.g. [{{\"kv_connector\": \"{HISPARSE}\", \"kv_role\": \"kv_both\", \"kv_connector_extra_config\": {{\"host_pool_gib\": 64}}}}], or remove the MultiConnector"
+    );
+    let removal = vec![FixOp::Remove {
+        path: node.removal.clone(),
+    }];
+    // What vLLM reads is kv_connector_extra_config.connectors (a
+    // misplaced list beside it is reported by check_fields).
+    if extra.is_some_and(|e| e.contains_key("connectors")) {
+        // connectors: [] starts: a MultiConnector that moves nothing,
+        // and without the hybrid KV cache manager (vLLM 0.33
+        // MultiConnector.all_children_support_hma is False for no children).
+        out.push(
+            Diagnostic::warning(
+                Code::EmptyMultiConnector,
+                children_path.clone(),
+                format!("the MultiConnector at {} has no child connectors: vLLM {} starts with it, transfers no KV, and turns the hybrid KV cache manager off", node.path, crate::engines::vllm_0_33::VERSION),
+            )
+            .hint(hint)
+            .fix(removal.clone()),
+        );
+        tree.empty_multis.push(Leaf {
+            path: node.path.clone(),
+            name: MULTI.to_owned(),
+            custom_module: false,
+            removal,
+        });
+    } else {
+        out.push(
+            Diagnostic::error(
+                Code::EmptyMultiConnector,
+                children_path.clone(),
+                format!("the MultiConnector at {} has no connectors list", node.path),
+            )
+            .allowed("a list of connector objects")
+            .hint(hint)
+            .fix(removal),
+        );
+        out.push(vllm_crash(
+            children_path,
+            "AssertionError (MultiConnector asserts a connectors list) when it creates the connectors, after the model has loaded",
+        ).stage(VllmStage::Workers));
+    }
 }
 
 /// vLLM 0.33 `KVTransferConfig.has_connector` (vllm/config/kv_transfer.py:148):
