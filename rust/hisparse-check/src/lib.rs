@@ -8,6 +8,7 @@
 //! code is still the verdict: it had the output it asked for.
 
 mod argv;
+mod deploy;
 mod launch;
 mod render;
 mod render_plan;
