@@ -98,7 +98,16 @@ pub fn read_text(
             continue;
         }
         let at = format!("{path}#{}", i + 1);
+        let before = out.launches.len();
         object(&value, &at, dirs, out, 0)?;
+        for l in &mut out.launches[before..] {
+            // `{at}[.items[i]...]:Kind/name/container` -> source and name.
+            let tail = l.name.get(at.len()..).unwrap_or("");
+            if let Some(colon) = tail.find(':') {
+                l.source = format!("{at}{}", &tail[..colon]);
+                l.name = tail[colon + 1..].to_owned();
+            }
+        }
     }
     Ok(())
 }
@@ -138,7 +147,7 @@ fn object(
             }
             Ok(())
         }
-        "Pod" => pod(&spec, &here, &format!("Pod/{name}"), (1, 1), dirs, out),
+        "Pod" => pod(&spec, &here, &format!("Pod/{name}"), (1, 1), &[], dirs, out),
         "Deployment" | "StatefulSet" => {
             let pods = (int("/replicas", 1), 1);
             pod(
@@ -146,6 +155,7 @@ fn object(
                 &here,
                 &format!("{kind}/{name}"),
                 pods,
+                &[],
                 dirs,
                 out,
             )
@@ -157,6 +167,7 @@ fn object(
                 &here,
                 &format!("Job/{name}"),
                 pods,
+                &[],
                 dirs,
                 out,
             )
@@ -196,38 +207,36 @@ fn leader_worker_set(
         .cloned()
         .unwrap_or(Value::Null);
     let size = lwt.get("size").and_then(Value::as_u64).unwrap_or(1).max(1);
-    let worker = lwt.pointer("/workerTemplate/spec");
-    match (lwt.pointer("/leaderTemplate/spec"), worker) {
-        (Some(leader), worker) => {
-            pod(
-                leader,
-                &format!("{here}/leader"),
-                group,
-                (replicas, size),
-                dirs,
-                out,
-            )?;
-            if let (Some(w), true) = (worker, size > 1) {
-                pod(
-                    w,
-                    &format!("{here}/worker"),
-                    group,
-                    (replicas * (size - 1), size),
-                    dirs,
-                    out,
-                )?;
-            }
-            Ok(())
-        }
-        (None, Some(w)) => pod(w, here, group, (replicas * size, size), dirs, out),
-        (None, None) => {
-            out.not_read.push(NotRead {
-                at: here.to_owned(),
-                why: "a LeaderWorkerSet without leaderWorkerTemplate.workerTemplate".to_owned(),
-            });
-            Ok(())
-        }
+    if size > MAX_LAUNCHES as u64 {
+        return Err(format!("{here}: leaderWorkerTemplate.size {size} is over the bound of {MAX_LAUNCHES} pods per group (the bound on launches)"));
     }
+    let worker = lwt.pointer("/workerTemplate/spec");
+    let Some(leader) = lwt.pointer("/leaderTemplate/spec").or(worker) else {
+        out.not_read.push(NotRead {
+            at: here.to_owned(),
+            why: "a LeaderWorkerSet without leaderWorkerTemplate.workerTemplate".to_owned(),
+        });
+        return Ok(());
+    };
+    // The env LeaderWorkerSet injects into every pod of a group (LWS_LEADER_ADDRESS,
+    // LWS_GROUP_SIZE, LWS_WORKER_INDEX: 0 for the leader); each pod is its own launch.
+    for index in 0..size {
+        let (template, at) = match (index, worker) {
+            (0, _) => (leader, format!("{here}/leader")),
+            (i, Some(w)) => (w, format!("{here}/worker-{i}")),
+            (i, None) => (leader, format!("{here}/worker-{i}")),
+        };
+        let lws_env = [
+            (
+                "LWS_LEADER_ADDRESS",
+                "valueFrom:lws-leader-address".to_owned(),
+            ),
+            ("LWS_GROUP_SIZE", size.to_string()),
+            ("LWS_WORKER_INDEX", index.to_string()),
+        ];
+        pod(template, &at, group, (replicas, size), &lws_env, dirs, out)?;
+    }
+    Ok(())
 }
 
 /// The GPU product a pod is pinned to: `nodeSelector`, else the first
@@ -295,6 +304,7 @@ fn pod(
     here: &str,
     group: &str,
     pods: (u64, u64),
+    injected: &[(&str, String)],
     dirs: &ModelDirs,
     out: &mut Deployment,
 ) -> Result<(), String> {
@@ -334,7 +344,7 @@ fn pod(
                 .and_then(|l| l.get("memory"))
                 .and_then(quantity_bytes),
         };
-        match container(c, dirs) {
+        match container(c, injected, dirs) {
             Ok(Some(mut launch)) => {
                 if out.launches.len() >= MAX_LAUNCHES {
                     return Err(format!("{at}: the manifests hold more than {MAX_LAUNCHES} engine launches (the bound on launches)"));
@@ -395,8 +405,8 @@ pub fn expand_k8s(word: &str, env: &BTreeMap<String, String>) -> String {
 
 /// The container's env: `value`s, and a placeholder for `valueFrom` (known
 /// only at run time), in order (a later entry may use an earlier one: `$(A)`).
-fn container_env(c: &Value) -> BTreeMap<String, String> {
-    let mut env = BTreeMap::new();
+fn container_env(c: &Value, injected: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = injected.clone();
     for e in c.get("env").and_then(Value::as_array).into_iter().flatten() {
         let Some(name) = s(e, "name") else { continue };
         let value = match (e.get("value"), e.get("valueFrom")) {
@@ -426,8 +436,16 @@ fn words(c: &Value, key: &str) -> Vec<String> {
 
 /// A container -> a launch (`None`: it runs no engine). Err: a `sh -c`
 /// string we cannot read.
-fn container(c: &Value, dirs: &ModelDirs) -> Result<Option<Launch>, String> {
-    let mut env = container_env(c);
+fn container(
+    c: &Value,
+    injected: &[(&str, String)],
+    dirs: &ModelDirs,
+) -> Result<Option<Launch>, String> {
+    let mut env: BTreeMap<String, String> = injected
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect();
+    env.extend(container_env(c, &env));
     let mut argv: Vec<String> = words(c, "command")
         .iter()
         .chain(&words(c, "args"))
@@ -463,7 +481,9 @@ fn container(c: &Value, dirs: &ModelDirs) -> Result<Option<Launch>, String> {
     let role = role::role(engine, &args, serve);
     Ok(Some(Launch {
         name: String::new(),
+        source: String::new(),
         engine,
+        sglang_serve: serve,
         args,
         argv_as_given: argv,
         env,
@@ -594,9 +614,11 @@ spec:
         containers: [{name: w, command: [sglang, serve, /models/m, --disaggregation-mode=prefill]}]
 "#;
         let d = read(text).unwrap();
-        assert_eq!(d.launches.len(), 2);
+        assert_eq!(d.launches.len(), 3);
         assert_eq!((d.launches[0].replicas, d.launches[0].group_size), (2, 3));
-        assert_eq!((d.launches[1].replicas, d.launches[1].group_size), (4, 3));
+        assert_eq!((d.launches[2].replicas, d.launches[2].group_size), (2, 3));
+        assert_eq!(d.launches[2].env["LWS_WORKER_INDEX"], "2");
+        assert!(d.launches[2].name.ends_with("/worker-2/w"));
         assert!(d
             .launches
             .iter()

@@ -65,9 +65,14 @@ impl Machine {
 /// One launch: a container that runs `vllm serve` or `sglang serve`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Launch {
-    /// `file:Kind/name/container` (a LeaderWorkerSet's pods: `.../leader`, `.../worker`).
+    /// `Kind/name/container` (a LeaderWorkerSet's pods: `.../leader/c`,
+    /// `.../worker-1/c`); prefixed by its source where two files share a name.
     pub name: String,
+    /// `file#document` (and `.items[i]` inside a List).
+    pub source: String,
     pub engine: EngineKind,
+    /// `sglang serve` (a first word that is not a flag is the model).
+    pub sglang_serve: bool,
     /// The words after the engine's program (`vllm serve`), model paths mapped
     /// by `--model-dir` (`argv_as_given` keeps the container's).
     pub args: Vec<String>,

@@ -209,7 +209,7 @@ pub(crate) fn load_model(
     }
 }
 
-pub(crate) fn resolution<'a>(
+pub fn resolution<'a>(
     args: &'a SglangArgs,
     machine: &Machine<'a>,
     diags: &mut Vec<Diagnostic>,
