@@ -19,3 +19,6 @@ pub mod rules_nodes;
 pub mod rules_sglang;
 pub mod rules_vllm;
 pub mod shell;
+
+#[cfg(test)]
+mod tests;

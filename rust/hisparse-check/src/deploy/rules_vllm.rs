@@ -130,31 +130,30 @@ fn sides<'a>(p: &'a Checked, d: &'a Checked) -> (&'a Checked, &'a Checked) {
 fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
     let (fix, keep) = sides(p, d);
     let (f, k) = (&fix.facts, &keep.facts);
-    let mut push = |code,
-                    field: &str,
-                    given: Value,
-                    want: Value,
-                    msg: String,
-                    engine: &str,
-                    edits: Vec<Edit>| {
-        out.push(
-            Pair {
-                code,
-                stage: VllmStage::Handshake.into(),
-                launch: &fix.launch.name,
-                field,
-                given,
-                other: Some((&keep.launch.name, field, want.clone())),
-                message: msg,
-                engine_message: engine,
-            }
-            .build(edits, Some(want)),
-        );
+    let mk = |code,
+              field: &str,
+              given: Value,
+              want: Value,
+              msg: String,
+              engine: &str,
+              edits: Vec<Edit>|
+     -> PairDiagnostic {
+        Pair {
+            code,
+            stage: VllmStage::Handshake.into(),
+            launch: &fix.launch.name,
+            field,
+            given,
+            other: Some((&keep.launch.name, field, want.clone())),
+            message: msg,
+            engine_message: engine,
+        }
+        .build(edits, Some(want))
     };
     if let (Some(a), Some(b)) = (&f.model_given, &k.model_given) {
         if a != b {
             let msg = format!("the two sides name the model differently ({a:?} and {b:?}): vLLM hashes the model string itself into the NIXL compatibility hash, so they do not connect even when both are the same weights");
-            push(
+            out.push(mk(
                 Code::PdModelMismatch,
                 "model",
                 json!(a),
@@ -162,12 +161,16 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
                 msg,
                 HASH_MSG,
                 vec![],
-            );
+            ));
+            if let Some(last) = out.last_mut() {
+                let h = format!("on {}: serve the model as {b:?}, as the other side names it (mount the weights at the same path, or give both the same Hugging Face id)", fix.launch.name);
+                last.diagnostic.hint = Some(h);
+            }
         }
     }
     if f.dtype != k.dtype {
         let msg = format!("dtype {} here and {} on the other side: the model dtype is a compatibility-hash factor", f.dtype, k.dtype);
-        push(
+        out.push(mk(
             Code::PdDtypeMismatch,
             "dtype",
             json!(f.dtype),
@@ -178,7 +181,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
                 flag: "--dtype".into(),
                 value: k.dtype.clone(),
             }],
-        );
+        ));
     }
     if f.kv_cache_dtype != k.kv_cache_dtype {
         let msg = format!("the KV cache dtype resolves to {} here and {} on the other side: the cache dtype is a compatibility-hash factor, and the KV bytes would not match", f.kv_cache_dtype, k.kv_cache_dtype);
@@ -186,7 +189,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             flag: "--kv-cache-dtype".into(),
             value: k.kv_cache_dtype.clone(),
         }];
-        push(
+        out.push(mk(
             Code::PdKvCacheDtypeMismatch,
             "kv_cache_dtype",
             json!(f.kv_cache_dtype),
@@ -194,7 +197,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             msg,
             HASH_MSG,
             edits,
-        );
+        ));
     }
     if f.hma != k.hma {
         let on = |b: bool| if b { "on" } else { "off" };
@@ -210,7 +213,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
                 off: "--no-disable-hybrid-kv-cache-manager".into(),
             }
         };
-        push(
+        out.push(mk(
             Code::PdHybridKvCacheManagerMismatch,
             "disable_hybrid_kv_cache_manager",
             json!(!f.hma),
@@ -218,7 +221,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             msg,
             HASH_MSG,
             vec![edit],
-        );
+        ));
     }
     if f.block_size != k.block_size {
         let msg = format!("block size {} here and {} on the other side: the NIXL handshake checks the block sizes when the first request crosses (they are left out of the hash and checked at run time)", f.block_size, k.block_size);
@@ -226,7 +229,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             flag: "--block-size".into(),
             value: k.block_size.to_string(),
         }];
-        push(Code::PdBlockSizeMismatch, "block_size", json!(f.block_size), json!(k.block_size), msg, "_validate_remote_agent_handshake refuses the remote agent: its block size does not match", edits);
+        out.push(mk(Code::PdBlockSizeMismatch, "block_size", json!(f.block_size), json!(k.block_size), msg, "_validate_remote_agent_handshake refuses the remote agent: its block size does not match", edits));
     }
     tp_rule(p, d, out);
     if let (Some(pl), Some(dl)) = (p.facts.context_len, d.facts.context_len) {
