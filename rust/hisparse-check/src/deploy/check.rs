@@ -172,10 +172,10 @@ pub fn human(r: &DeployReport) -> String {
             d.path
         ));
         out.push_str(&format!("    {}\n", d.message));
-        out.push_str(&format!(
-            "    engine: {} ({})\n",
-            p.engine_message, p.source
-        ));
+        out.push_str(&format!("    engine: {}\n", p.engine_message));
+        if !p.source.is_empty() {
+            out.push_str(&format!("    source: {}\n", p.source));
+        }
         if let Some(h) = &d.hint {
             out.push_str(&format!("    fix: {h}\n"));
         }
