@@ -165,7 +165,7 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
         node_rank: serve.node_rank.unwrap_or(0),
         address: flag_value(&l.args, "--data-parallel-address").map(str::to_owned),
         context_len,
-        gpus_used: tp * dp_local,
+        gpus_used: tp.saturating_mul(dp_local),
         dtype,
         // HiSparse needs the hybrid manager and turns it on; a connector
         // without it leaves it off unless the flag says otherwise.

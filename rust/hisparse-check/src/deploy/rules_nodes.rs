@@ -165,7 +165,7 @@ fn ranks(members: &[&Checked], out: &mut Vec<PairDiagnostic>) {
         (EngineKind::Vllm, false) => ("node_rank", "--node-rank"),
         (EngineKind::Sglang, _) => ("node_rank", "--node-rank"),
     };
-    let pods = members.len() as i64 * step;
+    let pods = (members.len() as i64).saturating_mul(step);
     if bad.is_empty() && pods == n {
         return;
     }

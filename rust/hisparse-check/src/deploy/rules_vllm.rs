@@ -267,7 +267,11 @@ fn tp_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
     if dt % pt == 0 {
         return;
     }
-    let k = (1..=pt.min(dt)).rev().find(|k| dt % k == 0).unwrap_or(1);
+    // Bounded trials (limits.rs): a TP beyond them is the launch's own error already.
+    let top = pt
+        .min(dt)
+        .min(hisparse_core::limits::MAX_DIVISOR_TRIALS as i64);
+    let k = (1..=top).rev().find(|k| dt % k == 0).unwrap_or(1);
     let msg = format!("prefill TP {pt} and decode TP {dt}: vLLM's NIXL handshake maps each decode rank to prefill ranks only when the decode's TP is a multiple of the prefill's");
     out.push(
         Pair {

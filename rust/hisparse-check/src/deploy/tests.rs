@@ -203,3 +203,33 @@ spec:
         "{left:?}"
     );
 }
+
+/// Hostile input never panics: shell strings from a small alphabet, and
+/// launches with sizes vLLM and SGLang refuse (0, negative, huge).
+#[test]
+fn hostile_input_never_panics() {
+    let alphabet: Vec<char> = "ab $'\"\\\n\t{}()|&;<>*?[~#=-`".chars().collect();
+    let env = [("A".to_owned(), "x y".to_owned())].into();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..3000 {
+        let len = (seed % 24) as usize;
+        let s: String = (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                alphabet[(seed % alphabet.len() as u64) as usize]
+            })
+            .collect();
+        let _ = super::shell::split(&s, &env);
+    }
+    for v in ["0", "-3", "9223372036854775807", "x"] {
+        let text = pod("p", &format!("vllm serve /models/deepseek-v3.2 -tp {v} --nnodes {v} -dpl {v} --data-parallel-size {v} --node-rank {v} {NIXL_P}"))
+            + &pod("d", &format!("vllm serve /models/deepseek-v3.2 -tp 8 {NIXL_D}"))
+            + &pod("sp", &format!("sglang serve /models/deepseek-v3.2 --tp {v} --dp {v} --nnodes {v} --node-rank {v} --dist-init-addr a:1 --enable-dp-attention --disaggregation-mode prefill"))
+            + &pod("sd", "sglang serve /models/deepseek-v3.2 --tp 8 --nnodes 2 --node-rank 0 --dist-init-addr a:1 --disaggregation-mode decode");
+        let r = check(read(&text));
+        let _ = super::check::to_json(&r);
+        let _ = super::check::human(&r);
+    }
+}
