@@ -419,3 +419,58 @@ mod tests {
         assert_eq!(script_index(&v(&["sh", "script.sh"])), None);
     }
 }
+
+/// The splitting held to a real `sh`: each script, run as `sh -c "printf
+/// '%s\0' SCRIPT"` with the same env, prints the words sh would exec.
+#[cfg(all(test, unix))]
+mod against_sh {
+    use super::*;
+
+    #[test]
+    fn words_equal_what_sh_execs() {
+        let env: BTreeMap<String, String> = [
+            ("TP".to_owned(), "8".to_owned()),
+            ("FLAGS".to_owned(), " --a  b\tc ".to_owned()),
+            ("EMPTY".to_owned(), String::new()),
+            ("J".to_owned(), "{\"k\": \"v w\"}".to_owned()),
+        ]
+        .into();
+        let scripts = [
+            "vllm serve /m \\\n  --kv-transfer-config '{\"a\": 1}' --x \"say \\\"hi\\\" \\$x\"",
+            "a 'b\\'c",
+            "a \"\" b",
+            "a b\\ c # comment\n\n",
+            "a\"b\"'c'd",
+            "a \"b\\q\" 'e\\f'",
+            "a $ b",
+            "x --tp $TP --t=${TP}x",
+            "x $FLAGS",
+            "x \"$FLAGS\"",
+            "x $EMPTY y",
+            "x \"$EMPTY\" y",
+            "x $J",
+            "x \"$J\" --j=$J",
+            "x pre$FLAGS\"post\"",
+            "x a\\\nb",
+            "x \"a\\\nb\"",
+            "x 'a\nb'",
+        ];
+        for script in scripts {
+            let ours = split(script, &env).unwrap().argv;
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf '%s\\0' {script}"))
+                .env_clear()
+                .envs(&env)
+                .output()
+                .expect("sh runs");
+            let text = String::from_utf8(out.stdout).unwrap();
+            let theirs: Vec<&str> = text
+                .strip_suffix('\0')
+                .unwrap_or(&text)
+                .split('\0')
+                .collect();
+            assert_eq!(ours, theirs, "{script:?}");
+        }
+    }
+}
