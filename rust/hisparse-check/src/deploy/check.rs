@@ -123,11 +123,16 @@ pub fn human(r: &DeployReport) -> String {
     ));
     for c in &r.launches {
         let n = c.report.errors.len();
-        let state = if c.report.valid {
+        let mut state = if c.report.valid {
             "valid".to_owned()
         } else {
             format!("{n} error(s)")
         };
+        if !c.report.warnings.is_empty() {
+            // Named only: the launch's own check (or --json's report.warnings) says them in full.
+            let w: Vec<&str> = c.report.warnings.iter().map(|d| d.code.as_str()).collect();
+            state.push_str(&format!(", warnings: {}", w.join(", ")));
+        }
         out.push_str(&format!(
             "\n  {} ({}): {state}\n",
             c.launch.name,
