@@ -9,7 +9,7 @@
 //!
 //! What we cannot read is an error naming it, never a guess: pipes and lists
 //! (`|`, `&&`, `||`, `;`, `&`, a second command on a new line), redirections,
-//! `$(cmd)` and backquotes, arithmetic, `${NAME:-x}` and the other
+//! `$(cmd)` and backquotes, arithmetic beyond `arith.rs`'s, `${NAME:-x}` and the other
 //! operators, positional and special parameters, unquoted glob characters
 //! and `~`, and a `$NAME` the container's env does not set.
 
@@ -190,9 +190,7 @@ impl Splitter<'_> {
     fn dollar(&mut self, quoted: bool) -> Result<(), String> {
         let name =
             match self.peek(0) {
-                Some('(') if self.peek(1) == Some('(') => {
-                    return Err(cannot("`$((...))` (arithmetic expansion)"))
-                }
+                Some('(') if self.peek(1) == Some('(') => return self.arithmetic(),
                 Some('(') => return Err(cannot("`$(...)` (command substitution)")),
                 Some('{') => {
                     self.i += 1;
@@ -267,6 +265,40 @@ impl Splitter<'_> {
                 self.end_word();
             }
         }
+        Ok(())
+    }
+}
+
+impl Splitter<'_> {
+    /// `$((EXPR))` (after the `$`): its value, as one word's text (a number
+    /// never splits into fields).
+    fn arithmetic(&mut self) -> Result<(), String> {
+        self.i += 2;
+        let start = self.i;
+        let mut depth = 0usize;
+        loop {
+            match self.peek(0) {
+                None => {
+                    return Err(
+                        "the sh -c string has an unterminated `$((` (sh: unexpected EOF)"
+                            .to_owned(),
+                    )
+                }
+                Some(')') if depth == 0 && self.peek(1) == Some(')') => break,
+                Some(')') => depth = depth.saturating_sub(1),
+                Some('(') => depth += 1,
+                Some('$' | '`') if self.peek(1) == Some('(') || self.peek(0) == Some('`') => {
+                    return Err(cannot("a command substitution inside `$((...))`"))
+                }
+                _ => {}
+            }
+            self.i += 1;
+        }
+        let expr: String = self.chars[start..self.i].iter().collect();
+        self.i += 2;
+        let v = super::arith::eval(&expr, self.env)?;
+        self.word.push_str(&v.to_string());
+        self.started = true;
         Ok(())
     }
 }
@@ -393,6 +425,7 @@ mod tests {
             ("a; b", ";"),
             ("a\nb", "new line"),
             ("a $(hostname)", "command substitution"),
+            ("a $((1 == 1))", "`=`"),
             ("a `hostname`", "backquotes"),
             ("a > log", "redirection"),
             ("a *.json", "glob"),
@@ -454,6 +487,7 @@ mod against_sh {
             "x a\\\nb",
             "x \"a\\\nb\"",
             "x 'a\nb'",
+            "x --r $((TP * 2 + 1)) --s=\"$(( (TP - 2) / 3 ))\"",
         ];
         for script in scripts {
             let ours = split(script, &env).unwrap().argv;

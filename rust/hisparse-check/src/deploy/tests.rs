@@ -233,3 +233,37 @@ fn hostile_input_never_panics() {
         let _ = super::check::human(&r);
     }
 }
+
+fn dp_lws(rank: &str) -> String {
+    let cmd = format!("vllm serve /models/deepseek-v3.2 --data-parallel-size 16 --data-parallel-size-local 8 --data-parallel-address $LWS_LEADER_ADDRESS --data-parallel-rpc-port 13345 --data-parallel-start-rank {rank}");
+    format!(
+        "kind: LeaderWorkerSet\nmetadata: {{name: dp}}\nspec:\n  leaderWorkerTemplate:\n    size: 2\n    workerTemplate:\n      spec:\n        containers: [{{name: v, command: [sh, -c, '{cmd}'], resources: {{limits: {{nvidia.com/gpu: 8}}}}}}]\n"
+    )
+}
+
+#[test]
+fn vllm_data_parallel_start_ranks_over_a_leader_worker_set() {
+    // Each pod takes 8 DP ranks: $((LWS_WORKER_INDEX * 8)) covers 0..16 once.
+    let r = check(read(&dp_lws("$((LWS_WORKER_INDEX * 8))")));
+    assert!(
+        r.errors.is_empty() && r.launch_errors.is_empty(),
+        "{:?} {:?}",
+        codes(&r),
+        r.launch_errors
+    );
+    assert_eq!(
+        r.launches[1].launch.args.last().map(String::as_str),
+        Some("8")
+    );
+    // * 4 gives the second pod rank 4, inside the first pod's 0..8.
+    let r = check(read(&dp_lws("$((LWS_WORKER_INDEX * 4))")));
+    assert_eq!(
+        codes(&r),
+        ["multinode_ranks_invalid"],
+        "{:?}",
+        r.launch_errors
+    );
+    assert_eq!(r.errors[0].launch, "LeaderWorkerSet/dp/worker-1/v");
+    let again = check(fixed(read(&dp_lws("$((LWS_WORKER_INDEX * 4))")), &r));
+    assert!(again.errors.is_empty(), "{:?}", codes(&again));
+}
