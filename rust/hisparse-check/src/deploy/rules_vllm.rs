@@ -232,6 +232,11 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
         out.push(mk(Code::PdBlockSizeMismatch, "block_size", json!(f.block_size), json!(k.block_size), msg, "_validate_remote_agent_handshake refuses the remote agent: its block size does not match", edits));
     }
     tp_rule(p, d, out);
+    context_rule(p, d, out);
+}
+
+/// The prefill's max_model_len within the decode's (the decode refuses a longer prompt).
+fn context_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
     if let (Some(pl), Some(dl)) = (p.facts.context_len, d.facts.context_len) {
         if pl > dl {
             let msg = format!("the prefill side takes prompts of up to {pl} tokens, the decode side only {dl}: a request the prefill accepts fails when its KV reaches the decode");
