@@ -39,6 +39,7 @@ from hisparse_rs._core import (
     ResolveResult,
     SglangHiSparseSettings,
     __version__,
+    deployment_codes,
     error_codes,
     gpu_spec,
     pool_error_codes,
@@ -48,6 +49,7 @@ from hisparse_rs._core import (
     vllm_stages,
 )
 from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve, serve_args
+from hisparse_rs.deploy import DeploymentReport, check_deployment
 from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadError, PoolError
 from hisparse_rs.planning import plan, plan_args, plot_plan
 from hisparse_rs.pool import allocate_pool_buffer, layer_view, layer_views
@@ -72,6 +74,7 @@ __all__ = [
     "VLLM_VERSION",
     "ConfigError",
     "DecodeRuntime",
+    "DeploymentReport",
     "Diagnostic",
     "GpuPlan",
     "HiSparseMetrics",
@@ -99,7 +102,9 @@ __all__ = [
     "apply_fix",
     "check",
     "check_args",
+    "check_deployment",
     "check_sglang_argv",
+    "deployment_codes",
     "error_codes",
     "gpu_spec",
     "layer_view",

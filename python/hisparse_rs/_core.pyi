@@ -37,8 +37,10 @@ __all__ = [
     "_sglang_server_arg_names",
     "_vllm_flag_table",
     "apply_fix_json",
+    "check_deployment_json",
     "check_json",
     "check_sglang_argv",
+    "deployment_codes",
     "error_codes",
     "gpu_spec",
     "plan_json",
@@ -896,3 +898,12 @@ class ResidencyResolver:
         :data:`MAX_RESOLVE_ENTRIES` = 2**26 entries; nothing changes); TypeError for a
         non-integer dtype.
         """
+
+def check_deployment_json(paths: Sequence[str], model_dirs: Sequence[tuple[str, str]] = ...) -> str:
+    """``hisparse-check deploy PATHS --model-dir C=L ... --json``: the deployment report's JSON.
+
+    Raises ValueError where the CLI exits 2 (a manifest that cannot be read,
+    passes a bound, or holds no engine launch)."""
+
+def deployment_codes() -> list[str]:
+    """The codes of the rules between launches (docs/deploy.md)."""

@@ -39,7 +39,7 @@ fn is_program(word: &str, name: &str) -> bool {
 /// The engine of a launch command at the start of `words`, and how many
 /// words the program takes (`sglang serve`: 2; `python -m
 /// sglang.launch_server`: 3; `python path/to/sglang/launch_server.py`: 2).
-fn program(words: &[String]) -> Option<(Engine, usize, bool)> {
+pub(crate) fn program(words: &[String]) -> Option<(Engine, usize, bool)> {
     let w = |i: usize| words.get(i).map(String::as_str);
     match (w(0), w(1), w(2)) {
         (Some(a), Some("serve"), _) if is_program(a, "vllm") => Some((Engine::Vllm, 2, false)),

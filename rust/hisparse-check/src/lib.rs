@@ -8,6 +8,7 @@
 //! code is still the verdict: it had the output it asked for.
 
 mod argv;
+mod deploy;
 mod dialect;
 mod engine_log;
 mod launch;
@@ -300,6 +301,9 @@ where
     let args: Vec<String> = args.into_iter().map(Into::into).collect();
     let mut stdout = std::io::stdout().lock();
     let mut stderr = std::io::stderr().lock();
+    if args.first().map(String::as_str) == Some("deploy") {
+        return (deploy::cli::run(&args[1..], &mut stdout, &mut stderr), None);
+    }
     let args = match launch::split(&args) {
         Ok(l) if l.engine == launch::Engine::Sglang => {
             return run_sglang(&l.args, l.sglang_serve, &mut stdout, &mut stderr)
@@ -507,6 +511,16 @@ pub fn check_sglang_argv(
     words.extend(argv.iter().cloned());
     let launch = launch::split(&words).map_err(hisparse_core::plan::PlanError::Option)?;
     sglang_cli::check_argv(&launch.args, launch.sglang_serve, options)
+}
+
+/// `hisparse-check deploy FILES --model-dir C=L ... --json` as a function:
+/// (valid, the report's JSON, docs/deploy.md). Err: a manifest that cannot
+/// be read, passes a bound, or holds no engine launch (the CLI's exit 2).
+pub fn check_deployment_json(
+    files: &[String],
+    model_dirs: &[(String, String)],
+) -> Result<(bool, String), String> {
+    deploy::cli::check_json(files, model_dirs)
 }
 
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for,

@@ -106,6 +106,7 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
         documents: 0,
         tabs_ok: Vec::new(),
         merged: 0,
+        many: None,
     };
     let text = universal_newlines(text);
     let text = pyyaml_directives(&text);
@@ -150,6 +151,50 @@ pub fn load(text: &str, file: &str) -> Result<Vec<Entry>, String> {
             },
         })
         .collect())
+}
+
+/// Every document of a YAML stream (`yaml.safe_load_all`, as a Kubernetes
+/// manifest is read), each built as [`load`] builds a `--config` file's
+/// (PyYAML's YAML 1.1 reading, the same depth and alias-expansion bounds),
+/// with `bounds` on documents, aliases and string length. An empty document
+/// is `Py::None`. Err: the message, naming `file` (without `--config`).
+pub fn load_all(text: &str, file: &str, bounds: StreamBounds) -> Result<Vec<Py>, String> {
+    let strip = |m: String| match m.strip_prefix("--config ") {
+        Some(rest) => rest.to_owned(),
+        None => m,
+    };
+    let mut c = Composer {
+        file,
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        documents: 0,
+        tabs_ok: Vec::new(),
+        merged: 0,
+        many: Some(Many {
+            bounds,
+            roots: Vec::new(),
+            aliases: 0,
+        }),
+    };
+    let text = universal_newlines(text);
+    let text = pyyaml_directives(&text);
+    events(&text, file, |e| c.event(e)).map_err(strip)?;
+    tabs(&text, &c.tabs_ok).map_err(|(line, column)| {
+        format!("{file} is not valid YAML: a tab at line {line} column {column} (PyYAML reads tabs only inside quoted or block scalars and comments); indent with spaces")
+    })?;
+    let Some(mut many) = c.many.take() else {
+        return Ok(Vec::new());
+    };
+    many.roots.extend(c.root.take());
+    let mut b = Builder {
+        budget: MAX_INPUT_BYTES,
+        depth: 0,
+    };
+    many.roots
+        .iter()
+        .map(|root| b.value(root).map_err(|e| format!("{file}: {e}")))
+        .collect()
 }
 
 /// Python `str(value)`: how vLLM passes a top-level scalar (or a list item) on.
@@ -655,6 +700,23 @@ struct Composer<'a> {
     tabs_ok: Vec<Span>,
     /// Pairs copied by `<<` merges so far.
     merged: usize,
+    /// Reading a stream of documents (`load_all`), with its bounds; `None`
+    /// for a `--config` file (exactly one document).
+    many: Option<Many>,
+}
+
+/// The bounds of a multi-document read ([`load_all`]), each with its own error.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamBounds {
+    pub documents: usize,
+    pub aliases: usize,
+    pub string_bytes: usize,
+}
+
+struct Many {
+    bounds: StreamBounds,
+    roots: Vec<NodeRef>,
+    aliases: usize,
 }
 
 /// Most pairs `<<` merges may copy, all merges together: one per
@@ -670,6 +732,18 @@ impl Composer<'_> {
         match e {
             Event::DocumentStart => {
                 self.documents += 1;
+                if let Some(many) = &mut self.many {
+                    // PyYAML's compose_document: anchors are the document's own.
+                    self.anchors.clear();
+                    many.roots.extend(self.root.take());
+                    if self.documents > many.bounds.documents {
+                        let n = many.bounds.documents;
+                        return Err(self.err(format!(
+                            "it holds more than {n} YAML documents (the bound on documents)"
+                        )));
+                    }
+                    return Ok(());
+                }
                 if self.documents > 1 {
                     return Err(self.err(
                         "it holds more than one YAML document; vLLM's yaml.safe_load reads exactly one",
@@ -678,6 +752,15 @@ impl Composer<'_> {
                 Ok(())
             }
             Event::Alias(name) => {
+                if let Some(many) = &mut self.many {
+                    many.aliases += 1;
+                    if many.aliases > many.bounds.aliases {
+                        let n = many.bounds.aliases;
+                        return Err(self.err(format!(
+                            "it uses more than {n} YAML aliases (*name; the bound on aliases)"
+                        )));
+                    }
+                }
                 let Some(node) = self.anchors.get(&name).cloned() else {
                     let open = self.stack.iter().any(|f| match f {
                         Frame::Seq { anchor, .. } | Frame::Map { anchor, .. } => {
@@ -702,6 +785,15 @@ impl Composer<'_> {
                 flow_plain,
             } => {
                 self.tabs_ok.extend(tabs_ok);
+                if let Some(many) = &self.many {
+                    let n = many.bounds.string_bytes;
+                    if value.len() > n {
+                        return Err(self.err(format!(
+                            "line {line}: a value of {} bytes, over the bound of {n} bytes per string",
+                            value.len()
+                        )));
+                    }
+                }
                 if flow_plain && value.contains('?') {
                     // PyYAML's scan_plain ends a plain scalar at '?' inside
                     // [ ] or { }, and its parser then fails; libyaml reads on.

@@ -179,6 +179,22 @@ codes! {
     TpPpNotDivisibleByNnodes => "tp_pp_not_divisible_by_nnodes",
     PipelineSpeculationOffPrefill => "pipeline_speculation_off_prefill",
     SpeculativeAlgorithmNotForModel => "speculative_algorithm_not_for_model",
+    // A whole deployment's rules, between launches (hisparse-check deploy;
+    // engines/deploy_codes.rs lists them with their sources).
+    PdModelMismatch => "pd_model_mismatch",
+    PdDtypeMismatch => "pd_dtype_mismatch",
+    PdKvCacheDtypeMismatch => "pd_kv_cache_dtype_mismatch",
+    PdHybridKvCacheManagerMismatch => "pd_hybrid_kv_cache_manager_mismatch",
+    PdBlockSizeMismatch => "pd_block_size_mismatch",
+    PdTensorParallelUnsupported => "pd_tensor_parallel_unsupported",
+    PdKvRoleUnpaired => "pd_kv_role_unpaired",
+    PdContextLengthExceedsDecode => "pd_context_length_exceeds_decode",
+    PdPageSizeMismatch => "pd_page_size_mismatch",
+    PdTransferBackendMismatch => "pd_transfer_backend_mismatch",
+    PdAttentionTpMismatch => "pd_attention_tp_mismatch",
+    MultinodeSizesMismatch => "multinode_sizes_mismatch",
+    MultinodeRanksInvalid => "multinode_ranks_invalid",
+    NodeGpusExceeded => "node_gpus_exceeded",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

@@ -11,6 +11,7 @@
 //! Every rule cites its source: vLLM 0.33.0 (`vllm/config/*.py`,
 //! `vllm/v1/hisparse/*.py`) or `shared/spec/HISPARSE.md`.
 
+pub mod deploy_codes;
 pub mod diagnostic;
 pub mod engine_log;
 pub mod engines;

@@ -40,6 +40,10 @@ pub enum VllmStage {
     Workers,
     /// At the first scheduled step (the first forward or decode).
     FirstStep,
+    /// When a prefill and a decode instance first connect: the NIXL
+    /// handshake, at the first request that crosses between them, after both
+    /// have loaded their weights (distributed/kv_transfer/kv_connector/v1/nixl/).
+    Handshake,
     /// vLLM accepts the configuration and starts; what is reported then
     /// breaks (a crash or wrong result later) or is silently ignored. Every
     /// warning vLLM does not refuse has it too.
@@ -55,6 +59,7 @@ impl VllmStage {
         VllmStage::ModelLoad,
         VllmStage::Workers,
         VllmStage::FirstStep,
+        VllmStage::Handshake,
         VllmStage::Never,
     ];
 
@@ -67,6 +72,7 @@ impl VllmStage {
             VllmStage::ModelLoad => "model_load",
             VllmStage::Workers => "workers",
             VllmStage::FirstStep => "first_step",
+            VllmStage::Handshake => "handshake",
             VllmStage::Never => "never",
         }
     }
@@ -88,6 +94,9 @@ impl VllmStage {
                 "after the model has loaded, when its workers set up the KV cache"
             }
             VllmStage::FirstStep => "at the first step, after start-up has finished",
+            VllmStage::Handshake => {
+                "at the NIXL handshake, when the first request crosses from prefill to decode, after both have loaded their weights"
+            }
             VllmStage::Never => "",
         }
     }
@@ -116,6 +125,10 @@ pub enum SglangStage {
     CoordinatorInit,
     /// S6: the first swap-in (CUDA graph capture or first decode): kernel asserts.
     FirstDecode,
+    /// At the first request of a P/D pair: the decode server bootstraps
+    /// with the prefill server (srt/disaggregation/common/conn.py), after
+    /// both have loaded their weights.
+    FirstRequest,
     /// S7: at request time (speculative verify, P/D transfer backends, srt/disaggregation/*).
     Request,
     /// SGLang never refuses it: it starts and then breaks, corrupts, or
@@ -133,6 +146,7 @@ impl SglangStage {
         SglangStage::PoolBuild,
         SglangStage::CoordinatorInit,
         SglangStage::FirstDecode,
+        SglangStage::FirstRequest,
         SglangStage::Request,
         SglangStage::Never,
     ];
@@ -147,6 +161,7 @@ impl SglangStage {
             SglangStage::PoolBuild => "pool_build",
             SglangStage::CoordinatorInit => "coordinator_init",
             SglangStage::FirstDecode => "first_decode",
+            SglangStage::FirstRequest => "first_request",
             SglangStage::Request => "request",
             SglangStage::Never => "never",
         }
@@ -171,6 +186,9 @@ impl SglangStage {
                 "after the weights have loaded, when the HiSparse coordinator starts"
             }
             SglangStage::FirstDecode => "at the first swap-in (CUDA graph capture or first decode)",
+            SglangStage::FirstRequest => {
+                "at the first request, when the decode server bootstraps with the prefill server, after both have loaded their weights"
+            }
             SglangStage::Request => "when a request runs, after start-up has finished",
             SglangStage::Never => "",
         }

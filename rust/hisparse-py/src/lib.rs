@@ -11,6 +11,7 @@
 //! schema. Locks and the GIL: `gil.rs`; numeric arguments: `args.rs`.
 
 mod args;
+mod deploy;
 mod errors;
 mod gil;
 mod pool;
@@ -328,6 +329,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sglang_deviations, m)?)?;
     m.add_function(wrap_pyfunction!(vllm_stages, m)?)?;
     m.add_function(wrap_pyfunction!(sglang_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(deploy::check_deployment_json, m)?)?;
+    m.add_function(wrap_pyfunction!(deploy::deployment_codes, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_spec, m)?)?;
     m.add_class::<pool::HostKVPool>()?;
     m.add_class::<pool::PoolLayout>()?;

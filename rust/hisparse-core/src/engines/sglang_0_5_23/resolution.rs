@@ -549,7 +549,7 @@ fn architecture(model: Option<&ModelInfo>) -> (bool, bool, bool) {
     (is_dsa, other_sparse, is_dsv4)
 }
 
-pub(crate) fn resolution<'a>(
+pub fn resolution<'a>(
     args: &'a SglangArgs,
     machine: &Machine<'a>,
     diags: &mut Vec<Diagnostic>,

@@ -1,0 +1,245 @@
+//! Each launch checked as `hisparse-check` checks one (the CLI's own
+//! reading: `crate::parse` / `build_args` and the core's `check` for vLLM,
+//! `sglang_0_5_23::read` and the core's SGLang check), on its own machine
+//! (the pod's GPU product and memory limit), and the facts the rules between
+//! launches read, resolved as each engine resolves them.
+
+use super::model::{EngineKind, Launch};
+use super::role::{flag_value, transfer_connector};
+use hisparse_core::engines::sglang_0_5_23 as core_sglang;
+use hisparse_core::model::ModelInfo;
+use hisparse_core::plan::PlanOptions;
+use hisparse_core::{Report, ServeArgs};
+use serde_json::Value;
+
+/// What the rules between launches read of one launch, resolved.
+#[derive(Clone, Debug, Default)]
+pub struct Facts {
+    /// The model as the container names it (vLLM hashes this string).
+    pub model_given: Option<String>,
+    pub model: Option<ModelInfo>,
+    pub hisparse: bool,
+    /// KV cache dtype as the engine resolves it (vLLM: auto = the model
+    /// dtype, fp8 = fp8_ds_mla on sparse MLA; SGLang: overrides.py:532-544).
+    pub kv_cache_dtype: String,
+    pub tp: i64,
+    pub dp: i64,
+    pub nnodes: i64,
+    pub node_rank: i64,
+    /// vLLM `--data-parallel-address` / SGLang `--dist-init-addr`.
+    pub address: Option<String>,
+    /// max_model_len / context_length as resolved (given, else the model's).
+    pub context_len: Option<i64>,
+    /// GPUs this pod's launch uses.
+    pub gpus_used: i64,
+    // vLLM
+    pub dtype: String,
+    pub hma: bool,
+    pub block_size: i64,
+    pub kv_transfer_config: Option<Value>,
+    /// (kv_role, its path) of the transfer connector.
+    pub kv_role: Option<(String, String)>,
+    pub dp_local: i64,
+    pub dp_start_rank: i64,
+    // SGLang
+    pub page_size: i64,
+    pub transfer_backend: String,
+    pub attn_tp: i64,
+    pub dp_attention: bool,
+}
+
+fn options(l: &Launch, mut o: PlanOptions) -> PlanOptions {
+    if o.gpu.is_none() && o.gpu_memory_gib.is_none() {
+        o.gpu = l.machine.gpu.clone();
+    }
+    if o.host_memory_gib.is_none() {
+        o.host_memory_gib = l.machine.memory_gib();
+    }
+    o
+}
+
+/// Check one launch; Err: the usage error `hisparse-check` would print for it.
+pub fn check(l: &Launch) -> Result<(Report, Facts), String> {
+    match l.engine {
+        EngineKind::Vllm => check_vllm(l),
+        EngineKind::Sglang => check_sglang(l),
+    }
+}
+
+fn usage(e: crate::Usage) -> String {
+    match e {
+        crate::Usage::Message(m) => m,
+        crate::Usage::Clap(e) => {
+            let t = e.render().to_string();
+            t.strip_prefix("error: ").unwrap_or(&t).trim().to_owned()
+        }
+    }
+}
+
+fn model_info(serve: &ServeArgs) -> Option<ModelInfo> {
+    let (value, _) = serve.load_hf_config().ok()??;
+    Some(hisparse_core::model::read(&value, None))
+}
+
+/// The container's name for the (mapped) model path.
+fn given_model(l: &Launch, local: Option<&str>) -> Option<String> {
+    let local = local?;
+    Some(
+        l.model_mapped
+            .iter()
+            .find(|(_, m)| m == local)
+            .map_or_else(|| local.to_owned(), |(c, _)| c.clone()),
+    )
+}
+
+fn int_flag(args: &[String], flags: &[&str]) -> Option<i64> {
+    flags
+        .iter()
+        .find_map(|f| flag_value(args, f))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
+    let parsed = crate::parse(&l.args).map_err(usage)?;
+    let opts = options(l, crate::plan_options(&parsed.cli));
+    let serve = crate::build_args(parsed.cli, &|k: &str| l.env.get(k).cloned());
+    let mut report = hisparse_core::check::check(&serve, &opts).map_err(|e| e.to_string())?;
+    report.warnings.extend(parsed.warnings);
+    report.ignored_flags = parsed.ignored;
+    let model = model_info(&serve);
+    let ktc = serve.kv_transfer_config.as_ref().and_then(|v| match v {
+        Value::String(t) => serde_json::from_str::<Value>(t).ok(),
+        other => Some(other.clone()),
+    });
+    let hisparse = report.hisparse_enabled;
+    let sparse = model.as_ref().is_some_and(|m| m.index_topk.is_some());
+    let kv_given = serve.kv_cache_dtype.clone();
+    let kv_cache_dtype = match kv_given.as_deref() {
+        None | Some("auto") => {
+            let md = model
+                .as_ref()
+                .and_then(|m| m.torch_dtype.clone())
+                .unwrap_or_else(|| "bfloat16".into());
+            if md == "float16" {
+                "float16"
+            } else {
+                "bfloat16"
+            }
+            .to_owned()
+        }
+        Some("fp8") if sparse => "fp8_ds_mla".to_owned(),
+        Some(t) => t.to_owned(),
+    };
+    let dtype = match flag_value(&l.args, "--dtype").unwrap_or("auto") {
+        "auto" => model
+            .as_ref()
+            .and_then(|m| m.torch_dtype.clone())
+            .unwrap_or_else(|| "bfloat16".into()),
+        "half" | "float16" => "float16".into(),
+        "bfloat16" => "bfloat16".into(),
+        "float" | "float32" => "float32".into(),
+        other => other.to_owned(),
+    };
+    let tp = serve.tensor_parallel_size.unwrap_or(1);
+    let dp = serve.data_parallel_size.unwrap_or(1);
+    let nnodes = serve.nnodes.unwrap_or(1);
+    let dp_local = serve.data_parallel_size_local.unwrap_or(if nnodes > 1 {
+        (dp / nnodes).max(1)
+    } else {
+        dp
+    });
+    let context_len = serve.max_model_len.filter(|n| *n > 0).or_else(|| {
+        model
+            .as_ref()
+            .and_then(|m| m.max_position_embeddings.as_ref())
+            .map(|s| s.value as i64)
+    });
+    let facts = Facts {
+        model_given: given_model(l, serve.model.as_deref()),
+        model,
+        hisparse,
+        kv_cache_dtype,
+        tp,
+        dp,
+        nnodes,
+        node_rank: serve.node_rank.unwrap_or(0),
+        address: flag_value(&l.args, "--data-parallel-address").map(str::to_owned),
+        context_len,
+        gpus_used: tp.saturating_mul(dp_local),
+        dtype,
+        // HiSparse needs the hybrid manager and turns it on; a connector
+        // without it leaves it off unless the flag says otherwise.
+        hma: serve
+            .disable_hybrid_kv_cache_manager
+            .map_or(hisparse, |d| !d),
+        block_size: serve.block_size.unwrap_or(64),
+        kv_role: ktc
+            .as_ref()
+            .and_then(transfer_connector)
+            .and_then(|(_, r, p)| r.map(|r| (r, p))),
+        kv_transfer_config: ktc,
+        dp_local,
+        dp_start_rank: int_flag(&l.args, &["--data-parallel-start-rank", "-dpr"]).unwrap_or(0),
+        ..Facts::default()
+    };
+    Ok((report, facts))
+}
+
+fn check_sglang(l: &Launch) -> Result<(Report, Facts), String> {
+    let read = crate::sglang_0_5_23::read::read(&l.args, l.sglang_serve)?;
+    let args = read.args.clone();
+    let opts = options(l, PlanOptions::default());
+    let mut report = core_sglang::check(&args, &opts).map_err(|e| e.to_string())?;
+    crate::sglang_0_5_23::read::finish(&mut report, read);
+    let gpu = opts
+        .gpu
+        .as_deref()
+        .and_then(|g| hisparse_core::gpu::lookup(g).ok());
+    let machine = core_sglang::resolution::Machine {
+        gpu: gpu.as_ref(),
+        host_memory_gib: opts.host_memory_gib,
+        gpu_memory_gib: None,
+        weights_gib: None,
+        available_kv_gib: None,
+        measured_in: None,
+    };
+    let r = core_sglang::resolution::resolution(&args, &machine, &mut Vec::new());
+    let tp = args.tp_size.unwrap_or(1);
+    let dp = args.dp_size.unwrap_or(1);
+    let nnodes = args.nnodes.unwrap_or(1);
+    let other = |k: &str| args.other.get(k);
+    let context_len = args.context_length.or_else(|| {
+        r.model
+            .as_ref()
+            .and_then(|m| m.max_position_embeddings.as_ref())
+            .map(|s| s.value as i64)
+    });
+    let facts = Facts {
+        model_given: given_model(l, args.model_path.as_deref()),
+        model: r.model.clone(),
+        hisparse: report.hisparse_enabled,
+        kv_cache_dtype: r.kv_cache_dtype.value.clone(),
+        tp,
+        dp,
+        nnodes,
+        node_rank: other("node_rank").and_then(Value::as_i64).unwrap_or(0),
+        address: other("dist_init_addr")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        context_len,
+        gpus_used: (tp / nnodes.max(1)).max(1),
+        page_size: r.page(),
+        transfer_backend: args
+            .disaggregation_transfer_backend
+            .clone()
+            .unwrap_or_else(|| "mooncake".into()),
+        dp_attention: args.enable_dp_attention == Some(true),
+        attn_tp: if args.enable_dp_attention == Some(true) {
+            (tp / dp.max(1)).max(1)
+        } else {
+            tp
+        },
+        ..Facts::default()
+    };
+    Ok((report, facts))
+}

@@ -1,0 +1,185 @@
+//! SGLang 0.5.23 P/D pairs: what the decode server refuses when it first
+//! bootstraps with a prefill server, on each (prefill, decode) pair, fixed
+//! on the side without HiSparse: page sizes as each side resolves them (a
+//! DSA model's is 64 x index_kpool whatever `--page-size` says,
+//! arg_groups/model_overrides/deepseek_v2.py:150-176; conn.py:1320-1324),
+//! the transfer backend, attention TP (conn.py:1432-1470), KV dtype, the
+//! model, the context length.
+
+use super::check::Checked;
+use super::diag::{Edit, Pair, PairDiagnostic};
+use super::model::{EngineKind, Role};
+use hisparse_core::stage::SglangStage;
+use hisparse_core::Code;
+use serde_json::{json, Value};
+
+/// Every rule on SGLang's launches. Launches all of one mode (a decode
+/// manifest copied for the prefill) have the mode fix applied first, so every
+/// other mismatch is reported at once.
+pub fn rules(all: &[Checked]) -> Vec<PairDiagnostic> {
+    let s: Vec<&Checked> = all
+        .iter()
+        .filter(|c| c.launch.engine == EngineKind::Sglang && c.launch.role != Role::Standalone)
+        .collect();
+    let mut out = Vec::new();
+    let mut roles: Vec<Role> = s.iter().map(|c| c.launch.role).collect();
+    for (mine, want, word, theirs) in [
+        (Role::Decode, Role::Prefill, "decode", "prefill"),
+        (Role::Prefill, Role::Decode, "prefill", "decode"),
+    ] {
+        if !roles.contains(&mine) || roles.contains(&want) {
+            continue;
+        }
+        // The natural side to turn: a decode without HiSparse, a prefill with it.
+        let turn = s
+            .iter()
+            .position(|c| c.facts.hisparse == (mine == Role::Prefill))
+            .filter(|_| s.len() > 1);
+        let c = s[turn.unwrap_or(0)];
+        let edits = match turn {
+            Some(at) => {
+                roles[at] = want;
+                vec![Edit::Set {
+                    flag: "--disaggregation-mode".into(),
+                    value: theirs.into(),
+                }]
+            }
+            None => vec![],
+        };
+        let msg = format!("every SGLang launch of this deployment runs --disaggregation-mode {word} and none {theirs}: its requests wait for a peer that is never there");
+        out.push(
+            Pair {
+                code: Code::PdKvRoleUnpaired,
+                stage: SglangStage::FirstRequest.into(),
+                launch: &c.launch.name,
+                field: "disaggregation_mode",
+                given: json!(word),
+                other: None,
+                message: msg,
+                engine_message: "the bootstrap never completes (no server of the other mode)",
+            }
+            .build(edits, Some(json!(theirs))),
+        );
+    }
+    for (p, _) in s.iter().zip(&roles).filter(|(_, r)| **r == Role::Prefill) {
+        for (d, _) in s.iter().zip(&roles).filter(|(_, r)| **r == Role::Decode) {
+            pair(p, d, &mut out);
+        }
+    }
+    out
+}
+
+struct Rule<'a> {
+    code: Code,
+    field: &'a str,
+    mine: Value,
+    theirs: Value,
+    message: String,
+    engine: &'a str,
+    edits: Vec<Edit>,
+}
+
+fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
+    let (fix, keep) = if p.facts.hisparse && !d.facts.hisparse {
+        (d, p)
+    } else {
+        (p, d)
+    };
+    let (f, k) = (&fix.facts, &keep.facts);
+    let mut rules = Vec::new();
+    let dsa = |c: &Checked| {
+        c.facts
+            .model
+            .as_ref()
+            .is_some_and(|m| m.index_topk.is_some())
+    };
+    if f.page_size != k.page_size {
+        // A DSA model's page size is the model override's: --page-size does not change it.
+        let edits = if dsa(fix) {
+            vec![]
+        } else {
+            vec![Edit::Set {
+                flag: "--page-size".into(),
+                value: k.page_size.to_string(),
+            }]
+        };
+        rules.push(Rule { code: Code::PdPageSizeMismatch, field: "page_size", mine: json!(f.page_size), theirs: json!(k.page_size), message: format!("page size resolves to {} here and {} on the other side (a DSA model's is set by SGLang itself, whatever --page-size says)", f.page_size, k.page_size), engine: "the decode server refuses a prefill server with another page size when the first request bootstraps (disaggregation/common/conn.py:1320-1324)", edits });
+    }
+    if f.transfer_backend != k.transfer_backend {
+        rules.push(Rule { code: Code::PdTransferBackendMismatch, field: "disaggregation_transfer_backend", mine: json!(f.transfer_backend), theirs: json!(k.transfer_backend), message: format!("transfer backend {} here and {} on the other side: the two KV managers do not speak to each other", f.transfer_backend, k.transfer_backend), engine: "the bootstrap fails: each side's KV manager is its own backend's", edits: vec![Edit::Set { flag: "--disaggregation-transfer-backend".into(), value: k.transfer_backend.clone() }] });
+    }
+    if f.attn_tp != k.attn_tp {
+        let edits = attn_tp_fix(f, k.attn_tp);
+        rules.push(Rule { code: Code::PdAttentionTpMismatch, field: "tp_size", mine: json!(f.attn_tp), theirs: json!(k.attn_tp), message: format!("attention TP {} here and {} on the other side (tp / dp with --enable-dp-attention): MLA's KV is sent rank to rank and needs equal attention TP", f.attn_tp, k.attn_tp), engine: "the attention-TP mapping fails for MLA (disaggregation/common/conn.py:1432-1470)", edits });
+    }
+    if f.kv_cache_dtype != k.kv_cache_dtype {
+        rules.push(Rule { code: Code::PdKvCacheDtypeMismatch, field: "kv_cache_dtype", mine: json!(f.kv_cache_dtype), theirs: json!(k.kv_cache_dtype), message: format!("the KV cache dtype resolves to {} here and {} on the other side: the transferred KV bytes would be read as the wrong type", f.kv_cache_dtype, k.kv_cache_dtype), engine: "the KV buffers' sizes differ: the transfer fails or the decode reads garbage", edits: vec![Edit::Set { flag: "--kv-cache-dtype".into(), value: k.kv_cache_dtype.clone() }] });
+    }
+    let id = |c: &Checked| {
+        c.facts.model.as_ref().map(|m| {
+            (
+                m.architecture.clone(),
+                m.sparse_mla_layers.as_ref().map(|s| s.value),
+                m.kv_lora_rank,
+                m.qk_rope_head_dim,
+            )
+        })
+    };
+    if let (Some(a), Some(b)) = (id(fix), id(keep)) {
+        if a != b {
+            rules.push(Rule {
+                code: Code::PdModelMismatch,
+                field: "model_path",
+                mine: json!(f.model_given),
+                theirs: json!(k.model_given),
+                message:
+                    "the two sides load different models (architecture or KV dimensions differ)"
+                        .into(),
+                engine: "the KV layouts differ: the transfer fails",
+                edits: vec![],
+            });
+        }
+    }
+    let (pl, dl) = (p.facts.context_len, d.facts.context_len);
+    for r in rules {
+        out.push(
+            Pair {
+                code: r.code,
+                stage: SglangStage::FirstRequest.into(),
+                launch: &fix.launch.name,
+                field: r.field,
+                given: r.mine,
+                other: Some((&keep.launch.name, r.field, r.theirs.clone())),
+                message: r.message,
+                engine_message: r.engine,
+            }
+            .build(r.edits, Some(r.theirs)),
+        );
+    }
+    if let (Some(pl), Some(dl)) = (pl, dl) {
+        if pl > dl {
+            out.push(
+                Pair { code: Code::PdContextLengthExceedsDecode, stage: SglangStage::FirstRequest.into(), launch: &p.launch.name, field: "context_length", given: json!(pl), other: Some((&d.launch.name, "context_length", json!(dl))), message: format!("the prefill server takes prompts of up to {pl} tokens, the decode server only {dl}"), engine_message: "the decode server rejects a request longer than its context length" }
+                    .build(vec![Edit::Set { flag: "--context-length".into(), value: dl.to_string() }], Some(json!(dl))),
+            );
+        }
+    }
+}
+
+/// The fix side's attention TP made `want`: its `--dp-size` under DP
+/// attention (keeping its GPUs), else its `--tp-size`.
+fn attn_tp_fix(f: &super::facts::Facts, want: i64) -> Vec<Edit> {
+    if f.dp_attention && want > 0 && f.tp % want == 0 {
+        return vec![Edit::Set {
+            flag: "--dp-size".into(),
+            value: (f.tp / want).to_string(),
+        }];
+    }
+    if !f.dp_attention {
+        return vec![Edit::Set {
+            flag: "--tp-size".into(),
+            value: want.to_string(),
+        }];
+    }
+    vec![]
+}
