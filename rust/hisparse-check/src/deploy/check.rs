@@ -3,17 +3,9 @@
 //! rules_nodes.rs), into one report.
 
 use super::diag::{self, PairDiagnostic};
-use super::facts::{self, Facts};
-use super::model::{Deployment, Launch, NotRead};
-use hisparse_core::Report;
+use super::facts::{self, Checked};
+use super::model::{Deployment, NotRead};
 use serde_json::{json, Value};
-
-/// One launch with its own report and the facts the rules read.
-pub struct Checked {
-    pub launch: Launch,
-    pub report: Report,
-    pub facts: Facts,
-}
 
 /// The whole deployment's verdict.
 pub struct DeployReport {

@@ -84,18 +84,18 @@ pub fn run(args: &[String], stdout: &mut impl Write, stderr: &mut impl Write) ->
                 "hisparse-check: error: {}",
                 text.strip_prefix("error: ").unwrap_or(&text)
             );
-            return crate::EXIT_USAGE;
+            return crate::output::EXIT_USAGE;
         }
         Err(e) => {
             let _ = write!(stdout, "{}", e.render());
-            return crate::EXIT_VALID;
+            return crate::output::EXIT_VALID;
         }
     };
     let dep = match read(&cli.files, &ModelDirs(cli.model_dir)) {
         Ok(d) => d,
         Err(e) => {
             let _ = writeln!(stderr, "hisparse-check: error: {e}");
-            return crate::EXIT_USAGE;
+            return crate::output::EXIT_USAGE;
         }
     };
     let report = check::check(dep);
@@ -105,14 +105,14 @@ pub fn run(args: &[String], stdout: &mut impl Write, stderr: &mut impl Write) ->
         check::human(&report)
     };
     let verdict = if !report.launch_errors.is_empty() {
-        crate::EXIT_USAGE
+        crate::output::EXIT_USAGE
     } else if report.valid() {
-        crate::EXIT_VALID
+        crate::output::EXIT_VALID
     } else {
-        crate::EXIT_INVALID
+        crate::output::EXIT_INVALID
     };
-    if let Err(e) = crate::print(stdout, &text) {
-        return crate::write_failed(stderr, &e, verdict).0;
+    if let Err(e) = crate::output::print(stdout, &text) {
+        return crate::output::write_failed(stderr, &e, verdict).0;
     }
     verdict
 }

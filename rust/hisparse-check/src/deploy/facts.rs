@@ -1,5 +1,5 @@
 //! Each launch checked as `hisparse-check` checks one (the CLI's own
-//! reading: `crate::parse` / `build_args` and the core's `check` for vLLM,
+//! reading: `crate::vllm_cli::parse` / `build_args` and the core's `check` for vLLM,
 //! `sglang_0_5_23::read` and the core's SGLang check), on its own machine
 //! (the pod's GPU product and memory limit), and the facts the rules between
 //! launches read, resolved as each engine resolves them.
@@ -11,6 +11,13 @@ use hisparse_core::model::ModelInfo;
 use hisparse_core::plan::PlanOptions;
 use hisparse_core::{Report, ServeArgs};
 use serde_json::Value;
+
+/// One launch with its own report and the facts the rules read.
+pub struct Checked {
+    pub launch: Launch,
+    pub report: Report,
+    pub facts: Facts,
+}
 
 /// What the rules between launches read of one launch, resolved.
 #[derive(Clone, Debug, Default)]
@@ -66,10 +73,10 @@ pub fn check(l: &Launch) -> Result<(Report, Facts), String> {
     }
 }
 
-fn usage(e: crate::Usage) -> String {
+fn usage(e: crate::usage::Usage) -> String {
     match e {
-        crate::Usage::Message(m) => m,
-        crate::Usage::Clap(e) => {
+        crate::usage::Usage::Message(m) => m,
+        crate::usage::Usage::Clap(e) => {
             let t = e.render().to_string();
             t.strip_prefix("error: ").unwrap_or(&t).trim().to_owned()
         }
@@ -100,9 +107,9 @@ fn int_flag(args: &[String], flags: &[&str]) -> Option<i64> {
 }
 
 fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
-    let parsed = crate::parse(&l.args).map_err(usage)?;
-    let opts = options(l, crate::plan_options(&parsed.cli));
-    let serve = crate::build_args(parsed.cli, &|k: &str| l.env.get(k).cloned());
+    let parsed = crate::vllm_cli::parse(&l.args).map_err(usage)?;
+    let opts = options(l, crate::vllm_cli::plan_options(&parsed.cli));
+    let serve = crate::vllm_cli::build_args(parsed.cli, &|k: &str| l.env.get(k).cloned());
     let mut report = hisparse_core::check::check(&serve, &opts).map_err(|e| e.to_string())?;
     report.warnings.extend(parsed.warnings);
     report.ignored_flags = parsed.ignored;

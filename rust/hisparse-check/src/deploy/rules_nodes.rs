@@ -7,8 +7,8 @@
 //! The pinned host pools of each pod are the per-launch check's, with the
 //! pod's memory limit as the node's RAM.
 
-use super::check::Checked;
 use super::diag::{Edit, Pair, PairDiagnostic};
+use super::facts::Checked;
 use super::model::EngineKind;
 use hisparse_core::diagnostic::Stage;
 use hisparse_core::stage::{SglangStage, VllmStage};

@@ -6,8 +6,8 @@
 //! the transfer backend, attention TP (conn.py:1432-1470), KV dtype, the
 //! model, the context length.
 
-use super::check::Checked;
 use super::diag::{Edit, Pair, PairDiagnostic};
+use super::facts::Checked;
 use super::model::{EngineKind, Role};
 use hisparse_core::stage::SglangStage;
 use hisparse_core::Code;

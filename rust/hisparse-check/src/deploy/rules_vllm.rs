@@ -6,8 +6,8 @@
 //! a producer for every consumer, and the prefill's max_model_len within the
 //! decode's.
 
-use super::check::Checked;
 use super::diag::{Edit, Pair, PairDiagnostic};
+use super::facts::Checked;
 use super::model::{EngineKind, Role};
 use hisparse_core::stage::VllmStage;
 use hisparse_core::Code;
