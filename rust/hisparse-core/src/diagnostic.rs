@@ -254,24 +254,46 @@ impl Stage {
     }
 }
 
-/// The engine a report or plan document (its JSON) was written for: its
-/// `engine`, or `vllm` for a document written before SGLang had one.
-pub(crate) fn document_engine(doc: &Value) -> String {
-    doc.get("engine")
+/// Reads a report or plan document by its engine: the JSON first, its
+/// `engine` (absent: `vllm`, a document written before SGLang), the typed
+/// read (`read`, serde's derived reader), then every diagnostic's stage in
+/// `errors` and `warnings` with that engine's table ([`Stage::parse_in`]),
+/// so a shared name (`never`) is the document's engine's stage.
+pub(crate) fn read_by_engine<'de, D, T>(
+    d: D,
+    read: fn(Value) -> Result<T, serde_json::Error>,
+    diagnostics: fn(&mut T) -> [&mut Vec<Diagnostic>; 2],
+) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error;
+    let doc = Value::deserialize(d)?;
+    let engine = doc
+        .get("engine")
         .and_then(Value::as_str)
         .unwrap_or(crate::stage::ENGINE_VLLM)
-        .to_owned()
+        .to_owned();
+    let stages = [
+        document_stages(&doc, "errors", &engine).map_err(D::Error::custom)?,
+        document_stages(&doc, "warnings", &engine).map_err(D::Error::custom)?,
+    ];
+    let mut typed = read(doc).map_err(D::Error::custom)?;
+    for (diags, stages) in diagnostics(&mut typed).into_iter().zip(stages) {
+        for (d, s) in diags.iter_mut().zip(stages) {
+            if let Some(s) = s {
+                d.stage = s;
+            }
+        }
+    }
+    Ok(typed)
 }
 
 /// The stages of the diagnostics in `doc[key]` (`errors`, `warnings`), each
-/// read with `engine`'s table ([`Stage::parse_in`]); None where there is no
-/// stage text to read (the typed read says what is wrong) or the engine is
-/// not known (the name is kept as read).
-pub(crate) fn document_stages(
-    doc: &Value,
-    key: &str,
-    engine: &str,
-) -> Result<Vec<Option<Stage>>, String> {
+/// read with `engine`'s table; None where there is no stage text to read
+/// (the typed read says what is wrong) or the engine is not known (the name
+/// is kept as read).
+fn document_stages(doc: &Value, key: &str, engine: &str) -> Result<Vec<Option<Stage>>, String> {
     let Some(items) = doc.get(key).and_then(Value::as_array) else {
         return Ok(Vec::new());
     };
@@ -284,15 +306,6 @@ pub(crate) fn document_stages(
             None => Ok(None),
         })
         .collect()
-}
-
-/// Puts the stages [`document_stages`] read on the diagnostics the typed read made.
-pub(crate) fn set_stages(diags: &mut [Diagnostic], stages: Vec<Option<Stage>>) {
-    for (d, s) in diags.iter_mut().zip(stages) {
-        if let Some(s) = s {
-            d.stage = s;
-        }
-    }
 }
 
 impl From<SglangStage> for Stage {

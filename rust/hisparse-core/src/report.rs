@@ -268,18 +268,11 @@ impl Serialize for Report {
 }
 
 impl<'de> Deserialize<'de> for Report {
-    /// `engine` first, then the typed read, then the diagnostics' stages by
-    /// that engine's table.
+    /// By its engine: `engine` first, then the typed read, then the
+    /// diagnostics' stages by that engine's table.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use crate::diagnostic::{document_engine, document_stages, set_stages};
-        use serde::de::Error;
-        let doc = serde_json::Value::deserialize(d)?;
-        let engine = document_engine(&doc);
-        let errors = document_stages(&doc, "errors", &engine).map_err(D::Error::custom)?;
-        let warnings = document_stages(&doc, "warnings", &engine).map_err(D::Error::custom)?;
-        let mut report = Report::deserialize(doc).map_err(D::Error::custom)?;
-        set_stages(&mut report.errors, errors);
-        set_stages(&mut report.warnings, warnings);
-        Ok(report)
+        crate::diagnostic::read_by_engine(d, Report::deserialize, |r| {
+            [&mut r.errors, &mut r.warnings]
+        })
     }
 }

@@ -502,18 +502,11 @@ impl Serialize for Plan {
 }
 
 impl<'de> Deserialize<'de> for Plan {
-    /// `engine` first, then the typed read, then the diagnostics' stages by
-    /// that engine's table.
+    /// By its engine: `engine` first, then the typed read, then the
+    /// diagnostics' stages by that engine's table.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use crate::diagnostic::{document_engine, document_stages, set_stages};
-        use serde::de::Error;
-        let doc = serde_json::Value::deserialize(d)?;
-        let engine = document_engine(&doc);
-        let errors = document_stages(&doc, "errors", &engine).map_err(D::Error::custom)?;
-        let warnings = document_stages(&doc, "warnings", &engine).map_err(D::Error::custom)?;
-        let mut plan = Plan::deserialize(doc).map_err(D::Error::custom)?;
-        set_stages(&mut plan.errors, errors);
-        set_stages(&mut plan.warnings, warnings);
-        Ok(plan)
+        crate::diagnostic::read_by_engine(d, Plan::deserialize, |p| {
+            [&mut p.errors, &mut p.warnings]
+        })
     }
 }
