@@ -234,7 +234,8 @@ README = (ROOT / "README.md").read_text()
 
 def test_readme_is_a_quickstart_with_the_two_commands() -> None:
     # A quickstart: one example per job and engine (vLLM 0.33.0, SGLang 0.5.23); the rest is in docs/.
-    assert len(README.splitlines()) <= 360
+    # Three jobs (check, plan, deploy) for two engines; the reference is in docs/.
+    assert len(README.splitlines()) <= 400
     bash_blocks = [b.code.strip() for b in blocks(ROOT / "README.md") if b.lang == "bash"]
     assert "bash examples/dsv32-decode-pd.sh" in bash_blocks
     assert "bash scripts/test.sh" in bash_blocks
