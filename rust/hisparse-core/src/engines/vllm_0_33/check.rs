@@ -56,7 +56,9 @@ pub(crate) fn check_with_model(
     // its fix too.
     // So does the GPU's: weights that leave no KV room, with the GPU memory known.
     let ram = host_ram && options.host_memory_gib.is_some();
-    let room = host_ram && options.gpu_memory_gib.is_some();
+    // Not inside vllm serve (the plugin names its RAM's source): there vLLM
+    // measures the weights as it loads them, and an estimate must not stop it.
+    let room = host_ram && options.gpu_memory_gib.is_some() && options.host_memory_source.is_none();
     let gpu_ref = gpu.as_ref();
     let machine_check = |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report, advice| {
         if ram {
