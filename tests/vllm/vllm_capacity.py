@@ -71,10 +71,14 @@ class Capacity:
 def engine_config(args: Mapping[str, Any]) -> Any:
     """The ``VllmConfig`` ``vllm serve`` builds for a ServeArgs JSON form, block size fixed."""
     from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.usage.usage_lib import UsageContext
 
     with vllm_pipeline._environment(args):
         ns = vllm_pipeline.serve_parser().parse_args(vllm_pipeline.serve_argv(args))
-        vllm_config = AsyncEngineArgs.from_cli_args(ns).create_engine_config()
+        # As vllm serve builds it (entrypoints/cli/serve.py:312-313): the usage
+        # context sets the max_num_batched_tokens / max_num_seqs defaults.
+        engine_args = AsyncEngineArgs.from_cli_args(ns)
+        vllm_config = engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
         loaded = vllm_pipeline._model_load(vllm_config)
     return vllm_config, loaded
 
