@@ -334,10 +334,11 @@ impl<'a> Planner<'a> {
         let (s, g) = (&self.sizes, &self.gpu);
         let bs = u64::from(s.block_size);
         let kv = g.kv_bytes_per_gpu.unwrap_or(0);
-        // Blocks one request takes besides its context: the hot buffers and tail pages.
+        // Blocks admitting one request takes besides its context: the hot buffers
+        // and the resident groups' in-flight windows (at most max_in_flight_tokens).
         let fixed = s.hot_groups.saturating_mul(
             sizes::blocks_for(u64::from(s.device_buffer_size), bs)
-                .saturating_add(ACTIVE_TAIL_PAGES),
+                .saturating_add(sizes::blocks_for(self.in_flight_tokens, bs)),
         );
         let longest = [
             g.hisparse_blocks.map(|b| b.saturating_sub(fixed)),
