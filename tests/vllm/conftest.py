@@ -39,11 +39,21 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     """The differential test's figures: examples, agreements, named deviations by code."""
     import sys
 
+    write = terminalreporter.write_line  # type: ignore[attr-defined]
+    capacity = getattr(sys.modules.get("test_capacity_differential"), "FIGURES", None)
+    if capacity:
+        write(
+            f"hisparse_rs.plan vs vLLM 0.33.0's capacity code: {capacity['launches']} launches "
+            f"({capacity['configurations drawn']} configurations drawn, "
+            f"{capacity['refused by the check (skipped)']} refused by the check), {capacity['agree']} agree"
+        )
+        for key, n in sorted(capacity.items()):
+            if key.startswith("deviation "):
+                write(f"  named deviation {key.removeprefix('deviation ')}: {n}")
     differential = sys.modules.get("test_differential")
     figures = getattr(differential, "FIGURES", None)
     if not figures:
         return
-    write = terminalreporter.write_line  # type: ignore[attr-defined]
     write(
         f"hisparse_rs vs vLLM 0.33.0: {figures['examples']} configurations, "
         f"{figures['agreements']} verdicts agree"

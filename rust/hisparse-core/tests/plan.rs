@@ -366,12 +366,14 @@ fn glm52_calculator_case() {
     // KV room: 80K 4 vs 39, 1M 0 vs 5, 134 / 219 GiB host. GLM-5.3's config.json is
     // not in tests/data; GLM-5.2 (78 layers, IndexShare: 21 indexer layers, 1M
     // context) is the nearest and reproduces the baseline (4 and 0) and the 1M
-    // HiSparse figure (5). At 80K vLLM 0.33's layout gives 35, not 39: its hot
+    // HiSparse figure (5). At 80K vLLM 0.33's layout gives 34, not 39: its hot
     // groups follow index-group boundaries and fill at most one indexer page
     // (177,408 B), so GLM-5.2 gets 20 groups, where the calculator packs 5 layers
-    // per 209,920 B block (16 groups: 91,302 / (1280 + 16 x 66) = 39). Its host
+    // per 209,920 B block (16 groups: 91,302 / (1280 + 16 x 66) = 39), and its
+    // steady state admits one request with each resident group's in-flight window
+    // (4096 tokens, the GPU not given: 1 + (91,302 - 3840) / 2600 = 34). Its host
     // figures use 576 B per token per layer, not fp8_ds_mla's 656
-    // (39 x 81920 x 576 x 78 B = 133.7 GiB); here 656 gives 136.7 GiB.
+    // (39 x 81920 x 576 x 78 B = 133.7 GiB); here 656 gives 132.8 GiB for 34.
     let mut a = args("glm-5.2", 512.0);
     a.tensor_parallel_size = Some(8);
     a.max_num_seqs = Some(1024);
@@ -392,12 +394,12 @@ fn glm52_calculator_case() {
     let at80k = &p.at_context;
     assert_eq!(at80k.baseline_requests, Some(4));
     assert_eq!(at80k.hisparse_gpu_blocks_per_request, 1280 + 20 * (64 + 2));
-    assert_eq!(at80k.hisparse_requests, Some(35));
+    assert_eq!(at80k.hisparse_requests, Some(34));
     assert_eq!(at80k.hisparse_limit, Some(Limit::Gpu));
-    assert_eq!(at80k.target_requests, Some(35));
-    // 35 x 1280 blocks of 3,276,800 B (64 x 656 x 78, rounded up to 4 KiB: TP 8 shares the pool).
+    assert_eq!(at80k.target_requests, Some(34));
+    // 34 x 1280 blocks of 3,276,800 B (64 x 656 x 78, rounded up to 4 KiB: TP 8 shares the pool).
     assert_eq!(p.host.host_block_stride, 3_276_800);
-    assert_eq!(at80k.min_host_pool_gib, Some(136.72));
+    assert_eq!(at80k.min_host_pool_gib, Some(132.82));
     let at1m = p.sweep.last().unwrap();
     assert_eq!(at1m.context_length, 1_048_576);
     assert_eq!(at1m.baseline_requests, Some(0));
@@ -732,4 +734,36 @@ fn no_overflow_at_one_million_tokens_and_one_tib_pools() {
         ..ServeArgs::default()
     };
     let _ = plan(&b, &opts()); // must not panic
+}
+
+#[test]
+fn steady_state_gpu_limit_is_vllms() {
+    // vLLM 0.33 get_hisparse_steady_state_concurrency (hisparse/layout.py:384-420):
+    // 1 + (num_blocks - admission) / steady, where admitting a request takes each
+    // resident group's in-flight window (min(max_in_flight_tokens, max_model_len):
+    // 2 x 8192 tokens on an H200) and a running one its 2 tail pages. Figures from
+    // vLLM's own functions (tests/vllm/test_capacity_differential.py); the planner
+    // gave blocks / steady: 111 here, and 1 below where vLLM gives 0.89.
+    let h200 = PlanOptions {
+        gpu_memory_gib: Some(141.0),
+        ..opts()
+    };
+    let mut a = args("glm-5.2", 16.0);
+    a.tensor_parallel_size = Some(8);
+    a.max_model_len = Some(32768);
+    a.kv_cache_memory_bytes = Some(40 * GIB as i64);
+    let p = planned(&a, &h200);
+    assert_eq!(p.gpu.hisparse_blocks, Some(204_600));
+    assert_eq!(p.host.host_blocks, 5242);
+    assert_eq!(p.at_context.gpu_limit, Some(108)); // vLLM: 108.908
+    assert_eq!(p.at_context.host_limit, 10); // vLLM: 10.238
+
+    // One admission (512 + 6 x (64 + 64) = 1280 blocks) does not fit in 747.
+    let mut a = args("deepseek-v3.2", 1.0);
+    a.max_model_len = Some(4096);
+    a.max_num_seqs = Some(8);
+    a.kv_cache_memory_bytes = Some(407_715_840);
+    let p = planned(&a, &h200);
+    assert_eq!(p.gpu.hisparse_blocks, Some(747));
+    assert_eq!(p.at_context.gpu_limit, Some(0)); // vLLM: 0.898
 }

@@ -42,7 +42,24 @@ struct Planner<'a> {
     /// The largest host_pool_gib the node's RAM pins, when it is given
     /// (Some(None): not even the start-up minimum fits).
     pool_cap: Option<Option<f64>>,
+    /// Tokens a HiSparse resident group admits per request: vLLM's
+    /// `max_in_flight_tokens`, capped by the context.
+    in_flight_tokens: u64,
     warnings: Vec<Diagnostic>,
+}
+
+/// vLLM 0.33.0's `max_in_flight_tokens` (config/vllm.py:588-609): two
+/// concurrent batches (async scheduling, one pipeline stage) of
+/// `vllm serve`'s default `max_num_batched_tokens` for the GPU's memory
+/// (engine/arg_utils.py:2970-2997, OPENAI_API_SERVER: 16384 from 160 GiB,
+/// 8192 from 70 GiB, else 2048; unknown GPU: 2048).
+fn in_flight_tokens(gpu_memory_gib: Option<f64>) -> u64 {
+    let batched = match gpu_memory_gib {
+        Some(g) if g >= 160.0 => 16384,
+        Some(g) if g >= 70.0 => 8192,
+        _ => 2048,
+    };
+    2 * batched
 }
 
 impl<'a> Planner<'a> {
@@ -151,6 +168,7 @@ impl<'a> Planner<'a> {
             gpu,
             host_pool_path,
             pool_cap,
+            in_flight_tokens: in_flight_tokens(options.gpu_memory_gib),
             warnings,
         })
     }
@@ -161,9 +179,19 @@ impl<'a> Planner<'a> {
         let bs = u64::from(s.block_size);
         let per_request_blocks = sizes::blocks_for(context, bs);
         let hot_blocks = sizes::blocks_for(u64::from(s.device_buffer_size), bs);
+        // vLLM 0.33 get_hisparse_steady_state_concurrency (hisparse/layout.py:384-420):
+        // a resident group takes its admission window (HiSparseResidentSpec,
+        // kv_cache_interface.py:533-544) while a request is admitted and its
+        // active tail once it reads from host; all requests but the one being
+        // admitted are at steady state.
+        let resident = sizes::blocks_for(context.min(self.in_flight_tokens), bs);
         let hisparse_blocks = per_request_blocks.saturating_add(
             s.hot_groups
-                .saturating_mul(hot_blocks.saturating_add(ACTIVE_TAIL_PAGES)),
+                .saturating_mul(hot_blocks.saturating_add(resident.min(ACTIVE_TAIL_PAGES))),
+        );
+        let admission_blocks = per_request_blocks.saturating_add(
+            s.hot_groups
+                .saturating_mul(hot_blocks.saturating_add(resident)),
         );
         let seqs = self.gpu.max_num_seqs;
         let fit = |pool: u64, per: u64| pool.checked_div(per).unwrap_or(u64::MAX);
@@ -178,7 +206,13 @@ impl<'a> Planner<'a> {
             .gpu
             .baseline_blocks
             .map(|b| capped(fit(b, per_request_blocks), Limit::Gpu));
-        let gpu_limit = self.gpu.hisparse_blocks.map(|b| fit(b, hisparse_blocks));
+        let gpu_limit = self
+            .gpu
+            .hisparse_blocks
+            .map(|b| match b.checked_sub(admission_blocks) {
+                Some(rest) => fit(rest, hisparse_blocks).saturating_add(1),
+                None => 0,
+            });
         let host_limit = fit(self.host.host_blocks, per_request_blocks);
         let hisparse = match (gpu_limit, baseline) {
             (Some(g), Some((base, _))) => {
@@ -301,10 +335,11 @@ impl<'a> Planner<'a> {
         let (s, g) = (&self.sizes, &self.gpu);
         let bs = u64::from(s.block_size);
         let kv = g.kv_bytes_per_gpu.unwrap_or(0);
-        // Blocks one request takes besides its context: the hot buffers and tail pages.
+        // Blocks admitting one request takes besides its context: the hot buffers
+        // and the resident groups' in-flight windows (at most max_in_flight_tokens).
         let fixed = s.hot_groups.saturating_mul(
             sizes::blocks_for(u64::from(s.device_buffer_size), bs)
-                .saturating_add(ACTIVE_TAIL_PAGES),
+                .saturating_add(sizes::blocks_for(self.in_flight_tokens, bs)),
         );
         let longest = [
             g.hisparse_blocks.map(|b| b.saturating_sub(fixed)),
