@@ -407,3 +407,21 @@ fn deepseek_v4_takes_only_eagle_or_dspark_as_spelled() {
         .iter()
         .all(|d| d.code != Code::SpeculativeAlgorithmNotForModel));
 }
+
+/// Found by the differential test: the unknown name's fix drops the
+/// speculative parameters given with it too (nothing reads them then).
+#[test]
+fn the_unknown_algorithm_fix_drops_the_speculative_parameters_too() {
+    let v = json!({"speculative_algorithm": "MTP", "speculative_num_steps": 2,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 6});
+    let r = check(v.clone());
+    let f = sg::fixes_applied(&args(v), &r.errors).unwrap().to_json();
+    for attr in [
+        "speculative_algorithm",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+    ] {
+        assert!(f.get(attr).is_none(), "{attr}: {f}");
+    }
+}
