@@ -425,3 +425,13 @@ fn the_unknown_algorithm_fix_drops_the_speculative_parameters_too() {
         assert!(f.get(attr).is_none(), "{attr}: {f}");
     }
 }
+
+/// Found by the differential test: EAGLE's defaults are (5, 4, 8) on Llama, so
+/// a page > 1 off the tree backends is refused at resolve.
+#[test]
+fn eagle_defaults_on_llama_have_topk_4() {
+    let v = json!({"model_path": model("llama-3.1-8b"), "page_size": 16,
+        "attention_backend": "dsa", "speculative_algorithm": "EAGLE"});
+    let (_, s) = refused(v, Code::EagleTopkNeedsTreeBackend);
+    assert_eq!(s, "resolve");
+}
