@@ -432,6 +432,8 @@ fn the_unknown_algorithm_fix_drops_the_speculative_parameters_too() {
 fn eagle_defaults_on_llama_have_topk_4() {
     let v = json!({"model_path": model("llama-3.1-8b"), "page_size": 16,
         "attention_backend": "dsa", "speculative_algorithm": "EAGLE"});
-    let (_, s) = refused(v, Code::EagleTopkNeedsTreeBackend);
+    let (r, s) = refused(v.clone(), Code::EagleTopkNeedsTreeBackend);
     assert_eq!(s, "resolve");
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
 }
