@@ -268,3 +268,27 @@ def test_threads_with_mixed_inputs_get_what_they_get_alone() -> None:
         assert got == alone[(t + k) % len(inputs)], (t, k)
     # A failing call leaves nothing behind: the first input reads as before.
     assert once(inputs[0]) == alone[0]
+
+
+def test_a_config_json_that_is_not_a_regular_file_is_a_model_load_error(tmp_path: Any) -> None:
+    # Issue 23 defect 12: a FIFO, a directory named config.json or a device was
+    # model_config_missing at resolve (exit 1); it is the ModelLoadError vLLM
+    # raises (exit 2 on the CLI), from every SGLang entry point.
+    import os
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "config.json")
+    directory = tmp_path / "dir"
+    (directory / "config.json").mkdir(parents=True)
+    for model in (fifo, directory, "/dev/zero"):
+        with pytest.raises(hisparse_rs.ModelLoadError) as info:
+            hisparse_rs.check_sglang_argv(["--model-path", str(model), "--enable-hisparse"])
+        assert info.value.code == "not_a_regular_file", (model, str(info.value))
+        with pytest.raises(hisparse_rs.ModelLoadError):
+            hisparse_rs.check(model, engine="sglang", enable_hisparse=True)
+        with pytest.raises(hisparse_rs.ModelLoadError):
+            hisparse_rs.plan(model, engine="sglang", gpu="h200", enable_hisparse=True)
+    with pytest.raises(hisparse_rs.ModelLoadError) as info:
+        hisparse_rs.check_sglang_argv(["--model-path", str(directory)])
+    assert "block" not in str(info.value)

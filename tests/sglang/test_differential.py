@@ -568,6 +568,8 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, "--kv-cache-dtype", "fp8_e5m2"], (9, 0)),  # resolve; the fix keeps 8 bits: fp8_e4m3
     ([*DSV4, "--speculative-algorithm", "eagle"], (9, 0)),  # resolve: V4's hook reads the name as given
     ([*DSV4, "--speculative-algorithm", "NGRAM"], (9, 0)),
+    (["--model-path", model_dir("llama-3.1-8b"), "--device", "cuda", "--page-size", "16",
+      "--attention-backend", "dsa", "--speculative-algorithm", "EAGLE"], (9, 0)),  # (5, 4, 8) on Llama
 ]  # fmt: skip
 
 

@@ -407,3 +407,33 @@ fn deepseek_v4_takes_only_eagle_or_dspark_as_spelled() {
         .iter()
         .all(|d| d.code != Code::SpeculativeAlgorithmNotForModel));
 }
+
+/// Found by the differential test: the unknown name's fix drops the
+/// speculative parameters given with it too (nothing reads them then).
+#[test]
+fn the_unknown_algorithm_fix_drops_the_speculative_parameters_too() {
+    let v = json!({"speculative_algorithm": "MTP", "speculative_num_steps": 2,
+        "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 6});
+    let r = check(v.clone());
+    let f = sg::fixes_applied(&args(v), &r.errors).unwrap().to_json();
+    for attr in [
+        "speculative_algorithm",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+    ] {
+        assert!(f.get(attr).is_none(), "{attr}: {f}");
+    }
+}
+
+/// Found by the differential test: EAGLE's defaults are (5, 4, 8) on Llama, so
+/// a page > 1 off the tree backends is refused at resolve.
+#[test]
+fn eagle_defaults_on_llama_have_topk_4() {
+    let v = json!({"model_path": model("llama-3.1-8b"), "page_size": 16,
+        "attention_backend": "dsa", "speculative_algorithm": "EAGLE"});
+    let (r, s) = refused(v.clone(), Code::EagleTopkNeedsTreeBackend);
+    assert_eq!(s, "resolve");
+    let after = fixed(&args(v), &r);
+    assert!(after.valid, "{:#?}", after.errors);
+}

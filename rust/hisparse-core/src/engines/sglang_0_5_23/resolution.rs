@@ -492,9 +492,25 @@ fn hisparse_fields(config: &Map<String, Value>) -> [Resolved<Value>; 4] {
 /// steps + 1, whatever was given (speculative_hook.py:1255-1266). NGRAM:
 /// eagle_topk is --speculative-ngram-max-bfs-breadth (default 10), draft
 /// tokens 12 by default, steps draft // topk (speculative_hook.py:1305-1328).
-fn speculative(args: &SglangArgs) -> Option<(i64, i64, Resolved<i64>)> {
+fn speculative(args: &SglangArgs, arch: Option<&str>) -> Option<(i64, i64, Resolved<i64>)> {
     if !args.speculation_on() {
         return None;
+    }
+    // _auto_choose_speculative_params (speculative_hook.py:1430-1461): (5, 4, 8)
+    // for Llama and Grok when none of the three is given (STANDALONE: 3, 1, 4).
+    let none_given = args.speculative_num_steps.is_none()
+        && args.speculative_eagle_topk.is_none()
+        && args.speculative_num_draft_tokens.is_none();
+    if none_given
+        && args.speculative_algorithm() != Some("STANDALONE")
+        && args.speculative_algorithm() != Some("NGRAM")
+        && matches!(
+            arch,
+            Some("LlamaForCausalLM" | "Grok1ForCausalLM" | "Grok1VForCausalLM")
+        )
+    {
+        let rule = "(5, 4, 8) for Llama and Grok (speculative_hook.py:1430-1461)";
+        return Some((5, 4, Resolved::new(8, default(rule))));
     }
     if args.speculative_algorithm() == Some("NGRAM") {
         let topk = args.speculative_ngram_max_bfs_breadth.unwrap_or(10);
@@ -564,6 +580,7 @@ pub fn resolution<'a>(
         .and_then(|s| s.value.as_ref().ok().copied())
         .map(i64::from);
     let (is_dsa, other_sparse, is_dsv4) = architecture(model.as_ref());
+    let arch = model.as_ref().and_then(|m| m.architecture.clone());
     let index_kpool = model
         .as_ref()
         .and_then(|m| m.index_kpool.as_ref())
@@ -621,7 +638,7 @@ pub fn resolution<'a>(
         device_buffer_size,
         host_to_device_ratio,
         swap_in_block_size,
-        speculative: speculative(args),
+        speculative: speculative(args, arch.as_deref()),
         machine: *machine,
     }
 }

@@ -332,7 +332,18 @@ fn eagle_topk_tree_backend(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 err(Code::EagleTopkNeedsTreeBackend, "speculative_eagle_topk", &format!("speculative_eagle_topk > 1 with page_size > 1 is only supported on ('flashinfer', 'fa3', 'triton'); got attention_backend={backend:?}. Use page_size == 1 or one of those backends."))
                     .given(&json!(topk))
                     .allowed("1 with --enable-hisparse")
-                    .fix(vec![set("speculative_eagle_topk", json!(1))]),
+                    .fix(if a.speculative_num_steps.is_none() {
+                        // SGLang's own defaults (Llama's 5, 4, 8) given none: steps and
+                        // draft tokens too, or topk alone is refused (:1159-1163).
+                        let steps = r.speculative.as_ref().map_or(3, |s| s.0).min(3);
+                        vec![
+                            set("speculative_num_steps", json!(steps)),
+                            set("speculative_eagle_topk", json!(1)),
+                            set("speculative_num_draft_tokens", json!(steps + 1)),
+                        ]
+                    } else {
+                        vec![set("speculative_eagle_topk", json!(1))]
+                    }),
             );
         }
     }

@@ -29,7 +29,8 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
 /// "Unknown speculative algorithm name: {name}" (speculative/spec_info.py:55-65)
 /// on the upper-cased name (speculative_hook.py:136-142), at resolve
 /// (speculative_hook.py:242). No speculative rule reads the launch then (the
-/// name is no EAGLE); the fix removes the flag (serving without speculation),
+/// name is no EAGLE); the fix removes the flag and the speculative parameters
+/// given with it (serving without speculation),
 /// and the hint names SGLang's algorithms.
 fn unknown_algorithm(r: &Resolution<'_>) -> Option<Diagnostic> {
     let given = r.args.speculative_algorithm.as_deref()?;
@@ -57,14 +58,33 @@ fn unknown_algorithm(r: &Resolution<'_>) -> Option<Diagnostic> {
         .stage(Resolve)
         .given(&json!(given))
         .allowed(format!("one of {names}, any case (speculative/spec_info.py:36-45)"))
-        .fix(vec![FixOp::Remove {
-            path: FieldPath::root("speculative_algorithm"),
-        }])
+        .fix(without_speculation(r))
         .hint(format!(
             "remove --speculative-algorithm to serve without speculation, or give one of SGLang {}'s names: {names}{mtp}",
             super::version::VERSION
         )),
     )
+}
+
+/// Serving without speculation: `--speculative-algorithm` removed, and the
+/// speculative parameters given with it (which nothing reads then).
+fn without_speculation(r: &Resolution<'_>) -> Vec<FixOp> {
+    let a = r.args;
+    [
+        ("speculative_algorithm", true),
+        ("speculative_num_steps", a.speculative_num_steps.is_some()),
+        ("speculative_eagle_topk", a.speculative_eagle_topk.is_some()),
+        (
+            "speculative_num_draft_tokens",
+            a.speculative_num_draft_tokens.is_some(),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, given)| *given)
+    .map(|(attr, _)| FixOp::Remove {
+        path: FieldPath::root(attr),
+    })
+    .collect()
 }
 
 /// NGRAM's `speculative_eagle_topk` is `--speculative-ngram-max-bfs-breadth`
