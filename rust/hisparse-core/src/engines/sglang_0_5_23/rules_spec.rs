@@ -141,8 +141,33 @@ fn ngram_with_dp_attention(r: &Resolution<'_>) -> Option<Diagnostic> {
 
 /// The attention backend a DSA launch resolves to when none is given (`dsa`).
 pub(crate) fn attention_backend<'a>(r: &'a Resolution<'_>) -> &'a str {
-    r.args
-        .attention_backend
-        .as_deref()
-        .unwrap_or(if r.is_dsa { "dsa" } else { "" })
+    match r.args.attention_backend.as_deref() {
+        Some(b) => b,
+        None if r.is_dsa => "dsa",
+        None => default_attention_backend(r),
+    }
+}
+
+/// SGLang 0.5.23's attention backend for a launch that names none
+/// (`_attention_backend_default`, arg_groups/overrides.py:1127-1140 ->
+/// `get_default_attn_backend`, arg_groups/model_override_base.py:277-350):
+/// MHA models take fa3 on Hopper and trtllm_mha on SM100 only without
+/// speculation or with topk 1, aiter on ROCm, else flashinfer (CUDA has it);
+/// MLA models fa3 on Hopper, flashinfer on SM100, triton on ROCm (aiter there
+/// with 16 or 128 KV heads per rank, which is not modelled),
+/// else triton. (`--prefill-attention-backend` equal to the decode one, which
+/// SGLang takes first, is not read.)
+fn default_attention_backend(r: &Resolution<'_>) -> &'static str {
+    let mla = r.model.as_ref().is_some_and(|m| m.kv_lora_rank.is_some());
+    let topk_one = r.speculative.as_ref().is_none_or(|&(_, topk, _)| topk == 1);
+    match (mla, r.hip, r.sm_major) {
+        (true, true, _) => "triton",
+        (true, false, 9) => "fa3",
+        (true, false, 10) => "flashinfer",
+        (true, false, _) => "triton",
+        (false, true, _) => "aiter",
+        (false, false, 9) if topk_one => "fa3",
+        (false, false, 10) if topk_one => "trtllm_mha",
+        (false, false, _) => "flashinfer",
+    }
 }
