@@ -209,6 +209,53 @@ impl Compared {
     }
 }
 
+impl EngineLogReport {
+    /// The report of `log` (read from `path`) for `engine`'s plan.
+    pub fn new(
+        log: &EngineLog,
+        path: &str,
+        engine: &str,
+        logged_hisparse: bool,
+        measured: Vec<Measured>,
+        compared: Vec<Compared>,
+    ) -> Self {
+        EngineLogReport {
+            path: path.to_owned(),
+            engine: engine.to_owned(),
+            lines: log.lines,
+            lines_cut: log.lines_cut,
+            figures_dropped: log.figures_dropped,
+            logged_hisparse,
+            measured,
+            compared,
+        }
+    }
+}
+
+/// The numbers of `pairs` that were found, as figures (a rule's `read`).
+pub fn numbers(pairs: &[(&'static str, Option<f64>)]) -> Vec<(&'static str, Value)> {
+    pairs
+        .iter()
+        .filter_map(|&(k, v)| v.map(|v| (k, Value::Number(v))))
+        .collect()
+}
+
+/// The figures of a line that names its fields: each `words` label's word
+/// and each `numbers` label's number found in `m` (a rule's `read`).
+pub fn labelled(
+    m: &str,
+    words: &[(&'static str, &str)],
+    numbers: &[(&'static str, &str)],
+) -> Vec<(&'static str, Value)> {
+    let words = words
+        .iter()
+        .filter_map(|&(key, label)| word_after(m, label).map(|w| (key, Value::Text(w))));
+    let found = numbers
+        .iter()
+        .filter_map(|&(key, label)| number_after(m, label).map(|n| (key, Value::Number(n))));
+    words.chain(found).collect()
+}
+
 /// Reads a log in one pass, keeping the figures `rules` find. I/O errors are
 /// returned as they come (a log cut short is not one: what was read counts).
 pub fn read(reader: &mut dyn BufRead, rules: &[LineRule]) -> std::io::Result<EngineLog> {

@@ -7,14 +7,13 @@
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::engine_log::{
-    number_after, word_after, Compared, EngineLog, EngineLogReport, LineRule, Measured, Value,
+    labelled, number_after, numbers, Compared, EngineLog, EngineLogReport, LineRule, Measured,
+    Value,
 };
 use crate::engines::sglang_0_5_23::args::SglangArgs;
 use crate::engines::sglang_0_5_23::stages::SglangStage;
 use crate::path::FieldPath;
 use crate::plan::{Plan, PlanOptions};
-
-use Value::{Number, Text};
 
 /// The SGLang 0.5.23 lines read, and their figures.
 pub const RULES: &[LineRule] = &[
@@ -52,36 +51,24 @@ pub const RULES: &[LineRule] = &[
     },
 ];
 
-fn numbers(pairs: &[(&'static str, Option<f64>)]) -> Vec<(&'static str, Value)> {
-    pairs
-        .iter()
-        .filter_map(|&(k, v)| v.map(|v| (k, Number(v))))
-        .collect()
-}
-
 /// The resolved ServerArgs as SGLang logs them: the dict of
 /// `_server_args_for_logging` (`resolved_dict()`, entrypoints/engine.py:173-174),
 /// `{'model_path': '/m', 'tp_size': 8, ...}`. A key is matched with its quote
 /// (`'tp_size'` is not the tail of `'attn_tp_size'`).
 fn read_server_args(m: &str) -> Vec<(&'static str, Value)> {
-    let mut out = Vec::new();
-    if let Some(p) = word_after(m, "'model_path': ") {
-        out.push(("sglang_model_path", Text(p)));
-    }
-    if let Some(on) = word_after(m, "'enable_hisparse': ") {
-        out.push(("sglang_enable_hisparse", Text(on)));
-    }
-    for (key, label) in [
-        ("sglang_tp_size", "'tp_size': "),
-        ("sglang_pp_size", "'pp_size': "),
-        ("sglang_dp_size", "'dp_size': "),
-        ("sglang_mem_fraction_static", "'mem_fraction_static': "),
-    ] {
-        if let Some(n) = number_after(m, label) {
-            out.push((key, Number(n)));
-        }
-    }
-    out
+    labelled(
+        m,
+        &[
+            ("sglang_model_path", "'model_path': "),
+            ("sglang_enable_hisparse", "'enable_hisparse': "),
+        ],
+        &[
+            ("sglang_tp_size", "'tp_size': "),
+            ("sglang_pp_size", "'pp_size': "),
+            ("sglang_dp_size", "'dp_size': "),
+            ("sglang_mem_fraction_static", "'mem_fraction_static': "),
+        ],
+    )
 }
 
 /// The planner inputs the log measured, and the errors of a log of another
@@ -250,23 +237,23 @@ pub fn report(
     measured: Vec<Measured>,
     plan: &Plan,
 ) -> EngineLogReport {
-    EngineLogReport {
-        path: path.to_owned(),
-        engine: crate::report::ENGINE_SGLANG.to_owned(),
-        lines: log.lines,
-        lines_cut: log.lines_cut,
-        figures_dropped: log.figures_dropped,
-        logged_hisparse: log
-            .first("sglang_enable_hisparse")
-            .is_some_and(|f| f.value.text() == Some("True")),
+    let logged_hisparse = log
+        .first("sglang_enable_hisparse")
+        .is_some_and(|f| f.value.text() == Some("True"));
+    EngineLogReport::new(
+        log,
+        path,
+        crate::report::ENGINE_SGLANG,
+        logged_hisparse,
         measured,
-        compared: compare(log, plan),
-    }
+        compare(log, plan),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine_log::Value::{Number, Text};
 
     #[test]
     fn server_args_fields_are_read_by_name() {

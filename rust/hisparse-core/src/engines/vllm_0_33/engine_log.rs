@@ -7,8 +7,8 @@
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::engine_log::{
-    leading_number, number_after, word_after, Compared, EngineLog, EngineLogReport, LineRule,
-    Measured, Value,
+    labelled, leading_number, number_after, numbers, Compared, EngineLog, EngineLogReport,
+    LineRule, Measured, Value,
 };
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
@@ -16,7 +16,7 @@ use crate::path::FieldPath;
 use crate::plan::{Plan, PlanOptions};
 use crate::sizes::{self, GIB};
 
-use Value::{Number, Text};
+use Value::Text;
 
 /// The vLLM 0.33.0 lines read, and their figures.
 pub const RULES: &[LineRule] = &[
@@ -93,38 +93,24 @@ pub const RULES: &[LineRule] = &[
     },
 ];
 
-fn numbers(pairs: &[(&'static str, Option<f64>)]) -> Vec<(&'static str, Value)> {
-    pairs
-        .iter()
-        .filter_map(|&(k, v)| v.map(|v| (k, Number(v))))
-        .collect()
-}
-
 /// The launch as the engine printed it: model, lengths, parallelism, dtype.
 fn read_config_line(m: &str) -> Vec<(&'static str, Value)> {
-    let mut out = Vec::new();
-    if let Some(v) = word_after(m, "(v") {
-        out.push(("vllm_version", Text(v)));
-    }
-    if let Some(model) = word_after(m, "config: model=") {
-        out.push(("model", Text(model)));
-    }
     // ", " before each name: `draft_tensor_parallel_size=` inside the
     // speculative config's repr is another field.
-    for (key, label) in [
-        ("max_model_len", ", max_seq_len="),
-        ("tensor_parallel_size", ", tensor_parallel_size="),
-        ("pipeline_parallel_size", ", pipeline_parallel_size="),
-        ("data_parallel_size", ", data_parallel_size="),
-    ] {
-        if let Some(n) = number_after(m, label) {
-            out.push((key, Number(n)));
-        }
-    }
-    if let Some(d) = word_after(m, ", kv_cache_dtype=") {
-        out.push(("kv_cache_dtype", Text(d)));
-    }
-    out
+    labelled(
+        m,
+        &[
+            ("vllm_version", "(v"),
+            ("model", "config: model="),
+            ("kv_cache_dtype", ", kv_cache_dtype="),
+        ],
+        &[
+            ("max_model_len", ", max_seq_len="),
+            ("tensor_parallel_size", ", tensor_parallel_size="),
+            ("pipeline_parallel_size", ", pipeline_parallel_size="),
+            ("data_parallel_size", ", data_parallel_size="),
+        ],
+    )
 }
 
 /// The model as a name to compare: the last path component of a local path
@@ -385,22 +371,22 @@ pub fn report(
     measured: Vec<Measured>,
     plan: &Plan,
 ) -> EngineLogReport {
-    EngineLogReport {
-        path: path.to_owned(),
-        engine: crate::report::ENGINE_VLLM.to_owned(),
-        lines: log.lines,
-        lines_cut: log.lines_cut,
-        figures_dropped: log.figures_dropped,
-        logged_hisparse: log.first("hisparse_gpu_blocks").is_some()
-            || log.first("hot_cache_top_k").is_some(),
+    let logged_hisparse =
+        log.first("hisparse_gpu_blocks").is_some() || log.first("hot_cache_top_k").is_some();
+    EngineLogReport::new(
+        log,
+        path,
+        crate::report::ENGINE_VLLM,
+        logged_hisparse,
         measured,
-        compared: compare(log, plan),
-    }
+        compare(log, plan),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine_log::Value::{Number, Text};
 
     #[test]
     fn model_names_compare_across_paths_ids_and_snapshots() {
