@@ -121,11 +121,16 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         g.gpu_memory_utilization, sg.mem_fraction_static_rule
     );
     if let (Some(kv), Some(w)) = (g.kv_bytes_per_gpu, g.weights_bytes_per_gpu) {
-        let _ = writeln!(
-            out,
-            "{}: the free memory before loading is taken as the whole GPU (mem_cache/kv_cache_configurator.py:2990-3007), an upper bound",
-            kv_room(g, kv, w, gib)
-        );
+        if g.kv_source.starts_with("measured:") {
+            // Planned from SGLang's start-up log (--engine-log): its own budget.
+            let _ = writeln!(out, "  KV room           {} ({})", gib(kv), g.kv_source);
+        } else {
+            let _ = writeln!(
+                out,
+                "{}: the free memory before loading is taken as the whole GPU (mem_cache/kv_cache_configurator.py:2990-3007), an upper bound",
+                kv_room(g, kv, w, gib)
+            );
+        }
         if let Some(src) = &g.weights_source {
             if g.weights_estimated {
                 let _ = writeln!(out, "  weights           estimated from config.json: {src}; pass the \"mem usage\" of SGLang's \"Load weight end\" log line as --weights-gib (model_executor/model_runner.py:1372-1379)");
