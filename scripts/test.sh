@@ -273,7 +273,7 @@ n=${#selected[@]}
 k=0
 if [ $# -eq 0 ]; then
   # The figure README.md gives (measured; see "The two commands" there).
-  echo "scripts/test.sh: $n steps; from a fresh clone about 20 minutes on 2 cores, downloads included (longer when the cores are busy)"
+  echo "scripts/test.sh: $n steps; from a fresh clone about 30 minutes on 2 cores, downloads included (longer when the cores are busy)"
 fi
 for i in "${selected[@]}"; do
   k=$((k + 1))
