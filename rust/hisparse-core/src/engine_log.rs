@@ -256,6 +256,51 @@ pub fn labelled(
     words.chain(found).collect()
 }
 
+/// The model as a name to compare: the last path component of a local path
+/// or an HF id (`/models/DeepSeek-V3.2` and `deepseek-ai/DeepSeek-V3.2`
+/// name the same checkpoint), a snapshot directory read as its repo.
+pub fn model_name(model: &str) -> String {
+    let trimmed = model.trim_end_matches('/');
+    if let Some(i) = trimmed.find("/models--") {
+        let repo = &trimmed[i + 9..];
+        let repo = repo.split('/').next().unwrap_or(repo);
+        return repo.rsplit("--").next().unwrap_or(repo).to_lowercase();
+    }
+    trimmed.rsplit('/').next().unwrap_or(trimmed).to_lowercase()
+}
+
+/// Where a log is not of this launch: for each `(log key, field, given)`
+/// size the log states otherwise, and for `model` (`(log key, field,
+/// given)`) a model of another name, the field, the message and what this
+/// launch gives. `measured` names what the engine measured (`the KV room`),
+/// which another layout changes. The engine words them as its diagnostics.
+pub fn launch_mismatches(
+    log: &EngineLog,
+    path: &str,
+    sizes: &[(&str, &'static str, i64)],
+    model: Option<(&str, &'static str, &str)>,
+    measured: &str,
+) -> Vec<(&'static str, String, String)> {
+    let mut out = Vec::new();
+    for &(key, field, given) in sizes {
+        if let Some(f) = log.first(key) {
+            let logged = f.value.number().unwrap_or(-1.0);
+            if logged != given as f64 {
+                out.push((field, format!("the engine log ({path}, line {}) is of a launch with {field} {logged}, this launch has {given}: the weights per GPU and {measured} it measured are another layout's", f.line), given.to_string()));
+            }
+        }
+    }
+    if let Some((key, field, given)) = model {
+        if let Some(f) = log.first(key) {
+            let logged = f.value.text().unwrap_or("");
+            if model_name(logged) != model_name(given) {
+                out.push((field, format!("the engine log ({path}, line {}) is of model {logged:?}, this launch serves {given:?}", f.line), given.to_owned()));
+            }
+        }
+    }
+    out
+}
+
 /// Reads a log in one pass, keeping the figures `rules` find. I/O errors are
 /// returned as they come (a log cut short is not one: what was read counts).
 pub fn read(reader: &mut dyn BufRead, rules: &[LineRule]) -> std::io::Result<EngineLog> {

@@ -7,8 +7,8 @@
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::engine_log::{
-    labelled, number_after, numbers, Compared, EngineLog, EngineLogReport, LineRule, Measured,
-    Value,
+    labelled, launch_mismatches, number_after, numbers, Compared, EngineLog, EngineLogReport,
+    LineRule, Measured, Value,
 };
 use crate::engines::sglang_0_5_23::args::SglangArgs;
 use crate::engines::sglang_0_5_23::stages::SglangStage;
@@ -79,41 +79,20 @@ pub fn measurements(
     options: &mut PlanOptions,
     path: &str,
 ) -> (Vec<Measured>, Vec<Diagnostic>) {
-    let mut errors = Vec::new();
     let pos = |v: Option<i64>| v.filter(|&x| x > 0).unwrap_or(1);
-    for (key, flag, given) in [
+    let sizes = [
         ("sglang_tp_size", "tp_size", pos(args.tp_size)),
         ("sglang_pp_size", "pp_size", pos(args.pp_size)),
         ("sglang_dp_size", "dp_size", pos(args.dp_size)),
-    ] {
-        if let Some(f) = log.first(key) {
-            let logged = f.value.number().unwrap_or(-1.0);
-            if logged != given as f64 {
-                errors.push(mismatch(
-                    flag,
-                    format!("the engine log ({path}, line {}) is of a launch with {flag} {logged}, this launch has {given}: the weights per GPU and the memory it measured are another layout's", f.line),
-                    &given.to_string(),
-                ));
-            }
-        }
-    }
-    if let (Some(f), Some(model)) = (log.first("sglang_model_path"), args.model_path.as_deref()) {
-        let logged = f.value.text().unwrap_or("");
-        let name = |m: &str| {
-            m.trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .unwrap_or(m)
-                .to_lowercase()
-        };
-        if name(logged) != name(model) {
-            errors.push(mismatch(
-                "model_path",
-                format!("the engine log ({path}, line {}) is of model {logged:?}, this launch serves {model:?}", f.line),
-                model,
-            ));
-        }
-    }
+    ];
+    let model = args
+        .model_path
+        .as_deref()
+        .map(|m| ("sglang_model_path", "model_path", m));
+    let errors: Vec<Diagnostic> = launch_mismatches(log, path, &sizes, model, "the memory")
+        .into_iter()
+        .map(|(field, message, given)| mismatch(field, message, &given))
+        .collect();
     let mut measured = Vec::new();
     // The rank with the most weights and the least room binds (SGLang takes
     // the minimum free memory over the launch's ranks, utils/common.py:427-576).

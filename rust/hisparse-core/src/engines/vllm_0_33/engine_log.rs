@@ -7,8 +7,8 @@
 
 use crate::diagnostic::{Code, Diagnostic};
 use crate::engine_log::{
-    labelled, leading_number, number_after, numbers, Compared, EngineLog, EngineLogReport,
-    LineRule, Measured, Value,
+    labelled, launch_mismatches, leading_number, number_after, numbers, Compared, EngineLog,
+    EngineLogReport, LineRule, Measured, Value,
 };
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
@@ -113,19 +113,6 @@ fn read_config_line(m: &str) -> Vec<(&'static str, Value)> {
     )
 }
 
-/// The model as a name to compare: the last path component of a local path
-/// or an HF id (`/models/DeepSeek-V3.2` and `deepseek-ai/DeepSeek-V3.2`
-/// name the same checkpoint), a snapshot directory read as its repo.
-fn model_name(model: &str) -> String {
-    let trimmed = model.trim_end_matches('/');
-    if let Some(i) = trimmed.find("/models--") {
-        let repo = &trimmed[i + 9..];
-        let repo = repo.split('/').next().unwrap_or(repo);
-        return repo.rsplit("--").next().unwrap_or(repo).to_lowercase();
-    }
-    trimmed.rsplit('/').next().unwrap_or(trimmed).to_lowercase()
-}
-
 /// The planner inputs the log measured, and the errors of a log that is not
 /// this launch's (another model, another parallel layout): the weights one
 /// rank holds and the KV room depend on them, so a log of another layout
@@ -136,38 +123,28 @@ pub fn measurements(
     options: &mut PlanOptions,
     path: &str,
 ) -> (Vec<Measured>, Vec<Diagnostic>) {
-    let mut errors = Vec::new();
-    let (tp, pp, dp) = (
-        args.tensor_parallel_size.unwrap_or(1),
-        args.pipeline_parallel_size.unwrap_or(1),
-        args.data_parallel_size.unwrap_or(1),
-    );
-    for (key, given) in [
-        ("tensor_parallel_size", tp),
-        ("pipeline_parallel_size", pp),
-        ("data_parallel_size", dp),
-    ] {
-        if let Some(f) = log.first(key) {
-            let logged = f.value.number().unwrap_or(-1.0);
-            if logged != given as f64 {
-                errors.push(mismatch(
-                    key,
-                    format!("the engine log ({path}, line {}) is of a launch with {key} {logged}, this launch has {given}: the weights per GPU and the KV room it measured are another layout's", f.line),
-                    &given.to_string(),
-                ));
-            }
-        }
-    }
-    if let (Some(f), Some(model)) = (log.first("model"), args.model.as_deref()) {
-        let logged = f.value.text().unwrap_or("");
-        if model_name(logged) != model_name(model) {
-            errors.push(mismatch(
-                "model",
-                format!("the engine log ({path}, line {}) is of model {logged:?}, this launch serves {model:?}", f.line),
-                model,
-            ));
-        }
-    }
+    let sizes = [
+        (
+            "tensor_parallel_size",
+            "tensor_parallel_size",
+            args.tensor_parallel_size.unwrap_or(1),
+        ),
+        (
+            "pipeline_parallel_size",
+            "pipeline_parallel_size",
+            args.pipeline_parallel_size.unwrap_or(1),
+        ),
+        (
+            "data_parallel_size",
+            "data_parallel_size",
+            args.data_parallel_size.unwrap_or(1),
+        ),
+    ];
+    let model = args.model.as_deref().map(|m| ("model", "model", m));
+    let errors: Vec<Diagnostic> = launch_mismatches(log, path, &sizes, model, "the KV room")
+        .into_iter()
+        .map(|(field, message, given)| mismatch(field, message, &given))
+        .collect();
     let mut measured = Vec::new();
     let ranks = |key: &str| log.all(key).count();
     if let Some(f) = log.max("weights_gib") {
@@ -386,6 +363,7 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine_log::model_name;
     use crate::engine_log::Value::{Number, Text};
 
     #[test]
