@@ -5,6 +5,7 @@
 use super::diag::{self, PairDiagnostic};
 use super::facts::{self, Checked};
 use super::model::{Deployment, NotRead};
+use super::plan::{self, DeployPlan, LaunchPlan};
 use serde_json::{json, Value};
 
 /// The whole deployment's verdict.
@@ -14,6 +15,8 @@ pub struct DeployReport {
     pub launch_errors: Vec<(String, String)>,
     pub errors: Vec<PairDiagnostic>,
     pub not_read: Vec<NotRead>,
+    /// The deployment's plan (plan.rs): per decode instance, per node.
+    pub plan: DeployPlan,
 }
 
 impl DeployReport {
@@ -42,11 +45,26 @@ pub fn check(dep: Deployment) -> DeployReport {
     let mut errors = super::rules_vllm::rules(&launches);
     errors.extend(super::rules_sglang::rules(&launches));
     errors.extend(super::rules_nodes::rules(&launches));
+    // Each launch planned as `--plan` plans it: the per-node pinned RAM and
+    // the deployment's plan read it.
+    let plans: Vec<LaunchPlan> = launches
+        .iter()
+        .map(|c| {
+            if c.report.valid {
+                plan::launch_plan(&c.launch)
+            } else {
+                Err("the launch is not valid: its own errors above".to_owned())
+            }
+        })
+        .collect();
+    errors.extend(super::rules_declared::rules(&launches, &plans));
+    let plan = plan::plan(&launches, &plans);
     DeployReport {
         launches,
         launch_errors,
         errors,
         not_read: dep.not_read,
+        plan,
     }
 }
 
@@ -62,6 +80,8 @@ fn launch_json(c: &Checked) -> Value {
         "replicas": l.replicas,
         "group_size": l.group_size,
         "machine": l.machine,
+        "node": l.node,
+        "declared_role": l.declared_role,
         "argv": l.argv_as_given,
         "model_read": l.model_mapped.iter().map(|(c, p)| json!({"container": c, "local": p})).collect::<Vec<_>>(),
         "report": report,
@@ -78,6 +98,7 @@ pub fn to_json(r: &DeployReport) -> String {
         "launch_errors": r.launch_errors.iter().map(|(l, e)| json!({"launch": l, "error": e})).collect::<Vec<_>>(),
         "errors": r.errors.iter().map(diag::to_json).collect::<Vec<_>>(),
         "not_read": r.not_read,
+        "plan": r.plan,
     });
     serde_json::to_string_pretty(&v).unwrap_or_default()
 }
@@ -103,6 +124,12 @@ fn role_word(c: &Checked) -> String {
         c.launch.engine.as_str(),
         if c.facts.hisparse { ", HiSparse" } else { "" }
     )
+}
+
+/// The report in words, with the deployment's plan (`--plan`).
+pub fn human_with_plan(r: &DeployReport) -> String {
+    let text = human(r);
+    format!("{text}\n{}", plan::human(&r.plan).trim_end())
 }
 
 /// The report in words.

@@ -102,7 +102,8 @@ pub fn read_text(
         object(&value, &at, dirs, out, 0)?;
         for l in &mut out.launches[before..] {
             // `{at}[.items[i]...]:Kind/name/container` -> source and name.
-            let tail = l.name.get(at.len()..).unwrap_or("");
+            // (A deployment file's launches keep the names they declare.)
+            let tail = l.name.strip_prefix(at.as_str()).unwrap_or("");
             if let Some(colon) = tail.find(':') {
                 l.source = format!("{at}{}", &tail[..colon]);
                 l.name = tail[colon + 1..].to_owned();
@@ -172,6 +173,7 @@ fn object(
                 out,
             )
         }
+        super::own::KIND => super::own::read_document(v, at, dirs, out),
         "LeaderWorkerSet" => {
             leader_worker_set(&spec, &here, &format!("LeaderWorkerSet/{name}"), dirs, out)
         }
@@ -185,7 +187,7 @@ fn object(
         other => {
             out.not_read.push(NotRead {
                 at: here,
-                why: format!("kind {other} is not read (read: Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, List)"),
+                why: format!("kind {other} is not read (read: Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, List, and the deployment file's {})", super::own::KIND),
             });
             Ok(())
         }
@@ -458,6 +460,18 @@ fn container(
         }
         argv.splice(0..0, ["vllm".to_owned(), "serve".to_owned()]);
     }
+    launch_of(argv, env, dirs)
+}
+
+/// The launch an argv runs (a `sh -c` string split first, its `NAME=value`
+/// words added to `env`), model paths mapped by `dirs`; `None` when it runs
+/// no engine. Err: a `sh -c` string we cannot read. The Kubernetes reader
+/// and the deployment file's (`own.rs`) both make their launches here.
+pub fn launch_of(
+    mut argv: Vec<String>,
+    mut env: BTreeMap<String, String>,
+    dirs: &ModelDirs,
+) -> Result<Option<Launch>, String> {
     if let Some(i) = shell::script_index(&argv) {
         let cmd = shell::split(&argv[i], &env)?;
         env.extend(cmd.env);
@@ -493,6 +507,8 @@ fn container(
         group_size: 1,
         machine: Machine::default(),
         model_mapped: mapped,
+        node: None,
+        declared_role: None,
     }))
 }
 
