@@ -28,3 +28,5 @@ pub mod shell;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_own;

@@ -207,12 +207,17 @@ fn command(v: &Value, at: &FieldPath, errs: &mut Vec<FieldError>) -> Vec<String>
             vec!["sh".to_owned(), "-c".to_owned(), s.clone()]
         }
         Value::Array(items) if !items.is_empty() => {
+            let before = errs.len();
             let mut words = Vec::new();
             for (i, w) in items.iter().enumerate() {
                 match w.as_str() {
                     Some(s) => words.push(s.to_owned()),
                     None => wrong_type(&at.index(i), w, "a string", errs),
                 }
+            }
+            // A command with a bad word is not read further (no second error for it).
+            if errs.len() > before {
+                words.clear();
             }
             words
         }
@@ -269,9 +274,10 @@ pub fn read_document(
         None => {}
         Some(Value::Object(m)) => {
             for (name, mv) in m {
-                if let Some(machine) = machine(mv, &FieldPath::root("nodes").key(name), &mut errs) {
-                    nodes.insert(name.clone(), machine);
-                }
+                // A node whose machine is bad is still declared: its launches
+                // are not reported again for naming it.
+                let m = machine(mv, &FieldPath::root("nodes").key(name), &mut errs);
+                nodes.insert(name.clone(), m.unwrap_or_default());
             }
         }
         Some(other) => wrong_type(
