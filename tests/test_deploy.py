@@ -96,7 +96,8 @@ DECODE = (
     "vllm serve /models/deepseek-v3.2 -tp 8 --kv-cache-dtype fp8_ds_mla --kv-transfer-config "
     """'{"kv_connector": "MultiConnector", "kv_role": "kv_consumer", "kv_connector_extra_config": """
     """{"connectors": [{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}, """
-    """{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"host_pool_gib": 600}}]}}'"""
+    """{"kv_connector": "HiSparseConnector", "kv_role": "kv_both", """
+    """"kv_connector_extra_config": {"host_pool_gib": 600}}]}}'"""
 )
 PREFILL = (
     "vllm serve /models/deepseek-v3.2 -tp 8 --kv-cache-dtype fp8_ds_mla --no-disable-hybrid-kv-cache-manager "
@@ -132,10 +133,19 @@ def test_launches_share_a_node_and_its_ram() -> None:
     assert all(launch["report"]["valid"] for launch in report.launches)
     # The CLI's --launch gives the same report.
     cli = subprocess.run(
-        [sys.executable, "-m", "hisparse_rs._cli", "deploy", "--model-dir", f"/models={MODELS['/models']}"]
-        + ["--gpu", "h200", "--gpus-per-node", "16", "--host-memory-gib", "1000"]
-        + ["--launch", PREFILL, "--role", "prefill", "--node", "p"]
-        + ["--launch", DECODE, "--node", "d", "--launch", DECODE, "--node=d", "--json"],
+        [
+            *(
+                sys.executable,
+                "-m",
+                "hisparse_rs._cli",
+                "deploy",
+                "--model-dir",
+                f"/models={MODELS['/models']}",
+            ),
+            *("--gpu", "h200", "--gpus-per-node", "16", "--host-memory-gib", "1000"),
+            *("--launch", PREFILL, "--role", "prefill", "--node", "p"),
+            *("--launch", DECODE, "--node", "d", "--launch", DECODE, "--node=d", "--json"),
+        ],
         capture_output=True,
         text=True,
         check=False,

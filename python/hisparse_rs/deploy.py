@@ -87,7 +87,8 @@ def _launch(i: int, launch: str | Mapping[str, str]) -> tuple[str, str | None, s
         return (launch, None, None)
     if not isinstance(launch, Mapping):
         raise TypeError(
-            f"launches[{i}]: a command line (str) or a mapping of command, role, node, not {type(launch).__name__}"
+            f"launches[{i}]: a command line (str) or a mapping of command, role, node, "
+            f"not {type(launch).__name__}"
         )
     unknown = sorted(set(launch) - {"command", "role", "node"})
     if unknown:

@@ -251,6 +251,20 @@ fn smaller_pool(
     }
 }
 
+/// The path of the HiSparseConnector's `host_pool_gib` in `--kv-transfer-config`.
+fn pool_path(ktc: Option<&Value>) -> String {
+    let is_hs =
+        |v: &Value| v.get("kv_connector").and_then(Value::as_str) == Some("HiSparseConnector");
+    let child = ktc
+        .and_then(|k| k.pointer("/kv_connector_extra_config/connectors"))
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().position(is_hs));
+    match child {
+        Some(i) => format!("kv_transfer_config.kv_connector_extra_config.connectors[{i}].kv_connector_extra_config.host_pool_gib"),
+        None => "kv_transfer_config.kv_connector_extra_config.host_pool_gib".to_owned(),
+    }
+}
+
 /// `host_pool_gib` of the HiSparseConnector (top level or a MultiConnector child) set to `gib`.
 fn set_pool(mut ktc: Value, gib: f64) -> Option<Value> {
     let is_hs =
@@ -311,15 +325,20 @@ fn ram(
     for (k, &(i, bytes)) in pinned.iter().enumerate() {
         let c = &all[i];
         let other = &all[pinned[(k + 1) % pinned.len()].0];
-        let (field, stage): (&str, Stage) = match c.launch.engine {
+        let (field, stage): (String, Stage) = match c.launch.engine {
             EngineKind::Vllm => (
-                "kv_transfer_config.kv_connector_extra_config.host_pool_gib",
+                pool_path(c.facts.kv_transfer_config.as_ref()),
                 VllmStage::Workers.into(),
             ),
             EngineKind::Sglang => (
-                "hisparse_config.host_to_device_ratio",
+                "hisparse_config.host_to_device_ratio".to_owned(),
                 SglangStage::CoordinatorInit.into(),
             ),
+        };
+        let field = field.as_str();
+        let other_field = match other.launch.engine {
+            EngineKind::Vllm => pool_path(other.facts.kv_transfer_config.as_ref()),
+            EngineKind::Sglang => "hisparse_config.host_to_device_ratio".to_owned(),
         };
         let (edits, words) = match (&fixes[k], all_fixed) {
             (Some((w, e)), true) => (vec![e.clone()], Some(w.clone())),
@@ -331,7 +350,7 @@ fn ram(
             launch: &c.launch.name,
             field,
             given: json!(bytes),
-            other: Some((&other.launch.name, field, json!(super::plan::pinned(other, &plans[pinned[(k + 1) % pinned.len()].0])))),
+            other: Some((&other.launch.name, &other_field, json!(super::plan::pinned(other, &plans[pinned[(k + 1) % pinned.len()].0])))),
             message: format!(
                 "node {node}'s launches pin {} of HiSparse host pools ({}), more than the {} usable (95 % of {} RAM): each alone fits, together they do not",
                 gib_text(total),
