@@ -105,6 +105,8 @@ fn launches_on_the_command_line() {
         out.contains("error[launch_role_mismatch] at handshake: launch-2"),
         "{out}"
     );
+    // The pair is the one declared: no second error for the two producers.
+    assert!(out.contains("Between launches: 1 error(s)"), "{out}");
     assert!(out.contains(r#"fix: on launch-2: --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'"#), "{out}");
     let (code, _, err) = run(&["--node", "d", "--launch", prefill]);
     assert_eq!(code, 2);

@@ -4,8 +4,9 @@
 
 use super::diag::{self, PairDiagnostic};
 use super::facts::{self, Checked};
-use super::model::{Deployment, NotRead};
+use super::model::{Deployment, NotRead, Role};
 use super::plan::{self, DeployPlan, LaunchPlan};
+use super::rules_declared;
 use serde_json::{json, Value};
 
 /// The whole deployment's verdict.
@@ -42,22 +43,36 @@ pub fn check(dep: Deployment) -> DeployReport {
             Err(e) => launch_errors.push((l.name, e)),
         }
     }
-    let mut errors = super::rules_vllm::rules(&launches);
+    let mut errors = rules_declared::role_rules(&launches);
+    // The P/D rules pair the launches by their declared roles where the
+    // role fix makes the command so; the report keeps the commands' roles.
+    let given: Vec<Role> = launches.iter().map(|c| c.launch.role).collect();
+    for c in &mut launches {
+        c.launch.role = rules_declared::paired_role(c);
+    }
+    errors.extend(super::rules_vllm::rules(&launches));
     errors.extend(super::rules_sglang::rules(&launches));
+    for (c, r) in launches.iter_mut().zip(given) {
+        c.launch.role = r;
+    }
     errors.extend(super::rules_nodes::rules(&launches));
     // Each launch planned as `--plan` plans it: the per-node pinned RAM and
     // the deployment's plan read it.
     let plans: Vec<LaunchPlan> = launches
         .iter()
         .map(|c| {
-            if c.report.valid {
+            let decodes = !matches!(c.launch.role, Role::Prefill);
+            if !c.report.valid {
+                Err("the launch is not valid: its own errors above".to_owned())
+            } else if c.facts.hisparse || decodes {
                 plan::launch_plan(&c.launch)
             } else {
-                Err("the launch is not valid: its own errors above".to_owned())
+                // A prefill without HiSparse pins nothing and serves no decode.
+                Err("a prefill launch without HiSparse: nothing to plan".to_owned())
             }
         })
         .collect();
-    errors.extend(super::rules_declared::rules(&launches, &plans));
+    errors.extend(rules_declared::node_rules(&launches, &plans));
     let plan = plan::plan(&launches, &plans);
     DeployReport {
         launches,

@@ -30,12 +30,28 @@ fn role_word(r: Role) -> &'static str {
     }
 }
 
-/// Every rule on declared roles and shared nodes.
-pub fn rules(all: &[Checked], plans: &[LaunchPlan]) -> Vec<PairDiagnostic> {
+/// The declared roles that differ from their commands' (`launch_role_mismatch`).
+pub fn role_rules(all: &[Checked]) -> Vec<PairDiagnostic> {
     let mut out = Vec::new();
     for c in all {
         role(c, &mut out);
     }
+    out
+}
+
+/// The role the P/D rules pair a launch by: the declared one where the
+/// `launch_role_mismatch` fix gives it to the command (that fix applied
+/// first, so every other mismatch is reported at once), else its command's.
+pub fn paired_role(c: &Checked) -> Role {
+    match c.launch.declared_role {
+        Some(want) if want != c.launch.role && role_edit(c, want).is_some() => want,
+        _ => c.launch.role,
+    }
+}
+
+/// The rules on nodes shared by several launches.
+pub fn node_rules(all: &[Checked], plans: &[LaunchPlan]) -> Vec<PairDiagnostic> {
+    let mut out = Vec::new();
     let mut nodes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, c) in all.iter().enumerate() {
         nodes.entry(node_of(&c.launch)).or_default().push(i);
@@ -211,7 +227,7 @@ fn fits(c: &Checked, edit: &Edit, target: u64) -> bool {
 /// starts: vLLM's host_pool_gib lowered by `target / pinned` (planned again
 /// to confirm), SGLang's host_to_device_ratio the largest below its own that
 /// fits (its pool is sized from the device slots the ratio leaves, so it is
-/// not linear in the ratio: each tried is planned).
+/// not linear in the ratio: each ratio tried is planned).
 fn smaller_pool(
     c: &Checked,
     plan: &hisparse_core::plan::Plan,
@@ -238,15 +254,27 @@ fn smaller_pool(
                 .and_then(|t| serde_json::from_str(t).ok())
                 .filter(Value::is_object)
                 .unwrap_or_else(|| json!({}));
-            (1..r).rev().find_map(|ratio| {
+            let edit = |ratio: u64| {
                 let mut cfg = cfg.clone();
                 cfg["host_to_device_ratio"] = json!(ratio);
-                let edit = Edit::Set {
+                Edit::Set {
                     flag: "--hisparse-config".into(),
                     value: cfg.to_string(),
-                };
-                fits(c, &edit, target).then(|| (format!("host_to_device_ratio {ratio}"), edit))
-            })
+                }
+            };
+            // The pool grows with the ratio (N_dev x R tokens, N_dev falling
+            // slower than R rises): the largest ratio below r that fits, by
+            // bisection (log2 r plans, whatever ratio was given).
+            let (mut lo, mut hi) = (0u64, r);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if fits(c, &edit(mid), target) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            (lo >= 1).then(|| (format!("host_to_device_ratio {lo}"), edit(lo)))
         }
     }
 }
