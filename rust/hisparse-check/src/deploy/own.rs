@@ -8,8 +8,8 @@
 //! its path (`launches[1].machine.ram_gib`), what was given, what is allowed
 //! and a fix, all reported at once.
 
-use super::k8s::{self, ModelDirs};
 use super::model::{Deployment, Launch, Machine, Role, MAX_LAUNCHES};
+use super::words::{self, ModelDirs};
 use hisparse_core::{Code, FieldPath};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -137,7 +137,7 @@ pub fn machine(v: &Value, at: &FieldPath, errs: &mut Vec<FieldError>) -> Option<
     if let Some(g) = obj.get("gpu") {
         let p = at.key("gpu");
         match g.as_str() {
-            Some(name) => match k8s::gpu_name(name) {
+            Some(name) => match words::gpu_name(name) {
                 Some(n) => m.gpu = Some(n),
                 None => errs.push(FieldError::new(
                     Code::InvalidValue,
@@ -416,7 +416,7 @@ pub fn make(
         if spec.argv.is_empty() {
             continue;
         }
-        let launch = match k8s::launch_of(spec.argv.clone(), spec.env.clone(), dirs) {
+        let launch = match words::launch_of(spec.argv.clone(), spec.env.clone(), dirs) {
             Ok(Some(l)) => l,
             Ok(None) => {
                 errs.push(FieldError::new(
