@@ -367,3 +367,30 @@ fn a_nodes_pinned_pools_together_within_95_percent_of_its_ram() {
         assert!(one.errors.is_empty(), "{:?}", codes(&one));
     }
 }
+
+#[test]
+fn a_multi_node_instance_is_planned_once() {
+    // vLLM DP 16 over two pods of 8 (a LeaderWorkerSet): one instance, led by rank 0.
+    let text = r#"
+kind: LeaderWorkerSet
+metadata: {name: dp}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        nodeSelector: {nvidia.com/gpu.product: NVIDIA-H200}
+        containers: [{name: v, command: [sh, -c, 'vllm serve /models/deepseek-v3.2 --kv-cache-dtype fp8_ds_mla --data-parallel-size 16 --data-parallel-size-local 8 --data-parallel-address $LWS_LEADER_ADDRESS --data-parallel-rpc-port 13345 --data-parallel-start-rank $((LWS_WORKER_INDEX * 8))'], resources: {limits: {nvidia.com/gpu: 8, memory: 2000Gi}}}]
+"#;
+    let r = check(read(text).unwrap());
+    assert!(r.valid(), "{:?} {:?}", codes(&r), r.launch_errors);
+    assert_eq!(r.plan.instances.len(), 1, "{:?}", r.plan.instances);
+    let i = &r.plan.instances[0];
+    assert_eq!(i.launch, "LeaderWorkerSet/dp/leader/v");
+    assert_eq!(i.data_parallel_size, 16);
+    // No HiSparse: the figures are the HiSparseConnector's it would take, and nothing is pinned.
+    assert!(!i.hisparse);
+    assert_eq!(r.plan.nodes.len(), 2);
+    assert!(r.plan.nodes.iter().all(|n| n.pinned_bytes == 0));
+    assert!(super::plan::human(&r.plan).contains("HiSparse is not configured: what it would give"));
+}
