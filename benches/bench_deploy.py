@@ -43,7 +43,8 @@ DECODE_KTC = {
     },
 }
 COMMON = ["/models/deepseek-v3.2", "--tensor-parallel-size", "8", "--kv-cache-dtype", "fp8_ds_mla"]
-PREFILL_ARGS = [*COMMON, "--no-disable-hybrid-kv-cache-manager", "--kv-transfer-config", json.dumps(PREFILL_KTC)]
+HMA = "--no-disable-hybrid-kv-cache-manager"
+PREFILL_ARGS = [*COMMON, HMA, "--kv-transfer-config", json.dumps(PREFILL_KTC)]
 DECODE_ARGS = [*COMMON, "--kv-transfer-config", json.dumps(DECODE_KTC)]
 
 
@@ -127,7 +128,7 @@ def main() -> None:
             deploy_ms / one_ms,
         ),
         (
-            f"`hisparse-check deploy --plan` (Rust binary), same manifest",
+            "`hisparse-check deploy --plan` (Rust binary), same manifest",
             f"{plan_ms:.1f} ms",
             f"one launch's `--plan` {one_ms:.2f} ms",
             plan_ms / one_ms,
