@@ -2,7 +2,7 @@
 
 A pool of prefill and decode launches (DeepSeek-V3.2 and GLM-5, named by two
 strings for the same weights; TP; --block-size; --kv-cache-dtype; --dtype;
-the hybrid KV cache manager flag; --max-model-len; NixlConnector, a
+the hybrid KV cache manager flag; --max-model-len; MTP; NixlConnector, a
 MultiConnector with HiSparse on the decode, a MultiConnector with a connector
 without SupportsHMA on the prefill, a host buffer on the decode) is built
 through vLLM 0.33.0's own code, each side once:
@@ -35,8 +35,8 @@ On these models the handshake's TP and block-size rules never refuse a
 pair vLLM builds (the test asserts it): the TP sizes vLLM accepts for them
 divide one another, and every DSA worker transfers 64-token kernel blocks.
 
-Not generated: speculative decoding (a hash factor the rules do not model
-yet), DCP, push mode, other GPUs than the H200 the harness answers for.
+MTP (``deepseek_mtp`` and ``mtp``, 1 or 2 tokens) is generated: its factors
+are hashed (nixl/metadata.py:103-143). Not generated: other speculators, DCP, push mode, other GPUs than the H200 the harness answers for.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ PAIRS = 320
 FIGURES: Counter[str] = Counter()
 
 HASH_CODES = {
+    "pd_speculative_mismatch",
     "pd_model_mismatch",
     "pd_dtype_mismatch",
     "pd_kv_cache_dtype_mismatch",
@@ -116,6 +117,9 @@ def _draw(rng: random.Random, decode: bool) -> tuple[str, dict[str, Any]]:
     }
     if rng.random() < 0.1:
         args["dtype"] = "float16"
+    if rng.random() < 0.3:  # MTP: a hash factor (its method and draft model; not its depth)
+        method = rng.choice(["mtp", "deepseek_mtp"])
+        args["speculative_config"] = {"method": method, "num_speculative_tokens": rng.choice([1, 2])}
     hma = rng.choice([None, None, None, True, False])
     if hma is not None:
         args["disable_hybrid_kv_cache_manager"] = hma
@@ -263,6 +267,8 @@ def _ours(p: Side, d: Side, tmp: Path, reasons: set[str]) -> dict[str, bool]:
     path.write_text(_manifest(p, d))
     report = hisparse_rs.check_deployment(path, model_dirs=MODEL_DIRS)
     codes = set(report.codes)
+    for code in codes:
+        FIGURES[f"ours: {code}"] += 1
     ours = {
         "hash": bool(codes & HASH_CODES),
         "handshake": bool(codes & HANDSHAKE_CODES),
@@ -314,3 +320,6 @@ def test_pairs_agree_with_vllms_hash_and_handshake(
     for reason in ("hash", "role", "context"):
         assert 0 < FIGURES[f"vLLM refuses: {reason}"] < PAIRS, (reason, FIGURES)
     assert FIGURES["vLLM refuses: handshake"] == 0, FIGURES
+    # Each hash factor is reached (MTP on one side only among them).
+    for code in sorted(HASH_CODES):
+        assert FIGURES[f"ours: {code}"] > 0, (code, FIGURES)

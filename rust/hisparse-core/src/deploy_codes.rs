@@ -39,6 +39,7 @@ pub const DEPLOY_CODES: &[DeployCode] = &[
     c(Code::MultinodeSizesMismatch, Some("vllm/config/parallel.py:147-159, :323-326 (data_parallel_size, data_parallel_size_local, data_parallel_master_ip, node_rank, nnodes); engine/arg_utils.py:557-559 (--data-parallel-start-rank, --data-parallel-address)"), Some("sglang/srt/arg_groups/fields/parallel.py:32-45 (dist_init_addr, nnodes, node_rank, tp_size)")),
     c(Code::MultinodeRanksInvalid, Some("vllm/config/parallel.py:323 (node_rank); engine/arg_utils.py:557, 2489-2509 (data_parallel_start_rank)"), Some("sglang/srt/arg_groups/fields/parallel.py:44 (node_rank)")),
     c(Code::NodeGpusExceeded, Some("the pod's resources.limits[\"nvidia.com/gpu\"]: vLLM sees only those GPUs"), Some("the pod's resources.limits[\"nvidia.com/gpu\"]: SGLang sees only those GPUs")),
+    c(Code::PdSpeculativeMismatch, Some("vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:103-143 (_get_speculative_compatibility_factors, hashed at :200: method, draft model, revision, parallel_drafting, kv_cache_dtype, for the methods use_eagle() names, config/speculative.py:2116-2120); the decode's handshake refuses a peer whose hash differs: nixl/base_worker.py:1191-1207"), None),
 ];
 
 #[cfg(test)]

@@ -195,6 +195,8 @@ codes! {
     MultinodeSizesMismatch => "multinode_sizes_mismatch",
     MultinodeRanksInvalid => "multinode_ranks_invalid",
     NodeGpusExceeded => "node_gpus_exceeded",
+    // Deployment rules the differential tests against the wheels added (h25a).
+    PdSpeculativeMismatch => "pd_speculative_mismatch",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

@@ -54,6 +54,11 @@ pub struct Facts {
     pub host_buffer: bool,
     /// `--decode-context-parallel-size` (1 when unset).
     pub dcp: i64,
+    /// The speculative factors vLLM hashes ([`vllm_speculative_factors`]);
+    /// None without a hidden-state speculator.
+    pub speculative: Option<Value>,
+    /// `--speculative-config` as given (the fix copies it).
+    pub speculative_given: Option<Value>,
     pub kv_transfer_config: Option<Value>,
     /// (kv_role, its path) of the transfer connector.
     pub kv_role: Option<(String, String)>,
@@ -134,8 +139,21 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
     let hisparse = report.hisparse_enabled;
     let sparse = model.as_ref().is_some_and(|m| m.index_topk.is_some());
     let architecture = model.as_ref().and_then(|m| m.architecture.clone());
-    let kv_cache_dtype =
-        vllm_hashed_cache_dtype(serve.kv_cache_dtype.as_deref(), architecture.as_deref(), sparse);
+    let spec = serve.speculative_config.as_ref().and_then(|v| match v {
+        Value::String(t) => serde_json::from_str::<Value>(t).ok(),
+        Value::Null => None,
+        other => Some(other.clone()),
+    });
+    let kv_cache_dtype = vllm_hashed_cache_dtype(
+        serve.kv_cache_dtype.as_deref(),
+        architecture.as_deref(),
+        sparse,
+    );
+    let speculative = vllm_speculative_factors(
+        spec.as_ref(),
+        given_model(l, serve.model.as_deref()).as_deref(),
+        &kv_cache_dtype,
+    );
     let dtype = match flag_value(&l.args, "--dtype").unwrap_or("auto") {
         "auto" => model
             .as_ref()
@@ -183,10 +201,13 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
         } else {
             serve.block_size.unwrap_or(VLLM_DEFAULT_BLOCK_SIZE)
         },
-        host_buffer: ktc.as_ref().and_then(transfer_leaf).is_some_and(|c| {
-            c.get("kv_buffer_device").and_then(Value::as_str) == Some("cpu")
-        }),
+        host_buffer: ktc
+            .as_ref()
+            .and_then(transfer_leaf)
+            .is_some_and(|c| c.get("kv_buffer_device").and_then(Value::as_str) == Some("cpu")),
         dcp: serve.decode_context_parallel_size.unwrap_or(1),
+        speculative,
+        speculative_given: spec,
         kv_role: ktc
             .as_ref()
             .and_then(transfer_connector)
@@ -215,13 +236,53 @@ const VLLM_DEFAULT_BLOCK_SIZE: i64 = 16;
 /// `fp8_ds_mla` and writes it back (model_executor/layers/attention/
 /// mla_attention.py:359-376, 522-529), while `fp8_e4m3` selects FlashInfer's
 /// SM90 kernel and stays `fp8_e4m3`.
-pub fn vllm_hashed_cache_dtype(given: Option<&str>, architecture: Option<&str>, sparse: bool) -> String {
+pub fn vllm_hashed_cache_dtype(
+    given: Option<&str>,
+    architecture: Option<&str>,
+    sparse: bool,
+) -> String {
     match given.unwrap_or("auto") {
         "bfloat16" if architecture == Some("DeepseekV32ForCausalLM") => "auto",
         "fp8" | "fp8_ds_mla" if sparse => "fp8_ds_mla",
         other => other,
     }
     .to_owned()
+}
+
+/// What vLLM 0.33 hashes of the speculative config
+/// (`_get_speculative_compatibility_factors`, nixl/metadata.py:103-143):
+/// nothing unless `use_eagle()` (eagle, eagle3, mtp, dflash, dspark;
+/// config/speculative.py:2116-2120; every `*_mtp` method is read as `mtp`,
+/// :1246-1250), else the method, the draft model (an MTP draft is the
+/// target's own model string), its revision, `parallel_drafting` and the
+/// draft's KV cache dtype (the target's when unset). `num_speculative_tokens`
+/// is not hashed.
+pub fn vllm_speculative_factors(
+    spec: Option<&Value>,
+    target_model: Option<&str>,
+    cache_dtype: &str,
+) -> Option<Value> {
+    let spec = spec?;
+    let method = spec.get("method").and_then(Value::as_str)?;
+    let method = if method.ends_with("_mtp") {
+        "mtp"
+    } else {
+        method
+    };
+    if !["eagle", "eagle3", "mtp", "dflash", "dspark"].contains(&method) {
+        return None;
+    }
+    let model = spec
+        .get("model")
+        .and_then(Value::as_str)
+        .or(if method == "mtp" { target_model } else { None });
+    Some(serde_json::json!({
+        "method": method,
+        "model": model,
+        "revision": spec.get("revision"),
+        "parallel_drafting": spec.get("parallel_drafting").and_then(Value::as_bool).unwrap_or(false),
+        "kv_cache_dtype": spec.get("kv_cache_dtype").and_then(Value::as_str).unwrap_or(cache_dtype),
+    }))
 }
 
 /// The transfer connector's own config (a MultiConnector's first child that is not HiSparseConnector).
@@ -252,7 +313,12 @@ fn all_support_hma(ktc: &Value) -> bool {
                     stack.extend(children);
                 }
             }
-            Some(name) if hisparse_core::engines::vllm_0_33::connectors::CONNECTORS_WITHOUT_HMA.contains(&name) => return false,
+            Some(name)
+                if hisparse_core::engines::vllm_0_33::connectors::CONNECTORS_WITHOUT_HMA
+                    .contains(&name) =>
+            {
+                return false
+            }
             _ => {}
         }
     }

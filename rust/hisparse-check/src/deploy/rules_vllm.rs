@@ -227,6 +227,38 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             vec![edit],
         ));
     }
+    if f.speculative != k.speculative {
+        let say = |s: &Option<Value>| {
+            s.as_ref().map_or_else(
+                || "none".to_owned(),
+                |v| v["method"].as_str().unwrap_or("?").to_owned(),
+            )
+        };
+        let msg = format!("speculative decoding {} here and {} on the other side: a hidden-state speculator's method, draft model and draft KV dtype are compatibility-hash factors (num_speculative_tokens is not)", say(&f.speculative), say(&k.speculative));
+        let edits = k.speculative_given.as_ref().map_or_else(Vec::new, |v| {
+            vec![Edit::Set {
+                flag: "--speculative-config".into(),
+                value: v.to_string(),
+            }]
+        });
+        out.push(mk(
+            Code::PdSpeculativeMismatch,
+            "speculative_config",
+            json!(f.speculative_given),
+            json!(k.speculative_given),
+            msg,
+            HASH_MSG,
+            edits,
+        ));
+        if k.speculative_given.is_none() {
+            if let Some(last) = out.last_mut() {
+                last.diagnostic.hint = Some(format!(
+                    "on {}: remove --speculative-config (the other side runs none)",
+                    fix.launch.name
+                ));
+            }
+        }
+    }
     block_rule(p, d, out);
     tp_rule(p, d, out);
     context_rule(p, d, out);
@@ -287,7 +319,11 @@ fn block_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             launch: &fix.launch.name,
             field: "block_size",
             given: json!(fix.facts.block_size),
-            other: Some((&keep.launch.name, "block_size", json!(keep.facts.block_size))),
+            other: Some((
+                &keep.launch.name,
+                "block_size",
+                json!(keep.facts.block_size),
+            )),
             message: msg,
             engine_message: &engine,
         }
@@ -322,8 +358,18 @@ fn compatible_size(own: i64, other: i64) -> i64 {
 /// prefill's fix: the largest size within its own that fits.
 fn tp_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
     for (field, flag, pt, dt) in [
-        ("tensor_parallel_size", "--tensor-parallel-size", p.facts.tp.max(1), d.facts.tp.max(1)),
-        ("decode_context_parallel_size", "--decode-context-parallel-size", p.facts.dcp.max(1), d.facts.dcp.max(1)),
+        (
+            "tensor_parallel_size",
+            "--tensor-parallel-size",
+            p.facts.tp.max(1),
+            d.facts.tp.max(1),
+        ),
+        (
+            "decode_context_parallel_size",
+            "--decode-context-parallel-size",
+            p.facts.dcp.max(1),
+            d.facts.dcp.max(1),
+        ),
     ] {
         if dt % pt == 0 || pt % dt == 0 {
             continue;
