@@ -36,7 +36,8 @@ pair vLLM builds (the test asserts it): the TP sizes vLLM accepts for them
 divide one another, and every DSA worker transfers 64-token kernel blocks.
 
 MTP (``deepseek_mtp`` and ``mtp``, 1 or 2 tokens) is generated: its factors
-are hashed (nixl/metadata.py:103-143). Not generated: other speculators, DCP, push mode, other GPUs than the H200 the harness answers for.
+are hashed (nixl/metadata.py:103-143). Not generated: other speculators,
+DCP, push mode, other GPUs than the H200 the harness answers for.
 """
 
 from __future__ import annotations
