@@ -2,8 +2,9 @@
 //! bootstraps with a prefill server, on each (prefill, decode) pair, fixed
 //! on the side without HiSparse: page sizes as each side resolves them (a
 //! DSA model's is 64 x index_kpool whatever `--page-size` says,
-//! arg_groups/model_overrides/deepseek_v2.py:150-176; conn.py:1320-1324),
-//! the transfer backend, attention TP (conn.py:1432-1470), KV dtype, the
+//! arg_groups/model_overrides/deepseek_v2.py:150-176; conn.py:1320-1325),
+//! the KV cache dtype (conn.py:1327-1335), the attention-TP mapping
+//! (`_resolve_rank_mapping`, conn.py:1432-1464), the transfer backend, the
 //! model, the context length.
 
 use super::diag::{Edit, Pair, PairDiagnostic};
