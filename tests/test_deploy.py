@@ -28,7 +28,6 @@ MODELS = {"/models": str(ROOT / "tests" / "data" / "models")}
                 "pd_kv_role_unpaired",
                 "pd_kv_cache_dtype_mismatch",
                 "pd_hybrid_kv_cache_manager_mismatch",
-                "pd_block_size_mismatch",
             ],
         ),
         (
@@ -36,7 +35,6 @@ MODELS = {"/models": str(ROOT / "tests" / "data" / "models")}
             [
                 "pd_kv_role_unpaired",
                 "pd_transfer_backend_mismatch",
-                "pd_attention_tp_mismatch",
                 "pd_kv_cache_dtype_mismatch",
             ],
         ),

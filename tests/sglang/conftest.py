@@ -38,6 +38,17 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     """SGLang's import time, and the differential test's figures: examples, agreements, deviations by code."""
     write = terminalreporter.write_line  # type: ignore[attr-defined]
     write(f"SGLang 0.5.23 imported once in {IMPORT_S:.1f} s")
+    deploy = getattr(sys.modules.get("test_deploy_differential"), "FIGURES", None)
+    if deploy:
+        refusals = ", ".join(
+            f"{k.removeprefix('SGLang refuses: ')} {n}"
+            for k, n in sorted(deploy.items())
+            if k.startswith("SGLang refuses: ")
+        )
+        write(
+            f"hisparse_rs.check_deployment vs SGLang 0.5.23's P/D bootstrap: {deploy['pairs']} pairs, "
+            f"{deploy['agree']} agree (SGLang refuses by reason: {refusals})"
+        )
     differential = sys.modules.get("test_differential")
     oracle = getattr(differential, "ORACLE_FIGURES", None)
     if oracle:

@@ -199,6 +199,8 @@ codes! {
     // a declared role, the pinned pools of a node's launches together.
     LaunchRoleMismatch => "launch_role_mismatch",
     NodeHostMemoryExceeded => "node_host_memory_exceeded",
+    // Deployment rules the differential tests against the wheels added (h25a).
+    PdSpeculativeMismatch => "pd_speculative_mismatch",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an
