@@ -36,7 +36,13 @@ import yaml
 import hisparse_rs
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples" / "deploy").glob("*.yaml"))
+# The Kubernetes examples; examples/deploy/*-file.yaml are deployment files of
+# our own (kind: HisparseDeployment, docs/deploy.md), not API objects.
+EXAMPLES = sorted(
+    p
+    for p in (ROOT / "examples" / "deploy").glob("*.yaml")
+    if "kind: HisparseDeployment" not in p.read_text()
+)
 MODELS = {"/models": str(ROOT / "tests" / "data" / "models")}
 LWS_SCHEMA = json.loads((ROOT / "tests" / "data" / "k8s" / "leaderworkerset-v1.schema.json").read_text())
 # Built once: jsonschema.validate would check the 131 KB schema on every call.
