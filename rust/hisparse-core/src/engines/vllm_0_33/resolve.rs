@@ -13,7 +13,7 @@ use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
 use crate::engines::vllm_0_33::connectors::{self, ConnectorTree};
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
-use crate::engines::vllm_0_33::input::{HiSparseInput, Scalars};
+use crate::engines::vllm_0_33::input::{HiSparseInput, Hw, Scalars};
 use crate::engines::vllm_0_33::schema::{
     self, check_keys, closest, lax_bool, lax_int, quoted, type_error, ATTENTION_FIELDS,
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
@@ -22,7 +22,6 @@ use crate::engines::vllm_0_33::schema::{
 use crate::engines::vllm_0_33::stages;
 use crate::engines::vllm_0_33::validate::{self, PoolAdvice, StartupNeed};
 use crate::engines::vllm_0_33::{fixes, misplaced, startup};
-use crate::gpu::GpuSpec;
 use crate::model::{self, ModelInfo};
 use crate::path::FieldPath;
 use crate::report::{ModelSummary, Report};
@@ -33,9 +32,10 @@ use serde_json::{json, Value};
 /// model facts and what start-up needs of the host pool when the sizes are known.
 pub(crate) fn resolve_once(
     args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     advice: Option<&PoolAdvice>,
 ) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
+    let gpu = hw.gpu;
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around
@@ -67,7 +67,9 @@ pub(crate) fn resolve_once(
     let full_graphs = !matches!(cudagraph_mode.as_deref(), Some("NONE" | "PIECEWISE"));
     let children_late = args.disable_hybrid_kv_cache_manager.is_some() && !full_graphs;
     stages::set_connector_stages(&mut d[walked..walk_end], children_late);
-    let scalars = check_scalars(args, &mut d);
+    let mut scalars = check_scalars(args, &mut d);
+    scalars.gpus_per_node = hw.gpus_per_node;
+    scalars.gpus_per_node_server = hw.server.map(str::to_owned);
 
     let loaded = args.load_hf_config()?;
     let overrides = match &args.hf_overrides {
@@ -582,6 +584,8 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         platform,
         kv_cache_dtype,
         v2_runner,
+        gpus_per_node: None,
+        gpus_per_node_server: None,
     }
 }
 

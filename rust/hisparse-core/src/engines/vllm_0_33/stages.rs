@@ -95,6 +95,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::DataParallelLayoutInvalid, EngineStart, "config/parallel.py:827 nnodes_within_dp, v1/executor/multiproc_executor.py:305, first read when the engine starts"),
     row(Code::HeadlessWithoutLocalReplicas, EngineStart, "entrypoints/cli/serve.py:203 run_headless \"data_parallel_size_local must be > 0 in headless mode\""),
     row(Code::ExternalLbLocalSizeInvalid, Config, "engine/arg_utils.py:2476-2483 \"an external data-parallel rank requires --data-parallel-size-local 1\""),
+    row(Code::GpusPerNodeExceeded, EngineStart, "config/parallel.py:1068-1077 \"World size (N) is larger than the number of available GPUs (M) in this node\" (one node, the default executor: stage config, set by the rule), v1/worker/gpu_worker.py:487-490 \"DP adjusted local rank N is out of bounds for M devices\" (a DP replica past the node's GPUs, as its workers start)"),
     row(Code::ModelNotDsa, Config, "config/vllm.py:1909 hasattr(hf_config, \"index_topk\")"),
     row(Code::DeepseekV4Unsupported, Workers, "v1/hisparse/layout.py:104"),
     row(Code::IndexTopkTooLarge, Workers, "v1/hisparse/runtime.py:142 (device_buffer_size above 32768)"),
