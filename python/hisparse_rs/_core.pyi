@@ -593,7 +593,9 @@ def gpu_spec(name: str) -> dict[str, Any]:
     driver reports (``"NVIDIA H200"``, what vLLM's ``current_platform.get_device_name()``
     returns). Keys: name, description, platform, arch (``"sm_90"``), memory_gib,
     memory_source, sm_count (the SMs the product enables), max_shared_memory_per_block
-    (bytes, opt-in), shared_memory_source.
+    (bytes, opt-in), shared_memory_source; gpus_per_node and server (its usual server: 8 on
+    HGX / DGX boards, 4 on a GB200 / GB300 NVL72 tray; absent for PCIe and NVL cards), what
+    ``gpus_per_node=`` / ``--gpus-per-node`` defaults to.
 
     Raises ValueError for a GPU not in the table (the message lists the known ones).
     """

@@ -37,7 +37,7 @@ _ENV = object()
 
 # Facts about the machines (not vllm serve flags), shared by check() and plan();
 # check_args() also takes host_memory_source (what host_memory_gib is, for messages).
-_MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib")
+_MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib", "gpus_per_node")
 _CHECK_ARGS_OPTIONS = (*_MACHINE_OPTIONS, "host_memory_source")
 
 
@@ -116,6 +116,7 @@ def check(
     gpu_memory_gib: float | None = None,
     host_memory_gib: float | None = None,
     weights_gib: float | None = None,
+    gpus_per_node: int | None = None,
     **server_args: Any,
 ) -> Report:
     """Check a vLLM serve configuration (or, with ``engine="sglang"``, an SGLang
@@ -175,6 +176,14 @@ def check(
             report carries the warning ``host_memory_not_given``: the RAM was not checked); a known
             GPU memory makes host_pool_gib fixes offer the pool that lets the
             GPUs bind instead of the start-up minimum.
+        gpus_per_node: GPUs one node holds (``--gpus-per-node``, 1 ..= 1024;
+            default: ``gpu``'s usual server, 8 on HGX / DGX A100, H100, H800,
+            H20, H200, B200, B300 and the MI300X platform, 4 on a GB200 / GB300
+            NVL72 compute tray, unknown for PCIe and NVL cards): a launch that
+            runs more on one node (tensor x pipeline x its local DP replicas)
+            is ``gpus_per_node_exceeded`` (vLLM 0.33 config/parallel.py:1068,
+            v1/worker/gpu_worker.py:487; SGLang 0.5.23
+            model_executor/model_runner.py:455), with a fix over more nodes.
 
     Raises:
         ModelLoadError: the model's config.json cannot be found or read.
@@ -187,6 +196,7 @@ def check(
         "gpu_memory_gib": gpu_memory_gib,
         "host_memory_gib": host_memory_gib,
         "weights_gib": weights_gib,
+        "gpus_per_node": gpus_per_node,
     }
     if sglang.engine_name(engine) == "sglang":
         if given:
@@ -264,7 +274,7 @@ def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> di
 
 def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
-    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``,
+    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``, ``gpus_per_node``,
     and ``host_memory_source``: what ``host_memory_gib`` is, quoted by the messages (at most
     512 bytes; default "given with --host-memory-gib"; the vLLM plugin passes the node's
     available RAM and says so).

@@ -333,3 +333,28 @@ def test_a_failure_reading_the_machine_keeps_the_other_checks(monkeypatch: pytes
     with pytest.raises(ValueError, match=r"error\[host_pool_too_small\]") as raised:
         engine_args(0.5).create_engine_config()
     assert "Not checked: the machine's checks (reading it failed: RuntimeError: boom)." in str(raised.value)
+
+
+# ---- the node's GPUs (issue 22 item 9) ---------------------------------------
+
+
+def test_a_launch_over_the_gpus_vllm_counts_is_reported_before_the_model_loads() -> None:
+    """-tp 8 -dp 2 on the stub's 8 GPUs: 16 GPUs on one node. vLLM's own world-size check
+    (config/parallel.py:1068) counts one replica and passes; its workers fail later
+    (gpu_worker.py:487). The plugin passes the device count vLLM sees and refuses it first."""
+    node = vllm_plugin.machine(engine_args(data_parallel_size=2), "cuda")
+    assert node.options["gpus_per_node"] == 8 and "8 GPUs visible" in node.checked
+    assert "--gpus-per-node 8" in node.flags()
+    with pytest.raises(ValueError, match=r"error\[gpus_per_node_exceeded\]"):
+        engine_args(data_parallel_size=2).create_engine_config()
+
+
+def test_the_node_and_dp_fields_reach_the_check() -> None:
+    """node_rank, data_parallel_rank and data_parallel_backend are read (issue 22's list)."""
+    serve = vllm_plugin.serve_args_of(
+        engine_args(data_parallel_size=2, nnodes=2, node_rank=1, data_parallel_backend="mp")
+    )
+    assert (serve["node_rank"], serve["data_parallel_backend"]) == (1, "mp")
+    assert vllm_plugin.serve_args_of(engine_args(data_parallel_size=2, data_parallel_rank=1))[
+        "data_parallel_rank"
+    ] == 1

@@ -366,3 +366,39 @@ fn the_weights_room_fix_keeps_the_gpus_with_dp() {
     );
     assert!(check(&all_fixed(&a, &r), &o).unwrap().valid);
 }
+
+/// Item 9, SGLang: `--tp 16` on an 8-GPU node takes GPU ids past the node's
+/// (model_runner.py:455, stage scheduler_start); the fix keeps the 16 GPUs
+/// over 2 nodes and passes. `--tp 8 --dp-size 2` (replicas) is refused with
+/// no fix that would change the deployment; attention DP inside the 8 GPUs
+/// is one world and passes.
+#[test]
+fn sglang_launches_over_the_nodes_gpus_are_refused() {
+    use hisparse_core::engines::sglang_0_5_23::{self as sg, SglangArgs};
+    let sargs = |v: Value| {
+        let mut a = json!({"model_path": model_dir("deepseek-v3.2"), "enable_hisparse": true,
+                           "disable_radix_cache": true});
+        for (k, x) in v.as_object().unwrap() {
+            a[k] = x.clone();
+        }
+        SglangArgs::from_json(a).unwrap()
+    };
+    let o = gpus(Some("h200"), None);
+    let a = sargs(json!({"tp_size": 16}));
+    let r = sg::check(&a, &o).unwrap();
+    let e = error(&r, Code::GpusPerNodeExceeded);
+    assert_eq!(serde_json::to_value(e.stage).unwrap(), json!("scheduler_start"));
+    assert!(e.message.contains("model_runner.py:455"), "{}", e.message);
+    assert_eq!(e.fix, vec![FixOp::Set { path: FieldPath::root("nnodes"), value: json!(2) }]);
+    let f = sg::fixes_applied(&a, &r.errors).unwrap();
+    let after = sg::check(&f, &o).unwrap();
+    assert!(after.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded), "{:?}", after.errors);
+    let r = sg::check(&sargs(json!({"tp_size": 8, "dp_size": 2})), &o).unwrap();
+    let e = error(&r, Code::GpusPerNodeExceeded);
+    assert!(e.fix.is_empty() && e.hint.as_deref().unwrap().contains("own launch"));
+    let r = sg::check(&sargs(json!({"tp_size": 8, "dp_size": 2, "enable_dp_attention": true})), &o).unwrap();
+    assert!(r.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
+    // Unknown node: not checked.
+    let r = sg::check(&a, &gpus(None, None)).unwrap();
+    assert!(r.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
+}

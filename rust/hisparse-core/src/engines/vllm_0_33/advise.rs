@@ -263,8 +263,13 @@ fn absorb(
                     .collect();
                 Diagnostic { fix, ..e.clone() }
             };
-            let owner = (0..errors.len())
+            // A layout over the node's GPUs is its own error (revealed), and
+            // its fix owns nothing: it counts the GPUs of the configuration as
+            // given, which another fix (a tensor parallel size) may change.
+            let own = found.code != Code::GpusPerNodeExceeded;
+            let owner = (0..if own { errors.len() } else { 0 })
                 .rev()
+                .filter(|i| errors[*i].code != Code::GpusPerNodeExceeded)
                 .map(|i| (i, seen_by(i, found)))
                 .find(|(i, e)| {
                     let e = probe(e);
@@ -284,10 +289,10 @@ fn absorb(
                 // as much whatever block size the revealing fix sets, so it is
                 // an error of its own (revealed), not folded into that fix.
                 .or_else(|| {
-                    if matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
+                    if !own || matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
                         return None;
                     }
-                    (0..errors.len()).find_map(|i| {
+                    (0..errors.len()).filter(|i| errors[*i].code != Code::GpusPerNodeExceeded).find_map(|i| {
                         let e = seen_by(i, found);
                         // Revealed: the report as given does not have it.
                         if errors.iter().any(|d| d.code == e.code && d.path == e.path) {

@@ -639,6 +639,10 @@ fn node_layout(p: &Parallel, gpn: u64, mp: bool) -> Option<(i64, i64)> {
     let gpn = i64::try_from(gpn).ok()?;
     let first = p.nnodes.max(1).max(total.saturating_add(gpn - 1) / gpn);
     for n in first..first.saturating_add(MAX_NODE_TRIALS).min(total.saturating_add(1)) {
+        // nnodes divides the world (DP x PP x TP x PCP), as check_launch asks.
+        if total % n != 0 {
+            continue;
+        }
         let q = Parallel { nnodes: n, ..*p };
         // Replicas that span the fewest nodes (tensor parallelism stays on a
         // node's links), then the most replicas a node.
