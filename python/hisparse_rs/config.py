@@ -74,6 +74,10 @@ def _serve_args(
         env = int(env)  # the variable holds an integer: "1" / "0"
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = str(env)
+    # Read as vLLM reads it (vllm/envs.py:1115): max_model_len over the model's warns instead.
+    long_len = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if long_len is not None:
+        args["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = long_len
     return args
 
 

@@ -361,6 +361,9 @@ def serve_args_of(engine_args: Any) -> dict[str, Any]:
         value = getattr(engine_args, name, None)
         if isinstance(value, Mapping) and value:  # a callable hf_overrides cannot be read
             args[name] = _json(value)
+    long_len = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if long_len is not None:
+        args["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = long_len
     env = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = env

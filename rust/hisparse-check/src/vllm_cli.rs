@@ -343,6 +343,7 @@ pub(crate) fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> Ser
             cli.no_disable_hybrid_kv_cache_manager,
         ),
         vllm_use_v2_model_runner: env("VLLM_USE_V2_MODEL_RUNNER"),
+        vllm_allow_long_max_model_len: env("VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
         platform: cli.platform,
     }
 }

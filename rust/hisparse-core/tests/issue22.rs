@@ -402,3 +402,38 @@ fn sglang_launches_over_the_nodes_gpus_are_refused() {
     let r = sg::check(&a, &gpus(None, None)).unwrap();
     assert!(r.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
 }
+
+/// The "Also" list: a config.json without max_position_embeddings is vLLM's
+/// 2048 tokens (config/model.py:2589-2595), not an error; and
+/// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 makes a max_model_len over the model's a
+/// warning, as vLLM only warns (config/model.py:2676; envs.py:1115 reads
+/// "1" or "true", stripped, any case).
+#[test]
+fn vllms_default_length_and_its_long_length_variable() {
+    let mut cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}/config.json", model_dir("deepseek-v3.2"))).unwrap(),
+    )
+    .unwrap();
+    cfg.as_object_mut().unwrap().remove("max_position_embeddings");
+    let a = ServeArgs::from_json(json!({"hf_config": cfg, "tensor_parallel_size": 8,
+                                        "kv_transfer_config": hisparse(json!(64))}))
+    .unwrap();
+    let r = resolve(&a).unwrap();
+    assert!(r.valid, "{:?}", r.errors);
+    assert_eq!(r.vllm_hisparse().unwrap().max_model_len.value, 2048);
+    let long = |env: Option<&str>| {
+        let mut doc = json!({"tensor_parallel_size": 8, "max_model_len": 200_000,
+                             "kv_transfer_config": hisparse(json!(64))});
+        if let Some(v) = env {
+            doc["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = json!(v);
+        }
+        resolve(&args(doc)).unwrap()
+    };
+    assert_eq!(error(&long(None), Code::MaxModelLenTooLarge).given, Some(json!(200_000)));
+    assert!(error(&long(Some("0")), Code::MaxModelLenTooLarge).fix.len() == 1);
+    for on in ["1", " TRUE "] {
+        let r = long(Some(on));
+        assert!(r.errors.iter().all(|e| e.code != Code::MaxModelLenTooLarge), "{:?}", r.errors);
+        assert!(r.warnings.iter().any(|w| w.code == Code::MaxModelLenTooLarge));
+    }
+}

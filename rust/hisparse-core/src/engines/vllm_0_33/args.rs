@@ -167,6 +167,16 @@ pub struct ServeArgs {
         skip_serializing_if = "Option::is_none"
     )]
     pub vllm_use_v2_model_runner: Option<String>,
+    /// The `VLLM_ALLOW_LONG_MAX_MODEL_LEN` environment variable as a string
+    /// (unset: None); `1` or `true` (stripped, any case: vllm/envs.py:1115-1118)
+    /// lets max_model_len exceed the model's length with a warning
+    /// (config/model.py:2676).
+    #[serde(
+        default,
+        rename = "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vllm_allow_long_max_model_len: Option<String>,
     /// Target platform: "cuda" (default), "rocm" or "cpu".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,

@@ -98,7 +98,7 @@ pub(crate) fn resolve_once(
         (info, source.clone())
     });
     if let (Some((info, _)), Some(len)) = (&model, scalars.max_model_len) {
-        check_max_model_len(info, len, &mut d);
+        check_max_model_len(info, len, args.vllm_allow_long_max_model_len.as_deref(), &mut d);
     }
 
     let enabled = explicit.is_some() || !tree.sites.is_empty();
@@ -589,11 +589,31 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
     }
 }
 
-fn check_max_model_len(info: &ModelInfo, len: u64, d: &mut Vec<Diagnostic>) {
+/// A max_model_len over the model's: vLLM 0.33 refuses it while building
+/// its config ("User-specified max_model_len (N) is greater than the derived
+/// max_model_len", vllm/config/model.py:2660-2684), unless
+/// `VLLM_ALLOW_LONG_MAX_MODEL_LEN` is `1` or `true` (vllm/envs.py:1115-1118):
+/// then it only warns (:2676), and so does this check.
+fn check_max_model_len(info: &ModelInfo, len: u64, allow_long: Option<&str>, d: &mut Vec<Diagnostic>) {
     let Some(limit) = &info.max_position_embeddings else {
         return;
     };
-    if len > limit.value {
+    let allowed = allow_long.is_some_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true"));
+    if len > limit.value && allowed {
+        d.push(
+            Diagnostic::warning(
+                Code::MaxModelLenTooLarge,
+                FieldPath::root("max_model_len"),
+                format!(
+                    "max_model_len {len} is longer than the model's {} ({}); VLLM_ALLOW_LONG_MAX_MODEL_LEN lets vLLM 0.33 start with it and warn (config/model.py:2676): positions past {} give NaN with RoPE",
+                    limit.value, limit.source, limit.value
+                ),
+            )
+            .stage(stages::VllmStage::Never)
+            .given(&json!(len))
+            .allowed(format!("at most {} (longer only with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which is set)", limit.value)),
+        );
+    } else if len > limit.value {
         let path = FieldPath::root("max_model_len");
         d.push(
             Diagnostic::error(

@@ -109,7 +109,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::BlockSizeUnsupported, ModelLoad, "v1/worker/utils.py select_common_block_size, from multiproc_executor.py:802 update_block_size_for_backend"),
     row(Code::KvCacheDtypeUnsupported, ModelLoad, "v1/attention/selector.py get_attn_backend, as each sparse-MLA layer is built"),
     row(Code::MaxModelLenTooLarge, Config, "config/model.py:2664 _get_and_verify_max_len"),
-    row(Code::MaxModelLenUnknown, Never, "config/model.py:2545 falls back to a default length; hisparse_rs cannot size the pool without one"),
+    row(Code::MaxModelLenUnknown, Never, "config/model.py:2545 compares a max_position_embeddings that is not a number of tokens (a string crashes, NaN or 0 derive a wrong length); none at all is vLLM's 2048, config/model.py:2589"),
     row(Code::SpeculativeTokensMissing, Config, "config/speculative.py:1946"),
     row(Code::ModelConfigMissing, Never, "vLLM serves its default model; hisparse_rs has nothing to check against"),
     // The capacity planner.
