@@ -568,6 +568,11 @@ def sglang_plan_json(
     With ``engine_log`` (a path, ``-`` for standard input), planned from SGLang's start-up log.
     """
 
+def check_vllm_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
+    """Check a ``vllm serve`` argv exactly as the plain ``hisparse-check ARGV`` reads it (this
+    process's environment: VLLM_USE_V2_MODEL_RUNNER, VLLM_ALLOW_LONG_MAX_MODEL_LEN, the HF cache).
+    Raises ValueError for a usage error or an option out of range, ModelLoadError."""
+
 def check_sglang_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
     """Check an ``sglang serve`` argv exactly as ``hisparse-check --engine sglang`` reads it."""
 

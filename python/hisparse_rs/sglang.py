@@ -146,6 +146,11 @@ def check_sglang_argv(
                 "rename the file or directory, or link to it under a UTF-8 name"
             ) from None
     options = _options(
-        {"gpu": gpu, "host_memory_gib": host_memory_gib, "gpu_memory_gib": gpu_memory_gib, "gpus_per_node": gpus_per_node}
+        {
+            "gpu": gpu,
+            "host_memory_gib": host_memory_gib,
+            "gpu_memory_gib": gpu_memory_gib,
+            "gpus_per_node": gpus_per_node,
+        }
     )
     return _core.check_sglang_argv(words, options)

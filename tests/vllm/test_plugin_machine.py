@@ -119,7 +119,7 @@ def test_a_resolver_that_does_not_fit_the_gpu_vllm_detected_is_reported_before_t
     )
     assert "needs 238628 B of shared memory per block" in text and "allows 232448 B" in text
     assert "Checked for this node: NVIDIA H200 (h200: 227 KiB of shared memory per block, 141 GiB)" in text
-    assert "hisparse-check --gpu h200 --gpu-memory-gib 141 --host-memory-gib 1920" in text
+    assert "hisparse-check --gpu h200 --gpu-memory-gib 141 --gpus-per-node 8 --host-memory-gib 1920" in text
     # The fix, applied, passes the check for this GPU, and vLLM's own resolver check.
     args = vllm_plugin.serve_args_of(engine_args(**config))
     node = vllm_plugin.machine(engine_args(**config), "cuda").options
@@ -199,10 +199,8 @@ def test_pools_the_node_cannot_pin_are_reported_before_the_model_loads(
     assert "fix:     set kv_transfer_config.kv_connector_extra_config.host_pool_gib to 95, the most" in text
     assert "host_pools_fit_alone" not in text  # one pool: vLLM refuses it too
     assert "--kv-transfer-config '" in text and '"host_pool_gib": 95}' in text
-    assert (
-        "100 GiB of RAM available (hisparse-check --gpu h200 --gpu-memory-gib 141 --host-memory-gib 100)"
-        in text
-    )
+    flags = "--gpu h200 --gpu-memory-gib 141 --gpus-per-node 8 --host-memory-gib 100"
+    assert f"8 GPUs visible, 100 GiB of RAM available (hisparse-check {flags})" in text
 
 
 def test_pools_that_fit_alone_but_not_together_carry_the_named_deviation(
@@ -355,6 +353,9 @@ def test_the_node_and_dp_fields_reach_the_check() -> None:
         engine_args(data_parallel_size=2, nnodes=2, node_rank=1, data_parallel_backend="mp")
     )
     assert (serve["node_rank"], serve["data_parallel_backend"]) == (1, "mp")
-    assert vllm_plugin.serve_args_of(engine_args(data_parallel_size=2, data_parallel_rank=1))[
-        "data_parallel_rank"
-    ] == 1
+    assert (
+        vllm_plugin.serve_args_of(engine_args(data_parallel_size=2, data_parallel_rank=1))[
+            "data_parallel_rank"
+        ]
+        == 1
+    )

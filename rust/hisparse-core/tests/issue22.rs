@@ -301,14 +301,23 @@ fn a_launch_over_the_nodes_gpus_is_refused_and_its_fix_keeps_them() {
         assert!(e.message.contains("gpu_worker.py:487"), "{}", e.message);
         assert_eq!(
             e.fix,
-            vec![FixOp::Set { path: FieldPath::root("nnodes"), value: json!(2) }]
+            vec![FixOp::Set {
+                path: FieldPath::root("nnodes"),
+                value: json!(2)
+            }]
         );
         let f = all_fixed(&a, &r);
-        assert!(check(&f, &o).unwrap().valid, "{:?}", check(&f, &o).unwrap().errors);
+        assert!(
+            check(&f, &o).unwrap().valid,
+            "{:?}",
+            check(&f, &o).unwrap().errors
+        );
     }
     // --gpu names its usual server in the message.
     let r = check(&a, &gpus(Some("h200"), None)).unwrap();
-    assert!(error(&r, Code::GpusPerNodeExceeded).message.contains("HGX H200"));
+    assert!(error(&r, Code::GpusPerNodeExceeded)
+        .message
+        .contains("HGX H200"));
     // A node of 16 GPUs holds it; an unknown node is not checked.
     assert!(check(&a, &gpus(Some("h200"), Some(16))).unwrap().valid);
     assert!(check(&a, &gpus(Some("h200-nvl"), None)).unwrap().valid);
@@ -329,8 +338,10 @@ fn a_launch_over_the_nodes_gpus_is_refused_and_its_fix_keeps_them() {
 /// the node's GPUs known it is 3 nodes of one replica, and the fixes pass.
 #[test]
 fn the_node_group_fix_fits_the_nodes_gpus() {
-    let a = args(json!({"tensor_parallel_size": 8, "data_parallel_size": 3, "nnodes": 2,
-                        "node_rank": 2, "kv_transfer_config": hisparse(json!(64))}));
+    let a = args(
+        json!({"tensor_parallel_size": 8, "data_parallel_size": 3, "nnodes": 2,
+                        "node_rank": 2, "kv_transfer_config": hisparse(json!(64))}),
+    );
     let o = gpus(Some("h200"), None);
     let r = check(&a, &o).unwrap();
     sets_each_path_once(&r);
@@ -338,14 +349,23 @@ fn the_node_group_fix_fits_the_nodes_gpus() {
     assert_eq!(
         e.fix,
         vec![
-            FixOp::Set { path: FieldPath::root("nnodes"), value: json!(3) },
-            FixOp::Set { path: FieldPath::root("data_parallel_size_local"), value: json!(1) },
+            FixOp::Set {
+                path: FieldPath::root("nnodes"),
+                value: json!(3)
+            },
+            FixOp::Set {
+                path: FieldPath::root("data_parallel_size_local"),
+                value: json!(1)
+            },
         ]
     );
     let f = all_fixed(&a, &r);
     let after = check(&f, &o).unwrap();
     assert!(after.valid, "{:?}", after.errors);
-    assert!(after.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
+    assert!(after
+        .errors
+        .iter()
+        .all(|e| e.code != Code::GpusPerNodeExceeded));
 }
 
 /// Item 6 with DP: the weights-room fix raises TP and keeps the GPUs
@@ -360,8 +380,14 @@ fn the_weights_room_fix_keeps_the_gpus_with_dp() {
     assert_eq!(
         e.fix,
         vec![
-            FixOp::Set { path: FieldPath::root("tensor_parallel_size"), value: json!(8) },
-            FixOp::Set { path: FieldPath::root("data_parallel_size"), value: json!(1) },
+            FixOp::Set {
+                path: FieldPath::root("tensor_parallel_size"),
+                value: json!(8)
+            },
+            FixOp::Set {
+                path: FieldPath::root("data_parallel_size"),
+                value: json!(1)
+            },
         ]
     );
     assert!(check(&all_fixed(&a, &r), &o).unwrap().valid);
@@ -387,16 +413,36 @@ fn sglang_launches_over_the_nodes_gpus_are_refused() {
     let a = sargs(json!({"tp_size": 16}));
     let r = sg::check(&a, &o).unwrap();
     let e = error(&r, Code::GpusPerNodeExceeded);
-    assert_eq!(serde_json::to_value(e.stage).unwrap(), json!("scheduler_start"));
+    assert_eq!(
+        serde_json::to_value(e.stage).unwrap(),
+        json!("scheduler_start")
+    );
     assert!(e.message.contains("model_runner.py:455"), "{}", e.message);
-    assert_eq!(e.fix, vec![FixOp::Set { path: FieldPath::root("nnodes"), value: json!(2) }]);
+    assert_eq!(
+        e.fix,
+        vec![FixOp::Set {
+            path: FieldPath::root("nnodes"),
+            value: json!(2)
+        }]
+    );
     let f = sg::fixes_applied(&a, &r.errors).unwrap();
     let after = sg::check(&f, &o).unwrap();
-    assert!(after.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded), "{:?}", after.errors);
+    assert!(
+        after
+            .errors
+            .iter()
+            .all(|e| e.code != Code::GpusPerNodeExceeded),
+        "{:?}",
+        after.errors
+    );
     let r = sg::check(&sargs(json!({"tp_size": 8, "dp_size": 2})), &o).unwrap();
     let e = error(&r, Code::GpusPerNodeExceeded);
     assert!(e.fix.is_empty() && e.hint.as_deref().unwrap().contains("own launch"));
-    let r = sg::check(&sargs(json!({"tp_size": 8, "dp_size": 2, "enable_dp_attention": true})), &o).unwrap();
+    let r = sg::check(
+        &sargs(json!({"tp_size": 8, "dp_size": 2, "enable_dp_attention": true})),
+        &o,
+    )
+    .unwrap();
     assert!(r.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
     // Unknown node: not checked.
     let r = sg::check(&a, &gpus(None, None)).unwrap();
@@ -414,7 +460,9 @@ fn vllms_default_length_and_its_long_length_variable() {
         &std::fs::read_to_string(format!("{}/config.json", model_dir("deepseek-v3.2"))).unwrap(),
     )
     .unwrap();
-    cfg.as_object_mut().unwrap().remove("max_position_embeddings");
+    cfg.as_object_mut()
+        .unwrap()
+        .remove("max_position_embeddings");
     let a = ServeArgs::from_json(json!({"hf_config": cfg, "tensor_parallel_size": 8,
                                         "kv_transfer_config": hisparse(json!(64))}))
     .unwrap();
@@ -429,11 +477,21 @@ fn vllms_default_length_and_its_long_length_variable() {
         }
         resolve(&args(doc)).unwrap()
     };
-    assert_eq!(error(&long(None), Code::MaxModelLenTooLarge).given, Some(json!(200_000)));
+    assert_eq!(
+        error(&long(None), Code::MaxModelLenTooLarge).given,
+        Some(json!(200_000))
+    );
     assert!(error(&long(Some("0")), Code::MaxModelLenTooLarge).fix.len() == 1);
     for on in ["1", " TRUE "] {
         let r = long(Some(on));
-        assert!(r.errors.iter().all(|e| e.code != Code::MaxModelLenTooLarge), "{:?}", r.errors);
-        assert!(r.warnings.iter().any(|w| w.code == Code::MaxModelLenTooLarge));
+        assert!(
+            r.errors.iter().all(|e| e.code != Code::MaxModelLenTooLarge),
+            "{:?}",
+            r.errors
+        );
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.code == Code::MaxModelLenTooLarge));
     }
 }

@@ -49,12 +49,18 @@ fn gpus_per_node_exceeded(r: &Resolution<'_>) -> Option<Diagnostic> {
     let n = i64::try_from(r.machine.gpus_per_node?).ok()?;
     let a = r.args;
     let nnodes = a.nnodes.unwrap_or(1);
-    let world = a.tp_size.unwrap_or(1).max(1).saturating_mul(a.pp_size.unwrap_or(1).max(1));
+    let world = a
+        .tp_size
+        .unwrap_or(1)
+        .max(1)
+        .saturating_mul(a.pp_size.unwrap_or(1).max(1));
     if nnodes < 1 || world % nnodes != 0 {
         return None; // nnodes_divide_tp_pp refuses it first
     }
     let replicas = r.dp_replicas().max(1);
-    let need = (replicas - 1).saturating_mul(world).saturating_add(world / nnodes);
+    let need = (replicas - 1)
+        .saturating_mul(world)
+        .saturating_add(world / nnodes);
     if need <= n {
         return None;
     }
@@ -66,7 +72,10 @@ fn gpus_per_node_exceeded(r: &Resolution<'_>) -> Option<Diagnostic> {
     let spread = if replicas > 1 {
         format!("{replicas} DP replicas of tp {tp} x pp {pp} take GPU ids up to {} here (each replica starts {world} GPUs after the last, data_parallel_controller.py:445)", need - 1)
     } else {
-        format!("tp {tp} x pp {pp} over {nnodes} node{} takes {need} GPUs here", if nnodes == 1 { "" } else { "s" })
+        format!(
+            "tp {tp} x pp {pp} over {nnodes} node{} takes {need} GPUs here",
+            if nnodes == 1 { "" } else { "s" }
+        )
     };
     let mut e = Diagnostic::error(
         Code::GpusPerNodeExceeded,
@@ -78,7 +87,10 @@ fn gpus_per_node_exceeded(r: &Resolution<'_>) -> Option<Diagnostic> {
     .allowed(format!("at most {n} GPUs on one node"));
     let fit = (replicas == 1)
         .then(|| {
-            (nnodes.max(1)..nnodes.saturating_add(MAX_NODE_TRIALS).min(world.saturating_add(1)))
+            (nnodes.max(1)
+                ..nnodes
+                    .saturating_add(MAX_NODE_TRIALS)
+                    .min(world.saturating_add(1)))
                 .find(|m| world % m == 0 && world / m <= n)
         })
         .flatten();

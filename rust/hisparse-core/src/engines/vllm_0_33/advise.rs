@@ -137,12 +137,7 @@ const ABSORB_ROUNDS: usize = 4;
 /// The configuration after all fixes names places as they are after every
 /// removal; they are the places the fixes name only when no fix removes or
 /// moves a list item, so below a list item only that case is absorbed.
-fn absorb(
-    args: &ServeArgs,
-    hw: Hw<'_>,
-    machine: Option<MachineCheck<'_>>,
-    report: &mut Report,
-) {
+fn absorb(args: &ServeArgs, hw: Hw<'_>, machine: Option<MachineCheck<'_>>, report: &mut Report) {
     // The errors this pass added to the report (revealed by the fixes together).
     let mut added: Vec<Diagnostic> = Vec::new();
     for _ in 0..ABSORB_ROUNDS {
@@ -292,19 +287,21 @@ fn absorb(
                     if !own || matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
                         return None;
                     }
-                    (0..errors.len()).filter(|i| errors[*i].code != Code::GpusPerNodeExceeded).find_map(|i| {
-                        let e = seen_by(i, found);
-                        // Revealed: the report as given does not have it.
-                        if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
-                            return None;
-                        }
-                        let a = alone[i]
-                            .get_or_insert_with(|| alone_errors(args, hw, machine, &errors[i]))
-                            .iter()
-                            .find(|a| a.code == e.code && a.path == e.path)?;
-                        let ops = joint_ops(&a.fix, &e.fix)?;
-                        Some((i, Diagnostic { fix: ops, ..e }))
-                    })
+                    (0..errors.len())
+                        .filter(|i| errors[*i].code != Code::GpusPerNodeExceeded)
+                        .find_map(|i| {
+                            let e = seen_by(i, found);
+                            // Revealed: the report as given does not have it.
+                            if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
+                                return None;
+                            }
+                            let a = alone[i]
+                                .get_or_insert_with(|| alone_errors(args, hw, machine, &errors[i]))
+                                .iter()
+                                .find(|a| a.code == e.code && a.path == e.path)?;
+                            let ops = joint_ops(&a.fix, &e.fix)?;
+                            Some((i, Diagnostic { fix: ops, ..e }))
+                        })
                 });
             match owner {
                 Some((i, e)) => additions.push((i, e)),

@@ -357,7 +357,7 @@ impl ServeArgs {
     /// (`tensor_parallel_size` 10**30, 2.5) is an `invalid_value` error, and
     /// the field is dropped, instead of failing the whole parse: it is a bad
     /// value, which a report should show. Wrong kinds (a string for an int)
-    /// and unknown keys still fail.
+    /// and unknown keys still fail, the error naming the key first.
     pub fn from_json_reporting(
         value: &Value,
     ) -> Result<(Self, Vec<Diagnostic>), serde_json::Error> {
@@ -391,7 +391,12 @@ impl ServeArgs {
                     .given(v)
                     .allowed("an integer in the signed 64-bit range (vLLM: a Python int)"),
                 ),
-                Err(_) => return Err(first),
+                // Named: `tensor_parallel_size="8"` says which argument (issue 22).
+                Err(e) => {
+                    return Err(<serde_json::Error as serde::de::Error>::custom(format!(
+                        "{key}: {e}"
+                    )))
+                }
             }
         }
         Ok((ServeArgs::deserialize(&Value::Object(kept))?, errors))

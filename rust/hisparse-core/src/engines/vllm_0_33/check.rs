@@ -19,8 +19,8 @@
 use crate::diagnostic::FixOp;
 use crate::engines::vllm_0_33::advise::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::args::ServeArgs;
-use crate::engines::vllm_0_33::input::Hw;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::input::Hw;
 use crate::engines::vllm_0_33::kv_room;
 use crate::engines::vllm_0_33::planner;
 use crate::engines::vllm_0_33::validate::PoolAdvice;

@@ -20,7 +20,11 @@ impl<'a> Hw<'a> {
     /// `gpus_per_node` as given, else the GPU's usual server's.
     pub(crate) fn new(gpu: Option<&'a GpuSpec>, gpus_per_node: Option<u64>) -> Self {
         match gpus_per_node {
-            Some(n) => Hw { gpu, gpus_per_node: Some(n), server: None },
+            Some(n) => Hw {
+                gpu,
+                gpus_per_node: Some(n),
+                server: None,
+            },
             None => Hw {
                 gpu,
                 gpus_per_node: gpu.and_then(|g| g.gpus_per_node).map(u64::from),

@@ -75,7 +75,11 @@ pub(crate) fn no_kv_room(
                     });
                     (
                         format!("--tensor-parallel-size {t} --data-parallel-size {n}"),
-                        format!(" and {n} DP replica{} instead of {dp}, the same {} GPUs", if n == 1 { "" } else { "s" }, dp * tp),
+                        format!(
+                            " and {n} DP replica{} instead of {dp}, the same {} GPUs",
+                            if n == 1 { "" } else { "s" },
+                            dp * tp
+                        ),
                     )
                 }
                 None => (format!("--tensor-parallel-size {t}"), String::new()),

@@ -98,7 +98,12 @@ pub(crate) fn resolve_once(
         (info, source.clone())
     });
     if let (Some((info, _)), Some(len)) = (&model, scalars.max_model_len) {
-        check_max_model_len(info, len, args.vllm_allow_long_max_model_len.as_deref(), &mut d);
+        check_max_model_len(
+            info,
+            len,
+            args.vllm_allow_long_max_model_len.as_deref(),
+            &mut d,
+        );
     }
 
     let enabled = explicit.is_some() || !tree.sites.is_empty();
@@ -594,11 +599,17 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
 /// max_model_len", vllm/config/model.py:2660-2684), unless
 /// `VLLM_ALLOW_LONG_MAX_MODEL_LEN` is `1` or `true` (vllm/envs.py:1115-1118):
 /// then it only warns (:2676), and so does this check.
-fn check_max_model_len(info: &ModelInfo, len: u64, allow_long: Option<&str>, d: &mut Vec<Diagnostic>) {
+fn check_max_model_len(
+    info: &ModelInfo,
+    len: u64,
+    allow_long: Option<&str>,
+    d: &mut Vec<Diagnostic>,
+) {
     let Some(limit) = &info.max_position_embeddings else {
         return;
     };
-    let allowed = allow_long.is_some_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true"));
+    let allowed =
+        allow_long.is_some_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true"));
     if len > limit.value && allowed {
         d.push(
             Diagnostic::warning(

@@ -390,9 +390,12 @@ fn check_launch(
     check_multi_node_backend(args, nnodes, d);
     check_external_lb(args, p, model, d);
     // External LB: vLLM skips the node-group rule (parallel.py:825-826).
-    let gpn = s.gpus_per_node.map(|n| (n, s.gpus_per_node_server.as_deref()));
+    let gpn = s
+        .gpus_per_node
+        .map(|n| (n, s.gpus_per_node_server.as_deref()));
     let grouped = args.data_parallel_rank.is_none() && check_node_groups(&layout, args, gpn, d);
-    if !grouped && !(headless && p.dp_local == Some(0)) {
+    let headless_none = headless && p.dp_local == Some(0);
+    if !(grouped || headless_none) {
         check_node_gpus(&layout, args, gpn, d);
     }
     if headless && p.dp_local == Some(0) {
@@ -624,7 +627,14 @@ fn node_gpus(n: u64, server: Option<&str>) -> String {
 /// Whether this node runs no more GPUs than it holds with `local` replicas
 /// (any count when unknown).
 fn fits_node(p: &Parallel, local: i64, gpn: Option<u64>) -> bool {
-    gpn.is_none_or(|n| Parallel { dp_local: Some(local), ..*p }.gpus_on_this_node() <= n)
+    gpn.is_none_or(|n| {
+        Parallel {
+            dp_local: Some(local),
+            ..*p
+        }
+        .gpus_on_this_node()
+            <= n
+    })
 }
 
 /// Most node counts [`node_layout`] tries.
@@ -638,7 +648,11 @@ fn node_layout(p: &Parallel, gpn: u64, mp: bool) -> Option<(i64, i64)> {
     let total = dp.saturating_mul(world_within_dp(p));
     let gpn = i64::try_from(gpn).ok()?;
     let first = p.nnodes.max(1).max(total.saturating_add(gpn - 1) / gpn);
-    for n in first..first.saturating_add(MAX_NODE_TRIALS).min(total.saturating_add(1)) {
+    for n in first
+        ..first
+            .saturating_add(MAX_NODE_TRIALS)
+            .min(total.saturating_add(1))
+    {
         // nnodes divides the world (DP x PP x TP x PCP), as check_launch asks.
         if total % n != 0 {
             continue;
@@ -649,7 +663,16 @@ fn node_layout(p: &Parallel, gpn: u64, mp: bool) -> Option<(i64, i64)> {
         let best = (1..=dp.min(MAX_DIVISOR_TRIALS as i64))
             .filter(|l| dp % l == 0 && (n > 1 || *l == dp))
             .filter(|l| layout_starts(&q, *l, mp).is_ok() && fits_node(&q, *l, Some(gpn as u64)))
-            .min_by_key(|l| (Parallel { dp_local: Some(*l), ..q }.nnodes_within_dp(), -l));
+            .min_by_key(|l| {
+                (
+                    Parallel {
+                        dp_local: Some(*l),
+                        ..q
+                    }
+                    .nnodes_within_dp(),
+                    -l,
+                )
+            });
         if let Some(l) = best {
             return Some((n, l));
         }
