@@ -293,8 +293,8 @@ def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
     ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``,
     ``weights_gib``, ``gpus_per_node``, and ``host_memory_source``: what ``host_memory_gib``
-    is, quoted by the messages (at most 512 bytes; default "given with --host-memory-gib"; the vLLM plugin passes the node's
-    available RAM and says so).
+    is, quoted by the messages (at most 512 bytes; default "given with --host-memory-gib";
+    the vLLM plugin passes the node's available RAM and says so).
 
     The mapping is converted in Rust with bounds (docs/limits.md): nesting
     deeper than 128 levels or a circular reference is an ``input_too_deep``
