@@ -40,6 +40,7 @@ __all__ = [
     "check_deployment_json",
     "check_json",
     "check_sglang_argv",
+    "check_vllm_argv",
     "deployment_codes",
     "error_codes",
     "gpu_spec",

@@ -16,7 +16,6 @@
 //!   the planner, for the configuration the report's fixes give) when the GPU
 //!   memory is known, instead of the start-up minimum that holds one request.
 
-use crate::diagnostic::FixOp;
 use crate::engines::vllm_0_33::advise::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
@@ -144,17 +143,7 @@ fn host_ram_check(
     }
     .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
     let gpu_memory_known = options.gpu_memory_gib.is_some() || args.kv_cache_memory_bytes.is_some();
-    if let Some(mut e) = planner::host_memory_error(&host, &h, &path, gpu_memory_known) {
-        if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
-            let fits = value.as_f64().unwrap_or(0.0);
-            if a.gib < fits && a.gib >= host.min_host_pool_gib {
-                *value = crate::sizes::gib_json(a.gib);
-                e.hint = Some(format!(
-                    "set {path} to {}: {}; the most this node's RAM pins is {fits} GiB, nearly all of it, which leaves no room for the OS and vLLM's own host memory",
-                    a.gib, a.holds
-                ));
-            }
-        }
+    if let Some(e) = planner::host_memory_error(&host, &h, &path, gpu_memory_known, advice) {
         report.errors.push(e);
         report
             .warnings

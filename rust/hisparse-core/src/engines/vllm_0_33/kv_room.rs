@@ -43,7 +43,11 @@ pub(crate) fn no_kv_room(
     }
     let tp = p.gpu.tensor_parallel_size.max(1);
     let heads = model.dims.num_attention_heads.unwrap_or(0);
-    let larger = (tp + 1..=MAX_TP.min(heads)).filter(|t| heads % t == 0);
+    // Within one node when its GPUs are known: a replica over the node's GPUs
+    // is gpus_per_node_exceeded's, and tensor parallelism over nodes is not
+    // the fix to offer first.
+    let top = options.gpus_per_node.unwrap_or(MAX_TP).min(MAX_TP);
+    let larger = (tp + 1..=top.min(heads)).filter(|t| heads % t == 0);
     // The deployment's GPUs kept where they can be (issue 22): DP x TP the
     // same, fewer replicas of more GPUs, unless this node's replicas are given.
     let dp = args.data_parallel_size.unwrap_or(1).max(1).unsigned_abs();
@@ -93,9 +97,14 @@ pub(crate) fn no_kv_room(
                 .fix(ops);
         }
         None => {
+            let node = if options.gpus_per_node.is_some_and(|n| n < MAX_TP) {
+                " (a node's GPUs, --gpus-per-node)"
+            } else {
+                ""
+            };
             e = e.hint(format!(
-                "no tensor parallel size up to {} leaves KV room for these weights: {others}",
-                MAX_TP.min(heads.max(tp))
+                "no tensor parallel size up to {}{node} leaves KV room for these weights: {others}",
+                top.min(heads.max(tp))
             ));
         }
     }
