@@ -80,6 +80,8 @@ codes! {
     DataParallelLayoutInvalid => "data_parallel_layout_invalid",
     HeadlessWithoutLocalReplicas => "headless_without_local_replicas",
     ExternalLbLocalSizeInvalid => "external_lb_local_size_invalid",
+    // GPUs a node holds (issue 22 item 9, h22): both engines' layout rules.
+    GpusPerNodeExceeded => "gpus_per_node_exceeded",
     ModelNotDsa => "model_not_dsa",
     DeepseekV4Unsupported => "deepseek_v4_unsupported",
     IndexTopkTooLarge => "index_topk_too_large",

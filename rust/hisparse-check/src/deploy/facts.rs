@@ -345,6 +345,8 @@ fn check_sglang(l: &Launch) -> Result<(Report, Facts), String> {
         weights_gib: None,
         available_kv_gib: None,
         measured_in: None,
+        gpus_per_node: None,
+        gpus_per_node_server: None,
     };
     let r = core_sglang::resolution::resolution(&args, &machine, &mut Vec::new());
     let tp = args.tp_size.unwrap_or(1);
