@@ -98,6 +98,57 @@ pub(crate) struct Ctx<'a> {
     pub(crate) misplaced: &'a [Misplaced],
 }
 
+/// The host blocks a resolved pool holds, when the host block stride is known.
+fn host_blocks(s: &Sizing, host_pool_gib: &Resolved<f64>) -> Option<Resolved<u64>> {
+    s.host_block_stride.as_ref().map(|stride| {
+        Resolved::new(
+            pool_blocks(host_pool_gib.value, stride.value),
+            Provenance::Derived {
+                from: vec!["host_pool_gib".into(), "host_block_stride".into()],
+                rule: "floor(host_pool_gib x 2^30 / host_block_stride)".into(),
+            },
+        )
+    })
+}
+
+/// The resolved settings of a valid HiSparse configuration.
+fn settings(
+    site: &HiSparseSite,
+    enabled: Resolved<bool>,
+    host_pool_gib: Resolved<f64>,
+    s: Sizing,
+    host_blocks: Option<Resolved<u64>>,
+) -> ResolvedHiSparse {
+    ResolvedHiSparse {
+        enabled,
+        connector: site.path.to_string(),
+        host_pool_gib,
+        device_buffer_size: s.device_buffer_size,
+        eager_host_mirror: s.eager_host_mirror,
+        index_topk: s.index_topk,
+        topk_buffer_width: s.topk_buffer_width,
+        max_decode_query_len: s.max_decode_query_len,
+        kv_cache_dtype: s.kv_cache_dtype,
+        row_bytes: s.row_bytes,
+        block_size: s.block_size,
+        max_model_len: s.max_model_len,
+        sparse_mla_layers: Resolved::new(
+            s.layers.value,
+            Provenance::Derived {
+                from: vec![s.layers.source],
+                rule: "layers with sparse-MLA KV".into(),
+            },
+        ),
+        host_block_bytes: s.host_block_bytes,
+        host_block_stride: s.host_block_stride,
+        host_blocks,
+        min_host_blocks: s.min_host_blocks,
+        index_groups: s.index_groups,
+        residency_shared_memory_bytes: Some(s.residency_shared_memory),
+        triton_resolver_shared_memory_bytes: s.triton_resolver_shared_memory,
+    }
+}
+
 impl Ctx<'_> {
     /// Fix operations that turn HiSparse off entirely (remove every HiSparse
     /// connector, later ones first so list indices stay valid, and any explicit
@@ -126,35 +177,10 @@ impl Ctx<'_> {
         needed: &mut Option<StartupNeed>,
     ) -> Option<ResolvedHiSparse> {
         let site = self.tree.sites.first();
-        let enabled = match (self.explicit, site) {
-            (Some(hs), _) => Resolved::new(
-                true,
-                Provenance::Explicit {
-                    path: hs.path.to_string(),
-                },
-            ),
-            (None, Some(s)) => Resolved::new(
-                true,
-                Provenance::Inferred {
-                    connector: s.path.to_string(),
-                },
-            ),
-            (None, None) => unreachable!("validate runs only when HiSparse is configured"),
-        };
+        let enabled = self.enabled(site);
         self.check_engine(d);
         self.check_hma(d);
-        if let Some(top) = &self.tree.top_connector {
-            if !HISPARSE_VALIDATED_TOP_CONNECTORS.contains(&top.as_str()) {
-                d.push(
-                    Diagnostic::warning(
-                        Code::ConnectorNotValidated,
-                        FieldPath::root("kv_transfer_config").key("kv_connector"),
-                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::engines::vllm_0_33::VERSION),
-                    )
-                    .hint("for P/D decode, use a MultiConnector with NixlConnector (kv_consumer) and HiSparseConnector (kv_both) children"),
-                );
-            }
-        }
+        self.check_top_connector(d);
 
         let model = self.model;
         if model.is_none() {
@@ -192,17 +218,59 @@ impl Ctx<'_> {
         let host_pool_gib = self.resolve_host_pool(site, sizing.as_ref(), d);
         let s = sizing?;
         let host_pool_gib = host_pool_gib?;
-        let host_blocks = s.host_block_stride.as_ref().map(|stride| {
-            Resolved::new(
-                pool_blocks(host_pool_gib.value, stride.value),
-                Provenance::Derived {
-                    from: vec!["host_pool_gib".into(), "host_block_stride".into()],
-                    rule: "floor(host_pool_gib x 2^30 / host_block_stride)".into(),
+        let host_blocks = host_blocks(&s, &host_pool_gib);
+        self.check_host_blocks(site, &s, &host_pool_gib, host_blocks.as_ref(), d);
+        Some(settings(site, enabled, host_pool_gib, s, host_blocks))
+    }
+
+    /// Whether HiSparse is on, and why: an explicit hisparse_config, else the
+    /// first HiSparse connector.
+    fn enabled(&self, site: Option<&HiSparseSite>) -> Resolved<bool> {
+        match (self.explicit, site) {
+            (Some(hs), _) => Resolved::new(
+                true,
+                Provenance::Explicit {
+                    path: hs.path.to_string(),
                 },
-            )
-        });
+            ),
+            (None, Some(s)) => Resolved::new(
+                true,
+                Provenance::Inferred {
+                    connector: s.path.to_string(),
+                },
+            ),
+            (None, None) => unreachable!("validate runs only when HiSparse is configured"),
+        }
+    }
+
+    /// A top-level connector vLLM treats as a debug/fallback path for HiSparse.
+    fn check_top_connector(&self, d: &mut Vec<Diagnostic>) {
+        if let Some(top) = &self.tree.top_connector {
+            if !HISPARSE_VALIDATED_TOP_CONNECTORS.contains(&top.as_str()) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::ConnectorNotValidated,
+                        FieldPath::root("kv_transfer_config").key("kv_connector"),
+                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::engines::vllm_0_33::VERSION),
+                    )
+                    .hint("for P/D decode, use a MultiConnector with NixlConnector (kv_consumer) and HiSparseConnector (kv_both) children"),
+                );
+            }
+        }
+    }
+
+    /// The host pool against one max_model_len request: an error, or with
+    /// max_model_len auto a warning (vLLM shortens the context to fit).
+    fn check_host_blocks(
+        &self,
+        site: &HiSparseSite,
+        s: &Sizing,
+        host_pool_gib: &Resolved<f64>,
+        host_blocks: Option<&Resolved<u64>>,
+        d: &mut Vec<Diagnostic>,
+    ) {
         if let (Some(blocks), Some(stride), Some(minimum)) =
-            (&host_blocks, &s.host_block_stride, s.needed_gib)
+            (host_blocks, &s.host_block_stride, s.needed_gib)
         {
             if blocks.value < s.min_blocks {
                 let path = site.host_pool_path();
@@ -210,7 +278,7 @@ impl Ctx<'_> {
                     "host_pool_gib {} holds {} host blocks of {} bytes, but one {}-token request needs {}",
                     host_pool_gib.value, blocks.value, stride.value, s.max_model_len.value, s.min_blocks
                 );
-                let (gib, holds) = self.pool_suggestion(Some(&s));
+                let (gib, holds) = self.pool_suggestion(Some(s));
                 let diag = if self.scalars.max_model_len_auto {
                     Diagnostic::warning(
                         Code::HostPoolLimitsContext,
@@ -245,34 +313,6 @@ impl Ctx<'_> {
                 );
             }
         }
-        Some(ResolvedHiSparse {
-            enabled,
-            connector: site.path.to_string(),
-            host_pool_gib,
-            device_buffer_size: s.device_buffer_size,
-            eager_host_mirror: s.eager_host_mirror,
-            index_topk: s.index_topk,
-            topk_buffer_width: s.topk_buffer_width,
-            max_decode_query_len: s.max_decode_query_len,
-            kv_cache_dtype: s.kv_cache_dtype,
-            row_bytes: s.row_bytes,
-            block_size: s.block_size,
-            max_model_len: s.max_model_len,
-            sparse_mla_layers: Resolved::new(
-                s.layers.value,
-                Provenance::Derived {
-                    from: vec![s.layers.source],
-                    rule: "layers with sparse-MLA KV".into(),
-                },
-            ),
-            host_block_bytes: s.host_block_bytes,
-            host_block_stride: s.host_block_stride,
-            host_blocks,
-            min_host_blocks: s.min_host_blocks,
-            index_groups: s.index_groups,
-            residency_shared_memory_bytes: Some(s.residency_shared_memory),
-            triton_resolver_shared_memory_bytes: s.triton_resolver_shared_memory,
-        })
     }
 
     /// The host_pool_gib a fix sets and what it holds: the caller's advice
