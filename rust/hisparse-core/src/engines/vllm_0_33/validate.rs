@@ -348,7 +348,86 @@ impl Ctx<'_> {
     /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
     fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
-        let topk_buffer_width = match &model.index_kpool {
+        let topk_buffer_width = Self::topk_buffer_width(model, &index_topk);
+        self.check_topk_fits(model, &topk_buffer_width, d)?;
+        let layers = self.sparse_layers(model, d)?;
+        let index_groups = index_groups(
+            model.indexer_leaders.as_ref().map(|l| l.value.as_slice()),
+            layers.value,
+        );
+        let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
+        let block_size = self.resolve_block_size(d);
+        if model.dims.mixed_layer_kinds {
+            d.push(hybrid_block_size(model, block_size.value));
+        }
+        let max_decode_query_len = self.resolve_query_len(model);
+        let device_buffer_size = self.resolve_device_buffer(
+            &topk_buffer_width,
+            &max_decode_query_len,
+            block_size.value,
+            d,
+        );
+        let union_rows = u64::from(max_decode_query_len.value)
+            .saturating_mul(u64::from(topk_buffer_width.value));
+        let dbs = u64::from(device_buffer_size.value);
+        let residency_shared_memory = Self::residency_shared_memory(dbs, union_rows);
+        let triton_resolver_shared_memory =
+            sizes::triton_resolver_shared_memory_bytes(dbs, union_rows);
+        let eager_host_mirror = self.resolve_eager_host_mirror(d);
+        let max_model_len = self.resolve_max_model_len(model, d)?;
+        let min_blocks = sizes::min_host_blocks(max_model_len.value, block_size.value as u64);
+        let min_host_blocks = Resolved::new(
+            min_blocks,
+            Provenance::Derived {
+                from: vec!["max_model_len".into(), "block_size".into()],
+                rule: "ceil(max_model_len / block_size) + 2 (vLLM 0.33 HiSparse start-up minimum)"
+                    .into(),
+            },
+        );
+        let host_block_bytes = row_bytes.as_ref().map(|rb| {
+            Resolved::new(
+                sizes::host_block_bytes(block_size.value, rb.value, layers.value),
+                Provenance::Derived {
+                    from: vec![
+                        "block_size".into(),
+                        "row_bytes".into(),
+                        layers.source.clone(),
+                    ],
+                    rule: "block_size x row_bytes x sparse_mla_layers".into(),
+                },
+            )
+        });
+        let host_block_stride = self.host_block_stride(host_block_bytes.as_ref());
+        let needed_gib = host_block_stride
+            .as_ref()
+            .map(|b| min_pool_gib(min_blocks, b.value));
+
+        Some(Sizing {
+            index_topk,
+            index_groups,
+            topk_buffer_width,
+            layers,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_decode_query_len,
+            device_buffer_size,
+            eager_host_mirror,
+            max_model_len,
+            min_blocks,
+            min_host_blocks,
+            host_block_bytes,
+            host_block_stride,
+            needed_gib,
+            residency_shared_memory,
+            triton_resolver_shared_memory,
+        })
+    }
+
+    /// The top-k buffer's width: the indexer's top-k, or with a pooled top-k
+    /// the partial pool tail too.
+    fn topk_buffer_width(model: &ModelInfo, index_topk: &Resolved<u32>) -> Resolved<u32> {
+        match &model.index_kpool {
             Some(kpool) => Resolved::new(
                 sizes::round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
                 Provenance::Derived {
@@ -360,7 +439,16 @@ impl Ctx<'_> {
                 index_topk.value,
                 Provenance::Derived { from: vec!["index_topk".into()], rule: "the indexer's top-k".into() },
             ),
-        };
+        }
+    }
+
+    /// A top-k wider than the int16 hot buffer: HiSparse cannot serve the model.
+    fn check_topk_fits(
+        &self,
+        model: &ModelInfo,
+        topk_buffer_width: &Resolved<u32>,
+        d: &mut Vec<Diagnostic>,
+    ) -> Option<()> {
         if u64::from(topk_buffer_width.value) > MAX_DEVICE_BUFFER_SIZE {
             d.push(
                 Diagnostic::error(
@@ -379,6 +467,12 @@ impl Ctx<'_> {
             );
             return None;
         }
+        Some(())
+    }
+
+    /// The sparse-MLA layers HiSparse binds, MTP draft layers included; None
+    /// (with an error) for a model that has none.
+    fn sparse_layers(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sourced<u32>> {
         let Some(mut layers) = model.sparse_mla_layers.clone().filter(|l| l.value > 0) else {
             d.push(
                 Diagnostic::error(
@@ -408,35 +502,23 @@ impl Ctx<'_> {
                 layers.source
             );
         }
-        let index_groups = index_groups(
-            model.indexer_leaders.as_ref().map(|l| l.value.as_slice()),
-            layers.value,
-        );
-        let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
-        let block_size = self.resolve_block_size(d);
-        if model.dims.mixed_layer_kinds {
-            d.push(hybrid_block_size(model, block_size.value));
-        }
-        let max_decode_query_len = self.resolve_query_len(model);
-        let device_buffer_size = self.resolve_device_buffer(
-            &topk_buffer_width,
-            &max_decode_query_len,
-            block_size.value,
-            d,
-        );
-        let union_rows = u64::from(max_decode_query_len.value)
-            .saturating_mul(u64::from(topk_buffer_width.value));
-        let dbs = u64::from(device_buffer_size.value);
-        let residency_shared_memory = Resolved::new(
+        Some(layers)
+    }
+
+    /// vLLM's resolver shared memory per CUDA block.
+    fn residency_shared_memory(dbs: u64, union_rows: u64) -> Resolved<u64> {
+        Resolved::new(
             sizes::vllm_resolver_shared_memory_bytes(dbs, union_rows),
             Provenance::Derived {
                 from: vec!["device_buffer_size".into(), "max_decode_query_len".into(), "topk_buffer_width".into()],
                 rule: "vLLM 0.33 hisparse_resolve_residency, per CUDA block: 4 x (2 x (max_decode_query_len x top-k + 1) + 3 x ceil(device_buffer_size / 32) + 7) + 2 x device_buffer_size bytes (v1/hisparse/runtime.py _check_residency_shared_memory)".into(),
             },
-        );
-        let triton_resolver_shared_memory =
-            sizes::triton_resolver_shared_memory_bytes(dbs, union_rows);
-        let eager_host_mirror = match self
+        )
+    }
+
+    /// eager_host_mirror: explicit, else the default (a misplaced one is reported).
+    fn resolve_eager_host_mirror(&self, d: &mut Vec<Diagnostic>) -> Resolved<bool> {
+        match self
             .explicit
             .and_then(|hs| hs.eager_host_mirror.map(|b| (b, hs)))
         {
@@ -458,7 +540,16 @@ impl Ctx<'_> {
                     },
                 )
             }
-        };
+        }
+    }
+
+    /// max_model_len: explicit, auto or the model's max_position_embeddings;
+    /// None (with an error) when the model gives no usable length.
+    fn resolve_max_model_len(
+        &self,
+        model: &ModelInfo,
+        d: &mut Vec<Diagnostic>,
+    ) -> Option<Resolved<u64>> {
         let auto = self.scalars.max_model_len_auto;
         let max_model_len = match (self.scalars.max_model_len, &model.max_position_embeddings) {
             (None, Some(mpe)) if auto => Resolved::new(
@@ -515,35 +606,19 @@ impl Ctx<'_> {
                 return None;
             }
         };
-        let min_blocks = sizes::min_host_blocks(max_model_len.value, block_size.value as u64);
-        let min_host_blocks = Resolved::new(
-            min_blocks,
-            Provenance::Derived {
-                from: vec!["max_model_len".into(), "block_size".into()],
-                rule: "ceil(max_model_len / block_size) + 2 (vLLM 0.33 HiSparse start-up minimum)"
-                    .into(),
-            },
-        );
-        let host_block_bytes = row_bytes.as_ref().map(|rb| {
-            Resolved::new(
-                sizes::host_block_bytes(block_size.value, rb.value, layers.value),
-                Provenance::Derived {
-                    from: vec![
-                        "block_size".into(),
-                        "row_bytes".into(),
-                        layers.source.clone(),
-                    ],
-                    rule: "block_size x row_bytes x sparse_mla_layers".into(),
-                },
-            )
-        });
+        Some(max_model_len)
+    }
+
+    /// The host block stride: packed, or rounded up to the OS page when the
+    /// TP ranks share one host pool.
+    fn host_block_stride(&self, host_block_bytes: Option<&Resolved<u64>>) -> Option<Resolved<u64>> {
         let sc = self.scalars;
         let shared_pool = sizes::shared_host_pool(
             &sc.platform,
             sc.parallel,
             self.args.distributed_executor_backend.as_deref(),
         );
-        let host_block_stride = host_block_bytes.as_ref().map(|b| {
+        host_block_bytes.map(|b| {
             if shared_pool {
                 Resolved::new(
                     sizes::host_block_stride(b.value, true),
@@ -558,30 +633,6 @@ impl Ctx<'_> {
                     Provenance::Derived { from: vec!["host_block_bytes".into()], rule: "one pool per rank: blocks are packed".into() },
                 )
             }
-        });
-        let needed_gib = host_block_stride
-            .as_ref()
-            .map(|b| min_pool_gib(min_blocks, b.value));
-
-        Some(Sizing {
-            index_topk,
-            index_groups,
-            topk_buffer_width,
-            layers,
-            kv_cache_dtype,
-            row_bytes,
-            block_size,
-            max_decode_query_len,
-            device_buffer_size,
-            eager_host_mirror,
-            max_model_len,
-            min_blocks,
-            min_host_blocks,
-            host_block_bytes,
-            host_block_stride,
-            needed_gib,
-            residency_shared_memory,
-            triton_resolver_shared_memory,
         })
     }
 
