@@ -149,6 +149,79 @@ fn settings(
     }
 }
 
+/// The device_buffer_size bounds, in words: at query length `q` and top-k `k`,
+/// from `min` = q x k to `hi` (None: no size fits), under the GPU's shared
+/// memory when it is known.
+fn device_buffer_allowed(
+    min: u64,
+    hi: Option<u64>,
+    smem: Option<(&GpuSpec, u64)>,
+    q: u64,
+    k: u64,
+) -> String {
+    match (hi, smem) {
+            (Some(hi), Some((g, avail))) if hi < MAX_DEVICE_BUFFER_SIZE => format!(
+                "{min} <= device_buffer_size <= {hi} (the most whose vLLM resolver fits the {avail} B of shared memory per block of {})",
+                g.name
+            ),
+            (Some(_), _) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
+            (None, Some((g, avail))) if min <= MAX_DEVICE_BUFFER_SIZE => format!(
+                "no size fits at max_decode_query_len {q}: vLLM's resolver for {q} x {k} rows needs more than the {avail} B of shared memory per block of {}",
+                g.name
+            ),
+            (None, _) => format!(
+                "no size fits: {q} x {k} rows exceed the {MAX_DEVICE_BUFFER_SIZE} int16 slots"
+            ),
+        }
+}
+
+/// The (query length, device_buffer_size) every fix of one report sets: the
+/// user's query length when a buffer fits it, else the widest query whose rows
+/// do, the default buffer clamped into that query's bounds (`limit`: the
+/// largest buffer for a union of rows). None when no query length fits.
+fn device_buffer_target(
+    q: u64,
+    k: u64,
+    block_size: u32,
+    limit: &impl Fn(u64) -> Option<u64>,
+) -> Option<(u64, u64)> {
+    (1..=q.min(MAX_DEVICE_BUFFER_SIZE / k.max(1)))
+        .rev()
+        .find_map(|q_fit| {
+            let lo = q_fit * k;
+            let hi = limit(lo)?;
+            // Below the int16 limit, stay on a block boundary when that still fits.
+            let hi = match block_size as u64 {
+                bs if bs > 0 && hi < MAX_DEVICE_BUFFER_SIZE && hi / bs * bs >= lo => hi / bs * bs,
+                _ => hi,
+            };
+            Some((q_fit, ((q_fit + 1) * k).clamp(lo, hi)))
+        })
+}
+
+/// The fix operations that set the target: device_buffer_size, and the
+/// speculative tokens when the target's query length is not the user's.
+fn device_buffer_ops(path: &FieldPath, q: u64, target: Option<(u64, u64)>) -> Option<Vec<FixOp>> {
+    target.map(|(q_fit, v)| {
+        let spec = FieldPath::root("speculative_config");
+        let set = FixOp::Set {
+            path: path.clone(),
+            value: json!(v),
+        };
+        match q_fit {
+            _ if q_fit == q => vec![set],
+            1 => vec![FixOp::Remove { path: spec }, set],
+            n => vec![
+                FixOp::Set {
+                    path: spec.key("num_speculative_tokens"),
+                    value: json!(n - 1),
+                },
+                set,
+            ],
+        }
+    })
+}
+
 impl Ctx<'_> {
     /// Fix operations that turn HiSparse off entirely (remove every HiSparse
     /// connector, later ones first so list indices stay valid, and any explicit
@@ -1187,57 +1260,14 @@ impl Ctx<'_> {
             None => (union <= MAX_DEVICE_BUFFER_SIZE).then_some(MAX_DEVICE_BUFFER_SIZE),
         };
         let hi = limit(min);
-        let allowed = match (hi, smem) {
-            (Some(hi), Some((g, avail))) if hi < MAX_DEVICE_BUFFER_SIZE => format!(
-                "{min} <= device_buffer_size <= {hi} (the most whose vLLM resolver fits the {avail} B of shared memory per block of {})",
-                g.name
-            ),
-            (Some(_), _) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
-            (None, Some((g, avail))) if min <= MAX_DEVICE_BUFFER_SIZE => format!(
-                "no size fits at max_decode_query_len {q}: vLLM's resolver for {q} x {k} rows needs more than the {avail} B of shared memory per block of {}",
-                g.name
-            ),
-            (None, _) => format!(
-                "no size fits: {q} x {k} rows exceed the {MAX_DEVICE_BUFFER_SIZE} int16 slots"
-            ),
-        };
+        let allowed = device_buffer_allowed(min, hi, smem, q, k);
         // One target for every fix below: the user's query length when a buffer
         // fits it, else the widest query (1 + n speculative tokens) whose rows do,
         // with the default buffer clamped into that query's bounds. So the fixes
         // of this report agree with each other. (size() already refused a top-k
         // wider than all slots.)
-        let target = (1..=q.min(MAX_DEVICE_BUFFER_SIZE / k.max(1)))
-            .rev()
-            .find_map(|q_fit| {
-                let lo = q_fit * k;
-                let hi = limit(lo)?;
-                // Below the int16 limit, stay on a block boundary when that still fits.
-                let hi = match block_size as u64 {
-                    bs if bs > 0 && hi < MAX_DEVICE_BUFFER_SIZE && hi / bs * bs >= lo => {
-                        hi / bs * bs
-                    }
-                    _ => hi,
-                };
-                Some((q_fit, ((q_fit + 1) * k).clamp(lo, hi)))
-            });
-        let target_ops = target.map(|(q_fit, v)| {
-            let spec = FieldPath::root("speculative_config");
-            let set = FixOp::Set {
-                path: path.clone(),
-                value: json!(v),
-            };
-            match q_fit {
-                _ if q_fit == q => vec![set],
-                1 => vec![FixOp::Remove { path: spec }, set],
-                n => vec![
-                    FixOp::Set {
-                        path: spec.key("num_speculative_tokens"),
-                        value: json!(n - 1),
-                    },
-                    set,
-                ],
-            }
-        });
+        let target = device_buffer_target(q, k, block_size, &limit);
+        let target_ops = device_buffer_ops(&path, q, target);
         let fix = |d: Diagnostic| {
             let d = d.allowed(allowed.clone());
             match &target_ops {
@@ -1246,21 +1276,7 @@ impl Ctx<'_> {
             }
         };
         if explicit.is_none() {
-            if let Some(m) = self
-                .misplaced
-                .iter()
-                .find(|m| m.field == DEVICE_BUFFER_SIZE)
-            {
-                let fits = lax_int(&m.value)
-                    .and_then(|n| u64::try_from(n).ok())
-                    .is_some_and(|n| n >= min && hi.is_some_and(|hi| n <= hi));
-                let fixed = match (fits, &target_ops) {
-                    (true, _) => None,
-                    (false, Some(ops)) => Some(ops.clone()),
-                    (false, None) => Some(Vec::new()),
-                };
-                d.push(self.misplaced_setting(m, fixed, &allowed));
-            }
+            self.misplaced_device_buffer(min, hi, target_ops.as_ref(), &allowed, d);
         }
         let need = sizes::vllm_resolver_shared_memory_bytes(value, min);
         if value < min {
@@ -1315,6 +1331,38 @@ impl Ctx<'_> {
             }
             d.push(w);
         }
+        self.device_buffer_resolved(explicit, value)
+    }
+
+    /// A device_buffer_size written in a wrong place: its fix moves it when it
+    /// fits the bounds, else sets the target.
+    fn misplaced_device_buffer(
+        &self,
+        min: u64,
+        hi: Option<u64>,
+        target_ops: Option<&Vec<FixOp>>,
+        allowed: &str,
+        d: &mut Vec<Diagnostic>,
+    ) {
+        if let Some(m) = self
+            .misplaced
+            .iter()
+            .find(|m| m.field == DEVICE_BUFFER_SIZE)
+        {
+            let fits = lax_int(&m.value)
+                .and_then(|n| u64::try_from(n).ok())
+                .is_some_and(|n| n >= min && hi.is_some_and(|hi| n <= hi));
+            let fixed = match (fits, target_ops) {
+                (true, _) => None,
+                (false, Some(ops)) => Some(ops.clone()),
+                (false, None) => Some(Vec::new()),
+            };
+            d.push(self.misplaced_setting(m, fixed, allowed));
+        }
+    }
+
+    /// The resolved device_buffer_size and its provenance.
+    fn device_buffer_resolved(&self, explicit: Option<u64>, value: u64) -> Resolved<u32> {
         let value = u32::try_from(value).unwrap_or(u32::MAX);
         match (explicit, self.explicit) {
             (Some(_), Some(hs)) => Resolved::new(value, Provenance::Explicit { path: hs.path.key("device_buffer_size").to_string() }),
