@@ -222,6 +222,63 @@ fn device_buffer_ops(path: &FieldPath, q: u64, target: Option<(u64, u64)>) -> Op
     })
 }
 
+/// host_pool_gib that is not a number; "128GiB" / "128g": the fix keeps the
+/// user's number rather than shrink the pool.
+fn unparsable_pool(
+    path: &FieldPath,
+    raw: &Value,
+    needed_gib: Option<f64>,
+    (suggestion, holds): (f64, &str),
+    set: Vec<FixOp>,
+    allowed: String,
+) -> Diagnostic {
+    // "128GiB" / "128g": keep the user's number rather than shrink the pool.
+    let (hint, fix) = match raw.as_str().and_then(gib_with_unit) {
+        Some(meant) => {
+            let value = needed_gib.map_or(meant, |n| meant.max(n));
+            (
+                format!("host_pool_gib is a plain number of GiB: write {value}, not {raw}"),
+                vec![FixOp::Set {
+                    path: path.clone(),
+                    value: json!(value),
+                }],
+            )
+        }
+        None => (
+            format!("set {path} to a number of GiB: {suggestion} ({holds})"),
+            set,
+        ),
+    };
+    type_error(path, "a number of GiB", raw)
+        // float(host_pool_gib), config/kv_transfer.py:45, as the
+        // KV cache is laid out (v1/hisparse/layout.py:86).
+        .stage(VllmStage::Workers)
+        .allowed(allowed)
+        .hint(hint)
+        .fix(fix)
+}
+
+/// A host_pool_gib more than any machine's RAM; a size suffix vLLM expanded
+/// to bytes is named and undone.
+fn implausible_pool(path: &FieldPath, gib: f64, raw: &Value) -> Diagnostic {
+    let mut w = Diagnostic::warning(
+                Code::HostPoolImplausible,
+                path.clone(),
+                format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is already in GiB"),
+            )
+            .given(raw);
+    // A size suffix (`128G` in the JSON, `64g` on a dotted flag) that
+    // vLLM expanded to bytes: the number before it is the GiB meant.
+    if let Some((n, suffix, factor)) = crate::pytext::suffixed_size(gib) {
+        w = w
+                    .hint(format!(
+                        "{n}{suffix} is {n} x {factor} (vLLM expands K/M/G/T size suffixes in its JSON and dotted flags); write the GiB as a plain number: set {path} to {n}"
+                    ))
+                    .fix(vec![FixOp::Set { path: path.clone(), value: json!(n) }]);
+    }
+    w
+}
+
 impl Ctx<'_> {
     /// Fix operations that turn HiSparse off entirely (remove every HiSparse
     /// connector, later ones first so list indices stay valid, and any explicit
@@ -1395,50 +1452,8 @@ impl Ctx<'_> {
             }
             None => "a number of GiB > 0".to_owned(),
         };
-        // Several host_pool_gib values: one is read (the one in place, else the
-        // first misplaced one, which the fix moves there); each other is flagged.
-        // (A second HiSparseConnector's own pool is its error's: multiple_hisparse_connectors.)
-        let in_other_hisparse = |m: &Misplaced| {
-            let connector = m.from.parent().parent();
-            connector != site.path
-                && crate::engines::vllm_0_33::fixes::Lookup::at(
-                    self.args,
-                    &connector.key("kv_connector"),
-                )
-                .and_then(Value::as_str)
-                    == Some("HiSparseConnector")
-        };
-        let pools: Vec<&Misplaced> = self
-            .misplaced
-            .iter()
-            .filter(|m| m.field == HOST_POOL_GIB && !in_other_hisparse(m))
-            .collect();
-        let winner = match &site.host_pool_gib {
-            Some(raw) => Some((path.clone(), raw.clone())),
-            None if site.host_pool_misplaced => None,
-            None => pools.first().map(|m| (path.clone(), m.value.clone())),
-        };
-        if let Some((at, value)) = &winner {
-            let skip = usize::from(site.host_pool_gib.is_none());
-            for m in pools.iter().skip(skip) {
-                d.push(
-                    Diagnostic::warning(
-                        Code::HostPoolGibShadowed,
-                        m.from.clone(),
-                        format!(
-                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {}",
-                            m.value,
-                            m.from,
-                            crate::engines::vllm_0_33::VERSION,
-                            if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
-                            m.fate(),
-                        ),
-                    )
-                    .given(&m.value)
-                    .hint(format!("remove {} (if it is the pool you meant, write it at {at} instead)", m.from)),
-                );
-            }
-        }
+        let pools = self.pools_read(site);
+        self.shadowed_pools(site, &path, &pools, d);
         let Some(raw) = &site.host_pool_gib else {
             if site.host_pool_misplaced {
                 return None; // its unknown_key error moves the user's value into place
@@ -1456,32 +1471,14 @@ impl Ctx<'_> {
             return None;
         };
         let Some(gib) = py_float(raw) else {
-            // "128GiB" / "128g": keep the user's number rather than shrink the pool.
-            let (hint, fix) = match raw.as_str().and_then(gib_with_unit) {
-                Some(meant) => {
-                    let value = needed_gib.map_or(meant, |n| meant.max(n));
-                    (
-                        format!("host_pool_gib is a plain number of GiB: write {value}, not {raw}"),
-                        vec![FixOp::Set {
-                            path: path.clone(),
-                            value: json!(value),
-                        }],
-                    )
-                }
-                None => (
-                    format!("set {path} to a number of GiB: {suggestion} ({holds})"),
-                    set,
-                ),
-            };
-            d.push(
-                type_error(&path, "a number of GiB", raw)
-                    // float(host_pool_gib), config/kv_transfer.py:45, as the
-                    // KV cache is laid out (v1/hisparse/layout.py:86).
-                    .stage(VllmStage::Workers)
-                    .allowed(allowed)
-                    .hint(hint)
-                    .fix(fix),
-            );
+            d.push(unparsable_pool(
+                &path,
+                raw,
+                needed_gib,
+                (suggestion, &holds),
+                set,
+                allowed,
+            ));
             return None;
         };
         if !(gib * GIB).is_finite() {
@@ -1500,22 +1497,7 @@ impl Ctx<'_> {
             return None;
         }
         if gib > IMPLAUSIBLE_POOL_GIB {
-            let mut w = Diagnostic::warning(
-                Code::HostPoolImplausible,
-                path.clone(),
-                format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is already in GiB"),
-            )
-            .given(raw);
-            // A size suffix (`128G` in the JSON, `64g` on a dotted flag) that
-            // vLLM expanded to bytes: the number before it is the GiB meant.
-            if let Some((n, suffix, factor)) = crate::pytext::suffixed_size(gib) {
-                w = w
-                    .hint(format!(
-                        "{n}{suffix} is {n} x {factor} (vLLM expands K/M/G/T size suffixes in its JSON and dotted flags); write the GiB as a plain number: set {path} to {n}"
-                    ))
-                    .fix(vec![FixOp::Set { path: path.clone(), value: json!(n) }]);
-            }
-            d.push(w);
+            d.push(implausible_pool(&path, gib, raw));
         }
         if raw.is_boolean() {
             d.push(
@@ -1548,6 +1530,63 @@ impl Ctx<'_> {
                 path: path.to_string(),
             },
         ))
+    }
+
+    /// The misplaced host_pool_gib values this site reads, in order (not
+    /// those of another HiSparseConnector).
+    fn pools_read(&self, site: &HiSparseSite) -> Vec<&Misplaced> {
+        // (A second HiSparseConnector's own pool is its error's: multiple_hisparse_connectors.)
+        let in_other_hisparse = |m: &Misplaced| {
+            let connector = m.from.parent().parent();
+            connector != site.path
+                && crate::engines::vllm_0_33::fixes::Lookup::at(
+                    self.args,
+                    &connector.key("kv_connector"),
+                )
+                .and_then(Value::as_str)
+                    == Some("HiSparseConnector")
+        };
+        self.misplaced
+            .iter()
+            .filter(|m| m.field == HOST_POOL_GIB && !in_other_hisparse(m))
+            .collect()
+    }
+
+    /// Several host_pool_gib values: one is read (the one in place, else the
+    /// first misplaced one, which the fix moves there); each other is flagged.
+    fn shadowed_pools(
+        &self,
+        site: &HiSparseSite,
+        path: &FieldPath,
+        pools: &[&Misplaced],
+        d: &mut Vec<Diagnostic>,
+    ) {
+        let winner = match &site.host_pool_gib {
+            Some(raw) => Some((path.clone(), raw.clone())),
+            None if site.host_pool_misplaced => None,
+            None => pools.first().map(|m| (path.clone(), m.value.clone())),
+        };
+        if let Some((at, value)) = &winner {
+            let skip = usize::from(site.host_pool_gib.is_none());
+            for m in pools.iter().skip(skip) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::HostPoolGibShadowed,
+                        m.from.clone(),
+                        format!(
+                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {}",
+                            m.value,
+                            m.from,
+                            crate::engines::vllm_0_33::VERSION,
+                            if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
+                            m.fate(),
+                        ),
+                    )
+                    .given(&m.value)
+                    .hint(format!("remove {} (if it is the pool you meant, write it at {at} instead)", m.from)),
+                );
+            }
+        }
     }
 
     /// The user's host_pool_gib as it would go into the connector: itself when
