@@ -104,18 +104,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         };
         tree.nodes.push(node.path.clone());
         let role = check_fields(obj, &node, out);
-        // A name under a misspelled key (its missing_kv_connector or unknown_key
-        // error renames the key) counts, so a HiSparseConnector stays one.
-        let connector = obj
-            .get("kv_connector")
-            .and_then(Value::as_str)
-            .or_else(|| misspelled_connector(obj).map(|(_, name)| name));
-        // A misspelled HiSparseConnector (its unknown_connector error carries the
-        // fix) is validated as HiSparse, so every error shows up in one pass.
-        let connector = match connector {
-            Some(name) if is_hisparse_typo(name) => Some(HISPARSE),
-            other => other,
-        };
+        let connector = node_connector(obj);
         let is_producer = node.under_producer || role.as_deref() == Some("kv_producer");
         let extra = obj
             .get("kv_connector_extra_config")
@@ -126,18 +115,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             top_list = top_children(obj, &node.path);
         }
         if let Some(name) = connector.filter(|c| *c != MULTI) {
-            let custom_module = obj
-                .get("kv_connector_module_path")
-                .and_then(Value::as_str)
-                .is_some_and(|m| !m.is_empty());
-            tree.leaves.push(Leaf {
-                path: node.path.clone(),
-                name: name.to_owned(),
-                custom_module,
-                removal: vec![FixOp::Remove {
-                    path: node.removal.clone(),
-                }],
-            });
+            push_leaf(&mut tree, obj, &node, name);
         }
         if connector == Some(HISPARSE) {
             let site = site(
@@ -187,37 +165,85 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         if node.depth + 1 > MAX_DEPTH {
             if !depth_reported {
                 depth_reported = true;
-                out.push(
-                    Diagnostic::error(
-                        Code::MaxDepthExceeded,
-                        children_path.clone(),
-                        format!("MultiConnectors are nested more than {MAX_DEPTH} levels deep here"),
-                    )
-                    .allowed(format!("at most {MAX_DEPTH} levels of MultiConnector nesting"))
-                    .hint("flatten the tree: put the child connectors directly into the top-level MultiConnector's connectors list"),
-                );
+                out.push(max_depth_exceeded(&children_path));
             }
             continue;
         }
-        // Reverse so children pop (and are reported) in document order.
-        for (i, child) in items.iter().enumerate().rev() {
-            let child_path = children_path.index(i);
-            stack.push(Node {
-                value: child,
-                removal: if items.len() > 1 {
-                    child_path.clone()
-                } else {
-                    node.removal.clone()
-                },
-                path: child_path,
-                depth: node.depth + 1,
-                parent_role: role.clone().or_else(|| node.parent_role.clone()),
-                under_producer: is_producer,
-            });
-        }
+        push_children(&mut stack, items, &children_path, &node, &role, is_producer);
     }
     report_multiple(&tree.sites, out);
     tree
+}
+
+/// The connector a node names: a name under a misspelled key counts, and a
+/// misspelled HiSparseConnector is read as one.
+fn node_connector(obj: &Map<String, Value>) -> Option<&str> {
+    // A name under a misspelled key (its missing_kv_connector or unknown_key
+    // error renames the key) counts, so a HiSparseConnector stays one.
+    let connector = obj
+        .get("kv_connector")
+        .and_then(Value::as_str)
+        .or_else(|| misspelled_connector(obj).map(|(_, name)| name));
+    // A misspelled HiSparseConnector (its unknown_connector error carries the
+    // fix) is validated as HiSparse, so every error shows up in one pass.
+    match connector {
+        Some(name) if is_hisparse_typo(name) => Some(HISPARSE),
+        other => other,
+    }
+}
+
+/// Records a node that names a connector other than MultiConnector as a leaf.
+fn push_leaf(tree: &mut ConnectorTree, obj: &Map<String, Value>, node: &Node, name: &str) {
+    let custom_module = obj
+        .get("kv_connector_module_path")
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.is_empty());
+    tree.leaves.push(Leaf {
+        path: node.path.clone(),
+        name: name.to_owned(),
+        custom_module,
+        removal: vec![FixOp::Remove {
+            path: node.removal.clone(),
+        }],
+    });
+}
+
+/// MultiConnectors nested deeper than [`MAX_DEPTH`] (reported once).
+fn max_depth_exceeded(children_path: &FieldPath) -> Diagnostic {
+    Diagnostic::error(
+        Code::MaxDepthExceeded,
+        children_path.clone(),
+        format!("MultiConnectors are nested more than {MAX_DEPTH} levels deep here"),
+    )
+    .allowed(format!("at most {MAX_DEPTH} levels of MultiConnector nesting"))
+    .hint("flatten the tree: put the child connectors directly into the top-level MultiConnector's connectors list")
+}
+
+/// Pushes a MultiConnector's children onto the walk's stack.
+fn push_children<'a>(
+    stack: &mut Vec<Node<'a>>,
+    items: &'a [Value],
+    children_path: &FieldPath,
+    node: &Node,
+    role: &Option<String>,
+    is_producer: bool,
+) {
+    // Reverse so children pop (and are reported) in document order.
+    for (i, child) in items.iter().enumerate().rev() {
+        let child_path = children_path.index(i);
+        stack.push(Node {
+            value: child,
+            removal: if items.len() > 1 {
+                child_path.clone()
+            } else {
+                node.removal.clone()
+            },
+            path: child_path,
+            depth: node.depth + 1,
+            parent_role: role.clone().or_else(|| node.parent_role.clone()),
+            under_producer: is_producer,
+        });
+    }
 }
 /// A connector that is not a MultiConnector but lists children: vLLM
 /// ignores them (a warning, whose fix makes it a MultiConnector).
