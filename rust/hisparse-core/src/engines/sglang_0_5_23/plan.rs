@@ -126,12 +126,7 @@ pub fn capacity(
         .map_err(|_| "host_to_device_ratio is negative")?;
     let page = u64::try_from(h.page_size.value.max(1)).unwrap_or(64);
     let d = u64::try_from(h.device_buffer_size.value).unwrap_or(0);
-    let scratch = h.speculative_num_draft_tokens.as_ref().map_or(0, |n| {
-        let w = u64::try_from(n.value)
-            .unwrap_or(0)
-            .saturating_mul(u64::try_from(h.index_topk.value).unwrap_or(0));
-        w.min(MIN_SCRATCH_CAPACITY.max(w.saturating_sub(d)))
-    });
+    let scratch = scratch(h, d);
     let draft_layers = draft_layers(args, model);
     let cell = device_cell(layers, kv_row, index_row, ratio).saturating_add(draft_cell(
         draft_layers,
@@ -157,32 +152,8 @@ pub fn capacity(
         pos(args.ep_size),
         pos(args.pp_size),
     );
-    let (weights, weights_source, weights_estimated) = match machine.weights_gib {
-        Some(w) => (
-            (w * GIB) as u64,
-            match machine.measured_in {
-                Some(log) => format!("measured: the \"mem usage\" of \"Load weight end\" in {log} (model_executor/model_runner.py:1372-1379)"),
-                None => "given (--weights-gib)".to_owned(),
-            },
-            false,
-        ),
-        None => {
-            let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
-            // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
-            let attn_tp = (tp / pos(Some(args.attn_dp_given().0))).max(1);
-            let rule = format!(
-                "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
-                est.rule,
-                if attn_tp < tp { " = tp / dp with --enable-dp-attention (runtime_context.py:73-76)" } else { "" },
-                crate::plan::gib_text(est.replicated_attention_bytes.saturating_add(est.sharded_attention_bytes / attn_tp)),
-            );
-            (
-                est.sglang_bytes_per_gpu(tp, attn_tp, dp, ep > 1),
-                rule,
-                true,
-            )
-        }
-    };
+    let (weights, weights_source, weights_estimated) =
+        weights(args, model, machine, (layers, draft_layers), (tp, dp, ep))?;
     let budget = (gpu_gib * GIB * mfs) as u64;
     let available = match machine.available_kv_gib {
         Some(g) => (g * GIB) as u64,
@@ -211,10 +182,7 @@ pub fn capacity(
         scratch,
         cell,
         available,
-        kv_source: match (machine.available_kv_gib, machine.measured_in) {
-            (Some(g), log) => format!("measured: {g:.2} GiB = avail mem - (avail mem + mem usage) x (1 - mem_fraction_static {mfs}) of \"Load weight end\" in {} (mem_cache/kv_cache_configurator.py:2990-3007)", log.unwrap_or("the engine log")),
-            (None, _) => format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
-        },
+        kv_source: kv_source(machine, mfs, gpu_gib),
         mem_fraction_static: mfs,
         mem_fraction_static_rule: mfs_rule,
         gpu_gib,
@@ -227,6 +195,62 @@ pub fn capacity(
         ranks_per_host,
         pools_per_node,
     })
+}
+
+/// The indexer's scratch rows per request with speculative decoding: draft
+/// tokens x top-k, past what the device buffer already holds.
+fn scratch(h: &SglangHiSparse, d: u64) -> u64 {
+    h.speculative_num_draft_tokens.as_ref().map_or(0, |n| {
+        let w = u64::try_from(n.value)
+            .unwrap_or(0)
+            .saturating_mul(u64::try_from(h.index_topk.value).unwrap_or(0));
+        w.min(MIN_SCRATCH_CAPACITY.max(w.saturating_sub(d)))
+    })
+}
+
+/// The weights per GPU, where the figure comes from, and whether it is an
+/// estimate: given or measured, else estimated from config.json.
+fn weights(
+    args: &SglangArgs,
+    model: &ModelInfo,
+    machine: &Machine<'_>,
+    (layers, draft_layers): (u64, u64),
+    (tp, dp, ep): (u64, u64, u64),
+) -> Result<(u64, String, bool), String> {
+    Ok(match machine.weights_gib {
+        Some(w) => (
+            (w * GIB) as u64,
+            match machine.measured_in {
+                Some(log) => format!("measured: the \"mem usage\" of \"Load weight end\" in {log} (model_executor/model_runner.py:1372-1379)"),
+                None => "given (--weights-gib)".to_owned(),
+            },
+            false,
+        ),
+        None => {
+            let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
+            // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
+            let attn_tp = (tp / pos(Some(args.attn_dp_given().0))).max(1);
+            let rule = format!(
+                "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
+                est.rule,
+                if attn_tp < tp { " = tp / dp with --enable-dp-attention (runtime_context.py:73-76)" } else { "" },
+                crate::plan::gib_text(est.replicated_attention_bytes.saturating_add(est.sharded_attention_bytes / attn_tp)),
+            );
+            (
+                est.sglang_bytes_per_gpu(tp, attn_tp, dp, ep > 1),
+                rule,
+                true,
+            )
+        }
+    })
+}
+
+/// Where the KV room comes from: the engine log, else the GPU's memory.
+fn kv_source(machine: &Machine<'_>, mfs: f64, gpu_gib: f64) -> String {
+    match (machine.available_kv_gib, machine.measured_in) {
+        (Some(g), log) => format!("measured: {g:.2} GiB = avail mem - (avail mem + mem usage) x (1 - mem_fraction_static {mfs}) of \"Load weight end\" in {} (mem_cache/kv_cache_configurator.py:2990-3007)", log.unwrap_or("the engine log")),
+        (None, _) => format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
+    }
 }
 
 /// One device KV slot: `L x kv_row + L x index_row x R` (the indexer pool holds
