@@ -34,6 +34,44 @@ use std::cmp::Ordering;
 /// the JSON form of the serve args the fixes apply to.
 pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
     // 1. A value reported by two errors belongs to the one that moves it.
+    drop_taken_unknown_keys(errors);
+    drop_sets_of_moved(errors);
+    hisparse_takes_removed_top(errors);
+    settle_inside_replaced(errors);
+
+    // 2. One structural edit, one error.
+    settle_filled_multis(errors, doc);
+    remove_only_unwritten(errors, doc);
+    settle_covered(errors);
+
+    // 2c. A MultiConnector whose children the fixes remove together (each
+    // removal alone leaves a sibling) is removed by the last of them.
+    empty_together(errors, doc);
+
+    // 2d. A fix that only edits inside what another fix removes whole is
+    // settled by that removal (a top-level list the fixes empty is not wrapped
+    // in a MultiConnector afterwards; a count is not set in a
+    // speculative_config another fix removes).
+    within_removed(errors, doc);
+
+    // 3. Resets, then sets, then structural edits from the back; no fix last.
+    // Turning HiSparse off comes with the structural edits, after any set.
+    let class = |d: &Diagnostic| match class(&d.fix) {
+        Class::Reset | Class::Set if turns_off(d.code) => Class::Structural,
+        c => c,
+    };
+    errors.sort_by(|a, b| {
+        let (ca, cb) = (class(a), class(b));
+        ca.cmp(&cb).then_with(|| match ca {
+            Class::Reset | Class::Set => cmp_paths(first_path(&a.fix), first_path(&b.fix)),
+            Class::Structural => cmp_paths(anchor(&b.fix, doc), anchor(&a.fix, doc)),
+            Class::None => Ordering::Equal,
+        })
+    });
+}
+
+/// An unknown_key error whose value another fix removes or moves is that fix's.
+fn drop_taken_unknown_keys(errors: &mut Vec<Diagnostic>) {
     let taken: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -51,10 +89,13 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         index += 1;
         !(d.code == Code::UnknownKey && taken.iter().any(|(i, p)| *i != me && *p == d.path))
     });
-    // A value set where another fix moves the user's own value (a missing
-    // kv_role beside a misspelled `kv_rol: kv_consumer`, a missing host_pool_gib
-    // held in an unknown key) is that move's: the
-    // move keeps what the user wrote, so the report tells one story.
+}
+
+/// A value set where another fix moves the user's own value (a missing
+/// kv_role beside a misspelled `kv_rol: kv_consumer`, a missing host_pool_gib
+/// held in an unknown key) is that move's: the
+/// move keeps what the user wrote, so the report tells one story.
+fn drop_sets_of_moved(errors: &mut Vec<Diagnostic>) {
     let moved_to: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -76,9 +117,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             && !d.fix.is_empty()
             && d.fix.iter().all(sets_moved))
     });
-    // A HiSparseConnector added beside the connectors another fix removes
-    // whole (an ExampleConnector without HMA support, wrapped to make room
-    // for it) takes their place instead: the removal would take it too.
+}
+
+/// A HiSparseConnector added beside the connectors another fix removes
+/// whole (an ExampleConnector without HMA support, wrapped to make room
+/// for it) takes their place instead: the removal would take it too.
+fn hisparse_takes_removed_top(errors: &mut Vec<Diagnostic>) {
     let top = FieldPath::root("kv_transfer_config");
     let removes_top = errors.iter().any(|d| {
         d.fix
@@ -117,9 +161,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             }
         }
     }
-    // A value another fix replaces whole (an empty `connectors: {}` the fix of
-    // hisparse_without_connector fills, a connector object it replaces) settles
-    // the errors inside it: their edits name what is no longer there.
+}
+
+/// A value another fix replaces whole (an empty `connectors: {}` the fix of
+/// hisparse_without_connector fills, a connector object it replaces) settles
+/// the errors inside it: their edits name what is no longer there.
+fn settle_inside_replaced(errors: &mut Vec<Diagnostic>) {
     let replaced: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -153,10 +200,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             d.fix.clear();
         }
     }
+}
 
-    // 2. One structural edit, one error. An empty MultiConnector that another
-    // fix adds a child to is that fix's: it is not empty after it (and, with a
-    // child that supports it, keeps the hybrid KV cache manager on).
+/// An empty MultiConnector that another fix adds a child to is that fix's:
+/// it is not empty after it (and, with a child that supports it, keeps the
+/// hybrid KV cache manager on).
+fn settle_filled_multis(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
     let filled: Vec<bool> = errors
         .iter()
         .enumerate()
@@ -191,9 +240,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             d.hint = Some("another fix of this report adds a connector to it".to_owned());
         }
     }
-    // A connector that is an only child is removed with its parent (so no
-    // MultiConnector is left empty); when another fix adds a child to that
-    // parent, remove only the part of the chain nothing is written into.
+}
+
+/// A connector that is an only child is removed with its parent (so no
+/// MultiConnector is left empty); when another fix adds a child to that
+/// parent, remove only the part of the chain nothing is written into.
+fn remove_only_unwritten(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
     // (where from, where to): a move that adds what is already inside does not add.
     let adds: Vec<(Option<FieldPath>, FieldPath)> = errors
         .iter()
@@ -228,6 +280,11 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             d.fix = vec![FixOp::Remove { path: part }];
         }
     }
+}
+
+/// Two fixes that edit the same structure: one gives way (the removal that
+/// turns HiSparse off decides; else the one with fewer edits).
+fn settle_covered(errors: &mut Vec<Diagnostic>) {
     let anchors: Vec<Vec<FieldPath>> = errors.iter().map(|d| structural(&d.fix)).collect();
     let mut covered_by: Vec<Option<usize>> = vec![None; errors.len()];
     for x in 0..errors.len() {
@@ -269,31 +326,6 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             ));
         }
     }
-
-    // 2c. A MultiConnector whose children the fixes remove together (each
-    // removal alone leaves a sibling) is removed by the last of them.
-    empty_together(errors, doc);
-
-    // 2d. A fix that only edits inside what another fix removes whole is
-    // settled by that removal (a top-level list the fixes empty is not wrapped
-    // in a MultiConnector afterwards; a count is not set in a
-    // speculative_config another fix removes).
-    within_removed(errors, doc);
-
-    // 3. Resets, then sets, then structural edits from the back; no fix last.
-    // Turning HiSparse off comes with the structural edits, after any set.
-    let class = |d: &Diagnostic| match class(&d.fix) {
-        Class::Reset | Class::Set if turns_off(d.code) => Class::Structural,
-        c => c,
-    };
-    errors.sort_by(|a, b| {
-        let (ca, cb) = (class(a), class(b));
-        ca.cmp(&cb).then_with(|| match ca {
-            Class::Reset | Class::Set => cmp_paths(first_path(&a.fix), first_path(&b.fix)),
-            Class::Structural => cmp_paths(anchor(&b.fix, doc), anchor(&a.fix, doc)),
-            Class::None => Ordering::Equal,
-        })
-    });
 }
 
 /// The JSON form of `doc` with every error's fix applied in order.
