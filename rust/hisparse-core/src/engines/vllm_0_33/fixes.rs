@@ -557,132 +557,184 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
 
 /// See step 2c of [`settle`]. Repeats while a removal empties the list above.
 fn empty_together(errors: &mut [Diagnostic], doc: &dyn Lookup) {
-    let len = |p: &FieldPath| doc.at(p).and_then(Value::as_array).map_or(0, Vec::len);
-    let children = |m: &FieldPath| {
-        [
-            m.key("kv_connector_extra_config").key("connectors"),
-            m.key("connectors"),
-        ]
-    };
     // Bounded: each round adds a removal one level up the tree.
     for _ in 0..crate::engines::vllm_0_33::connectors::MAX_DEPTH + 2 {
-        let gone: Vec<FieldPath> = errors
-            .iter()
-            .flat_map(|d| &d.fix)
-            .filter_map(|op| match op {
-                FixOp::Remove { path } if removes_structure(path) => Some(path.clone()),
-                FixOp::Move { from, .. } if matches!(from.0.last(), Some(Seg::Index(_))) => {
-                    Some(from.clone())
-                }
-                _ => None,
-            })
-            .collect();
-        let added: Vec<(Option<&FieldPath>, &FieldPath)> = errors
-            .iter()
-            .flat_map(|d| &d.fix)
-            .filter_map(|op| {
-                let to = adds_connectors(op, doc)?;
-                let from = match op {
-                    FixOp::Move { from, .. } => Some(from),
-                    _ => None,
-                };
-                Some((from, to))
-            })
-            .collect();
-        // A connector's children lists (a top-level list is its own).
-        let lists_of = |m: &FieldPath| {
-            if m.0.len() == 1 && doc.at(m).is_some_and(Value::is_array) {
-                vec![m.clone()]
-            } else {
-                children(m).to_vec()
-            }
-        };
-        let owner_of = |list: &FieldPath| {
-            if list.0.len() == 1 {
-                list.clone()
-            } else {
-                multi_of(list)
-            }
-        };
-        let emptied = gone.iter().map(|p| owner_of(&p.parent())).find(|m| {
-            let lists = lists_of(m);
-            let within = |p: &FieldPath| lists.iter().any(|l| p.0.starts_with(&l.0));
-            // Another fix gives it a child (not one of its own moved between its lists).
-            let own = |p: &FieldPath| lists.contains(p) || lists.contains(&p.parent());
-            if added
-                .iter()
-                .any(|(from, to)| within(to) && !from.is_some_and(own))
-            {
-                return false;
-            }
-            let total: usize = lists.iter().map(len).sum();
-            let taken = lists
-                .iter()
-                .flat_map(|l| (0..len(l)).map(move |i| l.index(i)))
-                .filter(|item| gone.iter().any(|g| item.0.starts_with(&g.0)))
-                .count();
-            total > 0 && taken == total && !gone.iter().any(|g| m.0.starts_with(&g.0))
-        });
-        let Some(multi) = emptied else {
+        let gone = gone_paths(errors);
+        let added = added_connectors(errors, doc);
+        let Some(multi) = emptied(doc, &gone, &added) else {
             return;
         };
-        // Its removal: itself if a sibling stays, else its parent's, up the tree.
-        let mut removal = multi.clone();
-        while let Some((Seg::Index(_), list)) = removal.0.split_last() {
-            let parent = owner_of(&FieldPath(list.to_vec()));
-            let lists = lists_of(&parent);
-            let siblings: usize = lists.iter().map(len).sum();
-            let receives = added.iter().any(|(_, to)| {
-                lists.iter().any(|l| to.0.starts_with(&l.0)) && !to.0.starts_with(&removal.0)
-            });
-            if siblings > 1 || receives {
-                break;
-            }
-            removal = parent;
-        }
-        let lists = lists_of(&multi);
-        let owns = |d: &Diagnostic| {
-            d.fix.iter().any(|op| match op {
-                FixOp::Remove { path } | FixOp::Move { from: path, .. } => {
-                    lists.iter().any(|l| path.0.starts_with(&l.0))
-                }
-                FixOp::Set { .. } => false,
-            })
-        };
-        // HiSparseConnectors the removal would take with it. Applied alone, the
-        // owner's fix must not turn HiSparse off: each must be one it moves
-        // out, or a second one another fix removes, or the owner turns it off.
-        let sites = hisparse_paths(doc, &removal);
-        let extra_removed = |p: &FieldPath| {
-            errors.iter().any(|d| {
-                d.code == Code::MultipleHiSparseConnectors
-                    && removes(&d.fix).any(|r| p.0.starts_with(&r.0))
-            })
-        };
-        let safe = |d: &Diagnostic| {
-            turns_off(d.code)
-                || sites.iter().all(|site| {
-                    moves(&d.fix).any(|m| site.0.starts_with(&m.0)) || extra_removed(site)
-                })
-        };
-        // The last applied: a fix that turns HiSparse off if one takes part,
-        // else one that moves a connector out, else the one removing the first child.
-        let owner = errors
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| owns(d) && safe(d))
-            .min_by(|(_, a), (_, b)| {
-                turns_off(b.code)
-                    .cmp(&turns_off(a.code))
-                    .then_with(|| moves(&b.fix).count().cmp(&moves(&a.fix).count()))
-                    .then_with(|| cmp_paths(anchor(&a.fix, doc), anchor(&b.fix, doc)))
-            })
-            .map(|(i, _)| i);
-        let Some(owner) = owner else {
+        let removal = removal_of(doc, &multi, &added);
+        let Some(owner) = removal_owner(errors, doc, &multi, &removal) else {
             return;
         };
         errors[owner].fix.push(FixOp::Remove { path: removal });
     }
+}
+
+/// The structures the fixes remove or move a list item out of.
+fn gone_paths(errors: &[Diagnostic]) -> Vec<FieldPath> {
+    errors
+        .iter()
+        .flat_map(|d| &d.fix)
+        .filter_map(|op| match op {
+            FixOp::Remove { path } if removes_structure(path) => Some(path.clone()),
+            FixOp::Move { from, .. } if matches!(from.0.last(), Some(Seg::Index(_))) => {
+                Some(from.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where the fixes add connectors: (where from, for a move; where to).
+fn added_connectors<'a>(
+    errors: &'a [Diagnostic],
+    doc: &dyn Lookup,
+) -> Vec<(Option<&'a FieldPath>, &'a FieldPath)> {
+    errors
+        .iter()
+        .flat_map(|d| &d.fix)
+        .filter_map(|op| {
+            let to = adds_connectors(op, doc)?;
+            let from = match op {
+                FixOp::Move { from, .. } => Some(from),
+                _ => None,
+            };
+            Some((from, to))
+        })
+        .collect()
+}
+
+/// The length of the list at `p` (0 when there is none).
+fn list_len(doc: &dyn Lookup, p: &FieldPath) -> usize {
+    doc.at(p).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// A connector's children lists (a top-level list is its own).
+fn lists_of(doc: &dyn Lookup, m: &FieldPath) -> Vec<FieldPath> {
+    if m.0.len() == 1 && doc.at(m).is_some_and(Value::is_array) {
+        vec![m.clone()]
+    } else {
+        [
+            m.key("kv_connector_extra_config").key("connectors"),
+            m.key("connectors"),
+        ]
+        .to_vec()
+    }
+}
+
+/// The connector a children list belongs to (a top-level list is its own).
+fn owner_of(list: &FieldPath) -> FieldPath {
+    if list.0.len() == 1 {
+        list.clone()
+    } else {
+        multi_of(list)
+    }
+}
+
+/// A MultiConnector (or top-level list) whose every child the fixes take,
+/// which no fix gives a child and no fix removes whole.
+fn emptied(
+    doc: &dyn Lookup,
+    gone: &[FieldPath],
+    added: &[(Option<&FieldPath>, &FieldPath)],
+) -> Option<FieldPath> {
+    let len = |p: &FieldPath| list_len(doc, p);
+    let lists_of = |m: &FieldPath| lists_of(doc, m);
+    gone.iter().map(|p| owner_of(&p.parent())).find(|m| {
+        let lists = lists_of(m);
+        let within = |p: &FieldPath| lists.iter().any(|l| p.0.starts_with(&l.0));
+        // Another fix gives it a child (not one of its own moved between its lists).
+        let own = |p: &FieldPath| lists.contains(p) || lists.contains(&p.parent());
+        if added
+            .iter()
+            .any(|(from, to)| within(to) && !from.is_some_and(own))
+        {
+            return false;
+        }
+        let total: usize = lists.iter().map(len).sum();
+        let taken = lists
+            .iter()
+            .flat_map(|l| (0..len(l)).map(move |i| l.index(i)))
+            .filter(|item| gone.iter().any(|g| item.0.starts_with(&g.0)))
+            .count();
+        total > 0 && taken == total && !gone.iter().any(|g| m.0.starts_with(&g.0))
+    })
+}
+
+/// The removal of an emptied MultiConnector: itself if a sibling stays, else
+/// its parent's, up the tree.
+fn removal_of(
+    doc: &dyn Lookup,
+    multi: &FieldPath,
+    added: &[(Option<&FieldPath>, &FieldPath)],
+) -> FieldPath {
+    let len = |p: &FieldPath| list_len(doc, p);
+    let lists_of = |m: &FieldPath| lists_of(doc, m);
+    let mut removal = multi.clone();
+    while let Some((Seg::Index(_), list)) = removal.0.split_last() {
+        let parent = owner_of(&FieldPath(list.to_vec()));
+        let lists = lists_of(&parent);
+        let siblings: usize = lists.iter().map(len).sum();
+        let receives = added.iter().any(|(_, to)| {
+            lists.iter().any(|l| to.0.starts_with(&l.0)) && !to.0.starts_with(&removal.0)
+        });
+        if siblings > 1 || receives {
+            break;
+        }
+        removal = parent;
+    }
+    removal
+}
+
+/// The fix that takes the removal: among those that take a child of
+/// `multi`, the last applied that keeps HiSparse on when applied alone.
+fn removal_owner(
+    errors: &[Diagnostic],
+    doc: &dyn Lookup,
+    multi: &FieldPath,
+    removal: &FieldPath,
+) -> Option<usize> {
+    let lists_of = |m: &FieldPath| lists_of(doc, m);
+    let lists = lists_of(multi);
+    let owns = |d: &Diagnostic| {
+        d.fix.iter().any(|op| match op {
+            FixOp::Remove { path } | FixOp::Move { from: path, .. } => {
+                lists.iter().any(|l| path.0.starts_with(&l.0))
+            }
+            FixOp::Set { .. } => false,
+        })
+    };
+    // HiSparseConnectors the removal would take with it. Applied alone, the
+    // owner's fix must not turn HiSparse off: each must be one it moves
+    // out, or a second one another fix removes, or the owner turns it off.
+    let sites = hisparse_paths(doc, removal);
+    let extra_removed = |p: &FieldPath| {
+        errors.iter().any(|d| {
+            d.code == Code::MultipleHiSparseConnectors
+                && removes(&d.fix).any(|r| p.0.starts_with(&r.0))
+        })
+    };
+    let safe = |d: &Diagnostic| {
+        turns_off(d.code)
+            || sites
+                .iter()
+                .all(|site| moves(&d.fix).any(|m| site.0.starts_with(&m.0)) || extra_removed(site))
+    };
+    // The last applied: a fix that turns HiSparse off if one takes part,
+    // else one that moves a connector out, else the one removing the first child.
+    errors
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| owns(d) && safe(d))
+        .min_by(|(_, a), (_, b)| {
+            turns_off(b.code)
+                .cmp(&turns_off(a.code))
+                .then_with(|| moves(&b.fix).count().cmp(&moves(&a.fix).count()))
+                .then_with(|| cmp_paths(anchor(&a.fix, doc), anchor(&b.fix, doc)))
+        })
+        .map(|(i, _)| i)
 }
 
 /// Paths of the HiSparseConnectors at or below `root` in `doc` (bounded by
