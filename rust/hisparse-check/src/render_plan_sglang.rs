@@ -7,7 +7,9 @@
 
 use crate::dialect;
 use crate::render_parts::{heading, plural};
-use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use crate::render_plan_parts::{
+    at_context, capped, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
+};
 use hisparse_core::plan::{Plan, SglangSizing};
 use hisparse_core::Code;
 use std::fmt::Write;
@@ -48,23 +50,17 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     let r = sg.host_to_device_ratio;
     let page = u64::from(s.block_size);
 
-    let _ = writeln!(out, "\nsizes");
-    let _ = writeln!(
-        out,
-        "  MLA latent KV     {} B/token/layer ({}) x {} layers = {} B/token, on the device for D + 64 slots, in the host pool for every token",
-        s.mla_row_bytes,
-        s.kv_cache_dtype,
-        s.sparse_mla_layers,
-        n(s.mla_bytes_per_token)
+    kv_rows(
+        &mut out,
+        s,
+        (
+            "layers",
+            "on the device for D + 64 slots, in the host pool for every token",
+        ),
+        ("layers", "on the device for every token"),
     );
-    let _ = writeln!(
-        out,
-        "  indexer keys      {} B/token/layer x {} layers = {} B/token, on the device for every token",
-        s.indexer_row_bytes,
-        s.indexer_layers,
-        n(s.indexer_bytes_per_token)
-    );
-    let draft = if s.draft_layers > 0 {
+    let draft = (s.draft_layers > 0)
+        .then(|| {
         format!(
             " + {} MTP draft layer{} x ({} + {}) x {r} (the draft pool is indexed by the host-expanded ids; pool_configurator.py:260-311)",
             s.draft_layers,
@@ -72,9 +68,8 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
             s.mla_row_bytes,
             s.indexer_row_bytes
         )
-    } else {
-        String::new()
-    };
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         out,
         "  device cell       {} B per device KV slot = {} x {} + {} x {} x host_to_device_ratio {r}{draft} (the indexer holds R tokens per slot; model_executor/pool_configurator.py:560-635)",
@@ -84,14 +79,14 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         s.indexer_layers,
         s.indexer_row_bytes
     );
-    let scratch = if sg.speculative_scratch_slots > 0 {
+    let scratch = (sg.speculative_scratch_slots > 0)
+        .then(|| {
         format!(
             " + {} speculative scratch (min(W, max(1024, W - D)), W = draft tokens x index_topk; hisparse_coordinator.py:146, :187-193)",
             n(sg.speculative_scratch_slots)
         )
-    } else {
-        String::new()
-    };
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         out,
         "  per request       {} device slots = device_buffer_size {} + 64 (the newest token's page; managers/hisparse_coordinator.py:644-646){scratch} = {} while it decodes",
