@@ -5,13 +5,17 @@
 //! Every `src/**/*.rs` of `hisparse-core` is read as text. A function is the
 //! `fn` keyword followed by its name, and its length is the lines from the
 //! line of `fn` to the line of the `}` that closes its body, both counted.
-//! Comments, string literals (raw ones too) and char literals are skipped, so
-//! a brace in them does not open or close anything. A function whose length
+//! Comments, string literals (raw ones too) and char literals are skipped
+//! (the lexer is module_graph.rs's, rust_lex/), so a brace in them does not
+//! open or close anything. A function whose length
 //! is over [`LIMIT`] fails the test unless the comment just above it (its doc
 //! comment and plain comments, with attributes between) has a line that
 //! starts with `// long:` or `/// long:` and gives the reason. Functions
 //! nested in a function (and those in inline test modules) are measured too.
 
+mod rust_lex;
+
+use rust_lex::{lex, Tok};
 use std::path::Path;
 
 /// The most lines a function may have without a `// long:` reason.
@@ -23,138 +27,6 @@ struct Func {
     name: String,
     line: usize,
     lines: usize,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Ident(String),
-    Open,
-    Close,
-    Semi,
-    Other,
-}
-
-/// Tokens with their line; comments and string/char literals dropped.
-fn lex(text: &str) -> Vec<(Tok, usize)> {
-    let c: Vec<char> = text.chars().collect();
-    let (mut i, mut line, mut out) = (0usize, 1usize, Vec::new());
-    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
-    // Skips a "..." string whose opening quote is at `i`; returns the index after it.
-    let string = |mut i: usize, line: &mut usize| {
-        i += 1;
-        while i < c.len() && c[i] != '"' {
-            if c[i] == '\\' {
-                i += 1;
-            }
-            if at(i) == '\n' {
-                *line += 1;
-            }
-            i += 1;
-        }
-        i + 1
-    };
-    while i < c.len() {
-        let ch = c[i];
-        if ch == '\n' {
-            line += 1;
-            i += 1;
-        } else if ch.is_whitespace() {
-            i += 1;
-        } else if ch == '/' && at(i + 1) == '/' {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-        } else if ch == '/' && at(i + 1) == '*' {
-            let mut depth = 0usize;
-            while i < c.len() {
-                if c[i] == '/' && at(i + 1) == '*' {
-                    depth += 1;
-                    i += 2;
-                } else if c[i] == '*' && at(i + 1) == '/' {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    if c[i] == '\n' {
-                        line += 1;
-                    }
-                    i += 1;
-                }
-            }
-        } else if ch == '"' {
-            i = string(i, &mut line);
-        } else if ch == '\'' {
-            if at(i + 1) == '\\' {
-                // '\n', '\'', '\u{..}': to the closing quote.
-                i += 2;
-                while i < c.len() && c[i] != '\'' {
-                    i += 1;
-                }
-                i += 1;
-            } else if at(i + 2) == '\'' {
-                i += 3;
-            } else {
-                // A lifetime or label.
-                i += 1;
-            }
-        } else if ch.is_alphanumeric() || ch == '_' {
-            let start = i;
-            while i < c.len() && (c[i].is_alphanumeric() || c[i] == '_') {
-                i += 1;
-            }
-            let word: String = c[start..i].iter().collect();
-            if matches!(word.as_str(), "b" | "c") && at(i) == '"' {
-                i = string(i, &mut line);
-            } else if matches!(word.as_str(), "r" | "br" | "cr")
-                && (at(i) == '"' || at(i) == '#')
-            {
-                let mut hashes = 0usize;
-                let mut j = i;
-                while at(j) == '#' {
-                    hashes += 1;
-                    j += 1;
-                }
-                if at(j) == '"' {
-                    // A raw string: to `"` followed by as many `#`.
-                    j += 1;
-                    loop {
-                        if j >= c.len() {
-                            break;
-                        }
-                        if c[j] == '"' && (1..=hashes).all(|k| at(j + k) == '#') {
-                            j += 1 + hashes;
-                            break;
-                        }
-                        if c[j] == '\n' {
-                            line += 1;
-                        }
-                        j += 1;
-                    }
-                    i = j;
-                } else {
-                    // A raw identifier (`r#type`): the word after the `#`.
-                    i = j;
-                    out.push((Tok::Ident(word), line));
-                }
-            } else {
-                out.push((Tok::Ident(word), line));
-            }
-        } else {
-            out.push((
-                match ch {
-                    '{' => Tok::Open,
-                    '}' => Tok::Close,
-                    ';' => Tok::Semi,
-                    _ => Tok::Other,
-                },
-                line,
-            ));
-            i += 1;
-        }
-    }
-    out
 }
 
 /// Every function with a body in `text`, in order of its `fn`.
