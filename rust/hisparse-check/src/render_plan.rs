@@ -42,9 +42,11 @@ pub fn plan(p: &Plan) -> String {
         plural(g.data_parallel_size as usize)
     );
 
-    let draft = (s.draft_layers > 0)
-        .then(|| format!(" (incl. {} MTP draft)", s.draft_layers))
-        .unwrap_or_default();
+    let draft = if s.draft_layers > 0 {
+        format!(" (incl. {} MTP draft)", s.draft_layers)
+    } else {
+        String::new()
+    };
     kv_rows(
         &mut out,
         s,
@@ -79,9 +81,11 @@ pub fn plan(p: &Plan) -> String {
         h.host_pool_gib,
         n(h.host_blocks),
         n(h.host_block_stride),
-        (h.host_block_stride != h.host_block_bytes)
-            .then(|| format!(" ({} B rounded up to 4 KiB)", n(h.host_block_bytes)))
-            .unwrap_or_default()
+        if h.host_block_stride != h.host_block_bytes {
+            format!(" ({} B rounded up to 4 KiB)", n(h.host_block_bytes))
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         out,

@@ -111,9 +111,11 @@ pub(crate) fn kv_room(g: &GpuPlan, kv: u64, weights: u64, gib: fn(u64) -> String
 /// cells (without, with HiSparse) with the width they share.
 pub(crate) fn at_context(out: &mut String, d: &Dialect, p: &Plan) -> (String, String, usize) {
     let a = &p.at_context;
-    let which = (p.context_length == p.max_model_len)
-        .then(|| format!(" ({})", d.max_len))
-        .unwrap_or_default();
+    let which = if p.context_length == p.max_model_len {
+        format!(" ({})", d.max_len)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
         "\nat {} tokens{which}, per DP replica",

@@ -59,8 +59,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         ),
         ("layers", "on the device for every token"),
     );
-    let draft = (s.draft_layers > 0)
-        .then(|| {
+    let draft = if s.draft_layers > 0 {
         format!(
             " + {} MTP draft layer{} x ({} + {}) x {r} (the draft pool is indexed by the host-expanded ids; pool_configurator.py:260-311)",
             s.draft_layers,
@@ -68,8 +67,9 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
             s.mla_row_bytes,
             s.indexer_row_bytes
         )
-        })
-        .unwrap_or_default();
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
         "  device cell       {} B per device KV slot = {} x {} + {} x {} x host_to_device_ratio {r}{draft} (the indexer holds R tokens per slot; model_executor/pool_configurator.py:560-635)",
@@ -79,14 +79,14 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         s.indexer_layers,
         s.indexer_row_bytes
     );
-    let scratch = (sg.speculative_scratch_slots > 0)
-        .then(|| {
+    let scratch = if sg.speculative_scratch_slots > 0 {
         format!(
             " + {} speculative scratch (min(W, max(1024, W - D)), W = draft tokens x index_topk; hisparse_coordinator.py:146, :187-193)",
             n(sg.speculative_scratch_slots)
         )
-        })
-        .unwrap_or_default();
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
         "  per request       {} device slots = device_buffer_size {} + 64 (the newest token's page; managers/hisparse_coordinator.py:644-646){scratch} = {} while it decodes",

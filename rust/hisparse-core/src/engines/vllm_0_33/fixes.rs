@@ -122,7 +122,7 @@ fn drop_sets_of_moved(errors: &mut Vec<Diagnostic>) {
 /// A HiSparseConnector added beside the connectors another fix removes
 /// whole (an ExampleConnector without HMA support, wrapped to make room
 /// for it) takes their place instead: the removal would take it too.
-fn hisparse_takes_removed_top(errors: &mut Vec<Diagnostic>) {
+fn hisparse_takes_removed_top(errors: &mut [Diagnostic]) {
     let top = FieldPath::root("kv_transfer_config");
     let removes_top = errors.iter().any(|d| {
         d.fix
@@ -166,7 +166,7 @@ fn hisparse_takes_removed_top(errors: &mut Vec<Diagnostic>) {
 /// A value another fix replaces whole (an empty `connectors: {}` the fix of
 /// hisparse_without_connector fills, a connector object it replaces) settles
 /// the errors inside it: their edits name what is no longer there.
-fn settle_inside_replaced(errors: &mut Vec<Diagnostic>) {
+fn settle_inside_replaced(errors: &mut [Diagnostic]) {
     let replaced: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -205,7 +205,7 @@ fn settle_inside_replaced(errors: &mut Vec<Diagnostic>) {
 /// An empty MultiConnector that another fix adds a child to is that fix's:
 /// it is not empty after it (and, with a child that supports it, keeps the
 /// hybrid KV cache manager on).
-fn settle_filled_multis(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
+fn settle_filled_multis(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     let filled: Vec<bool> = errors
         .iter()
         .enumerate()
@@ -245,7 +245,7 @@ fn settle_filled_multis(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
 /// A connector that is an only child is removed with its parent (so no
 /// MultiConnector is left empty); when another fix adds a child to that
 /// parent, remove only the part of the chain nothing is written into.
-fn remove_only_unwritten(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
+fn remove_only_unwritten(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     // (where from, where to): a move that adds what is already inside does not add.
     let adds: Vec<(Option<FieldPath>, FieldPath)> = errors
         .iter()
@@ -284,7 +284,7 @@ fn remove_only_unwritten(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
 
 /// Two fixes that edit the same structure: one gives way (the removal that
 /// turns HiSparse off decides; else the one with fewer edits).
-fn settle_covered(errors: &mut Vec<Diagnostic>) {
+fn settle_covered(errors: &mut [Diagnostic]) {
     let anchors: Vec<Vec<FieldPath>> = errors.iter().map(|d| structural(&d.fix)).collect();
     let mut covered_by: Vec<Option<usize>> = vec![None; errors.len()];
     for x in 0..errors.len() {
