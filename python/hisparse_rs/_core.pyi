@@ -899,11 +899,20 @@ class ResidencyResolver:
         non-integer dtype.
         """
 
-def check_deployment_json(paths: Sequence[str], model_dirs: Sequence[tuple[str, str]] = ...) -> str:
-    """``hisparse-check deploy PATHS --model-dir C=L ... --json``: the deployment report's JSON.
+def check_deployment_json(
+    paths: Sequence[str],
+    model_dirs: Sequence[tuple[str, str]] = ...,
+    launches: Sequence[tuple[str, str | None, str | None]] = ...,
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    host_memory_gib: float | None = None,
+) -> str:
+    """``hisparse-check deploy PATHS --model-dir C=L ... --launch CMD --role R --node N ...
+    --gpu G --gpus-per-node N --host-memory-gib GIB --json``: the deployment report's JSON.
 
-    Raises ValueError where the CLI exits 2 (a manifest that cannot be read,
-    passes a bound, or holds no engine launch)."""
+    ``launches``: (command, role, node) of each ``--launch``. Raises ValueError
+    where the CLI exits 2 (a manifest that cannot be read, passes a bound,
+    holds no engine launch, or a bad field of a deployment file or launch)."""
 
 def deployment_codes() -> list[str]:
     """The codes of the rules between launches (docs/deploy.md)."""

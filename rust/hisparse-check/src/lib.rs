@@ -298,11 +298,29 @@ pub fn check_sglang_argv(
 /// `hisparse-check deploy FILES --model-dir C=L ... --json` as a function:
 /// (valid, the report's JSON, docs/deploy.md). Err: a manifest that cannot
 /// be read, passes a bound, or holds no engine launch (the CLI's exit 2).
+///
+/// `launches`: (command, role, node) of each `--launch`; `machine`: the
+/// `--gpu`, `--gpus-per-node`, `--host-memory-gib` of their nodes.
 pub fn check_deployment_json(
     files: &[String],
     model_dirs: &[(String, String)],
+    launches: &[(String, Option<String>, Option<String>)],
+    machine: (Option<String>, Option<u64>, Option<f64>),
 ) -> Result<(bool, String), String> {
-    deploy::cli::check_json(files, model_dirs)
+    let launches: Vec<deploy::own::LaunchArg> = launches
+        .iter()
+        .map(|(command, role, node)| deploy::own::LaunchArg {
+            command: command.clone(),
+            role: role.clone(),
+            node: node.clone(),
+        })
+        .collect();
+    let machine = deploy::own::MachineArg {
+        gpu: machine.0,
+        gpus_per_node: machine.1,
+        ram_gib: machine.2,
+    };
+    deploy::cli::check_json(files, model_dirs, &launches, &machine)
 }
 
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for,

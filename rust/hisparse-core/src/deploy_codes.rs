@@ -38,7 +38,9 @@ pub const DEPLOY_CODES: &[DeployCode] = &[
     c(Code::PdAttentionTpMismatch, None, Some("sglang/srt/disaggregation/common/conn.py:1432-1470 (MLA KV sharding needs equal attention TP)")),
     c(Code::MultinodeSizesMismatch, Some("vllm/config/parallel.py (data_parallel_size, nnodes, data_parallel_address)"), Some("sglang/srt/arg_groups/fields/parallel.py (tp_size, nnodes, dist_init_addr)")),
     c(Code::MultinodeRanksInvalid, Some("vllm/config/parallel.py (node_rank, data_parallel_start_rank)"), Some("sglang/srt/arg_groups/fields/parallel.py (node_rank)")),
-    c(Code::NodeGpusExceeded, Some("the pod's resources.limits[\"nvidia.com/gpu\"]: vLLM sees only those GPUs"), Some("the pod's resources.limits[\"nvidia.com/gpu\"]: SGLang sees only those GPUs")),
+    c(Code::NodeGpusExceeded, Some("the pod's resources.limits[\"nvidia.com/gpu\"] (or the node's gpus_per_node): vLLM sees only those GPUs"), Some("the pod's resources.limits[\"nvidia.com/gpu\"] (or the node's gpus_per_node): SGLang sees only those GPUs")),
+    c(Code::LaunchRoleMismatch, Some("vllm/config/kv_transfer.py:71, :128-136 (kv_role: the launch's role is its connector's, not the one declared)"), Some("sglang --disaggregation-mode (prefill, decode, null: the launch's role is its flag's, not the one declared)")),
+    c(Code::NodeHostMemoryExceeded, Some("vllm/v1/hisparse/runtime.py:195-203 (check_hisparse_host_memory: pool_bytes > 0.95 x the RAM available when it pins)"), Some("sglang/srt/mem_cache/pool_host/base.py:84-107, :244-257 (the RAM budget available when the rank pins; \"Not enough host memory available\")")),
 ];
 
 #[cfg(test)]

@@ -195,6 +195,10 @@ codes! {
     MultinodeSizesMismatch => "multinode_sizes_mismatch",
     MultinodeRanksInvalid => "multinode_ranks_invalid",
     NodeGpusExceeded => "node_gpus_exceeded",
+    // The deployment file's and --launch's declarations (h25b, issue 25):
+    // a declared role, the pinned pools of a node's launches together.
+    LaunchRoleMismatch => "launch_role_mismatch",
+    NodeHostMemoryExceeded => "node_host_memory_exceeded",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

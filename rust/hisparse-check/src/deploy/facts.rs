@@ -55,7 +55,9 @@ pub struct Facts {
     pub dp_attention: bool,
 }
 
-fn options(l: &Launch, mut o: PlanOptions) -> PlanOptions {
+/// The plan options of a launch on its machine (its GPU and RAM unless
+/// its own flags give them).
+pub fn options(l: &Launch, mut o: PlanOptions) -> PlanOptions {
     if o.gpu.is_none() && o.gpu_memory_gib.is_none() {
         o.gpu = l.machine.gpu.clone();
     }
@@ -73,7 +75,8 @@ pub fn check(l: &Launch) -> Result<(Report, Facts), String> {
     }
 }
 
-fn usage(e: crate::usage::Usage) -> String {
+/// A usage error's text.
+pub fn usage(e: crate::usage::Usage) -> String {
     match e {
         crate::usage::Usage::Message(m) => m,
         crate::usage::Usage::Clap(e) => {
