@@ -43,10 +43,7 @@ fn figure(x: f64) -> String {
 /// The plan text's engine-log section (before its result line).
 pub fn section(r: &EngineLogReport) -> String {
     let mut out = String::new();
-    let engine = match r.engine.as_str() {
-        hisparse_core::report::ENGINE_SGLANG => "SGLang",
-        _ => "vLLM",
-    };
+    let engine = crate::dialect::of(&r.engine).name;
     let _ = writeln!(
         out,
         "\nengine log {} ({engine} start-up lines; {} lines read{}{})",

@@ -4,7 +4,9 @@
 
 use crate::dialect;
 use crate::render_parts::{heading, plural};
-use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use crate::render_plan_parts::{
+    at_context, capped, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
+};
 use hisparse_core::plan::{gib_text as gib, Plan, PoolMode};
 use hisparse_core::Code;
 use std::fmt::Write;
@@ -40,26 +42,16 @@ pub fn plan(p: &Plan) -> String {
         plural(g.data_parallel_size as usize)
     );
 
-    let _ = writeln!(out, "\nsizes");
     let draft = if s.draft_layers > 0 {
         format!(" (incl. {} MTP draft)", s.draft_layers)
     } else {
         String::new()
     };
-    let _ = writeln!(
-        out,
-        "  MLA latent KV     {} B/token/layer ({}) x {} sparse-MLA layers{draft} = {} B/token, in the host pool",
-        s.mla_row_bytes,
-        s.kv_cache_dtype,
-        s.sparse_mla_layers,
-        n(s.mla_bytes_per_token)
-    );
-    let _ = writeln!(
-        out,
-        "  indexer keys      {} B/token/layer x {} indexer layers = {} B/token, on the GPU for the whole context",
-        s.indexer_row_bytes,
-        s.indexer_layers,
-        n(s.indexer_bytes_per_token)
+    kv_rows(
+        &mut out,
+        s,
+        (&format!("sparse-MLA layers{draft}"), "in the host pool"),
+        ("indexer layers", "on the GPU for the whole context"),
     );
     let _ = writeln!(
         out,

@@ -4,9 +4,36 @@
 
 use crate::dialect::Dialect;
 use crate::render_parts::{findings, result_line};
-use hisparse_core::plan::{GpuPlan, Limit, Plan, PlanPoint};
+use hisparse_core::plan::{GpuPlan, Limit, Plan, PlanPoint, Sizes};
 use hisparse_core::Code;
 use std::fmt::Write;
+
+/// The sizes section's heading and its first two rows, the MLA latent KV and
+/// the indexer keys per token, in the engine's words: (what the layers are
+/// called, where the rows live) for each.
+pub(crate) fn kv_rows(
+    out: &mut String,
+    s: &Sizes,
+    (mla_layers, mla_where): (&str, &str),
+    (index_layers, index_where): (&str, &str),
+) {
+    let _ = writeln!(out, "\nsizes");
+    let _ = writeln!(
+        out,
+        "  MLA latent KV     {} B/token/layer ({}) x {} {mla_layers} = {} B/token, {mla_where}",
+        s.mla_row_bytes,
+        s.kv_cache_dtype,
+        s.sparse_mla_layers,
+        n(s.mla_bytes_per_token)
+    );
+    let _ = writeln!(
+        out,
+        "  indexer keys      {} B/token/layer x {} {index_layers} = {} B/token, {index_where}",
+        s.indexer_row_bytes,
+        s.indexer_layers,
+        n(s.indexer_bytes_per_token)
+    );
+}
 
 /// 1234567 -> "1,234,567".
 pub(crate) fn n(x: u64) -> String {

@@ -7,7 +7,9 @@
 
 use crate::dialect;
 use crate::render_parts::{heading, plural};
-use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use crate::render_plan_parts::{
+    at_context, capped, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
+};
 use hisparse_core::plan::{Plan, SglangSizing};
 use hisparse_core::Code;
 use std::fmt::Write;
@@ -48,21 +50,14 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
     let r = sg.host_to_device_ratio;
     let page = u64::from(s.block_size);
 
-    let _ = writeln!(out, "\nsizes");
-    let _ = writeln!(
-        out,
-        "  MLA latent KV     {} B/token/layer ({}) x {} layers = {} B/token, on the device for D + 64 slots, in the host pool for every token",
-        s.mla_row_bytes,
-        s.kv_cache_dtype,
-        s.sparse_mla_layers,
-        n(s.mla_bytes_per_token)
-    );
-    let _ = writeln!(
-        out,
-        "  indexer keys      {} B/token/layer x {} layers = {} B/token, on the device for every token",
-        s.indexer_row_bytes,
-        s.indexer_layers,
-        n(s.indexer_bytes_per_token)
+    kv_rows(
+        &mut out,
+        s,
+        (
+            "layers",
+            "on the device for D + 64 slots, in the host pool for every token",
+        ),
+        ("layers", "on the device for every token"),
     );
     let draft = if s.draft_layers > 0 {
         format!(

@@ -43,6 +43,7 @@ use super::resolve::resolve_for;
 use super::settings::SglangHiSparse;
 use super::stages::SglangStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::gpu::GpuSpec;
 use crate::model::ModelInfo;
 use crate::plan::{
     GpuPlan, HostPlan, Limit, Plan, PlanError, PlanOptions, PlanPoint, PoolMode, SglangSizing,
@@ -126,12 +127,7 @@ pub fn capacity(
         .map_err(|_| "host_to_device_ratio is negative")?;
     let page = u64::try_from(h.page_size.value.max(1)).unwrap_or(64);
     let d = u64::try_from(h.device_buffer_size.value).unwrap_or(0);
-    let scratch = h.speculative_num_draft_tokens.as_ref().map_or(0, |n| {
-        let w = u64::try_from(n.value)
-            .unwrap_or(0)
-            .saturating_mul(u64::try_from(h.index_topk.value).unwrap_or(0));
-        w.min(MIN_SCRATCH_CAPACITY.max(w.saturating_sub(d)))
-    });
+    let scratch = scratch(h, d);
     let draft_layers = draft_layers(args, model);
     let cell = device_cell(layers, kv_row, index_row, ratio).saturating_add(draft_cell(
         draft_layers,
@@ -157,32 +153,8 @@ pub fn capacity(
         pos(args.ep_size),
         pos(args.pp_size),
     );
-    let (weights, weights_source, weights_estimated) = match machine.weights_gib {
-        Some(w) => (
-            (w * GIB) as u64,
-            match machine.measured_in {
-                Some(log) => format!("measured: the \"mem usage\" of \"Load weight end\" in {log} (model_executor/model_runner.py:1372-1379)"),
-                None => "given (--weights-gib)".to_owned(),
-            },
-            false,
-        ),
-        None => {
-            let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
-            // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
-            let attn_tp = (tp / pos(Some(args.attn_dp_given().0))).max(1);
-            let rule = format!(
-                "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
-                est.rule,
-                if attn_tp < tp { " = tp / dp with --enable-dp-attention (runtime_context.py:73-76)" } else { "" },
-                crate::plan::gib_text(est.replicated_attention_bytes.saturating_add(est.sharded_attention_bytes / attn_tp)),
-            );
-            (
-                est.sglang_bytes_per_gpu(tp, attn_tp, dp, ep > 1),
-                rule,
-                true,
-            )
-        }
-    };
+    let (weights, weights_source, weights_estimated) =
+        weights(args, model, machine, (layers, draft_layers), (tp, dp, ep))?;
     let budget = (gpu_gib * GIB * mfs) as u64;
     let available = match machine.available_kv_gib {
         Some(g) => (g * GIB) as u64,
@@ -211,10 +183,7 @@ pub fn capacity(
         scratch,
         cell,
         available,
-        kv_source: match (machine.available_kv_gib, machine.measured_in) {
-            (Some(g), log) => format!("measured: {g:.2} GiB = avail mem - (avail mem + mem usage) x (1 - mem_fraction_static {mfs}) of \"Load weight end\" in {} (mem_cache/kv_cache_configurator.py:2990-3007)", log.unwrap_or("the engine log")),
-            (None, _) => format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
-        },
+        kv_source: kv_source(machine, mfs, gpu_gib),
         mem_fraction_static: mfs,
         mem_fraction_static_rule: mfs_rule,
         gpu_gib,
@@ -227,6 +196,62 @@ pub fn capacity(
         ranks_per_host,
         pools_per_node,
     })
+}
+
+/// The indexer's scratch rows per request with speculative decoding: draft
+/// tokens x top-k, past what the device buffer already holds.
+fn scratch(h: &SglangHiSparse, d: u64) -> u64 {
+    h.speculative_num_draft_tokens.as_ref().map_or(0, |n| {
+        let w = u64::try_from(n.value)
+            .unwrap_or(0)
+            .saturating_mul(u64::try_from(h.index_topk.value).unwrap_or(0));
+        w.min(MIN_SCRATCH_CAPACITY.max(w.saturating_sub(d)))
+    })
+}
+
+/// The weights per GPU, where the figure comes from, and whether it is an
+/// estimate: given or measured, else estimated from config.json.
+fn weights(
+    args: &SglangArgs,
+    model: &ModelInfo,
+    machine: &Machine<'_>,
+    (layers, draft_layers): (u64, u64),
+    (tp, dp, ep): (u64, u64, u64),
+) -> Result<(u64, String, bool), String> {
+    Ok(match machine.weights_gib {
+        Some(w) => (
+            (w * GIB) as u64,
+            match machine.measured_in {
+                Some(log) => format!("measured: the \"mem usage\" of \"Load weight end\" in {log} (model_executor/model_runner.py:1372-1379)"),
+                None => "given (--weights-gib)".to_owned(),
+            },
+            false,
+        ),
+        None => {
+            let est = crate::plan::weights::estimate(model, layers, draft_layers)?;
+            // Attention TP = tp / dp under DP attention (runtime_context.py:73-76).
+            let attn_tp = (tp / pos(Some(args.attn_dp_given().0))).max(1);
+            let rule = format!(
+                "{}; attention per GPU: q_a/kv_a and the indexer whole on every GPU (ReplicatedLinear, models/deepseek_v2.py:2070, :2095, layers/attention/dsa/dsa_indexer.py:344-368), q_b/kv_b/o_proj split over attention TP {attn_tp}{} (models/deepseek_v2.py:2051-2058, :2078-2161): {} of attention weights per GPU",
+                est.rule,
+                if attn_tp < tp { " = tp / dp with --enable-dp-attention (runtime_context.py:73-76)" } else { "" },
+                crate::plan::gib_text(est.replicated_attention_bytes.saturating_add(est.sharded_attention_bytes / attn_tp)),
+            );
+            (
+                est.sglang_bytes_per_gpu(tp, attn_tp, dp, ep > 1),
+                rule,
+                true,
+            )
+        }
+    })
+}
+
+/// Where the KV room comes from: the engine log, else the GPU's memory.
+fn kv_source(machine: &Machine<'_>, mfs: f64, gpu_gib: f64) -> String {
+    match (machine.available_kv_gib, machine.measured_in) {
+        (Some(g), log) => format!("measured: {g:.2} GiB = avail mem - (avail mem + mem usage) x (1 - mem_fraction_static {mfs}) of \"Load weight end\" in {} (mem_cache/kv_cache_configurator.py:2990-3007)", log.unwrap_or("the engine log")),
+        (None, _) => format!("{gpu_gib} GiB x mem_fraction_static {mfs} - weights (mem_cache/kv_cache_configurator.py:2990-3007, the free memory before loading taken as the whole GPU: an upper bound)"),
+    }
 }
 
 /// One device KV slot: `L x kv_row + L x index_row x R` (the indexer pool holds
@@ -569,17 +594,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         .map(crate::gpu::lookup)
         .transpose()
         .map_err(PlanError::Option)?;
-    let node = super::resolution::node_gpus(gpu.as_ref(), options.gpus_per_node);
-    let machine = Machine {
-        gpu: gpu.as_ref(),
-        host_memory_gib: options.host_memory_gib,
-        gpu_memory_gib: options.gpu_memory_gib,
-        weights_gib: options.weights_gib,
-        available_kv_gib: options.available_kv_cache_gib,
-        measured_in: options.measured_in.as_deref(),
-        gpus_per_node: node.0,
-        gpus_per_node_server: node.1,
-    };
+    let machine = machine(options, gpu.as_ref());
     let report = resolve_for(args, &machine);
     let no = |why: String| {
         PlanError::Option(format!(
@@ -587,17 +602,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             super::version::VERSION
         ))
     };
-    let Some(h) = report.sglang_hisparse().cloned() else {
-        let codes: Vec<&str> = report.errors.iter().map(|e| e.code.as_str()).collect();
-        return Err(no(if args.hisparse_on() {
-            format!(
-                "the launch is not valid ({}); run the check",
-                codes.join(", ")
-            )
-        } else {
-            "HiSparse is not enabled (--enable-hisparse)".to_owned()
-        }));
-    };
+    let h = settings(args, &report).map_err(no)?;
     let mut ignored = Vec::new();
     let (model, _) = super::resolution::load_model(args, &mut ignored)
         .ok_or_else(|| no("the model's config cannot be read".to_owned()))?;
@@ -612,31 +617,9 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let budget = options
         .host_memory_gib
         .map(|g| budget_per_rank(g, c.ranks_per_host));
-    let mut errors = report.errors.clone();
-    let mut warnings = report.warnings.clone();
-    warnings.extend(coordinator_room(args, &machine, &h));
-    if budget.is_some_and(|b| c.pool_bytes > b) {
-        let mut r = report.clone();
-        host_budget_check(args, &machine, &mut r);
-        errors.extend(
-            r.errors
-                .into_iter()
-                .filter(|e| e.code == Code::HostPoolOverRamBudget),
-        );
-    }
-    if host_mem.is_none() {
-        warnings.push(
-            Diagnostic::warning(Code::HostMemoryNotGiven, key_path("host_to_device_ratio"), format!("the node's RAM is not given (--host-memory-gib): {} ranks x {} pinned per node are not checked against (min(available, cgroup) - 10 GiB) / ranks_per_host (pool_host/base.py:84-107)", c.pools_per_node, crate::plan::gib_text(c.pool_bytes)))
-                .stage(SglangStage::Never),
-        );
-    }
-    // Without HiSparse the draft's cell is its layers' rows once (R = 1).
-    let base_cell = device_cell(c.layers, c.kv_row + c.index_row, 0, 0).saturating_add(draft_cell(
-        c.draft_layers,
-        c.kv_row,
-        c.index_row,
-        1,
-    ));
+    let (mut errors, warnings) =
+        plan_diagnostics(args, &machine, &h, &report, &c, budget, host_mem);
+    let base_cell = baseline_cell(&c);
     let base_slots = device_slots(c.available, base_cell, c.page, args);
     let base_per_token = base_cell;
     // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
@@ -650,8 +633,179 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let (max_running, max_running_rule) = mrr_for(c.n_dev);
     let (base_running, _) = mrr_for(base_slots);
     let per_req_dev = c.d.saturating_add(64).saturating_add(c.scratch);
-    // Requests one GPU holds with HiSparse at ratio `r`: (device, host, cap).
-    let with_ratio = |r: u64, tokens: u64| -> (u64, u64, u64, u64) {
+    let sweep = Sweep {
+        args,
+        options,
+        c: &c,
+        budget,
+        base_slots,
+        base_per_token,
+        base_running,
+        max_running,
+        per_req_dev,
+        given,
+        spec,
+        attn_dp,
+        max_len,
+    };
+    let contexts = sweep_contexts(max_len, context);
+    let at_context = sweep.point(context);
+    if at_context.hisparse_requests == Some(0) {
+        errors.push(no_requests(
+            &c,
+            &at_context,
+            context,
+            per_req_dev,
+            max_running,
+        ));
+    }
+    let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
+    Ok(Plan {
+        schema_version: crate::report::SCHEMA_VERSION,
+        engine: ENGINE_SGLANG.to_owned(),
+        engine_version: super::version::VERSION.to_owned(),
+        vllm_version: String::new(),
+        valid: errors.is_empty(),
+        model: report.model.clone(),
+        context_length: context,
+        max_model_len: max_len,
+        sizes: plan_sizes(&c, &h, per_req_dev, base_per_token),
+        host: host_plan(&c, host_mem, budget),
+        gpu: gpu_plan(
+            &c,
+            (tp, dp),
+            (max_running, max_running_rule.clone()),
+            base_slots,
+            gpu.clone(),
+        ),
+        at_context,
+        sweep: contexts.into_iter().map(|ctx| sweep.point(ctx)).collect(),
+        errors,
+        warnings,
+        ignored_flags: args.not_read(),
+        assumed: None,
+        sglang: Some(sglang_sizing(
+            &c,
+            per_req_dev,
+            (max_running, max_running_rule),
+            budget,
+            base_slots,
+        )),
+        engine_log: None,
+    })
+}
+
+/// The machine the plan options describe.
+fn machine<'a>(options: &'a PlanOptions, gpu: Option<&'a GpuSpec>) -> Machine<'a> {
+    let node = super::resolution::node_gpus(gpu, options.gpus_per_node);
+    Machine {
+        gpu,
+        host_memory_gib: options.host_memory_gib,
+        gpu_memory_gib: options.gpu_memory_gib,
+        weights_gib: options.weights_gib,
+        available_kv_gib: options.available_kv_cache_gib,
+        measured_in: options.measured_in.as_deref(),
+        gpus_per_node: node.0,
+        gpus_per_node_server: node.1,
+    }
+}
+
+/// The launch's HiSparse settings, or why it cannot be planned.
+fn settings(args: &SglangArgs, report: &Report) -> Result<SglangHiSparse, String> {
+    match report.sglang_hisparse().cloned() {
+        Some(h) => Ok(h),
+        None => {
+            let codes: Vec<&str> = report.errors.iter().map(|e| e.code.as_str()).collect();
+            Err(if args.hisparse_on() {
+                format!(
+                    "the launch is not valid ({}); run the check",
+                    codes.join(", ")
+                )
+            } else {
+                "HiSparse is not enabled (--enable-hisparse)".to_owned()
+            })
+        }
+    }
+}
+
+/// One device slot without HiSparse: the draft's cell is its layers' rows
+/// once (R = 1).
+fn baseline_cell(c: &Capacity) -> u64 {
+    device_cell(c.layers, c.kv_row + c.index_row, 0, 0).saturating_add(draft_cell(
+        c.draft_layers,
+        c.kv_row,
+        c.index_row,
+        1,
+    ))
+}
+
+/// The plan's errors and warnings: the check's, the coordinator's room, the
+/// node's RAM budget when the pool exceeds it, and a warning when the RAM is
+/// not given.
+fn plan_diagnostics(
+    args: &SglangArgs,
+    machine: &Machine<'_>,
+    h: &SglangHiSparse,
+    report: &Report,
+    c: &Capacity,
+    budget: Option<u64>,
+    host_mem: Option<u64>,
+) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
+    let mut errors = report.errors.clone();
+    let mut warnings = report.warnings.clone();
+    warnings.extend(coordinator_room(args, machine, h));
+    if budget.is_some_and(|b| c.pool_bytes > b) {
+        let mut r = report.clone();
+        host_budget_check(args, machine, &mut r);
+        errors.extend(
+            r.errors
+                .into_iter()
+                .filter(|e| e.code == Code::HostPoolOverRamBudget),
+        );
+    }
+    if host_mem.is_none() {
+        warnings.push(
+            Diagnostic::warning(Code::HostMemoryNotGiven, key_path("host_to_device_ratio"), format!("the node's RAM is not given (--host-memory-gib): {} ranks x {} pinned per node are not checked against (min(available, cgroup) - 10 GiB) / ranks_per_host (pool_host/base.py:84-107)", c.pools_per_node, crate::plan::gib_text(c.pool_bytes)))
+                .stage(SglangStage::Never),
+        );
+    }
+    (errors, warnings)
+}
+
+/// What one point of the sweep reads: the capacity and the figures
+/// `plan` derives from it.
+#[derive(Clone, Copy)]
+struct Sweep<'a> {
+    args: &'a SglangArgs,
+    options: &'a PlanOptions,
+    c: &'a Capacity,
+    budget: Option<u64>,
+    base_slots: u64,
+    base_per_token: u64,
+    base_running: u64,
+    max_running: u64,
+    per_req_dev: u64,
+    given: Option<u64>,
+    spec: bool,
+    attn_dp: u64,
+    max_len: u64,
+}
+
+impl Sweep<'_> {
+    /// max_running_requests for `slots` device slots, and its rule.
+    fn mrr_for(&self, slots: u64) -> (u64, String) {
+        resolved_max_running_requests(self.given, self.spec, self.attn_dp, slots, self.max_len)
+    }
+
+    /// Requests one GPU holds with HiSparse at ratio `r`: (device, host, cap).
+    fn with_ratio(&self, r: u64, tokens: u64) -> (u64, u64, u64, u64) {
+        let Sweep {
+            args,
+            c,
+            per_req_dev,
+            ..
+        } = *self;
+        let mrr_for = |slots: u64| self.mrr_for(slots);
         let (n_dev, pool) = c.at_ratio(args, r);
         let gpu = if c.prompt_on_device && tokens > n_dev {
             0
@@ -660,8 +814,22 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         };
         let host = host_tokens(n_dev, r, c.page) / tokens.max(1);
         (gpu, host, mrr_for(n_dev).0, pool)
-    };
-    let point = |ctx: u64| -> PlanPoint {
+    }
+
+    /// One context length's point of the sweep.
+    fn point(&self, ctx: u64) -> PlanPoint {
+        let Sweep {
+            options,
+            c,
+            budget,
+            base_slots,
+            base_per_token,
+            base_running,
+            max_running,
+            per_req_dev,
+            ..
+        } = *self;
+        let with_ratio = |r: u64, tokens: u64| self.with_ratio(r, tokens);
         let tokens = crate::sizes::round_up(ctx, c.page);
         let base = if tokens > base_slots {
             0
@@ -729,7 +897,12 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             min_host_pool_requests: needed.map(|(_, held, _, _)| held),
             host_to_device_ratio: needed.map(|(r, _, _, _)| r),
         }
-    };
+    }
+}
+
+/// The sweep's context lengths: doubling from SWEEP_START below max_len,
+/// max_len, and the planned context.
+fn sweep_contexts(max_len: u64, context: u64) -> Vec<u64> {
     let mut contexts: Vec<u64> = std::iter::successors(Some(SWEEP_START), |x| x.checked_mul(2))
         .take_while(|&x| x < max_len)
         .collect();
@@ -738,103 +911,104 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         contexts.push(context);
         contexts.sort_unstable();
     }
-    let at_context = point(context);
-    if at_context.hisparse_requests == Some(0) {
-        errors.push(no_requests(
-            &c,
-            &at_context,
-            context,
-            per_req_dev,
-            max_running,
-        ));
+    contexts
+}
+
+/// The plan's sizes: rows, layers, blocks and the hot buffer.
+fn plan_sizes(c: &Capacity, h: &SglangHiSparse, per_req_dev: u64, base_per_token: u64) -> Sizes {
+    Sizes {
+        kv_cache_dtype: h.kv_cache_dtype.value.clone(),
+        mla_row_bytes: u32::try_from(c.kv_row).unwrap_or(u32::MAX),
+        indexer_row_bytes: u32::try_from(c.index_row).unwrap_or(u32::MAX),
+        sparse_mla_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
+        indexer_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
+        draft_layers: u32::try_from(c.draft_layers).unwrap_or(u32::MAX),
+        mla_bytes_per_token: c.layers.saturating_mul(c.kv_row),
+        indexer_bytes_per_token: c.layers.saturating_mul(c.index_row),
+        block_size: u32::try_from(c.page).unwrap_or(u32::MAX),
+        device_buffer_size: u32::try_from(c.d).unwrap_or(u32::MAX),
+        hot_buffer_bytes: per_req_dev.saturating_mul(c.cell),
+        hot_groups: 1,
+        baseline_block_bytes: c.page.saturating_mul(base_per_token),
+        hisparse_block_bytes: c.page.saturating_mul(c.cell),
     }
+}
+
+/// The host side: each rank's private pool and what a node pins.
+fn host_plan(c: &Capacity, host_mem: Option<u64>, budget: Option<u64>) -> HostPlan {
     let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
     let host_block = c.page.saturating_mul(c.layers).saturating_mul(c.kv_row);
-    let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
-    Ok(Plan {
-        schema_version: crate::report::SCHEMA_VERSION,
-        engine: ENGINE_SGLANG.to_owned(),
-        engine_version: super::version::VERSION.to_owned(),
-        vllm_version: String::new(),
-        valid: errors.is_empty(),
-        model: report.model.clone(),
-        context_length: context,
-        max_model_len: max_len,
-        sizes: Sizes {
-            kv_cache_dtype: h.kv_cache_dtype.value.clone(),
-            mla_row_bytes: u32::try_from(c.kv_row).unwrap_or(u32::MAX),
-            indexer_row_bytes: u32::try_from(c.index_row).unwrap_or(u32::MAX),
-            sparse_mla_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
-            indexer_layers: u32::try_from(c.layers).unwrap_or(u32::MAX),
-            draft_layers: u32::try_from(c.draft_layers).unwrap_or(u32::MAX),
-            mla_bytes_per_token: c.layers.saturating_mul(c.kv_row),
-            indexer_bytes_per_token: c.layers.saturating_mul(c.index_row),
-            block_size: u32::try_from(c.page).unwrap_or(u32::MAX),
-            device_buffer_size: u32::try_from(c.d).unwrap_or(u32::MAX),
-            hot_buffer_bytes: per_req_dev.saturating_mul(c.cell),
-            hot_groups: 1,
-            baseline_block_bytes: c.page.saturating_mul(base_per_token),
-            hisparse_block_bytes: c.page.saturating_mul(c.cell),
-        },
-        host: HostPlan {
-            mode: PoolMode::Private,
-            mode_rule: "every rank pins its own copy: the MLA latent has no head dimension to split (pool_host/base.py:221-229, pool_host/mla.py:195-197)".to_owned(),
-            host_pool_gib: round2(c.pool_bytes as f64 / GIB),
-            host_block_bytes: host_block,
-            host_block_stride: host_block,
-            host_blocks: c.n_host / c.page,
-            // SGLang sizes the pool from the device slots; the least it builds
-            // is the padding page (host_to_device_ratio 0, pool_host/base.py:226-228).
-            min_host_blocks: 1,
-            min_host_pool_gib: host_block as f64 / GIB,
-            pool_bytes: c.pool_bytes,
-            pools_per_node: c.pools_per_node,
-            pinned_bytes_per_node: pinned,
-            host_memory_bytes: host_mem,
-            host_memory_source: if host_mem.is_some() { "given with --host-memory-gib".to_owned() } else { "not given".to_owned() },
-            usable_host_memory_bytes: budget.map(|b| b.saturating_mul(c.ranks_per_host)),
-            host_memory_given: host_mem.is_some(),
-            draft_model: None,
-        },
-        gpu: GpuPlan {
-            tensor_parallel_size: tp,
-            data_parallel_size: dp,
-            kv_bytes_per_gpu: Some(c.available),
-            kv_source: c.kv_source.clone(),
-            gpu_memory_gib: Some(c.gpu_gib),
-            gpu_memory_utilization: c.mem_fraction_static,
-            weights_bytes_per_gpu: Some(c.weights),
-            weights_source: Some(c.weights_source.clone()),
-            weights_estimated: c.weights_estimated,
-            max_num_seqs: max_running,
-            max_num_seqs_source: max_running_rule.clone(),
-            baseline_blocks: Some(base_slots / c.page),
-            hisparse_blocks: Some(c.n_dev / c.page),
-            spec: gpu.clone(),
-        },
-        at_context,
-        sweep: contexts.into_iter().map(point).collect(),
-        errors,
-        warnings,
-        ignored_flags: args.not_read(),
-        assumed: None,
-        sglang: Some(SglangSizing {
-            host_to_device_ratio: c.ratio,
-            device_cell_bytes: c.cell,
-            device_slots: c.n_dev,
-            host_tokens: c.n_host,
-            request_device_slots: per_req_dev,
-            speculative_scratch_slots: c.scratch,
-            mem_fraction_static_rule: c.mem_fraction_static_rule.clone(),
-            max_running_requests: max_running,
-            max_running_requests_rule: max_running_rule,
-            ranks_per_host: c.ranks_per_host,
-            host_budget_per_rank_bytes: budget,
-            baseline_device_slots: base_slots,
-            prompt_on_device: c.prompt_on_device,
-        }),
-        engine_log: None,
-    })
+    HostPlan {
+        mode: PoolMode::Private,
+        mode_rule: "every rank pins its own copy: the MLA latent has no head dimension to split (pool_host/base.py:221-229, pool_host/mla.py:195-197)".to_owned(),
+        host_pool_gib: round2(c.pool_bytes as f64 / GIB),
+        host_block_bytes: host_block,
+        host_block_stride: host_block,
+        host_blocks: c.n_host / c.page,
+        // SGLang sizes the pool from the device slots; the least it builds
+        // is the padding page (host_to_device_ratio 0, pool_host/base.py:226-228).
+        min_host_blocks: 1,
+        min_host_pool_gib: host_block as f64 / GIB,
+        pool_bytes: c.pool_bytes,
+        pools_per_node: c.pools_per_node,
+        pinned_bytes_per_node: pinned,
+        host_memory_bytes: host_mem,
+        host_memory_source: if host_mem.is_some() { "given with --host-memory-gib".to_owned() } else { "not given".to_owned() },
+        usable_host_memory_bytes: budget.map(|b| b.saturating_mul(c.ranks_per_host)),
+        host_memory_given: host_mem.is_some(),
+        draft_model: None,
+    }
+}
+
+/// The GPU side: SGLang's KV room, weights and max_running_requests.
+fn gpu_plan(
+    c: &Capacity,
+    (tp, dp): (u64, u64),
+    (max_running, max_running_rule): (u64, String),
+    base_slots: u64,
+    gpu: Option<GpuSpec>,
+) -> GpuPlan {
+    GpuPlan {
+        tensor_parallel_size: tp,
+        data_parallel_size: dp,
+        kv_bytes_per_gpu: Some(c.available),
+        kv_source: c.kv_source.clone(),
+        gpu_memory_gib: Some(c.gpu_gib),
+        gpu_memory_utilization: c.mem_fraction_static,
+        weights_bytes_per_gpu: Some(c.weights),
+        weights_source: Some(c.weights_source.clone()),
+        weights_estimated: c.weights_estimated,
+        max_num_seqs: max_running,
+        max_num_seqs_source: max_running_rule,
+        baseline_blocks: Some(base_slots / c.page),
+        hisparse_blocks: Some(c.n_dev / c.page),
+        spec: gpu,
+    }
+}
+
+/// SGLang's own figures of the plan.
+fn sglang_sizing(
+    c: &Capacity,
+    per_req_dev: u64,
+    (max_running, max_running_rule): (u64, String),
+    budget: Option<u64>,
+    base_slots: u64,
+) -> SglangSizing {
+    SglangSizing {
+        host_to_device_ratio: c.ratio,
+        device_cell_bytes: c.cell,
+        device_slots: c.n_dev,
+        host_tokens: c.n_host,
+        request_device_slots: per_req_dev,
+        speculative_scratch_slots: c.scratch,
+        mem_fraction_static_rule: c.mem_fraction_static_rule.clone(),
+        max_running_requests: max_running,
+        max_running_requests_rule: max_running_rule,
+        ranks_per_host: c.ranks_per_host,
+        host_budget_per_rank_bytes: budget,
+        baseline_device_slots: base_slots,
+        prompt_on_device: c.prompt_on_device,
+    }
 }
 
 /// `sglang_plan_serves_no_requests`, at the stage where SGLang meets it and

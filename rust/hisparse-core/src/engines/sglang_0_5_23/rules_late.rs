@@ -75,8 +75,30 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // An unreadable config (r.config_ok false) has its own error, whose fix
     // removes it: the rules below then run on SGLang's defaults (the config is
     // empty), so that the errors the fixed launch would meet are reported now.
-    let page = r.page();
-    // S3: factory.py:81-98.
+    let ints_ok = config_ints(r, d);
+    let (Some(top_k), Some(dbs)) = (r.top_k_int(), r.device_buffer()) else {
+        late_config(r, d);
+        return;
+    };
+    if ints_ok {
+        buffer_below_top_k(r, top_k, dbs, d);
+    }
+    late_config(r, d);
+    buffer_not_page_multiple(r, dbs, d);
+    // S5: hisparse_coordinator.py:178-188 (HiSparseSpecSwapManager); top_k there is the model's index_topk.
+    if let Some((steps, _, draft)) = &r.speculative {
+        spec_on_xpu(r, d);
+        spec_draft_tokens(r, *steps, draft.value, top_k, d);
+        spec_request_slots(r, dbs, d);
+    }
+    buffer_below_index_topk(r, top_k, dbs, d);
+    buffer_over_int16(r, dbs, d);
+    draft_kv_backend(r, d);
+}
+
+/// S3 (mem_cache/sparsity/factory.py:81-98): hisparse_config's top_k and
+/// device_buffer_size must be integers. Whether both are.
+fn config_ints(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) -> bool {
     let mut ints_ok = true;
     for (key, v) in [
         ("top_k", &r.top_k),
@@ -134,11 +156,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-    let (Some(top_k), Some(dbs)) = (r.top_k_int(), r.device_buffer()) else {
-        late_config(r, d);
-        return;
-    };
-    if ints_ok && dbs < top_k {
+    ints_ok
+}
+
+/// S3 (mem_cache/sparsity/factory.py:84-87): device_buffer_size >= top_k.
+fn buffer_below_top_k(r: &Resolution<'_>, top_k: i64, dbs: i64, d: &mut Vec<Diagnostic>) {
+    if dbs < top_k {
         d.push(
             err(
                 Code::DeviceBufferSizeBelowTopK,
@@ -151,8 +174,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .fix(buffer_fix(r)),
         );
     }
-    late_config(r, d);
-    // S5: allocator/hisparse.py:82-91 (configure_spec_scratch), with or without speculation.
+}
+
+/// S5 (allocator/hisparse.py:82-91, configure_spec_scratch), with or without
+/// speculation: device_buffer_size a non-negative multiple of the page.
+fn buffer_not_page_multiple(r: &Resolution<'_>, dbs: i64, d: &mut Vec<Diagnostic>) {
+    let page = r.page();
     if dbs % page != 0 || dbs < 0 {
         d.push(
             err(Code::DeviceBufferSizeNotPageMultiple, key_path("device_buffer_size"), format!("HiSparse spec scratch and device buffer sizes must be non-negative multiples of page_size={page}."), CoordinatorInit)
@@ -161,102 +188,112 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 .fix(buffer_fix(r)),
         );
     }
-    // S5: hisparse_coordinator.py:178-188 (HiSparseSpecSwapManager); top_k there is the model's index_topk.
-    if let Some((steps, _, draft)) = &r.speculative {
-        // hisparse_coordinator.py:174-175.
-        if r.args.device.as_deref() == Some("xpu") {
-            d.push(
-                err(
-                    Code::SpeculativeSwapOnXpu,
-                    FieldPath::root("device"),
-                    "HiSparse speculative swap is unsupported on XPU.",
+}
+
+/// S5 (managers/hisparse_coordinator.py:174-175): no speculative swap on XPU.
+fn spec_on_xpu(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    if r.args.device.as_deref() == Some("xpu") {
+        d.push(
+            err(
+                Code::SpeculativeSwapOnXpu,
+                FieldPath::root("device"),
+                "HiSparse speculative swap is unsupported on XPU.",
+                CoordinatorInit,
+            )
+            .given(&json!("xpu"))
+            .allowed("cuda (or no speculation)")
+            .hint("run HiSparse with speculative decoding on CUDA GPUs, or drop --speculative-algorithm on XPU"),
+        );
+    }
+}
+
+/// S5 (managers/hisparse_coordinator.py:178-184): 2-4 draft tokens, a model
+/// index_topk >= 1024, draft tokens x index_topk <= 8192.
+fn spec_draft_tokens(r: &Resolution<'_>, steps: i64, n: i64, top_k: i64, d: &mut Vec<Diagnostic>) {
+    let model_top_k = r.index_topk.unwrap_or(top_k);
+    let draft_fix = |n: i64| {
+        vec![
+            set("speculative_num_steps", json!(n - 1)),
+            set("speculative_num_draft_tokens", json!(n)),
+        ]
+    };
+    if !SPEC_DRAFT_TOKENS.contains(&n) || model_top_k < SPEC_MIN_TOP_K {
+        let mut e = err(
+            Code::SpeculativeDraftTokensOutOfRange,
+            FieldPath::root("speculative_num_draft_tokens"),
+            "HiSparse spec swap requires 2-4 draft tokens and top_k >= 1024.",
+            CoordinatorInit,
+        )
+        .given(&json!(n))
+        .allowed(format!(
+            "2 to 4 draft tokens (speculative_num_steps {steps} + 1 with eagle_topk 1)"
+        ));
+        if model_top_k < SPEC_MIN_TOP_K {
+            e.code = Code::SpeculativeIndexTopkTooSmall;
+            e.path = FieldPath::root("speculative_algorithm");
+            e.given = Some(json!(model_top_k));
+            e.allowed = Some("a model with index_topk >= 1024, or no speculation".to_owned());
+            e.hint = Some(format!("drop --speculative-algorithm: HiSparse speculation needs index_topk >= 1024 and this model's is {model_top_k}"));
+        } else {
+            let fixed = n.clamp(2, (SPEC_MAX_OCCURRENCES / model_top_k.max(1)).clamp(2, 4));
+            e = e.fix(draft_fix(fixed));
+        }
+        d.push(e);
+    } else if n.saturating_mul(model_top_k) > SPEC_MAX_OCCURRENCES {
+        let fixed = SPEC_MAX_OCCURRENCES / model_top_k.max(1);
+        let mut e = err(
+            Code::SpeculativeWorkspaceTooLarge,
+            FieldPath::root("speculative_num_draft_tokens"),
+            "HiSparse spec swap supports at most 8192 occurrences.",
+            CoordinatorInit,
+        )
+        .given(&json!(n))
+        .allowed(format!("draft tokens x index_topk {model_top_k} <= 8192"));
+        if fixed >= 2 {
+            e = e.fix(draft_fix(fixed));
+        }
+        d.push(e);
+    }
+}
+
+/// S5 (managers/hisparse_coordinator.py:185-188): the request slots fit the device buffer.
+fn spec_request_slots(r: &Resolution<'_>, dbs: i64, d: &mut Vec<Diagnostic>) {
+    if let Some(slots) = r.request_slots() {
+        if slots > dbs {
+            let e = err(
+                    Code::RequestSlotsOverDeviceBuffer,
+                    FieldPath::root("max_running_requests"),
+                    "HiSparse spec request capacity must not exceed device_buffer_size.",
                     CoordinatorInit,
                 )
-                .given(&json!("xpu"))
-                .allowed("cuda (or no speculation)")
-                .hint("run HiSparse with speculative decoding on CUDA GPUs, or drop --speculative-algorithm on XPU"),
-            );
-        }
-        let n = draft.value;
-        let model_top_k = r.index_topk.unwrap_or(top_k);
-        let draft_fix = |n: i64| {
-            vec![
-                set("speculative_num_steps", json!(n - 1)),
-                set("speculative_num_draft_tokens", json!(n)),
-            ]
-        };
-        if !SPEC_DRAFT_TOKENS.contains(&n) || model_top_k < SPEC_MIN_TOP_K {
-            let mut e = err(
-                Code::SpeculativeDraftTokensOutOfRange,
-                FieldPath::root("speculative_num_draft_tokens"),
-                "HiSparse spec swap requires 2-4 draft tokens and top_k >= 1024.",
-                CoordinatorInit,
-            )
-            .given(&json!(n))
-            .allowed(format!(
-                "2 to 4 draft tokens (speculative_num_steps {steps} + 1 with eagle_topk 1)"
-            ));
-            if model_top_k < SPEC_MIN_TOP_K {
-                e.code = Code::SpeculativeIndexTopkTooSmall;
-                e.path = FieldPath::root("speculative_algorithm");
-                e.given = Some(json!(model_top_k));
-                e.allowed = Some("a model with index_topk >= 1024, or no speculation".to_owned());
-                e.hint = Some(format!("drop --speculative-algorithm: HiSparse speculation needs index_topk >= 1024 and this model's is {model_top_k}"));
-            } else {
-                let fixed = n.clamp(2, (SPEC_MAX_OCCURRENCES / model_top_k.max(1)).clamp(2, 4));
-                e = e.fix(draft_fix(fixed));
-            }
-            d.push(e);
-        } else if n.saturating_mul(model_top_k) > SPEC_MAX_OCCURRENCES {
-            let fixed = SPEC_MAX_OCCURRENCES / model_top_k.max(1);
-            let mut e = err(
-                Code::SpeculativeWorkspaceTooLarge,
-                FieldPath::root("speculative_num_draft_tokens"),
-                "HiSparse spec swap supports at most 8192 occurrences.",
-                CoordinatorInit,
-            )
-            .given(&json!(n))
-            .allowed(format!("draft tokens x index_topk {model_top_k} <= 8192"));
-            if fixed >= 2 {
-                e = e.fix(draft_fix(fixed));
-            }
-            d.push(e);
-        }
-        if let Some(slots) = r.request_slots() {
-            if slots > dbs {
-                let e = err(
-                        Code::RequestSlotsOverDeviceBuffer,
-                        FieldPath::root("max_running_requests"),
-                        "HiSparse spec request capacity must not exceed device_buffer_size.",
-                        CoordinatorInit,
-                    )
-                    .given(&json!(r.args.max_running_requests.unwrap_or(super::resolution::SPEC_DEFAULT_MAX_RUNNING_REQUESTS)))
-                    .allowed(format!(
-                        "request slots {slots} (per attention-DP worker + 1, plus P/D decode's in-transfer slots) <= device_buffer_size {dbs}"
-                    ));
-                let fix = match (r.args.pd_mode(), r.args.disaggregation_decode_extra_slots) {
-                    // An explicit --disaggregation-decode-extra-slots: keep the
-                    // requests given and lower the in-transfer slots to what fits
-                    // (slots = per worker + extra + 1).
-                    ("decode", Some(extra)) => {
-                        let fits = extra.saturating_sub(slots.saturating_sub(dbs));
-                        (fits >= 0)
-                            .then(|| vec![set("disaggregation_decode_extra_slots", json!(fits))])
-                    }
-                    _ => most_running_requests(r, dbs)
-                        .map(|m| vec![set("max_running_requests", json!(m))]),
-                };
-                d.push(match fix {
-                    Some(ops) => e.fix(ops),
-                    None => e,
-                });
-            }
+                .given(&json!(r.args.max_running_requests.unwrap_or(super::resolution::SPEC_DEFAULT_MAX_RUNNING_REQUESTS)))
+                .allowed(format!(
+                    "request slots {slots} (per attention-DP worker + 1, plus P/D decode's in-transfer slots) <= device_buffer_size {dbs}"
+                ));
+            let fix = match (r.args.pd_mode(), r.args.disaggregation_decode_extra_slots) {
+                // An explicit --disaggregation-decode-extra-slots: keep the
+                // requests given and lower the in-transfer slots to what fits
+                // (slots = per worker + extra + 1).
+                ("decode", Some(extra)) => {
+                    let fits = extra.saturating_sub(slots.saturating_sub(dbs));
+                    (fits >= 0).then(|| vec![set("disaggregation_decode_extra_slots", json!(fits))])
+                }
+                _ => most_running_requests(r, dbs)
+                    .map(|m| vec![set("max_running_requests", json!(m))]),
+            };
+            d.push(match fix {
+                Some(ops) => e.fix(ops),
+                None => e,
+            });
         }
     }
-    // S6: the swap-in kernel asserts device_buffer_size >= the model's index_topk
-    // (kernels/ops/kvcache/hisparse.py:301-303; the JSON top_k is not what runs).
-    // With speculation the spec kernel runs instead, with no such assert
-    // (kernels/ops/kvcache/hisparse.py:71-168, FACTS_sglang.md #16): SGLang starts.
+}
+
+/// S6: the swap-in kernel asserts device_buffer_size >= the model's index_topk
+/// (kernels/ops/kvcache/hisparse.py:301-303; the JSON top_k is not what runs).
+/// With speculation the spec kernel runs instead, with no such assert
+/// (kernels/ops/kvcache/hisparse.py:71-168, FACTS_sglang.md #16): SGLang starts.
+fn buffer_below_index_topk(r: &Resolution<'_>, top_k: i64, dbs: i64, d: &mut Vec<Diagnostic>) {
     if let Some(k) = r.index_topk {
         if dbs < k {
             let (stage, what) = if r.speculative.is_some() {
@@ -272,7 +309,10 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
     }
-    // Never checked: the LRU slot list is int16 and wraps (hisparse_coordinator.py:690-697).
+}
+
+/// Never checked: the LRU slot list is int16 and wraps (hisparse_coordinator.py:690-697).
+fn buffer_over_int16(r: &Resolution<'_>, dbs: i64, d: &mut Vec<Diagnostic>) {
     if dbs > MAX_DEVICE_BUFFER_SIZE {
         // With speculation the spec kernel's JIT build static_asserts
         // hot_buffer_size <= 32768 (kernels/jit/csrc/kvcacheio/hisparse_spec.cuh:73-74).
@@ -291,7 +331,10 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 .fix(buffer_fix(r)),
         );
     }
-    // S7: P/D decode with a draft KV pool needs Mooncake (disaggregation/decode.py:1787-1813).
+}
+
+/// S7: P/D decode with a draft KV pool needs Mooncake (disaggregation/decode.py:1787-1813).
+fn draft_kv_backend(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     if r.speculative.is_some() && r.args.pd_mode() == "decode" {
         let backend = r
             .args

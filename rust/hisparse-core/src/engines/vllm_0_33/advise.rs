@@ -147,117 +147,19 @@ fn absorb(args: &ServeArgs, hw: Hw<'_>, machine: Option<MachineCheck<'_>>, repor
         let Ok((after, _, _)) = resolve_checked(&fixed, hw, None, machine) else {
             return;
         };
-        let shifts = report.errors.iter().flat_map(|d| &d.fix).any(|op| {
-            let p = match op {
-                FixOp::Remove { path } => path,
-                FixOp::Move { from, .. } => from,
-                FixOp::Set { .. } => return false,
-            };
-            matches!(p.0.last(), Some(Seg::Index(_)))
-        });
-        // Paths every fix names, to tell a value one fix wrote whole (a list
-        // wrapped in a MultiConnector) from one other fixes edit inside too.
-        let named: Vec<FieldPath> = report
-            .errors
-            .iter()
-            .flat_map(|d| &d.fix)
-            .flat_map(|op| match op {
-                FixOp::Set { path, .. } | FixOp::Remove { path } => [Some(path.clone()), None],
-                FixOp::Move { from, to } => [Some(from.clone()), Some(to.clone())],
-            })
-            .flatten()
-            .collect();
+        let shifts = shifts(report);
+        let named = named_paths(report);
         let mut grown = false;
         // The errors after each fix alone, computed when first needed (per round).
         let mut alone: Vec<Option<Vec<Diagnostic>>> = vec![None; report.errors.len()];
-        // An error of the configuration after every fix, named as the fix of
-        // error `i` would name it: through the moves applied after that fix
-        // (a list wrapped in a MultiConnector moves every item), undone last
-        // first. A value moved to a field stays named there.
         let errors = &report.errors;
-        let seen_by = |i: usize, e: &Diagnostic| -> Diagnostic {
-            let later: Vec<&FixOp> = errors[i + 1..].iter().flat_map(|d| &d.fix).collect();
-            // Undo one edit: a move takes what is below `to` back to `from`; a
-            // list item taken out (removed or moved) shifts the later items back up.
-            let unshift = |p: FieldPath, gone: &FieldPath| -> FieldPath {
-                let Some((Seg::Index(r), list)) = gone.0.split_last() else {
-                    return p;
-                };
-                let mut segs = p.0;
-                if segs.len() > list.len() && segs[..list.len()] == *list {
-                    if let Seg::Index(j) = &mut segs[list.len()] {
-                        if *j >= *r {
-                            *j += 1;
-                        }
-                    }
-                }
-                FieldPath(segs)
-            };
-            let back = |p: &FieldPath| {
-                later.iter().rev().fold(p.clone(), |p, op| match op {
-                    FixOp::Move { from, to } => match p.0.strip_prefix(to.0.as_slice()) {
-                        Some(rest) if !rest.is_empty() => {
-                            FieldPath([from.0.as_slice(), rest].concat())
-                        }
-                        _ => unshift(p, from),
-                    },
-                    FixOp::Remove { path } => unshift(p, path),
-                    FixOp::Set { .. } => p,
-                })
-            };
-            let mut e = e.clone();
-            e.path = back(&e.path);
-            for op in &mut e.fix {
-                match op {
-                    FixOp::Set { path, .. } | FixOp::Remove { path } => *path = back(path),
-                    FixOp::Move { from, to } => {
-                        *from = back(from);
-                        *to = back(to);
-                    }
-                }
-            }
-            e
-        };
         let mut additions: Vec<(usize, Diagnostic)> = Vec::new();
         let mut revealed: Vec<Diagnostic> = Vec::new();
         for found in after.errors.iter().filter(|e| !e.fix.is_empty()) {
-            // e and its fix lie at or below `w`: through object keys only, or
-            // anywhere inside a value one fix set whole and no other fix edits.
             let below = |e: &Diagnostic, w: &FieldPath, set_whole: bool| {
-                let alone = set_whole
-                    && named
-                        .iter()
-                        .filter(|p| p.0.starts_with(&w.0) || w.0.starts_with(&p.0))
-                        .count()
-                        == 1;
-                let inside = |p: &FieldPath| {
-                    p.0.starts_with(&w.0)
-                        && (alone || p.0[w.0.len()..].iter().all(|s| matches!(s, Seg::Key(_))))
-                };
-                // Never an edit that removes what the fix wrote.
-                let strictly = |p: &FieldPath| inside(p) && p.0.len() > w.0.len();
-                (!shifts || w.0.iter().all(|s| matches!(s, Seg::Key(_))))
-                    && inside(&e.path)
-                    && e.fix.iter().all(|op| match op {
-                        FixOp::Set { path, .. } => inside(path),
-                        FixOp::Remove { path } => strictly(path),
-                        FixOp::Move { from, to } => strictly(from) && inside(to),
-                    })
+                below(e, w, set_whole, &named, shifts)
             };
-            // The RAM cap belongs to the fix that writes the pool; the shorter
-            // max_model_len it may come with lies elsewhere, and comes along.
-            let probe = |e: &Diagnostic| {
-                if e.code != Code::HostMemoryExceeded {
-                    return e.clone();
-                }
-                let fix = e
-                    .fix
-                    .iter()
-                    .filter(|op| matches!(op, FixOp::Set { path, .. } if *path == e.path))
-                    .cloned()
-                    .collect();
-                Diagnostic { fix, ..e.clone() }
-            };
+            let seen_by = |i: usize, e: &Diagnostic| seen_by(errors, i, e);
             // A layout over the node's GPUs is its own error (revealed), and
             // its fix owns nothing: it counts the GPUs of the configuration as
             // given, which another fix (a tensor parallel size) may change.
@@ -318,71 +220,215 @@ fn absorb(args: &ServeArgs, hw: Hw<'_>, machine: Option<MachineCheck<'_>>, repor
             }
         }
         let fixed_len = fixed.max_model_len;
-        for (i, e) in additions {
-            let d = &mut report.errors[i];
-            let hint = d.hint.as_deref().unwrap_or("apply the fix");
-            match (e.code, e.fix.as_slice()) {
-                // The node's RAM lowers the value this fix writes: say so.
-                (Code::HostMemoryExceeded, [FixOp::Set { value, .. }, rest @ ..]) => {
-                    let shorter = rest.iter().find_map(|op| match op {
-                        FixOp::Set { path, value } if path.to_string() == "max_model_len" => {
-                            Some(format!(", with max_model_len lowered to {value}, the longest context that pool starts"))
-                        }
-                        _ => None,
-                    });
-                    d.hint = Some(format!(
-                        "{hint}; on this node, as {value}: the largest host_pool_gib whose pools its RAM pins{} ({}, host_memory_exceeded)",
-                        shorter.unwrap_or_default(),
-                        e.message
-                    ));
-                    let cap = value.as_f64();
-                    merge_sets(&mut d.fix, e.fix);
-                    shorten_to_pass(args, hw, machine, d, cap, fixed_len);
-                    grown = true;
-                    continue;
-                }
-                // A misspelled host_pool_gib inside what this fix moves is renamed too.
-                (Code::HostPoolGibMisplaced, _) => {
-                    if let Some(then) = &e.hint {
-                        d.hint = Some(format!("{hint}; then {then}"));
-                    }
-                }
-                _ => {}
-            }
-            let before = d.fix.clone();
-            let described = d.hint.as_deref() == Some(describe_fix(&before).as_str());
-            if merge_sets(&mut d.fix, e.fix) && described {
-                // A value this fix wrote is refused by another rule: the fix
-                // writes the value that passes instead, and says why.
-                d.hint = Some(format!(
-                    "{}: {} would be refused too ({}: {})",
-                    describe_fix(&d.fix),
-                    replaced_values(&before, &d.fix),
-                    e.code.as_str(),
-                    e.message
-                ));
-            }
+        if absorb_additions(args, hw, machine, report, additions, fixed_len) {
             grown = true;
         }
         shortest_length(report);
         added.extend(revealed.iter().cloned());
-        for mut e in revealed {
-            // Marked by its own field; its hint is its own (Diagnostic::revealed).
-            e.revealed = true;
-            // Applied after every other fix, before the errors that have none
-            // (so the first error has a fix whenever one does).
-            let at = report
-                .errors
-                .iter()
-                .rposition(|d| !d.fix.is_empty())
-                .map_or(0, |i| i + 1);
-            report.errors.insert(at, e);
+        if insert_revealed(report, revealed) {
             grown = true;
         }
         if !grown {
             return;
         }
     }
+}
+
+/// Whether a fix of the report removes or moves a list item (so places
+/// below a list item are named differently after every removal).
+fn shifts(report: &Report) -> bool {
+    report.errors.iter().flat_map(|d| &d.fix).any(|op| {
+        let p = match op {
+            FixOp::Remove { path } => path,
+            FixOp::Move { from, .. } => from,
+            FixOp::Set { .. } => return false,
+        };
+        matches!(p.0.last(), Some(Seg::Index(_)))
+    })
+}
+
+/// Paths every fix names, to tell a value one fix wrote whole (a list
+/// wrapped in a MultiConnector) from one other fixes edit inside too.
+fn named_paths(report: &Report) -> Vec<FieldPath> {
+    report
+        .errors
+        .iter()
+        .flat_map(|d| &d.fix)
+        .flat_map(|op| match op {
+            FixOp::Set { path, .. } | FixOp::Remove { path } => [Some(path.clone()), None],
+            FixOp::Move { from, to } => [Some(from.clone()), Some(to.clone())],
+        })
+        .flatten()
+        .collect()
+}
+
+/// An error of the configuration after every fix, named as the fix of
+/// error `i` would name it: through the moves applied after that fix
+/// (a list wrapped in a MultiConnector moves every item), undone last
+/// first. A value moved to a field stays named there.
+fn seen_by(errors: &[Diagnostic], i: usize, e: &Diagnostic) -> Diagnostic {
+    let later: Vec<&FixOp> = errors[i + 1..].iter().flat_map(|d| &d.fix).collect();
+    // Undo one edit: a move takes what is below `to` back to `from`; a
+    // list item taken out (removed or moved) shifts the later items back up.
+    let unshift = |p: FieldPath, gone: &FieldPath| -> FieldPath {
+        let Some((Seg::Index(r), list)) = gone.0.split_last() else {
+            return p;
+        };
+        let mut segs = p.0;
+        if segs.len() > list.len() && segs[..list.len()] == *list {
+            if let Seg::Index(j) = &mut segs[list.len()] {
+                if *j >= *r {
+                    *j += 1;
+                }
+            }
+        }
+        FieldPath(segs)
+    };
+    let back = |p: &FieldPath| {
+        later.iter().rev().fold(p.clone(), |p, op| match op {
+            FixOp::Move { from, to } => match p.0.strip_prefix(to.0.as_slice()) {
+                Some(rest) if !rest.is_empty() => FieldPath([from.0.as_slice(), rest].concat()),
+                _ => unshift(p, from),
+            },
+            FixOp::Remove { path } => unshift(p, path),
+            FixOp::Set { .. } => p,
+        })
+    };
+    let mut e = e.clone();
+    e.path = back(&e.path);
+    for op in &mut e.fix {
+        match op {
+            FixOp::Set { path, .. } | FixOp::Remove { path } => *path = back(path),
+            FixOp::Move { from, to } => {
+                *from = back(from);
+                *to = back(to);
+            }
+        }
+    }
+    e
+}
+
+/// e and its fix lie at or below `w`: through object keys only, or
+/// anywhere inside a value one fix set whole and no other fix edits.
+fn below(
+    e: &Diagnostic,
+    w: &FieldPath,
+    set_whole: bool,
+    named: &[FieldPath],
+    shifts: bool,
+) -> bool {
+    let alone = set_whole
+        && named
+            .iter()
+            .filter(|p| p.0.starts_with(&w.0) || w.0.starts_with(&p.0))
+            .count()
+            == 1;
+    let inside = |p: &FieldPath| {
+        p.0.starts_with(&w.0)
+            && (alone || p.0[w.0.len()..].iter().all(|s| matches!(s, Seg::Key(_))))
+    };
+    // Never an edit that removes what the fix wrote.
+    let strictly = |p: &FieldPath| inside(p) && p.0.len() > w.0.len();
+    (!shifts || w.0.iter().all(|s| matches!(s, Seg::Key(_))))
+        && inside(&e.path)
+        && e.fix.iter().all(|op| match op {
+            FixOp::Set { path, .. } => inside(path),
+            FixOp::Remove { path } => strictly(path),
+            FixOp::Move { from, to } => strictly(from) && inside(to),
+        })
+}
+
+/// The RAM cap belongs to the fix that writes the pool; the shorter
+/// max_model_len it may come with lies elsewhere, and comes along.
+fn probe(e: &Diagnostic) -> Diagnostic {
+    if e.code != Code::HostMemoryExceeded {
+        return e.clone();
+    }
+    let fix = e
+        .fix
+        .iter()
+        .filter(|op| matches!(op, FixOp::Set { path, .. } if *path == e.path))
+        .cloned()
+        .collect();
+    Diagnostic { fix, ..e.clone() }
+}
+
+/// Appends each owned error's fix to the fix that owns it; whether any was.
+fn absorb_additions(
+    args: &ServeArgs,
+    hw: Hw<'_>,
+    machine: Option<MachineCheck<'_>>,
+    report: &mut Report,
+    additions: Vec<(usize, Diagnostic)>,
+    fixed_len: Option<i64>,
+) -> bool {
+    let mut grown = false;
+    for (i, e) in additions {
+        let d = &mut report.errors[i];
+        let hint = d.hint.as_deref().unwrap_or("apply the fix");
+        match (e.code, e.fix.as_slice()) {
+            // The node's RAM lowers the value this fix writes: say so.
+            (Code::HostMemoryExceeded, [FixOp::Set { value, .. }, rest @ ..]) => {
+                let shorter = rest.iter().find_map(|op| match op {
+                    FixOp::Set { path, value } if path.to_string() == "max_model_len" => {
+                        Some(format!(", with max_model_len lowered to {value}, the longest context that pool starts"))
+                    }
+                    _ => None,
+                });
+                d.hint = Some(format!(
+                    "{hint}; on this node, as {value}: the largest host_pool_gib whose pools its RAM pins{} ({}, host_memory_exceeded)",
+                    shorter.unwrap_or_default(),
+                    e.message
+                ));
+                let cap = value.as_f64();
+                merge_sets(&mut d.fix, e.fix);
+                shorten_to_pass(args, hw, machine, d, cap, fixed_len);
+                grown = true;
+                continue;
+            }
+            // A misspelled host_pool_gib inside what this fix moves is renamed too.
+            (Code::HostPoolGibMisplaced, _) => {
+                if let Some(then) = &e.hint {
+                    d.hint = Some(format!("{hint}; then {then}"));
+                }
+            }
+            _ => {}
+        }
+        let before = d.fix.clone();
+        let described = d.hint.as_deref() == Some(describe_fix(&before).as_str());
+        if merge_sets(&mut d.fix, e.fix) && described {
+            // A value this fix wrote is refused by another rule: the fix
+            // writes the value that passes instead, and says why.
+            d.hint = Some(format!(
+                "{}: {} would be refused too ({}: {})",
+                describe_fix(&d.fix),
+                replaced_values(&before, &d.fix),
+                e.code.as_str(),
+                e.message
+            ));
+        }
+        grown = true;
+    }
+    grown
+}
+
+/// Inserts the errors the fixes together reveal; whether there were any.
+fn insert_revealed(report: &mut Report, revealed: Vec<Diagnostic>) -> bool {
+    let mut grown = false;
+    for mut e in revealed {
+        // Marked by its own field; its hint is its own (Diagnostic::revealed).
+        e.revealed = true;
+        // Applied after every other fix, before the errors that have none
+        // (so the first error has a fix whenever one does).
+        let at = report
+            .errors
+            .iter()
+            .rposition(|d| !d.fix.is_empty())
+            .map_or(0, |i| i + 1);
+        report.errors.insert(at, e);
+        grown = true;
+    }
+    grown
 }
 
 /// Append `ops` to `fix`, where a set of a path `fix` already sets (with no

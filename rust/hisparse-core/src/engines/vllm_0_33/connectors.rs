@@ -104,18 +104,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         };
         tree.nodes.push(node.path.clone());
         let role = check_fields(obj, &node, out);
-        // A name under a misspelled key (its missing_kv_connector or unknown_key
-        // error renames the key) counts, so a HiSparseConnector stays one.
-        let connector = obj
-            .get("kv_connector")
-            .and_then(Value::as_str)
-            .or_else(|| misspelled_connector(obj).map(|(_, name)| name));
-        // A misspelled HiSparseConnector (its unknown_connector error carries the
-        // fix) is validated as HiSparse, so every error shows up in one pass.
-        let connector = match connector {
-            Some(name) if is_hisparse_typo(name) => Some(HISPARSE),
-            other => other,
-        };
+        let connector = node_connector(obj);
         let is_producer = node.under_producer || role.as_deref() == Some("kv_producer");
         let extra = obj
             .get("kv_connector_extra_config")
@@ -126,18 +115,7 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
             top_list = top_children(obj, &node.path);
         }
         if let Some(name) = connector.filter(|c| *c != MULTI) {
-            let custom_module = obj
-                .get("kv_connector_module_path")
-                .and_then(Value::as_str)
-                .is_some_and(|m| !m.is_empty());
-            tree.leaves.push(Leaf {
-                path: node.path.clone(),
-                name: name.to_owned(),
-                custom_module,
-                removal: vec![FixOp::Remove {
-                    path: node.removal.clone(),
-                }],
-            });
+            push_leaf(&mut tree, obj, &node, name);
         }
         if connector == Some(HISPARSE) {
             let site = site(
@@ -187,37 +165,85 @@ pub fn walk(root: &Value, out: &mut Vec<Diagnostic>) -> ConnectorTree {
         if node.depth + 1 > MAX_DEPTH {
             if !depth_reported {
                 depth_reported = true;
-                out.push(
-                    Diagnostic::error(
-                        Code::MaxDepthExceeded,
-                        children_path.clone(),
-                        format!("MultiConnectors are nested more than {MAX_DEPTH} levels deep here"),
-                    )
-                    .allowed(format!("at most {MAX_DEPTH} levels of MultiConnector nesting"))
-                    .hint("flatten the tree: put the child connectors directly into the top-level MultiConnector's connectors list"),
-                );
+                out.push(max_depth_exceeded(&children_path));
             }
             continue;
         }
-        // Reverse so children pop (and are reported) in document order.
-        for (i, child) in items.iter().enumerate().rev() {
-            let child_path = children_path.index(i);
-            stack.push(Node {
-                value: child,
-                removal: if items.len() > 1 {
-                    child_path.clone()
-                } else {
-                    node.removal.clone()
-                },
-                path: child_path,
-                depth: node.depth + 1,
-                parent_role: role.clone().or_else(|| node.parent_role.clone()),
-                under_producer: is_producer,
-            });
-        }
+        push_children(&mut stack, items, &children_path, &node, &role, is_producer);
     }
     report_multiple(&tree.sites, out);
     tree
+}
+
+/// The connector a node names: a name under a misspelled key counts, and a
+/// misspelled HiSparseConnector is read as one.
+fn node_connector(obj: &Map<String, Value>) -> Option<&str> {
+    // A name under a misspelled key (its missing_kv_connector or unknown_key
+    // error renames the key) counts, so a HiSparseConnector stays one.
+    let connector = obj
+        .get("kv_connector")
+        .and_then(Value::as_str)
+        .or_else(|| misspelled_connector(obj).map(|(_, name)| name));
+    // A misspelled HiSparseConnector (its unknown_connector error carries the
+    // fix) is validated as HiSparse, so every error shows up in one pass.
+    match connector {
+        Some(name) if is_hisparse_typo(name) => Some(HISPARSE),
+        other => other,
+    }
+}
+
+/// Records a node that names a connector other than MultiConnector as a leaf.
+fn push_leaf(tree: &mut ConnectorTree, obj: &Map<String, Value>, node: &Node, name: &str) {
+    let custom_module = obj
+        .get("kv_connector_module_path")
+        .and_then(Value::as_str)
+        .is_some_and(|m| !m.is_empty());
+    tree.leaves.push(Leaf {
+        path: node.path.clone(),
+        name: name.to_owned(),
+        custom_module,
+        removal: vec![FixOp::Remove {
+            path: node.removal.clone(),
+        }],
+    });
+}
+
+/// MultiConnectors nested deeper than [`MAX_DEPTH`] (reported once).
+fn max_depth_exceeded(children_path: &FieldPath) -> Diagnostic {
+    Diagnostic::error(
+        Code::MaxDepthExceeded,
+        children_path.clone(),
+        format!("MultiConnectors are nested more than {MAX_DEPTH} levels deep here"),
+    )
+    .allowed(format!("at most {MAX_DEPTH} levels of MultiConnector nesting"))
+    .hint("flatten the tree: put the child connectors directly into the top-level MultiConnector's connectors list")
+}
+
+/// Pushes a MultiConnector's children onto the walk's stack.
+fn push_children<'a>(
+    stack: &mut Vec<Node<'a>>,
+    items: &'a [Value],
+    children_path: &FieldPath,
+    node: &Node,
+    role: &Option<String>,
+    is_producer: bool,
+) {
+    // Reverse so children pop (and are reported) in document order.
+    for (i, child) in items.iter().enumerate().rev() {
+        let child_path = children_path.index(i);
+        stack.push(Node {
+            value: child,
+            removal: if items.len() > 1 {
+                child_path.clone()
+            } else {
+                node.removal.clone()
+            },
+            path: child_path,
+            depth: node.depth + 1,
+            parent_role: role.clone().or_else(|| node.parent_role.clone()),
+            under_producer: is_producer,
+        });
+    }
 }
 /// A connector that is not a MultiConnector but lists children: vLLM
 /// ignores them (a warning, whose fix makes it a MultiConnector).
@@ -604,6 +630,50 @@ fn check_fields(
     out: &mut Vec<Diagnostic>,
 ) -> Option<String> {
     let path = &node.path;
+    misplaced_connectors(obj, path, out);
+    check_keys(
+        obj,
+        KV_TRANSFER_FIELDS,
+        KV_TRANSFER_REMOVED,
+        "KVTransferConfig",
+        path,
+        out,
+    );
+
+    let connector = connector_name(obj, path, out);
+    let module_path = module_path(obj, path, out);
+    if let (Some(name), None) = (connector, module_path) {
+        if !KNOWN_CONNECTORS.contains(&name) {
+            out.push(unknown_connector(path, name));
+        }
+    }
+    let misspelled = misspelled_connector(obj);
+    if node.depth > 0
+        && connector.is_none()
+        && !matches!(obj.get("kv_connector"), Some(v) if !v.is_null())
+    {
+        out.push(missing_connector(
+            path,
+            node,
+            misspelled,
+            module_path.is_some(),
+        ));
+    }
+    // The name under a misspelled key is the connector the fixes give.
+    let connector = connector.or(misspelled.map(|(_, name)| name));
+
+    let role = role(obj, path, connector, node, out);
+    if connector.is_some() && obj.get("kv_role").is_none_or(Value::is_null) {
+        out.push(missing_role(path, connector, node));
+    }
+
+    other_fields(obj, path, node, out);
+    role
+}
+
+/// Child connectors written directly in a connector, not in its
+/// kv_connector_extra_config (the fix moves them there).
+fn misplaced_connectors(obj: &Map<String, Value>, path: &FieldPath, out: &mut Vec<Diagnostic>) {
     if let Some(misplaced) = obj.get("connectors") {
         let to = path.key("kv_connector_extra_config").key("connectors");
         out.push(
@@ -623,24 +693,31 @@ fn check_fields(
             }]),
         );
     }
-    check_keys(
-        obj,
-        KV_TRANSFER_FIELDS,
-        KV_TRANSFER_REMOVED,
-        "KVTransferConfig",
-        path,
-        out,
-    );
+}
 
-    let connector = match obj.get("kv_connector") {
+/// The connector's `kv_connector`, when it is a string.
+fn connector_name<'a>(
+    obj: &'a Map<String, Value>,
+    path: &FieldPath,
+    out: &mut Vec<Diagnostic>,
+) -> Option<&'a str> {
+    match obj.get("kv_connector") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.as_str()),
         Some(other) => {
             out.push(type_error(&path.key("kv_connector"), "a string", other));
             None
         }
-    };
-    let module_path = match obj.get("kv_connector_module_path") {
+    }
+}
+
+/// The connector's `kv_connector_module_path`, when it is a non-empty string.
+fn module_path<'a>(
+    obj: &'a Map<String, Value>,
+    path: &FieldPath,
+    out: &mut Vec<Diagnostic>,
+) -> Option<&'a str> {
+    match obj.get("kv_connector_module_path") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => {
             out.push(
@@ -666,52 +743,47 @@ fn check_fields(
             ));
             None
         }
-    };
-    if let (Some(name), None) = (connector, module_path) {
-        if !KNOWN_CONNECTORS.contains(&name) {
-            let at = path.key("kv_connector");
-            let mut d = Diagnostic::error(
-                Code::UnknownConnector,
-                at.clone(),
-                format!(
-                    "\"{name}\" is not a connector vLLM {} knows",
-                    crate::engines::vllm_0_33::VERSION
-                ),
-            )
-            .given(&json!(name))
-            .allowed(format!(
-                "one of {}, or set kv_connector_module_path",
-                quoted(KNOWN_CONNECTORS)
-            ));
-            if let Some(best) = closest(name, KNOWN_CONNECTORS) {
-                d = d
-                    .hint(format!("did you mean \"{best}\"? set {at} to \"{best}\""))
-                    .fix(vec![FixOp::Set {
-                        path: at,
-                        value: json!(best),
-                    }]);
-            } else {
-                d = d.hint("use a registered connector name, or point kv_connector_module_path at the module that defines it");
-            }
-            out.push(d);
-        }
     }
-    let misspelled = misspelled_connector(obj);
-    if node.depth > 0
-        && connector.is_none()
-        && !matches!(obj.get("kv_connector"), Some(v) if !v.is_null())
-    {
-        out.push(missing_connector(
-            path,
-            node,
-            misspelled,
-            module_path.is_some(),
-        ));
-    }
-    // The name under a misspelled key is the connector the fixes give.
-    let connector = connector.or(misspelled.map(|(_, name)| name));
+}
 
-    let role = match obj.get("kv_role") {
+/// A connector name vLLM does not register, with the closest one as its fix.
+fn unknown_connector(path: &FieldPath, name: &str) -> Diagnostic {
+    let at = path.key("kv_connector");
+    let mut d = Diagnostic::error(
+        Code::UnknownConnector,
+        at.clone(),
+        format!(
+            "\"{name}\" is not a connector vLLM {} knows",
+            crate::engines::vllm_0_33::VERSION
+        ),
+    )
+    .given(&json!(name))
+    .allowed(format!(
+        "one of {}, or set kv_connector_module_path",
+        quoted(KNOWN_CONNECTORS)
+    ));
+    if let Some(best) = closest(name, KNOWN_CONNECTORS) {
+        d = d
+            .hint(format!("did you mean \"{best}\"? set {at} to \"{best}\""))
+            .fix(vec![FixOp::Set {
+                path: at,
+                value: json!(best),
+            }]);
+    } else {
+        d = d.hint("use a registered connector name, or point kv_connector_module_path at the module that defines it");
+    }
+    d
+}
+
+/// The connector's `kv_role`, when it is one vLLM accepts.
+fn role(
+    obj: &Map<String, Value>,
+    path: &FieldPath,
+    connector: Option<&str>,
+    node: &Node<'_>,
+    out: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    match obj.get("kv_role") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if KV_ROLES.contains(&s.as_str()) => Some(s.clone()),
         Some(other) => {
@@ -737,28 +809,37 @@ fn check_fields(
             out.push(d);
             None
         }
-    };
-    if connector.is_some() && obj.get("kv_role").is_none_or(Value::is_null) {
-        let at = path.key("kv_role");
-        let role = suggested_role(connector, node);
-        out.push(
-            Diagnostic::error(
-                Code::MissingKvRole,
-                at.clone(),
-                format!("kv_role is required when kv_connector is set ({path} has none)"),
-            )
-            .allowed(format!("one of {}", quoted(KV_ROLES)))
-            .hint(format!(
-                "set {at} to \"{role}\" ({})",
-                role_reason(connector, node)
-            ))
-            .fix(vec![FixOp::Set {
-                path: at,
-                value: json!(role),
-            }]),
-        );
     }
+}
 
+/// A connector with no kv_role (the fix sets the role its place suggests).
+fn missing_role(path: &FieldPath, connector: Option<&str>, node: &Node<'_>) -> Diagnostic {
+    let at = path.key("kv_role");
+    let role = suggested_role(connector, node);
+    Diagnostic::error(
+        Code::MissingKvRole,
+        at.clone(),
+        format!("kv_role is required when kv_connector is set ({path} has none)"),
+    )
+    .allowed(format!("one of {}", quoted(KV_ROLES)))
+    .hint(format!(
+        "set {at} to \"{role}\" ({})",
+        role_reason(connector, node)
+    ))
+    .fix(vec![FixOp::Set {
+        path: at,
+        value: json!(role),
+    }])
+}
+
+/// engine_id on a child connector (vLLM crashes creating the connectors),
+/// and the types of the connector's other fields.
+fn other_fields(
+    obj: &Map<String, Value>,
+    path: &FieldPath,
+    node: &Node<'_>,
+    out: &mut Vec<Diagnostic>,
+) {
     let child_engine_id = node.depth > 0 && obj.contains_key("engine_id");
     if child_engine_id {
         let at = path.key("engine_id");
@@ -795,7 +876,6 @@ fn check_fields(
             }
         }
     }
-    role
 }
 
 fn is_hisparse_typo(name: &str) -> bool {

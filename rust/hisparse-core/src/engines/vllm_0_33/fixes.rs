@@ -34,6 +34,44 @@ use std::cmp::Ordering;
 /// the JSON form of the serve args the fixes apply to.
 pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
     // 1. A value reported by two errors belongs to the one that moves it.
+    drop_taken_unknown_keys(errors);
+    drop_sets_of_moved(errors);
+    hisparse_takes_removed_top(errors);
+    settle_inside_replaced(errors);
+
+    // 2. One structural edit, one error.
+    settle_filled_multis(errors, doc);
+    remove_only_unwritten(errors, doc);
+    settle_covered(errors);
+
+    // 2c. A MultiConnector whose children the fixes remove together (each
+    // removal alone leaves a sibling) is removed by the last of them.
+    empty_together(errors, doc);
+
+    // 2d. A fix that only edits inside what another fix removes whole is
+    // settled by that removal (a top-level list the fixes empty is not wrapped
+    // in a MultiConnector afterwards; a count is not set in a
+    // speculative_config another fix removes).
+    within_removed(errors, doc);
+
+    // 3. Resets, then sets, then structural edits from the back; no fix last.
+    // Turning HiSparse off comes with the structural edits, after any set.
+    let class = |d: &Diagnostic| match class(&d.fix) {
+        Class::Reset | Class::Set if turns_off(d.code) => Class::Structural,
+        c => c,
+    };
+    errors.sort_by(|a, b| {
+        let (ca, cb) = (class(a), class(b));
+        ca.cmp(&cb).then_with(|| match ca {
+            Class::Reset | Class::Set => cmp_paths(first_path(&a.fix), first_path(&b.fix)),
+            Class::Structural => cmp_paths(anchor(&b.fix, doc), anchor(&a.fix, doc)),
+            Class::None => Ordering::Equal,
+        })
+    });
+}
+
+/// An unknown_key error whose value another fix removes or moves is that fix's.
+fn drop_taken_unknown_keys(errors: &mut Vec<Diagnostic>) {
     let taken: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -51,10 +89,13 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
         index += 1;
         !(d.code == Code::UnknownKey && taken.iter().any(|(i, p)| *i != me && *p == d.path))
     });
-    // A value set where another fix moves the user's own value (a missing
-    // kv_role beside a misspelled `kv_rol: kv_consumer`, a missing host_pool_gib
-    // held in an unknown key) is that move's: the
-    // move keeps what the user wrote, so the report tells one story.
+}
+
+/// A value set where another fix moves the user's own value (a missing
+/// kv_role beside a misspelled `kv_rol: kv_consumer`, a missing host_pool_gib
+/// held in an unknown key) is that move's: the
+/// move keeps what the user wrote, so the report tells one story.
+fn drop_sets_of_moved(errors: &mut Vec<Diagnostic>) {
     let moved_to: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -76,9 +117,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             && !d.fix.is_empty()
             && d.fix.iter().all(sets_moved))
     });
-    // A HiSparseConnector added beside the connectors another fix removes
-    // whole (an ExampleConnector without HMA support, wrapped to make room
-    // for it) takes their place instead: the removal would take it too.
+}
+
+/// A HiSparseConnector added beside the connectors another fix removes
+/// whole (an ExampleConnector without HMA support, wrapped to make room
+/// for it) takes their place instead: the removal would take it too.
+fn hisparse_takes_removed_top(errors: &mut [Diagnostic]) {
     let top = FieldPath::root("kv_transfer_config");
     let removes_top = errors.iter().any(|d| {
         d.fix
@@ -117,9 +161,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             }
         }
     }
-    // A value another fix replaces whole (an empty `connectors: {}` the fix of
-    // hisparse_without_connector fills, a connector object it replaces) settles
-    // the errors inside it: their edits name what is no longer there.
+}
+
+/// A value another fix replaces whole (an empty `connectors: {}` the fix of
+/// hisparse_without_connector fills, a connector object it replaces) settles
+/// the errors inside it: their edits name what is no longer there.
+fn settle_inside_replaced(errors: &mut [Diagnostic]) {
     let replaced: Vec<(usize, FieldPath)> = errors
         .iter()
         .enumerate()
@@ -153,10 +200,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             d.fix.clear();
         }
     }
+}
 
-    // 2. One structural edit, one error. An empty MultiConnector that another
-    // fix adds a child to is that fix's: it is not empty after it (and, with a
-    // child that supports it, keeps the hybrid KV cache manager on).
+/// An empty MultiConnector that another fix adds a child to is that fix's:
+/// it is not empty after it (and, with a child that supports it, keeps the
+/// hybrid KV cache manager on).
+fn settle_filled_multis(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     let filled: Vec<bool> = errors
         .iter()
         .enumerate()
@@ -191,9 +240,12 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             d.hint = Some("another fix of this report adds a connector to it".to_owned());
         }
     }
-    // A connector that is an only child is removed with its parent (so no
-    // MultiConnector is left empty); when another fix adds a child to that
-    // parent, remove only the part of the chain nothing is written into.
+}
+
+/// A connector that is an only child is removed with its parent (so no
+/// MultiConnector is left empty); when another fix adds a child to that
+/// parent, remove only the part of the chain nothing is written into.
+fn remove_only_unwritten(errors: &mut [Diagnostic], doc: &dyn Lookup) {
     // (where from, where to): a move that adds what is already inside does not add.
     let adds: Vec<(Option<FieldPath>, FieldPath)> = errors
         .iter()
@@ -228,6 +280,11 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             d.fix = vec![FixOp::Remove { path: part }];
         }
     }
+}
+
+/// Two fixes that edit the same structure: one gives way (the removal that
+/// turns HiSparse off decides; else the one with fewer edits).
+fn settle_covered(errors: &mut [Diagnostic]) {
     let anchors: Vec<Vec<FieldPath>> = errors.iter().map(|d| structural(&d.fix)).collect();
     let mut covered_by: Vec<Option<usize>> = vec![None; errors.len()];
     for x in 0..errors.len() {
@@ -269,31 +326,6 @@ pub(crate) fn settle(errors: &mut Vec<Diagnostic>, doc: &dyn Lookup) {
             ));
         }
     }
-
-    // 2c. A MultiConnector whose children the fixes remove together (each
-    // removal alone leaves a sibling) is removed by the last of them.
-    empty_together(errors, doc);
-
-    // 2d. A fix that only edits inside what another fix removes whole is
-    // settled by that removal (a top-level list the fixes empty is not wrapped
-    // in a MultiConnector afterwards; a count is not set in a
-    // speculative_config another fix removes).
-    within_removed(errors, doc);
-
-    // 3. Resets, then sets, then structural edits from the back; no fix last.
-    // Turning HiSparse off comes with the structural edits, after any set.
-    let class = |d: &Diagnostic| match class(&d.fix) {
-        Class::Reset | Class::Set if turns_off(d.code) => Class::Structural,
-        c => c,
-    };
-    errors.sort_by(|a, b| {
-        let (ca, cb) = (class(a), class(b));
-        ca.cmp(&cb).then_with(|| match ca {
-            Class::Reset | Class::Set => cmp_paths(first_path(&a.fix), first_path(&b.fix)),
-            Class::Structural => cmp_paths(anchor(&b.fix, doc), anchor(&a.fix, doc)),
-            Class::None => Ordering::Equal,
-        })
-    });
 }
 
 /// The JSON form of `doc` with every error's fix applied in order.
@@ -525,132 +557,184 @@ fn within_removed(errors: &mut [Diagnostic], doc: &dyn Lookup) {
 
 /// See step 2c of [`settle`]. Repeats while a removal empties the list above.
 fn empty_together(errors: &mut [Diagnostic], doc: &dyn Lookup) {
-    let len = |p: &FieldPath| doc.at(p).and_then(Value::as_array).map_or(0, Vec::len);
-    let children = |m: &FieldPath| {
-        [
-            m.key("kv_connector_extra_config").key("connectors"),
-            m.key("connectors"),
-        ]
-    };
     // Bounded: each round adds a removal one level up the tree.
     for _ in 0..crate::engines::vllm_0_33::connectors::MAX_DEPTH + 2 {
-        let gone: Vec<FieldPath> = errors
-            .iter()
-            .flat_map(|d| &d.fix)
-            .filter_map(|op| match op {
-                FixOp::Remove { path } if removes_structure(path) => Some(path.clone()),
-                FixOp::Move { from, .. } if matches!(from.0.last(), Some(Seg::Index(_))) => {
-                    Some(from.clone())
-                }
-                _ => None,
-            })
-            .collect();
-        let added: Vec<(Option<&FieldPath>, &FieldPath)> = errors
-            .iter()
-            .flat_map(|d| &d.fix)
-            .filter_map(|op| {
-                let to = adds_connectors(op, doc)?;
-                let from = match op {
-                    FixOp::Move { from, .. } => Some(from),
-                    _ => None,
-                };
-                Some((from, to))
-            })
-            .collect();
-        // A connector's children lists (a top-level list is its own).
-        let lists_of = |m: &FieldPath| {
-            if m.0.len() == 1 && doc.at(m).is_some_and(Value::is_array) {
-                vec![m.clone()]
-            } else {
-                children(m).to_vec()
-            }
-        };
-        let owner_of = |list: &FieldPath| {
-            if list.0.len() == 1 {
-                list.clone()
-            } else {
-                multi_of(list)
-            }
-        };
-        let emptied = gone.iter().map(|p| owner_of(&p.parent())).find(|m| {
-            let lists = lists_of(m);
-            let within = |p: &FieldPath| lists.iter().any(|l| p.0.starts_with(&l.0));
-            // Another fix gives it a child (not one of its own moved between its lists).
-            let own = |p: &FieldPath| lists.contains(p) || lists.contains(&p.parent());
-            if added
-                .iter()
-                .any(|(from, to)| within(to) && !from.is_some_and(own))
-            {
-                return false;
-            }
-            let total: usize = lists.iter().map(len).sum();
-            let taken = lists
-                .iter()
-                .flat_map(|l| (0..len(l)).map(move |i| l.index(i)))
-                .filter(|item| gone.iter().any(|g| item.0.starts_with(&g.0)))
-                .count();
-            total > 0 && taken == total && !gone.iter().any(|g| m.0.starts_with(&g.0))
-        });
-        let Some(multi) = emptied else {
+        let gone = gone_paths(errors);
+        let added = added_connectors(errors, doc);
+        let Some(multi) = emptied(doc, &gone, &added) else {
             return;
         };
-        // Its removal: itself if a sibling stays, else its parent's, up the tree.
-        let mut removal = multi.clone();
-        while let Some((Seg::Index(_), list)) = removal.0.split_last() {
-            let parent = owner_of(&FieldPath(list.to_vec()));
-            let lists = lists_of(&parent);
-            let siblings: usize = lists.iter().map(len).sum();
-            let receives = added.iter().any(|(_, to)| {
-                lists.iter().any(|l| to.0.starts_with(&l.0)) && !to.0.starts_with(&removal.0)
-            });
-            if siblings > 1 || receives {
-                break;
-            }
-            removal = parent;
-        }
-        let lists = lists_of(&multi);
-        let owns = |d: &Diagnostic| {
-            d.fix.iter().any(|op| match op {
-                FixOp::Remove { path } | FixOp::Move { from: path, .. } => {
-                    lists.iter().any(|l| path.0.starts_with(&l.0))
-                }
-                FixOp::Set { .. } => false,
-            })
-        };
-        // HiSparseConnectors the removal would take with it. Applied alone, the
-        // owner's fix must not turn HiSparse off: each must be one it moves
-        // out, or a second one another fix removes, or the owner turns it off.
-        let sites = hisparse_paths(doc, &removal);
-        let extra_removed = |p: &FieldPath| {
-            errors.iter().any(|d| {
-                d.code == Code::MultipleHiSparseConnectors
-                    && removes(&d.fix).any(|r| p.0.starts_with(&r.0))
-            })
-        };
-        let safe = |d: &Diagnostic| {
-            turns_off(d.code)
-                || sites.iter().all(|site| {
-                    moves(&d.fix).any(|m| site.0.starts_with(&m.0)) || extra_removed(site)
-                })
-        };
-        // The last applied: a fix that turns HiSparse off if one takes part,
-        // else one that moves a connector out, else the one removing the first child.
-        let owner = errors
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| owns(d) && safe(d))
-            .min_by(|(_, a), (_, b)| {
-                turns_off(b.code)
-                    .cmp(&turns_off(a.code))
-                    .then_with(|| moves(&b.fix).count().cmp(&moves(&a.fix).count()))
-                    .then_with(|| cmp_paths(anchor(&a.fix, doc), anchor(&b.fix, doc)))
-            })
-            .map(|(i, _)| i);
-        let Some(owner) = owner else {
+        let removal = removal_of(doc, &multi, &added);
+        let Some(owner) = removal_owner(errors, doc, &multi, &removal) else {
             return;
         };
         errors[owner].fix.push(FixOp::Remove { path: removal });
     }
+}
+
+/// The structures the fixes remove or move a list item out of.
+fn gone_paths(errors: &[Diagnostic]) -> Vec<FieldPath> {
+    errors
+        .iter()
+        .flat_map(|d| &d.fix)
+        .filter_map(|op| match op {
+            FixOp::Remove { path } if removes_structure(path) => Some(path.clone()),
+            FixOp::Move { from, .. } if matches!(from.0.last(), Some(Seg::Index(_))) => {
+                Some(from.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where the fixes add connectors: (where from, for a move; where to).
+fn added_connectors<'a>(
+    errors: &'a [Diagnostic],
+    doc: &dyn Lookup,
+) -> Vec<(Option<&'a FieldPath>, &'a FieldPath)> {
+    errors
+        .iter()
+        .flat_map(|d| &d.fix)
+        .filter_map(|op| {
+            let to = adds_connectors(op, doc)?;
+            let from = match op {
+                FixOp::Move { from, .. } => Some(from),
+                _ => None,
+            };
+            Some((from, to))
+        })
+        .collect()
+}
+
+/// The length of the list at `p` (0 when there is none).
+fn list_len(doc: &dyn Lookup, p: &FieldPath) -> usize {
+    doc.at(p).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// A connector's children lists (a top-level list is its own).
+fn lists_of(doc: &dyn Lookup, m: &FieldPath) -> Vec<FieldPath> {
+    if m.0.len() == 1 && doc.at(m).is_some_and(Value::is_array) {
+        vec![m.clone()]
+    } else {
+        [
+            m.key("kv_connector_extra_config").key("connectors"),
+            m.key("connectors"),
+        ]
+        .to_vec()
+    }
+}
+
+/// The connector a children list belongs to (a top-level list is its own).
+fn owner_of(list: &FieldPath) -> FieldPath {
+    if list.0.len() == 1 {
+        list.clone()
+    } else {
+        multi_of(list)
+    }
+}
+
+/// A MultiConnector (or top-level list) whose every child the fixes take,
+/// which no fix gives a child and no fix removes whole.
+fn emptied(
+    doc: &dyn Lookup,
+    gone: &[FieldPath],
+    added: &[(Option<&FieldPath>, &FieldPath)],
+) -> Option<FieldPath> {
+    let len = |p: &FieldPath| list_len(doc, p);
+    let lists_of = |m: &FieldPath| lists_of(doc, m);
+    gone.iter().map(|p| owner_of(&p.parent())).find(|m| {
+        let lists = lists_of(m);
+        let within = |p: &FieldPath| lists.iter().any(|l| p.0.starts_with(&l.0));
+        // Another fix gives it a child (not one of its own moved between its lists).
+        let own = |p: &FieldPath| lists.contains(p) || lists.contains(&p.parent());
+        if added
+            .iter()
+            .any(|(from, to)| within(to) && !from.is_some_and(own))
+        {
+            return false;
+        }
+        let total: usize = lists.iter().map(len).sum();
+        let taken = lists
+            .iter()
+            .flat_map(|l| (0..len(l)).map(move |i| l.index(i)))
+            .filter(|item| gone.iter().any(|g| item.0.starts_with(&g.0)))
+            .count();
+        total > 0 && taken == total && !gone.iter().any(|g| m.0.starts_with(&g.0))
+    })
+}
+
+/// The removal of an emptied MultiConnector: itself if a sibling stays, else
+/// its parent's, up the tree.
+fn removal_of(
+    doc: &dyn Lookup,
+    multi: &FieldPath,
+    added: &[(Option<&FieldPath>, &FieldPath)],
+) -> FieldPath {
+    let len = |p: &FieldPath| list_len(doc, p);
+    let lists_of = |m: &FieldPath| lists_of(doc, m);
+    let mut removal = multi.clone();
+    while let Some((Seg::Index(_), list)) = removal.0.split_last() {
+        let parent = owner_of(&FieldPath(list.to_vec()));
+        let lists = lists_of(&parent);
+        let siblings: usize = lists.iter().map(len).sum();
+        let receives = added.iter().any(|(_, to)| {
+            lists.iter().any(|l| to.0.starts_with(&l.0)) && !to.0.starts_with(&removal.0)
+        });
+        if siblings > 1 || receives {
+            break;
+        }
+        removal = parent;
+    }
+    removal
+}
+
+/// The fix that takes the removal: among those that take a child of
+/// `multi`, the last applied that keeps HiSparse on when applied alone.
+fn removal_owner(
+    errors: &[Diagnostic],
+    doc: &dyn Lookup,
+    multi: &FieldPath,
+    removal: &FieldPath,
+) -> Option<usize> {
+    let lists_of = |m: &FieldPath| lists_of(doc, m);
+    let lists = lists_of(multi);
+    let owns = |d: &Diagnostic| {
+        d.fix.iter().any(|op| match op {
+            FixOp::Remove { path } | FixOp::Move { from: path, .. } => {
+                lists.iter().any(|l| path.0.starts_with(&l.0))
+            }
+            FixOp::Set { .. } => false,
+        })
+    };
+    // HiSparseConnectors the removal would take with it. Applied alone, the
+    // owner's fix must not turn HiSparse off: each must be one it moves
+    // out, or a second one another fix removes, or the owner turns it off.
+    let sites = hisparse_paths(doc, removal);
+    let extra_removed = |p: &FieldPath| {
+        errors.iter().any(|d| {
+            d.code == Code::MultipleHiSparseConnectors
+                && removes(&d.fix).any(|r| p.0.starts_with(&r.0))
+        })
+    };
+    let safe = |d: &Diagnostic| {
+        turns_off(d.code)
+            || sites
+                .iter()
+                .all(|site| moves(&d.fix).any(|m| site.0.starts_with(&m.0)) || extra_removed(site))
+    };
+    // The last applied: a fix that turns HiSparse off if one takes part,
+    // else one that moves a connector out, else the one removing the first child.
+    errors
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| owns(d) && safe(d))
+        .min_by(|(_, a), (_, b)| {
+            turns_off(b.code)
+                .cmp(&turns_off(a.code))
+                .then_with(|| moves(&b.fix).count().cmp(&moves(&a.fix).count()))
+                .then_with(|| cmp_paths(anchor(&a.fix, doc), anchor(&b.fix, doc)))
+        })
+        .map(|(i, _)| i)
 }
 
 /// Paths of the HiSparseConnectors at or below `root` in `doc` (bounded by

@@ -767,75 +767,23 @@ fn gpu_plan(
                 .to_owned(),
         )
     } else if let Some(gpu) = options.gpu_memory_gib {
-        let weights = match options.weights_gib {
-            Some(w) => {
-                weights_source = Some(weights_given(measured_in));
-                Some(gib_bytes(w))
-            }
-            None => {
-                match estimate_weights(model, target_indexer_layers, u64::from(sizes.draft_layers))
-                {
-                    Ok(w) => {
-                        weights_estimated = true;
-                        weights_source = Some(format!(
-                        "estimated from config.json: {:.1} B parameters, {}; vLLM's start-up log is exact (pass --weights-gib)",
-                        (w.dense_params as f64 + w.expert_params as f64) / 1e9,
-                        w.rule
-                    ));
-                        Some(w.bytes_per_gpu(tp, dp, args.enable_expert_parallel == Some(true)))
-                    }
-                    Err(why) => {
-                        warnings.push(
-                        Diagnostic::warning(
-                            Code::WeightsUnknown,
-                            FieldPath::root("weights_gib"),
-                            format!("the model weights cannot be estimated ({why}), so the GPU KV room is unknown"),
-                        )
-                        .hint("pass --weights-gib (per GPU, from vLLM's \"Model loading took X GiB\") or --kv-cache-memory-bytes"),
-                    );
-                        None
-                    }
-                }
-            }
-        };
+        let weights = weights_per_gpu(
+            args,
+            options,
+            (model, sizes, target_indexer_layers),
+            (tp, dp),
+            (&mut weights_source, &mut weights_estimated),
+            warnings,
+        );
         weights_bytes_per_gpu = weights;
-        match weights {
-            Some(w) => {
-                let budget = (gpu * GIB * utilization) as u64;
-                if w >= budget {
-                    warnings.push(
-                        Diagnostic::warning(
-                            Code::NoGpuKvRoom,
-                            FieldPath::root("gpu_memory_utilization"),
-                            format!(
-                                "the weights ({:.1} GiB per GPU) leave no KV room in {gpu} GiB x gpu_memory_utilization {utilization}",
-                                w as f64 / GIB
-                            ),
-                        )
-                        .hint("use more tensor-parallel ranks, a quantized checkpoint, or GPUs with more memory"),
-                    );
-                }
-                (
-                    Some(budget.saturating_sub(w)),
-                    format!("gpu_memory_gib x gpu_memory_utilization - weights per GPU ({gpu} GiB x {utilization}); an upper bound: vLLM also reserves activation and CUDA-graph memory, its start-up log gives the exact KV size (--kv-cache-memory-bytes)"),
-                )
-            }
-            None => (None, "unknown: the weights per GPU are unknown".to_owned()),
-        }
+        kv_room(gpu, utilization, weights, warnings)
     } else {
         (
             None,
             "unknown: pass --gpu-memory-gib or --kv-cache-memory-bytes".to_owned(),
         )
     };
-    let (max_num_seqs, max_num_seqs_source) = match args.max_num_seqs {
-        Some(n) => (n.max(1) as u64, "given with --max-num-seqs".to_owned()),
-        None => match options.gpu_memory_gib {
-            Some(g) if g >= 70.0 => (1024, "vLLM 0.33 default on GPUs with 70 GiB or more".to_owned()),
-            Some(_) => (256, "vLLM 0.33 default on GPUs under 70 GiB".to_owned()),
-            None => (256, "vLLM 0.33 default when the GPU is unknown (1024 on GPUs with 70 GiB or more: pass --gpu-memory-gib or --max-num-seqs)".to_owned()),
-        },
-    };
+    let (max_num_seqs, max_num_seqs_source) = max_num_seqs(args, options);
     let blocks = |per: u64| kv.and_then(|k| k.checked_div(per));
     GpuPlan {
         tensor_parallel_size: tp,
@@ -852,5 +800,94 @@ fn gpu_plan(
         baseline_blocks: blocks(sizes.baseline_block_bytes),
         hisparse_blocks: blocks(sizes.hisparse_block_bytes),
         spec: None,
+    }
+}
+
+/// The weights per GPU for a GPU of known memory: given (--weights-gib), else
+/// estimated from config.json (a warning when they cannot be); sets where
+/// the figure comes from and whether it is an estimate.
+fn weights_per_gpu(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    (model, sizes, target_indexer_layers): (&ModelInfo, &Sizes, u64),
+    (tp, dp): (u64, u64),
+    (weights_source, weights_estimated): (&mut Option<String>, &mut bool),
+    warnings: &mut Vec<Diagnostic>,
+) -> Option<u64> {
+    let measured_in = options.measured_in.as_deref();
+    match options.weights_gib {
+        Some(w) => {
+            *weights_source = Some(weights_given(measured_in));
+            Some(gib_bytes(w))
+        }
+        None => {
+            match estimate_weights(model, target_indexer_layers, u64::from(sizes.draft_layers)) {
+                Ok(w) => {
+                    *weights_estimated = true;
+                    *weights_source = Some(format!(
+                    "estimated from config.json: {:.1} B parameters, {}; vLLM's start-up log is exact (pass --weights-gib)",
+                    (w.dense_params as f64 + w.expert_params as f64) / 1e9,
+                    w.rule
+                ));
+                    Some(w.bytes_per_gpu(tp, dp, args.enable_expert_parallel == Some(true)))
+                }
+                Err(why) => {
+                    warnings.push(
+                    Diagnostic::warning(
+                        Code::WeightsUnknown,
+                        FieldPath::root("weights_gib"),
+                        format!("the model weights cannot be estimated ({why}), so the GPU KV room is unknown"),
+                    )
+                    .hint("pass --weights-gib (per GPU, from vLLM's \"Model loading took X GiB\") or --kv-cache-memory-bytes"),
+                );
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// The GPU KV room: the GPU's memory x gpu_memory_utilization less the
+/// weights (a warning when they leave none), and where the figure comes from.
+fn kv_room(
+    gpu: f64,
+    utilization: f64,
+    weights: Option<u64>,
+    warnings: &mut Vec<Diagnostic>,
+) -> (Option<u64>, String) {
+    match weights {
+        Some(w) => {
+            let budget = (gpu * GIB * utilization) as u64;
+            if w >= budget {
+                warnings.push(
+                    Diagnostic::warning(
+                        Code::NoGpuKvRoom,
+                        FieldPath::root("gpu_memory_utilization"),
+                        format!(
+                            "the weights ({:.1} GiB per GPU) leave no KV room in {gpu} GiB x gpu_memory_utilization {utilization}",
+                            w as f64 / GIB
+                        ),
+                    )
+                    .hint("use more tensor-parallel ranks, a quantized checkpoint, or GPUs with more memory"),
+                );
+            }
+            (
+                Some(budget.saturating_sub(w)),
+                format!("gpu_memory_gib x gpu_memory_utilization - weights per GPU ({gpu} GiB x {utilization}); an upper bound: vLLM also reserves activation and CUDA-graph memory, its start-up log gives the exact KV size (--kv-cache-memory-bytes)"),
+            )
+        }
+        None => (None, "unknown: the weights per GPU are unknown".to_owned()),
+    }
+}
+
+/// max_num_seqs and where it comes from: given, else vLLM's default for the GPU.
+fn max_num_seqs(args: &ServeArgs, options: &PlanOptions) -> (u64, String) {
+    match args.max_num_seqs {
+        Some(n) => (n.max(1) as u64, "given with --max-num-seqs".to_owned()),
+        None => match options.gpu_memory_gib {
+            Some(g) if g >= 70.0 => (1024, "vLLM 0.33 default on GPUs with 70 GiB or more".to_owned()),
+            Some(_) => (256, "vLLM 0.33 default on GPUs under 70 GiB".to_owned()),
+            None => (256, "vLLM 0.33 default when the GPU is unknown (1024 on GPUs with 70 GiB or more: pass --gpu-memory-gib or --max-num-seqs)".to_owned()),
+        },
     }
 }

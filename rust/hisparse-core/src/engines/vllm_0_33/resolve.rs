@@ -401,29 +401,55 @@ fn check_dp_local(given: Option<i64>, dp: i64, d: &mut Vec<Diagnostic>) -> Optio
 }
 
 fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
-    let at_least_one = |name: &str, v: Option<i64>, d: &mut Vec<Diagnostic>| -> i64 {
-        match v {
-            Some(n) if n < 1 => {
-                let path = FieldPath::root(name);
-                d.push(
-                    Diagnostic::error(
-                        Code::InvalidValue,
-                        path.clone(),
-                        format!("{name} must be at least 1"),
-                    )
-                    .given(&json!(n))
-                    .allowed("an integer >= 1")
-                    .fix(vec![FixOp::Set {
-                        path,
-                        value: json!(1),
-                    }]),
-                );
-                1
-            }
-            Some(n) => n,
-            None => 1,
+    check_memory(args, d);
+    at_least_one("max_num_seqs", args.max_num_seqs, d);
+    let parallel = parallel(args, d);
+
+    let block_size = block_size(args, d);
+    let max_model_len = max_model_len(args, d);
+    let platform = platform(args, d);
+    let kv_cache_dtype = kv_cache_dtype(args, d);
+    let v2_runner = v2_runner(args, d);
+    Scalars {
+        parallel,
+        max_model_len_auto: args.max_model_len == Some(-1),
+        block_size,
+        max_model_len,
+        platform,
+        kv_cache_dtype,
+        v2_runner,
+        gpus_per_node: None,
+        gpus_per_node_server: None,
+    }
+}
+
+/// A count that must be at least 1 (the fix sets 1); unset is 1.
+fn at_least_one(name: &str, v: Option<i64>, d: &mut Vec<Diagnostic>) -> i64 {
+    match v {
+        Some(n) if n < 1 => {
+            let path = FieldPath::root(name);
+            d.push(
+                Diagnostic::error(
+                    Code::InvalidValue,
+                    path.clone(),
+                    format!("{name} must be at least 1"),
+                )
+                .given(&json!(n))
+                .allowed("an integer >= 1")
+                .fix(vec![FixOp::Set {
+                    path,
+                    value: json!(1),
+                }]),
+            );
+            1
         }
-    };
+        Some(n) => n,
+        None => 1,
+    }
+}
+
+/// gpu_memory_utilization in (0, 1], kv_cache_memory_bytes not negative.
+fn check_memory(args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     if let Some(u) = args.gpu_memory_utilization {
         if !(u > 0.0 && u <= 1.0) {
             let path = FieldPath::root("gpu_memory_utilization");
@@ -452,9 +478,12 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             .fix(vec![FixOp::Remove { path }]),
         );
     }
-    at_least_one("max_num_seqs", args.max_num_seqs, d);
+}
+
+/// The parallel sizes, each at least 1.
+fn parallel(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Parallel {
     let dp = at_least_one("data_parallel_size", args.data_parallel_size, d);
-    let parallel = Parallel {
+    Parallel {
         tp: at_least_one("tensor_parallel_size", args.tensor_parallel_size, d),
         pp: at_least_one("pipeline_parallel_size", args.pipeline_parallel_size, d),
         dcp: at_least_one(
@@ -480,9 +509,12 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                 }
             })
             .or(args.data_parallel_rank.map(|_| 1)),
-    };
+    }
+}
 
-    let block_size = match args.block_size {
+/// block_size, when given and positive.
+fn block_size(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Option<u64> {
+    match args.block_size {
         Some(b) if b <= 0 => {
             let path = FieldPath::root("block_size");
             d.push(
@@ -498,8 +530,12 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None
         }
         other => other.map(|b| b as u64),
-    };
-    let max_model_len = match args.max_model_len {
+    }
+}
+
+/// max_model_len, when given and not auto (-1).
+fn max_model_len(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Option<u64> {
+    match args.max_model_len {
         None | Some(-1) => None,
         Some(n) if n <= 0 => {
             let path = FieldPath::root("max_model_len");
@@ -516,8 +552,12 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None
         }
         Some(n) => Some(n as u64),
-    };
-    let platform = match args.platform.as_deref() {
+    }
+}
+
+/// The platform (default cuda; an unknown one is read as cuda).
+fn platform(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> String {
+    match args.platform.as_deref() {
         None => "cuda".to_owned(),
         Some(p) if PLATFORMS.contains(&p) => p.to_owned(),
         Some(p) => {
@@ -537,8 +577,12 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             );
             "cuda".to_owned()
         }
-    };
-    let kv_cache_dtype = match args.kv_cache_dtype.as_deref() {
+    }
+}
+
+/// kv_cache_dtype, when given and one vLLM accepts.
+fn kv_cache_dtype(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Option<String> {
+    match args.kv_cache_dtype.as_deref() {
         Some(t) if !CACHE_DTYPES.contains(&t) => {
             let path = FieldPath::root("kv_cache_dtype");
             d.push(
@@ -561,10 +605,14 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
             None
         }
         other => other.map(str::to_owned),
-    };
+    }
+}
+
+/// VLLM_USE_V2_MODEL_RUNNER, as vLLM reads it.
+fn v2_runner(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Option<bool> {
     // vllm/envs.py:363 maybe_convert_bool: bool(int(value)), Python's int()
     // (`1_0`, ` 1 `, `+1`, 23 digits; not `1.0`).
-    let v2_runner = match args.vllm_use_v2_model_runner.as_deref() {
+    match args.vllm_use_v2_model_runner.as_deref() {
         None => None,
         Some(s) => match crate::pytext::py_int(s) {
             Some(n) => Some(!n.is_zero()),
@@ -580,17 +628,6 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
                 None
             }
         },
-    };
-    Scalars {
-        parallel,
-        max_model_len_auto: args.max_model_len == Some(-1),
-        block_size,
-        max_model_len,
-        platform,
-        kv_cache_dtype,
-        v2_runner,
-        gpus_per_node: None,
-        gpus_per_node_server: None,
     }
 }
 

@@ -102,6 +102,187 @@ pub(crate) struct Ctx<'a> {
     pub(crate) misplaced: &'a [Misplaced],
 }
 
+/// The host blocks a resolved pool holds, when the host block stride is known.
+fn host_blocks(s: &Sizing, host_pool_gib: &Resolved<f64>) -> Option<Resolved<u64>> {
+    s.host_block_stride.as_ref().map(|stride| {
+        Resolved::new(
+            pool_blocks(host_pool_gib.value, stride.value),
+            Provenance::Derived {
+                from: vec!["host_pool_gib".into(), "host_block_stride".into()],
+                rule: "floor(host_pool_gib x 2^30 / host_block_stride)".into(),
+            },
+        )
+    })
+}
+
+/// The resolved settings of a valid HiSparse configuration.
+fn settings(
+    site: &HiSparseSite,
+    enabled: Resolved<bool>,
+    host_pool_gib: Resolved<f64>,
+    s: Sizing,
+    host_blocks: Option<Resolved<u64>>,
+) -> ResolvedHiSparse {
+    ResolvedHiSparse {
+        enabled,
+        connector: site.path.to_string(),
+        host_pool_gib,
+        device_buffer_size: s.device_buffer_size,
+        eager_host_mirror: s.eager_host_mirror,
+        index_topk: s.index_topk,
+        topk_buffer_width: s.topk_buffer_width,
+        max_decode_query_len: s.max_decode_query_len,
+        kv_cache_dtype: s.kv_cache_dtype,
+        row_bytes: s.row_bytes,
+        block_size: s.block_size,
+        max_model_len: s.max_model_len,
+        sparse_mla_layers: Resolved::new(
+            s.layers.value,
+            Provenance::Derived {
+                from: vec![s.layers.source],
+                rule: "layers with sparse-MLA KV".into(),
+            },
+        ),
+        host_block_bytes: s.host_block_bytes,
+        host_block_stride: s.host_block_stride,
+        host_blocks,
+        min_host_blocks: s.min_host_blocks,
+        index_groups: s.index_groups,
+        residency_shared_memory_bytes: Some(s.residency_shared_memory),
+        triton_resolver_shared_memory_bytes: s.triton_resolver_shared_memory,
+    }
+}
+
+/// The device_buffer_size bounds, in words: at query length `q` and top-k `k`,
+/// from `min` = q x k to `hi` (None: no size fits), under the GPU's shared
+/// memory when it is known.
+fn device_buffer_allowed(
+    min: u64,
+    hi: Option<u64>,
+    smem: Option<(&GpuSpec, u64)>,
+    q: u64,
+    k: u64,
+) -> String {
+    match (hi, smem) {
+            (Some(hi), Some((g, avail))) if hi < MAX_DEVICE_BUFFER_SIZE => format!(
+                "{min} <= device_buffer_size <= {hi} (the most whose vLLM resolver fits the {avail} B of shared memory per block of {})",
+                g.name
+            ),
+            (Some(_), _) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
+            (None, Some((g, avail))) if min <= MAX_DEVICE_BUFFER_SIZE => format!(
+                "no size fits at max_decode_query_len {q}: vLLM's resolver for {q} x {k} rows needs more than the {avail} B of shared memory per block of {}",
+                g.name
+            ),
+            (None, _) => format!(
+                "no size fits: {q} x {k} rows exceed the {MAX_DEVICE_BUFFER_SIZE} int16 slots"
+            ),
+        }
+}
+
+/// The (query length, device_buffer_size) every fix of one report sets: the
+/// user's query length when a buffer fits it, else the widest query whose rows
+/// do, the default buffer clamped into that query's bounds (`limit`: the
+/// largest buffer for a union of rows). None when no query length fits.
+fn device_buffer_target(
+    q: u64,
+    k: u64,
+    block_size: u32,
+    limit: &impl Fn(u64) -> Option<u64>,
+) -> Option<(u64, u64)> {
+    (1..=q.min(MAX_DEVICE_BUFFER_SIZE / k.max(1)))
+        .rev()
+        .find_map(|q_fit| {
+            let lo = q_fit * k;
+            let hi = limit(lo)?;
+            // Below the int16 limit, stay on a block boundary when that still fits.
+            let hi = match block_size as u64 {
+                bs if bs > 0 && hi < MAX_DEVICE_BUFFER_SIZE && hi / bs * bs >= lo => hi / bs * bs,
+                _ => hi,
+            };
+            Some((q_fit, ((q_fit + 1) * k).clamp(lo, hi)))
+        })
+}
+
+/// The fix operations that set the target: device_buffer_size, and the
+/// speculative tokens when the target's query length is not the user's.
+fn device_buffer_ops(path: &FieldPath, q: u64, target: Option<(u64, u64)>) -> Option<Vec<FixOp>> {
+    target.map(|(q_fit, v)| {
+        let spec = FieldPath::root("speculative_config");
+        let set = FixOp::Set {
+            path: path.clone(),
+            value: json!(v),
+        };
+        match q_fit {
+            _ if q_fit == q => vec![set],
+            1 => vec![FixOp::Remove { path: spec }, set],
+            n => vec![
+                FixOp::Set {
+                    path: spec.key("num_speculative_tokens"),
+                    value: json!(n - 1),
+                },
+                set,
+            ],
+        }
+    })
+}
+
+/// host_pool_gib that is not a number; "128GiB" / "128g": the fix keeps the
+/// user's number rather than shrink the pool.
+fn unparsable_pool(
+    path: &FieldPath,
+    raw: &Value,
+    needed_gib: Option<f64>,
+    (suggestion, holds): (f64, &str),
+    set: Vec<FixOp>,
+    allowed: String,
+) -> Diagnostic {
+    // "128GiB" / "128g": keep the user's number rather than shrink the pool.
+    let (hint, fix) = match raw.as_str().and_then(gib_with_unit) {
+        Some(meant) => {
+            let value = needed_gib.map_or(meant, |n| meant.max(n));
+            (
+                format!("host_pool_gib is a plain number of GiB: write {value}, not {raw}"),
+                vec![FixOp::Set {
+                    path: path.clone(),
+                    value: json!(value),
+                }],
+            )
+        }
+        None => (
+            format!("set {path} to a number of GiB: {suggestion} ({holds})"),
+            set,
+        ),
+    };
+    type_error(path, "a number of GiB", raw)
+        // float(host_pool_gib), config/kv_transfer.py:45, as the
+        // KV cache is laid out (v1/hisparse/layout.py:86).
+        .stage(VllmStage::Workers)
+        .allowed(allowed)
+        .hint(hint)
+        .fix(fix)
+}
+
+/// A host_pool_gib more than any machine's RAM; a size suffix vLLM expanded
+/// to bytes is named and undone.
+fn implausible_pool(path: &FieldPath, gib: f64, raw: &Value) -> Diagnostic {
+    let mut w = Diagnostic::warning(
+                Code::HostPoolImplausible,
+                path.clone(),
+                format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is already in GiB"),
+            )
+            .given(raw);
+    // A size suffix (`128G` in the JSON, `64g` on a dotted flag) that
+    // vLLM expanded to bytes: the number before it is the GiB meant.
+    if let Some((n, suffix, factor)) = crate::pytext::suffixed_size(gib) {
+        w = w
+                    .hint(format!(
+                        "{n}{suffix} is {n} x {factor} (vLLM expands K/M/G/T size suffixes in its JSON and dotted flags); write the GiB as a plain number: set {path} to {n}"
+                    ))
+                    .fix(vec![FixOp::Set { path: path.clone(), value: json!(n) }]);
+    }
+    w
+}
+
 impl Ctx<'_> {
     /// Fix operations that turn HiSparse off entirely (remove every HiSparse
     /// connector, later ones first so list indices stay valid, and any explicit
@@ -130,35 +311,10 @@ impl Ctx<'_> {
         needed: &mut Option<StartupNeed>,
     ) -> Option<ResolvedHiSparse> {
         let site = self.tree.sites.first();
-        let enabled = match (self.explicit, site) {
-            (Some(hs), _) => Resolved::new(
-                true,
-                Provenance::Explicit {
-                    path: hs.path.to_string(),
-                },
-            ),
-            (None, Some(s)) => Resolved::new(
-                true,
-                Provenance::Inferred {
-                    connector: s.path.to_string(),
-                },
-            ),
-            (None, None) => unreachable!("validate runs only when HiSparse is configured"),
-        };
+        let enabled = self.enabled(site);
         self.check_engine(d);
         self.check_hma(d);
-        if let Some(top) = &self.tree.top_connector {
-            if !HISPARSE_VALIDATED_TOP_CONNECTORS.contains(&top.as_str()) {
-                d.push(
-                    Diagnostic::warning(
-                        Code::ConnectorNotValidated,
-                        FieldPath::root("kv_transfer_config").key("kv_connector"),
-                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::engines::vllm_0_33::VERSION),
-                    )
-                    .hint("for P/D decode, use a MultiConnector with NixlConnector (kv_consumer) and HiSparseConnector (kv_both) children"),
-                );
-            }
-        }
+        self.check_top_connector(d);
 
         let model = self.model;
         if model.is_none() {
@@ -196,17 +352,59 @@ impl Ctx<'_> {
         let host_pool_gib = self.resolve_host_pool(site, sizing.as_ref(), d);
         let s = sizing?;
         let host_pool_gib = host_pool_gib?;
-        let host_blocks = s.host_block_stride.as_ref().map(|stride| {
-            Resolved::new(
-                pool_blocks(host_pool_gib.value, stride.value),
-                Provenance::Derived {
-                    from: vec!["host_pool_gib".into(), "host_block_stride".into()],
-                    rule: "floor(host_pool_gib x 2^30 / host_block_stride)".into(),
+        let host_blocks = host_blocks(&s, &host_pool_gib);
+        self.check_host_blocks(site, &s, &host_pool_gib, host_blocks.as_ref(), d);
+        Some(settings(site, enabled, host_pool_gib, s, host_blocks))
+    }
+
+    /// Whether HiSparse is on, and why: an explicit hisparse_config, else the
+    /// first HiSparse connector.
+    fn enabled(&self, site: Option<&HiSparseSite>) -> Resolved<bool> {
+        match (self.explicit, site) {
+            (Some(hs), _) => Resolved::new(
+                true,
+                Provenance::Explicit {
+                    path: hs.path.to_string(),
                 },
-            )
-        });
+            ),
+            (None, Some(s)) => Resolved::new(
+                true,
+                Provenance::Inferred {
+                    connector: s.path.to_string(),
+                },
+            ),
+            (None, None) => unreachable!("validate runs only when HiSparse is configured"),
+        }
+    }
+
+    /// A top-level connector vLLM treats as a debug/fallback path for HiSparse.
+    fn check_top_connector(&self, d: &mut Vec<Diagnostic>) {
+        if let Some(top) = &self.tree.top_connector {
+            if !HISPARSE_VALIDATED_TOP_CONNECTORS.contains(&top.as_str()) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::ConnectorNotValidated,
+                        FieldPath::root("kv_transfer_config").key("kv_connector"),
+                        format!("vLLM {} treats HiSparse with top-level connector {top} as a debug/fallback path; NixlConnector, MooncakeStoreConnector and MultiConnector are the validated ones", crate::engines::vllm_0_33::VERSION),
+                    )
+                    .hint("for P/D decode, use a MultiConnector with NixlConnector (kv_consumer) and HiSparseConnector (kv_both) children"),
+                );
+            }
+        }
+    }
+
+    /// The host pool against one max_model_len request: an error, or with
+    /// max_model_len auto a warning (vLLM shortens the context to fit).
+    fn check_host_blocks(
+        &self,
+        site: &HiSparseSite,
+        s: &Sizing,
+        host_pool_gib: &Resolved<f64>,
+        host_blocks: Option<&Resolved<u64>>,
+        d: &mut Vec<Diagnostic>,
+    ) {
         if let (Some(blocks), Some(stride), Some(minimum)) =
-            (&host_blocks, &s.host_block_stride, s.needed_gib)
+            (host_blocks, &s.host_block_stride, s.needed_gib)
         {
             if blocks.value < s.min_blocks {
                 let path = site.host_pool_path();
@@ -214,7 +412,7 @@ impl Ctx<'_> {
                     "host_pool_gib {} holds {} host blocks of {} bytes, but one {}-token request needs {}",
                     host_pool_gib.value, blocks.value, stride.value, s.max_model_len.value, s.min_blocks
                 );
-                let (gib, holds) = self.pool_suggestion(Some(&s));
+                let (gib, holds) = self.pool_suggestion(Some(s));
                 let diag = if self.scalars.max_model_len_auto {
                     Diagnostic::warning(
                         Code::HostPoolLimitsContext,
@@ -249,34 +447,6 @@ impl Ctx<'_> {
                 );
             }
         }
-        Some(ResolvedHiSparse {
-            enabled,
-            connector: site.path.to_string(),
-            host_pool_gib,
-            device_buffer_size: s.device_buffer_size,
-            eager_host_mirror: s.eager_host_mirror,
-            index_topk: s.index_topk,
-            topk_buffer_width: s.topk_buffer_width,
-            max_decode_query_len: s.max_decode_query_len,
-            kv_cache_dtype: s.kv_cache_dtype,
-            row_bytes: s.row_bytes,
-            block_size: s.block_size,
-            max_model_len: s.max_model_len,
-            sparse_mla_layers: Resolved::new(
-                s.layers.value,
-                Provenance::Derived {
-                    from: vec![s.layers.source],
-                    rule: "layers with sparse-MLA KV".into(),
-                },
-            ),
-            host_block_bytes: s.host_block_bytes,
-            host_block_stride: s.host_block_stride,
-            host_blocks,
-            min_host_blocks: s.min_host_blocks,
-            index_groups: s.index_groups,
-            residency_shared_memory_bytes: Some(s.residency_shared_memory),
-            triton_resolver_shared_memory_bytes: s.triton_resolver_shared_memory,
-        })
     }
 
     /// The host_pool_gib a fix sets and what it holds: the caller's advice
@@ -312,7 +482,86 @@ impl Ctx<'_> {
     /// length, hot buffer and host block sizes. None when the model cannot serve HiSparse.
     fn size(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sizing> {
         let index_topk = self.check_model(model, d)?;
-        let topk_buffer_width = match &model.index_kpool {
+        let topk_buffer_width = Self::topk_buffer_width(model, &index_topk);
+        self.check_topk_fits(model, &topk_buffer_width, d)?;
+        let layers = self.sparse_layers(model, d)?;
+        let index_groups = index_groups(
+            model.indexer_leaders.as_ref().map(|l| l.value.as_slice()),
+            layers.value,
+        );
+        let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
+        let block_size = self.resolve_block_size(d);
+        if model.dims.mixed_layer_kinds {
+            d.push(hybrid_block_size(model, block_size.value));
+        }
+        let max_decode_query_len = self.resolve_query_len(model);
+        let device_buffer_size = self.resolve_device_buffer(
+            &topk_buffer_width,
+            &max_decode_query_len,
+            block_size.value,
+            d,
+        );
+        let union_rows = u64::from(max_decode_query_len.value)
+            .saturating_mul(u64::from(topk_buffer_width.value));
+        let dbs = u64::from(device_buffer_size.value);
+        let residency_shared_memory = Self::residency_shared_memory(dbs, union_rows);
+        let triton_resolver_shared_memory =
+            sizes::triton_resolver_shared_memory_bytes(dbs, union_rows);
+        let eager_host_mirror = self.resolve_eager_host_mirror(d);
+        let max_model_len = self.resolve_max_model_len(model, d)?;
+        let min_blocks = sizes::min_host_blocks(max_model_len.value, block_size.value as u64);
+        let min_host_blocks = Resolved::new(
+            min_blocks,
+            Provenance::Derived {
+                from: vec!["max_model_len".into(), "block_size".into()],
+                rule: "ceil(max_model_len / block_size) + 2 (vLLM 0.33 HiSparse start-up minimum)"
+                    .into(),
+            },
+        );
+        let host_block_bytes = row_bytes.as_ref().map(|rb| {
+            Resolved::new(
+                sizes::host_block_bytes(block_size.value, rb.value, layers.value),
+                Provenance::Derived {
+                    from: vec![
+                        "block_size".into(),
+                        "row_bytes".into(),
+                        layers.source.clone(),
+                    ],
+                    rule: "block_size x row_bytes x sparse_mla_layers".into(),
+                },
+            )
+        });
+        let host_block_stride = self.host_block_stride(host_block_bytes.as_ref());
+        let needed_gib = host_block_stride
+            .as_ref()
+            .map(|b| min_pool_gib(min_blocks, b.value));
+
+        Some(Sizing {
+            index_topk,
+            index_groups,
+            topk_buffer_width,
+            layers,
+            kv_cache_dtype,
+            row_bytes,
+            block_size,
+            max_decode_query_len,
+            device_buffer_size,
+            eager_host_mirror,
+            max_model_len,
+            min_blocks,
+            min_host_blocks,
+            host_block_bytes,
+            host_block_stride,
+            needed_gib,
+            residency_shared_memory,
+            triton_resolver_shared_memory,
+        })
+    }
+
+    /// The top-k buffer's width: the indexer's top-k, or with a pooled top-k
+    /// the partial pool tail too.
+    fn topk_buffer_width(model: &ModelInfo, index_topk: &Resolved<u32>) -> Resolved<u32> {
+        match &model.index_kpool {
             Some(kpool) => Resolved::new(
                 sizes::round_up(index_topk.value as u64 + kpool.value.max(1) as u64 - 1, 128) as u32,
                 Provenance::Derived {
@@ -324,7 +573,16 @@ impl Ctx<'_> {
                 index_topk.value,
                 Provenance::Derived { from: vec!["index_topk".into()], rule: "the indexer's top-k".into() },
             ),
-        };
+        }
+    }
+
+    /// A top-k wider than the int16 hot buffer: HiSparse cannot serve the model.
+    fn check_topk_fits(
+        &self,
+        model: &ModelInfo,
+        topk_buffer_width: &Resolved<u32>,
+        d: &mut Vec<Diagnostic>,
+    ) -> Option<()> {
         if u64::from(topk_buffer_width.value) > MAX_DEVICE_BUFFER_SIZE {
             d.push(
                 Diagnostic::error(
@@ -343,6 +601,12 @@ impl Ctx<'_> {
             );
             return None;
         }
+        Some(())
+    }
+
+    /// The sparse-MLA layers HiSparse binds, MTP draft layers included; None
+    /// (with an error) for a model that has none.
+    fn sparse_layers(&self, model: &ModelInfo, d: &mut Vec<Diagnostic>) -> Option<Sourced<u32>> {
         let Some(mut layers) = model.sparse_mla_layers.clone().filter(|l| l.value > 0) else {
             d.push(
                 Diagnostic::error(
@@ -372,35 +636,23 @@ impl Ctx<'_> {
                 layers.source
             );
         }
-        let index_groups = index_groups(
-            model.indexer_leaders.as_ref().map(|l| l.value.as_slice()),
-            layers.value,
-        );
-        let (kv_cache_dtype, row_bytes) = self.resolve_dtype(model, d);
-        let block_size = self.resolve_block_size(d);
-        if model.dims.mixed_layer_kinds {
-            d.push(hybrid_block_size(model, block_size.value));
-        }
-        let max_decode_query_len = self.resolve_query_len(model);
-        let device_buffer_size = self.resolve_device_buffer(
-            &topk_buffer_width,
-            &max_decode_query_len,
-            block_size.value,
-            d,
-        );
-        let union_rows = u64::from(max_decode_query_len.value)
-            .saturating_mul(u64::from(topk_buffer_width.value));
-        let dbs = u64::from(device_buffer_size.value);
-        let residency_shared_memory = Resolved::new(
+        Some(layers)
+    }
+
+    /// vLLM's resolver shared memory per CUDA block.
+    fn residency_shared_memory(dbs: u64, union_rows: u64) -> Resolved<u64> {
+        Resolved::new(
             sizes::vllm_resolver_shared_memory_bytes(dbs, union_rows),
             Provenance::Derived {
                 from: vec!["device_buffer_size".into(), "max_decode_query_len".into(), "topk_buffer_width".into()],
                 rule: "vLLM 0.33 hisparse_resolve_residency, per CUDA block: 4 x (2 x (max_decode_query_len x top-k + 1) + 3 x ceil(device_buffer_size / 32) + 7) + 2 x device_buffer_size bytes (v1/hisparse/runtime.py _check_residency_shared_memory)".into(),
             },
-        );
-        let triton_resolver_shared_memory =
-            sizes::triton_resolver_shared_memory_bytes(dbs, union_rows);
-        let eager_host_mirror = match self
+        )
+    }
+
+    /// eager_host_mirror: explicit, else the default (a misplaced one is reported).
+    fn resolve_eager_host_mirror(&self, d: &mut Vec<Diagnostic>) -> Resolved<bool> {
+        match self
             .explicit
             .and_then(|hs| hs.eager_host_mirror.map(|b| (b, hs)))
         {
@@ -422,7 +674,16 @@ impl Ctx<'_> {
                     },
                 )
             }
-        };
+        }
+    }
+
+    /// max_model_len: explicit, auto or the model's max_position_embeddings;
+    /// None (with an error) when the model gives no usable length.
+    fn resolve_max_model_len(
+        &self,
+        model: &ModelInfo,
+        d: &mut Vec<Diagnostic>,
+    ) -> Option<Resolved<u64>> {
         let auto = self.scalars.max_model_len_auto;
         let max_model_len = match (self.scalars.max_model_len, &model.max_position_embeddings) {
             (None, Some(mpe)) if auto => Resolved::new(
@@ -491,35 +752,19 @@ impl Ctx<'_> {
                 return None;
             }
         };
-        let min_blocks = sizes::min_host_blocks(max_model_len.value, block_size.value as u64);
-        let min_host_blocks = Resolved::new(
-            min_blocks,
-            Provenance::Derived {
-                from: vec!["max_model_len".into(), "block_size".into()],
-                rule: "ceil(max_model_len / block_size) + 2 (vLLM 0.33 HiSparse start-up minimum)"
-                    .into(),
-            },
-        );
-        let host_block_bytes = row_bytes.as_ref().map(|rb| {
-            Resolved::new(
-                sizes::host_block_bytes(block_size.value, rb.value, layers.value),
-                Provenance::Derived {
-                    from: vec![
-                        "block_size".into(),
-                        "row_bytes".into(),
-                        layers.source.clone(),
-                    ],
-                    rule: "block_size x row_bytes x sparse_mla_layers".into(),
-                },
-            )
-        });
+        Some(max_model_len)
+    }
+
+    /// The host block stride: packed, or rounded up to the OS page when the
+    /// TP ranks share one host pool.
+    fn host_block_stride(&self, host_block_bytes: Option<&Resolved<u64>>) -> Option<Resolved<u64>> {
         let sc = self.scalars;
         let shared_pool = sizes::shared_host_pool(
             &sc.platform,
             sc.parallel,
             self.args.distributed_executor_backend.as_deref(),
         );
-        let host_block_stride = host_block_bytes.as_ref().map(|b| {
+        host_block_bytes.map(|b| {
             if shared_pool {
                 Resolved::new(
                     sizes::host_block_stride(b.value, true),
@@ -534,30 +779,6 @@ impl Ctx<'_> {
                     Provenance::Derived { from: vec!["host_block_bytes".into()], rule: "one pool per rank: blocks are packed".into() },
                 )
             }
-        });
-        let needed_gib = host_block_stride
-            .as_ref()
-            .map(|b| min_pool_gib(min_blocks, b.value));
-
-        Some(Sizing {
-            index_topk,
-            index_groups,
-            topk_buffer_width,
-            layers,
-            kv_cache_dtype,
-            row_bytes,
-            block_size,
-            max_decode_query_len,
-            device_buffer_size,
-            eager_host_mirror,
-            max_model_len,
-            min_blocks,
-            min_host_blocks,
-            host_block_bytes,
-            host_block_stride,
-            needed_gib,
-            residency_shared_memory,
-            triton_resolver_shared_memory,
         })
     }
 
@@ -1112,57 +1333,14 @@ impl Ctx<'_> {
             None => (union <= MAX_DEVICE_BUFFER_SIZE).then_some(MAX_DEVICE_BUFFER_SIZE),
         };
         let hi = limit(min);
-        let allowed = match (hi, smem) {
-            (Some(hi), Some((g, avail))) if hi < MAX_DEVICE_BUFFER_SIZE => format!(
-                "{min} <= device_buffer_size <= {hi} (the most whose vLLM resolver fits the {avail} B of shared memory per block of {})",
-                g.name
-            ),
-            (Some(_), _) => format!("{min} <= device_buffer_size <= {MAX_DEVICE_BUFFER_SIZE}"),
-            (None, Some((g, avail))) if min <= MAX_DEVICE_BUFFER_SIZE => format!(
-                "no size fits at max_decode_query_len {q}: vLLM's resolver for {q} x {k} rows needs more than the {avail} B of shared memory per block of {}",
-                g.name
-            ),
-            (None, _) => format!(
-                "no size fits: {q} x {k} rows exceed the {MAX_DEVICE_BUFFER_SIZE} int16 slots"
-            ),
-        };
+        let allowed = device_buffer_allowed(min, hi, smem, q, k);
         // One target for every fix below: the user's query length when a buffer
         // fits it, else the widest query (1 + n speculative tokens) whose rows do,
         // with the default buffer clamped into that query's bounds. So the fixes
         // of this report agree with each other. (size() already refused a top-k
         // wider than all slots.)
-        let target = (1..=q.min(MAX_DEVICE_BUFFER_SIZE / k.max(1)))
-            .rev()
-            .find_map(|q_fit| {
-                let lo = q_fit * k;
-                let hi = limit(lo)?;
-                // Below the int16 limit, stay on a block boundary when that still fits.
-                let hi = match block_size as u64 {
-                    bs if bs > 0 && hi < MAX_DEVICE_BUFFER_SIZE && hi / bs * bs >= lo => {
-                        hi / bs * bs
-                    }
-                    _ => hi,
-                };
-                Some((q_fit, ((q_fit + 1) * k).clamp(lo, hi)))
-            });
-        let target_ops = target.map(|(q_fit, v)| {
-            let spec = FieldPath::root("speculative_config");
-            let set = FixOp::Set {
-                path: path.clone(),
-                value: json!(v),
-            };
-            match q_fit {
-                _ if q_fit == q => vec![set],
-                1 => vec![FixOp::Remove { path: spec }, set],
-                n => vec![
-                    FixOp::Set {
-                        path: spec.key("num_speculative_tokens"),
-                        value: json!(n - 1),
-                    },
-                    set,
-                ],
-            }
-        });
+        let target = device_buffer_target(q, k, block_size, &limit);
+        let target_ops = device_buffer_ops(&path, q, target);
         let fix = |d: Diagnostic| {
             let d = d.allowed(allowed.clone());
             match &target_ops {
@@ -1171,21 +1349,7 @@ impl Ctx<'_> {
             }
         };
         if explicit.is_none() {
-            if let Some(m) = self
-                .misplaced
-                .iter()
-                .find(|m| m.field == DEVICE_BUFFER_SIZE)
-            {
-                let fits = lax_int(&m.value)
-                    .and_then(|n| u64::try_from(n).ok())
-                    .is_some_and(|n| n >= min && hi.is_some_and(|hi| n <= hi));
-                let fixed = match (fits, &target_ops) {
-                    (true, _) => None,
-                    (false, Some(ops)) => Some(ops.clone()),
-                    (false, None) => Some(Vec::new()),
-                };
-                d.push(self.misplaced_setting(m, fixed, &allowed));
-            }
+            self.misplaced_device_buffer(min, hi, target_ops.as_ref(), &allowed, d);
         }
         let need = sizes::vllm_resolver_shared_memory_bytes(value, min);
         if value < min {
@@ -1240,6 +1404,38 @@ impl Ctx<'_> {
             }
             d.push(w);
         }
+        self.device_buffer_resolved(explicit, value)
+    }
+
+    /// A device_buffer_size written in a wrong place: its fix moves it when it
+    /// fits the bounds, else sets the target.
+    fn misplaced_device_buffer(
+        &self,
+        min: u64,
+        hi: Option<u64>,
+        target_ops: Option<&Vec<FixOp>>,
+        allowed: &str,
+        d: &mut Vec<Diagnostic>,
+    ) {
+        if let Some(m) = self
+            .misplaced
+            .iter()
+            .find(|m| m.field == DEVICE_BUFFER_SIZE)
+        {
+            let fits = lax_int(&m.value)
+                .and_then(|n| u64::try_from(n).ok())
+                .is_some_and(|n| n >= min && hi.is_some_and(|hi| n <= hi));
+            let fixed = match (fits, target_ops) {
+                (true, _) => None,
+                (false, Some(ops)) => Some(ops.clone()),
+                (false, None) => Some(Vec::new()),
+            };
+            d.push(self.misplaced_setting(m, fixed, allowed));
+        }
+    }
+
+    /// The resolved device_buffer_size and its provenance.
+    fn device_buffer_resolved(&self, explicit: Option<u64>, value: u64) -> Resolved<u32> {
         let value = u32::try_from(value).unwrap_or(u32::MAX);
         match (explicit, self.explicit) {
             (Some(_), Some(hs)) => Resolved::new(value, Provenance::Explicit { path: hs.path.key("device_buffer_size").to_string() }),
@@ -1272,50 +1468,8 @@ impl Ctx<'_> {
             }
             None => "a number of GiB > 0".to_owned(),
         };
-        // Several host_pool_gib values: one is read (the one in place, else the
-        // first misplaced one, which the fix moves there); each other is flagged.
-        // (A second HiSparseConnector's own pool is its error's: multiple_hisparse_connectors.)
-        let in_other_hisparse = |m: &Misplaced| {
-            let connector = m.from.parent().parent();
-            connector != site.path
-                && crate::engines::vllm_0_33::fixes::Lookup::at(
-                    self.args,
-                    &connector.key("kv_connector"),
-                )
-                .and_then(Value::as_str)
-                    == Some("HiSparseConnector")
-        };
-        let pools: Vec<&Misplaced> = self
-            .misplaced
-            .iter()
-            .filter(|m| m.field == HOST_POOL_GIB && !in_other_hisparse(m))
-            .collect();
-        let winner = match &site.host_pool_gib {
-            Some(raw) => Some((path.clone(), raw.clone())),
-            None if site.host_pool_misplaced => None,
-            None => pools.first().map(|m| (path.clone(), m.value.clone())),
-        };
-        if let Some((at, value)) = &winner {
-            let skip = usize::from(site.host_pool_gib.is_none());
-            for m in pools.iter().skip(skip) {
-                d.push(
-                    Diagnostic::warning(
-                        Code::HostPoolGibShadowed,
-                        m.from.clone(),
-                        format!(
-                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {}",
-                            m.value,
-                            m.from,
-                            crate::engines::vllm_0_33::VERSION,
-                            if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
-                            m.fate(),
-                        ),
-                    )
-                    .given(&m.value)
-                    .hint(format!("remove {} (if it is the pool you meant, write it at {at} instead)", m.from)),
-                );
-            }
-        }
+        let pools = self.pools_read(site);
+        self.shadowed_pools(site, &path, &pools, d);
         let Some(raw) = &site.host_pool_gib else {
             if site.host_pool_misplaced {
                 return None; // its unknown_key error moves the user's value into place
@@ -1333,32 +1487,14 @@ impl Ctx<'_> {
             return None;
         };
         let Some(gib) = py_float(raw) else {
-            // "128GiB" / "128g": keep the user's number rather than shrink the pool.
-            let (hint, fix) = match raw.as_str().and_then(gib_with_unit) {
-                Some(meant) => {
-                    let value = needed_gib.map_or(meant, |n| meant.max(n));
-                    (
-                        format!("host_pool_gib is a plain number of GiB: write {value}, not {raw}"),
-                        vec![FixOp::Set {
-                            path: path.clone(),
-                            value: json!(value),
-                        }],
-                    )
-                }
-                None => (
-                    format!("set {path} to a number of GiB: {suggestion} ({holds})"),
-                    set,
-                ),
-            };
-            d.push(
-                type_error(&path, "a number of GiB", raw)
-                    // float(host_pool_gib), config/kv_transfer.py:45, as the
-                    // KV cache is laid out (v1/hisparse/layout.py:86).
-                    .stage(VllmStage::Workers)
-                    .allowed(allowed)
-                    .hint(hint)
-                    .fix(fix),
-            );
+            d.push(unparsable_pool(
+                &path,
+                raw,
+                needed_gib,
+                (suggestion, &holds),
+                set,
+                allowed,
+            ));
             return None;
         };
         if !(gib * GIB).is_finite() {
@@ -1377,22 +1513,7 @@ impl Ctx<'_> {
             return None;
         }
         if gib > IMPLAUSIBLE_POOL_GIB {
-            let mut w = Diagnostic::warning(
-                Code::HostPoolImplausible,
-                path.clone(),
-                format!("host_pool_gib {gib} GiB is more host RAM than any single machine has; host_pool_gib is already in GiB"),
-            )
-            .given(raw);
-            // A size suffix (`128G` in the JSON, `64g` on a dotted flag) that
-            // vLLM expanded to bytes: the number before it is the GiB meant.
-            if let Some((n, suffix, factor)) = crate::pytext::suffixed_size(gib) {
-                w = w
-                    .hint(format!(
-                        "{n}{suffix} is {n} x {factor} (vLLM expands K/M/G/T size suffixes in its JSON and dotted flags); write the GiB as a plain number: set {path} to {n}"
-                    ))
-                    .fix(vec![FixOp::Set { path: path.clone(), value: json!(n) }]);
-            }
-            d.push(w);
+            d.push(implausible_pool(&path, gib, raw));
         }
         if raw.is_boolean() {
             d.push(
@@ -1425,6 +1546,63 @@ impl Ctx<'_> {
                 path: path.to_string(),
             },
         ))
+    }
+
+    /// The misplaced host_pool_gib values this site reads, in order (not
+    /// those of another HiSparseConnector).
+    fn pools_read(&self, site: &HiSparseSite) -> Vec<&Misplaced> {
+        // (A second HiSparseConnector's own pool is its error's: multiple_hisparse_connectors.)
+        let in_other_hisparse = |m: &Misplaced| {
+            let connector = m.from.parent().parent();
+            connector != site.path
+                && crate::engines::vllm_0_33::fixes::Lookup::at(
+                    self.args,
+                    &connector.key("kv_connector"),
+                )
+                .and_then(Value::as_str)
+                    == Some("HiSparseConnector")
+        };
+        self.misplaced
+            .iter()
+            .filter(|m| m.field == HOST_POOL_GIB && !in_other_hisparse(m))
+            .collect()
+    }
+
+    /// Several host_pool_gib values: one is read (the one in place, else the
+    /// first misplaced one, which the fix moves there); each other is flagged.
+    fn shadowed_pools(
+        &self,
+        site: &HiSparseSite,
+        path: &FieldPath,
+        pools: &[&Misplaced],
+        d: &mut Vec<Diagnostic>,
+    ) {
+        let winner = match &site.host_pool_gib {
+            Some(raw) => Some((path.clone(), raw.clone())),
+            None if site.host_pool_misplaced => None,
+            None => pools.first().map(|m| (path.clone(), m.value.clone())),
+        };
+        if let Some((at, value)) = &winner {
+            let skip = usize::from(site.host_pool_gib.is_none());
+            for m in pools.iter().skip(skip) {
+                d.push(
+                    Diagnostic::warning(
+                        Code::HostPoolGibShadowed,
+                        m.from.clone(),
+                        format!(
+                            "host_pool_gib {} at {} is not the pool vLLM {} uses: host_pool_gib {value} at {at} is{}; vLLM {}",
+                            m.value,
+                            m.from,
+                            crate::engines::vllm_0_33::VERSION,
+                            if site.host_pool_gib.is_some() { "" } else { " (once the fix of host_pool_gib_misplaced moves it there)" },
+                            m.fate(),
+                        ),
+                    )
+                    .given(&m.value)
+                    .hint(format!("remove {} (if it is the pool you meant, write it at {at} instead)", m.from)),
+                );
+            }
+        }
     }
 
     /// The user's host_pool_gib as it would go into the connector: itself when
