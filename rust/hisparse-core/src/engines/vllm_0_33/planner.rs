@@ -535,43 +535,56 @@ pub(crate) fn host_memory_error(
                     value: sizes::gib_json(fits),
                 }]);
         }
-        None => {
-            diag = diag.allowed(format!(
-                "at least {} GiB per pool to start, which {pools} cannot pin",
-                host.min_host_pool_gib
-            ));
-            let others = "run fewer DP replicas per node, or use a node with more RAM";
-            // The pool that fits starts with a shorter context: lower max_model_len
-            // to the longest one its blocks hold (a whole number of blocks).
-            let bs = u64::from(h.block_size.value);
-            let shorter = largest.map(|g| {
-                let blocks = sizes::pool_blocks(g, host.host_block_stride);
-                (g, sizes::longest_context(blocks, bs))
-            });
-            match shorter.filter(|(_, t)| *t >= bs && *t < h.max_model_len.value) {
-                Some((fits, t)) => {
-                    diag = diag
-                        .hint(format!("set {path} to {fits}, the largest pool this node's RAM pins, and lower max_model_len to {t} tokens, the longest context whose start-up minimum it holds (one request at a time); or {others}"))
-                        .fix(vec![
-                            FixOp::Set {
-                                path: path.clone(),
-                                value: sizes::gib_json(fits),
-                            },
-                            FixOp::Set {
-                                path: FieldPath::root("max_model_len"),
-                                value: json!(t),
-                            },
-                        ]);
-                }
-                None => {
-                    diag = diag.hint(format!(
-                        "no host_pool_gib and max_model_len fix this on this node (not even one {bs}-token block of context starts in what its RAM pins): {others}"
-                    ));
-                }
-            }
-        }
+        None => diag = no_pool_fits(diag, host, h, path, largest, &pools),
     }
     Some(diag)
+}
+
+/// [`host_memory_error`]'s fix when not even the start-up minimum pool fits
+/// in the node's RAM: the largest pool that fits with a context short enough
+/// for its blocks, or no fix but fewer replicas or more RAM.
+fn no_pool_fits(
+    mut diag: Diagnostic,
+    host: &HostPlan,
+    h: &ResolvedHiSparse,
+    path: &FieldPath,
+    largest: Option<f64>,
+    pools: &str,
+) -> Diagnostic {
+    diag = diag.allowed(format!(
+        "at least {} GiB per pool to start, which {pools} cannot pin",
+        host.min_host_pool_gib
+    ));
+    let others = "run fewer DP replicas per node, or use a node with more RAM";
+    // The pool that fits starts with a shorter context: lower max_model_len
+    // to the longest one its blocks hold (a whole number of blocks).
+    let bs = u64::from(h.block_size.value);
+    let shorter = largest.map(|g| {
+        let blocks = sizes::pool_blocks(g, host.host_block_stride);
+        (g, sizes::longest_context(blocks, bs))
+    });
+    match shorter.filter(|(_, t)| *t >= bs && *t < h.max_model_len.value) {
+        Some((fits, t)) => {
+            diag = diag
+                .hint(format!("set {path} to {fits}, the largest pool this node's RAM pins, and lower max_model_len to {t} tokens, the longest context whose start-up minimum it holds (one request at a time); or {others}"))
+                .fix(vec![
+                    FixOp::Set {
+                        path: path.clone(),
+                        value: sizes::gib_json(fits),
+                    },
+                    FixOp::Set {
+                        path: FieldPath::root("max_model_len"),
+                        value: json!(t),
+                    },
+                ]);
+        }
+        None => {
+            diag = diag.hint(format!(
+                "no host_pool_gib and max_model_len fix this on this node (not even one {bs}-token block of context starts in what its RAM pins): {others}"
+            ));
+        }
+    }
+    diag
 }
 
 /// The deviation beside a [`host_memory_error`] when every pool fits alone:
