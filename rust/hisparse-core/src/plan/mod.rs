@@ -352,7 +352,8 @@ pub struct SglangSizing {
     pub ranks_per_host: u64,
     /// `(min(available RAM, cgroup) - 10 GiB) / ranks_per_host`; null when the RAM is not given.
     pub host_budget_per_rank_bytes: Option<u64>,
-    /// Device slots without HiSparse (cell `L x (kv_row + index_row)`).
+    /// Device slots without HiSparse (cell `L x kv_row + I x index_row`, I the
+    /// layers that run an indexer: GLM-5.2's IndexShare layers hold no index-K rows).
     pub baseline_device_slots: u64,
     /// Whether a whole prompt sits in device slots while it is prefilled: true
     /// outside P/D decode (managers/hisparse_coordinator.py:838-876); false on a

@@ -66,6 +66,11 @@ const MAX_RATIO_SEARCHED: u64 = 256;
 #[derive(Clone, Debug)]
 pub struct Capacity {
     pub layers: u64,
+    /// Layers that run their own indexer (all but GLM-5.2's IndexShare
+    /// layers): without HiSparse SGLang gives the others no index-K rows
+    /// (mem_cache/kv_cache_configurator.py:131-145, model_executor/pool_configurator.py:598-633,
+    /// configs/model_config.py:488-522); with HiSparse every layer keeps them (:592-597).
+    pub indexer_layers: u64,
     /// MTP draft layers (EAGLE/NEXTN with the checkpoint's `num_nextn_predict_layers`).
     pub draft_layers: u64,
     /// Whether a whole prompt sits in device slots while it is prefilled (not in P/D decode).
@@ -199,8 +204,12 @@ pub fn capacity(
         dp
     };
     let pools_per_node = (tp.saturating_mul(pp).saturating_mul(replicas) / nnodes).max(1);
+    let indexer_layers = model.indexer_leaders.as_ref().map_or(layers, |l| {
+        u64::try_from(l.value.iter().filter(|&&lead| lead).count()).unwrap_or(layers)
+    });
     Ok(Capacity {
         layers,
+        indexer_layers,
         draft_layers,
         prompt_on_device: args.pd_mode() != "decode",
         kv_row,
@@ -238,6 +247,17 @@ pub fn device_cell(layers: u64, kv_row: u64, index_row: u64, ratio: u64) -> u64 
             .saturating_mul(index_row)
             .saturating_mul(ratio.max(1)),
     )
+}
+
+/// One device KV slot without HiSparse: `L x kv_row + I x index_row` (I the
+/// layers that run an indexer, [`Capacity::indexer_layers`]) plus the MTP
+/// draft's `L_d x (kv_row + index_row)` (model_executor/pool_configurator.py:340-420,
+/// :560-635, :262-311).
+pub fn baseline_cell(c: &Capacity) -> u64 {
+    c.layers
+        .saturating_mul(c.kv_row)
+        .saturating_add(c.indexer_layers.saturating_mul(c.index_row))
+        .saturating_add(draft_cell(c.draft_layers, c.kv_row, c.index_row, 1))
 }
 
 /// MTP draft layers SGLang adds to the device cell and loads: the checkpoint's
@@ -627,13 +647,11 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
                 .stage(SglangStage::Never),
         );
     }
-    // Without HiSparse the draft's cell is its layers' rows once (R = 1).
-    let base_cell = device_cell(c.layers, c.kv_row + c.index_row, 0, 0).saturating_add(draft_cell(
-        c.draft_layers,
-        c.kv_row,
-        c.index_row,
-        1,
-    ));
+    // Without HiSparse: index-K rows only on the layers that run an indexer
+    // (IndexShare layers have none, pool_configurator.py:598-633), and the
+    // draft's cell is its layers' rows once (R = 1; the draft keeps every
+    // layer's index rows, allocate_all_layers, :262-311).
+    let base_cell = baseline_cell(&c);
     let base_slots = device_slots(c.available, base_cell, c.page, args);
     let base_per_token = base_cell;
     // --max-running-requests is split over attention-DP workers (kv_cache_configurator.py:3128);
