@@ -88,3 +88,30 @@ def test_unreadable_logs_raise(tmp_path: Path) -> None:
         )
     with pytest.raises(TypeError):
         hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=3)  # type: ignore[arg-type]
+
+
+def test_plan_figures_say_what_each_figure_is() -> None:
+    """Issue 21 item 3: Plan.figures (the JSON's figures), both engines: estimated from
+    config.json, measured from a log, unknown without GPU memory."""
+    sglang = dict(engine="sglang", gpu="h200", host_memory_gib=2048, **SGLANG)
+    estimated = hisparse_rs.plan(DSV32, **sglang)
+    assert estimated.figures == {
+        "sizes": "exact",
+        "host_pool": "estimated",  # SGLang sizes the host pool from the device slots
+        "weights": "estimated",
+        "kv_room": "estimated",
+        "gpu_blocks": "estimated",
+        "host_limit": "estimated",
+        "requests": "estimated",
+    }
+    logged = hisparse_rs.plan(DSV32, engine_log=LOGS / "sglang-dsv32-tp8-hisparse.log", **sglang)
+    assert logged.figures["kv_room"] == logged.figures["requests"] == "measured"
+    assert logged.figures["weights"] is None  # the room is measured: the weights are not used
+    assert json.loads(logged.to_json())["figures"] == logged.figures
+    vllm = dict(kv_transfer_config=HISPARSE, tensor_parallel_size=8, host_memory_gib=2048)
+    given = hisparse_rs.plan(DSV32, gpu="h200", weights_gib=78.5, **vllm)
+    assert given.figures["weights"] == "measured" and given.figures["kv_room"] == "estimated"
+    assert given.figures["host_pool"] == given.figures["host_limit"] == "exact"
+    none = hisparse_rs.plan(DSV32, **vllm)
+    assert none.figures["kv_room"] == none.figures["requests"] == "unknown"
+    assert none.at_context.hisparse_requests is None

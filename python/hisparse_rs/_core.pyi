@@ -510,6 +510,13 @@ class Plan:
     @property
     def engine_log(self) -> dict[str, Any] | None:
         """For a plan made from an engine's start-up log: what was measured and compared."""
+    @property
+    def figures(self) -> dict[str, str | None]:
+        """What each group of figures is: keys sizes, host_pool, weights (None when the
+        plan did not use them), kv_room, gpu_blocks, host_limit, requests; values
+        "exact" (the engine's arithmetic on known inputs), "measured" (from an
+        engine log, ``kv_cache_memory_bytes`` or ``weights_gib``), "estimated" (our
+        model of what the engine profiles) or "unknown" (no GPU memory given)."""
     def to_json(self) -> str:
         """The plan as indented JSON text."""
 

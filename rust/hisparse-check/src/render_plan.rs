@@ -4,7 +4,9 @@
 
 use crate::dialect;
 use crate::render_parts::{heading, plural};
-use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use crate::render_plan_parts::{
+    at_context, capped, figures_line, gpu_spec, kv_room, n, sweep, tail, SweepWords,
+};
 use hisparse_core::plan::{gib_text as gib, Plan, PoolMode};
 use hisparse_core::Code;
 use std::fmt::Write;
@@ -39,6 +41,7 @@ pub fn plan(p: &Plan) -> String {
         g.data_parallel_size,
         plural(g.data_parallel_size as usize)
     );
+    figures_line(&mut out, p);
 
     let _ = writeln!(out, "\nsizes");
     let draft = if s.draft_layers > 0 {

@@ -7,7 +7,9 @@
 
 use crate::dialect;
 use crate::render_parts::{heading, plural};
-use crate::render_plan_parts::{at_context, capped, gpu_spec, kv_room, n, sweep, tail, SweepWords};
+use crate::render_plan_parts::{
+    at_context, capped, figures_line, gpu_spec, kv_room, n, sweep, tail, SweepWords,
+};
 use hisparse_core::plan::{Plan, SglangSizing};
 use hisparse_core::Code;
 use std::fmt::Write;
@@ -45,6 +47,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         g.data_parallel_size,
         plural(g.data_parallel_size as usize)
     );
+    figures_line(&mut out, p);
     let r = sg.host_to_device_ratio;
     let page = u64::from(s.block_size);
 

@@ -847,6 +847,14 @@ impl Plan {
                 .and_then(|a| serde_json::to_value(a).ok()),
         )
     }
+    /// What each group of figures is: a dict of sizes, host_pool, weights
+    /// (None when the plan did not use them), kv_room, gpu_blocks, host_limit,
+    /// requests, each "exact", "measured", "estimated" or "unknown" (the JSON's
+    /// `figures`).
+    #[getter]
+    fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &serde_json::to_value(&self.0.figures).unwrap_or_default())
+    }
     /// The plan as JSON text (the `hisparse-check --plan --json` schema).
     fn to_json(&self) -> String {
         self.0.to_json()

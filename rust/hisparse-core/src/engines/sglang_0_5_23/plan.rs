@@ -849,7 +849,30 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             prompt_on_device: c.prompt_on_device,
         }),
         engine_log: None,
+        figures: figures(&c, machine.available_kv_gib.is_some()),
     })
+}
+
+/// What the SGLang plan's figures are (issue 21 item 3): the KV room measured
+/// (an engine log's "Load weight end", `available_kv_cache_gib`) or estimated
+/// (GPU x mem_fraction_static - weights: SGLang measures the free memory
+/// before loading); the host pool is sized from the device slots
+/// (pool_host/base.py:221-229), so it is as sure as the room.
+fn figures(c: &Capacity, measured_room: bool) -> crate::plan::Figures {
+    use crate::plan::FigureKind as K;
+    let weights = if measured_room {
+        None
+    } else if c.weights_estimated {
+        Some(K::Estimated)
+    } else {
+        Some(K::Measured)
+    };
+    let kv_room = if measured_room {
+        K::Measured
+    } else {
+        K::Estimated
+    };
+    crate::plan::Figures::new(kv_room, weights, kv_room)
 }
 
 /// `sglang_plan_serves_no_requests`, at the stage where SGLang meets it and

@@ -46,6 +46,7 @@ struct Planner<'a> {
     /// `max_in_flight_tokens`, capped by the context.
     in_flight_tokens: u64,
     warnings: Vec<Diagnostic>,
+    figures: crate::plan::Figures,
 }
 
 /// vLLM 0.33.0's `max_in_flight_tokens` (config/vllm.py:588-609): two
@@ -158,6 +159,7 @@ impl<'a> Planner<'a> {
             ),
             _ => None,
         };
+        let figures = figures(args, options, &gpu);
         Ok(Planner {
             h,
             model: report.model.clone(),
@@ -170,6 +172,7 @@ impl<'a> Planner<'a> {
             pool_cap,
             in_flight_tokens: in_flight_tokens(options.gpu_memory_gib),
             warnings,
+            figures,
         })
     }
 
@@ -321,6 +324,7 @@ impl<'a> Planner<'a> {
             assumed: None,
             sglang: None,
             engine_log: None,
+            figures: self.figures,
         }
     }
 
@@ -697,6 +701,30 @@ pub(crate) fn host_plan(
             format!("speculative draft {m} keeps its KV on the GPU: HiSparse pools hold the target model's (and its MTP layers') KV only")
         }),
     }
+}
+
+/// What the plan's figures are (issue 21 item 3): the KV room measured
+/// (the engine log's "Available KV cache memory", `--kv-cache-memory-bytes`),
+/// computed from measured weights (`--weights-gib`, "Model loading took") as
+/// GPU x utilization - weights (estimated: vLLM also profiles activations and
+/// CUDA graphs), or unknown; the host pool is vLLM's arithmetic on `host_pool_gib`.
+fn figures(args: &ServeArgs, options: &PlanOptions, gpu: &GpuPlan) -> crate::plan::Figures {
+    use crate::plan::FigureKind as K;
+    let measured_room =
+        options.available_kv_cache_gib.is_some() || args.kv_cache_memory_bytes.is_some();
+    let weights = gpu.weights_bytes_per_gpu.map(|_| {
+        if gpu.weights_estimated {
+            K::Estimated
+        } else {
+            K::Measured
+        }
+    });
+    let kv_room = match gpu.kv_bytes_per_gpu {
+        None => K::Unknown,
+        Some(_) if measured_room => K::Measured,
+        Some(_) => K::Estimated,
+    };
+    crate::plan::Figures::new(kv_room, weights, K::Exact)
 }
 
 /// Where `weights_gib` came from: the user, or an engine log's "Model loading took".
