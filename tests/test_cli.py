@@ -649,3 +649,12 @@ def test_plan_marks_each_figure_exact_measured_or_estimated() -> None:
     assert "plan fits" not in unknown.stdout
     assert "result: plan INCOMPLETE: the host pools fit, the GPU figures are unknown" in unknown.stdout
     assert json.loads(run(*PLAN_ARGS, "--json").stdout)["figures"]["requests"] == "unknown"
+
+
+def test_plan_says_why_the_concurrency_is_what_it_is() -> None:
+    """Issue 21 item 4: the concurrency line (vllm#51041)."""
+    proc = run(*PLAN_ARGS, "--gpu-memory-gib", "140")
+    assert (
+        "  concurrency       a request holds 2,560 indexer blocks that grow with its context and 396 fixed "
+        "(6 hot groups x (64 hot + 2 tail)): 13 % of it here, more at a shorter max_model_len"
+    ) in proc.stdout

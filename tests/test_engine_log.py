@@ -115,3 +115,37 @@ def test_plan_figures_say_what_each_figure_is() -> None:
     none = hisparse_rs.plan(DSV32, **vllm)
     assert none.figures["kv_room"] == none.figures["requests"] == "unknown"
     assert none.at_context.hisparse_requests is None
+
+
+def test_plan_explains_the_concurrency() -> None:
+    """Issue 21 item 4 (vllm#51041): one request's blocks that grow with its context and
+    those that do not, both engines, in Plan.concurrency and the JSON."""
+    vllm = hisparse_rs.plan(
+        DSV32,
+        kv_transfer_config=HISPARSE,
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8_ds_mla",
+        gpu_memory_gib=140,
+        host_memory_gib=2048,
+    )
+    c = vllm.concurrency
+    assert c is not None and c["unit"] == "blocks"
+    # 163,840 / 64 = 2,560 indexer blocks; 6 hot groups x (4096 / 64 + 2 tail) = 396 fixed
+    assert (c["per_token_units"], c["fixed_units"]) == (2560, 396)
+    assert c["per_token_units"] + c["fixed_units"] == vllm.at_context.hisparse_gpu_blocks_per_request
+    assert c["gpu_units"] == vllm.gpu.hisparse_blocks and "vllm#51041" in c["why"]
+    short = hisparse_rs.plan(
+        DSV32,
+        kv_transfer_config=HISPARSE,
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8_ds_mla",
+        gpu_memory_gib=140,
+        host_memory_gib=2048,
+        context_length=8192,
+    ).concurrency
+    assert short is not None and short["fixed_units"] == 396 and short["fixed_share"] > c["fixed_share"]
+    sglang = hisparse_rs.plan(DSV32, engine="sglang", gpu="h200", host_memory_gib=2048, **SGLANG)
+    s = sglang.concurrency
+    assert s is not None and s["unit"] == "slots" and s["per_token_units"] == 0
+    assert s["fixed_units"] == 4096 + 64 == json.loads(sglang.to_json())["sglang"]["request_device_slots"]
+    assert json.loads(sglang.to_json())["concurrency"] == s

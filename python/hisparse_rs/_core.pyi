@@ -517,6 +517,14 @@ class Plan:
         "exact" (the engine's arithmetic on known inputs), "measured" (from an
         engine log, ``kv_cache_memory_bytes`` or ``weights_gib``), "estimated" (our
         model of what the engine profiles) or "unknown" (no GPU memory given)."""
+    @property
+    def concurrency(self) -> dict[str, Any] | None:
+        """Why the GPU concurrency at ``context_length`` is what it is: unit ("blocks" for
+        vLLM, "slots" for SGLang), gpu_units (None when unknown), per_token_units (one
+        request's units that grow with its context: vLLM's indexer blocks), fixed_units
+        (those it holds whatever its length: hot-buffer and tail blocks of every hot group;
+        SGLang's D + 64 + scratch slots), fixed_rule, fixed_share (0 to 1 at this
+        context), why (vllm#51041: the pool "shrinks" at a shorter max_model_len)."""
     def to_json(self) -> str:
         """The plan as indented JSON text."""
 

@@ -201,6 +201,19 @@ pub fn plan(p: &Plan) -> String {
         a.host_limit,
         g.max_num_seqs
     );
+    if let Some(c) = &p.concurrency {
+        let hot = u64::from(s.device_buffer_size).div_ceil(u64::from(s.block_size).max(1));
+        let _ = writeln!(
+            out,
+            "  concurrency       a request holds {} indexer {} that grow with its context and {} fixed ({} hot groups x ({hot} hot + {} tail)): {:.0} % of it here, more at a shorter max_model_len, so the requests grow less than the context shrinks (vllm#51041)",
+            n(c.per_token_units),
+            c.unit,
+            n(c.fixed_units),
+            s.hot_groups,
+            (c.fixed_units / s.hot_groups.max(1)).saturating_sub(hot),
+            c.fixed_share * 100.0
+        );
+    }
     let pins = |pool: f64| match h.mode {
         PoolMode::Shared => format!("{pool} GiB x {}", h.pools_per_node),
         PoolMode::Private => format!("{pool} GiB x {} ranks", h.pools_per_node),

@@ -226,6 +226,15 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         n(a.host_blocks_per_request * page),
         g.max_num_seqs
     );
+    if let Some(c) = &p.concurrency {
+        let _ = writeln!(
+            out,
+            "  concurrency       a decoding request holds {} device slots whatever its length (D + 64{}), none that grow with it: the device limit is the same at every context{}, only the host limit shrinks with it",
+            n(c.fixed_units),
+            if sg.speculative_scratch_slots > 0 { " + speculative scratch" } else { "" },
+            if sg.prompt_on_device { " whose prompt fits the device slots while it is prefilled" } else { "" }
+        );
+    }
     if let (Some(ratio), Some(pool), Some(held), Some(t)) = (
         a.host_to_device_ratio,
         a.min_host_pool_gib,

@@ -328,6 +328,36 @@ pub struct Plan {
     /// or unknown (issue 21 item 3).
     #[serde(default)]
     pub figures: Figures,
+    /// Why the GPU concurrency at `context_length` is what it is: the blocks
+    /// (SGLang: device slots) of one request that grow with its length, and
+    /// those it holds whatever its length (issue 21 item 4, vllm#51041).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<Concurrency>,
+}
+
+/// One request's GPU footprint split into what grows with its context and
+/// what is fixed per request (issue 21 item 4): the GPU limit is
+/// `floor(gpu_units / (per_token_units + fixed_units))`, so the fixed part
+/// decides how the concurrency moves with the context (the
+/// "the pool shrinks at shorter max_model_len" surprise of vllm#51041).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Concurrency {
+    /// What is counted: `blocks` (vLLM's GPU blocks) or `slots` (SGLang's device KV slots).
+    pub unit: String,
+    /// The GPU's units (`gpu.hisparse_blocks`, SGLang's `device_slots`); null when unknown.
+    pub gpu_units: Option<u64>,
+    /// Units of one request that grow with its context (vLLM: its indexer
+    /// blocks, `ceil(context / block_size)`; SGLang in P/D decode: none).
+    pub per_token_units: u64,
+    /// Units one request holds whatever its length (vLLM: hot-buffer and
+    /// tail blocks of every hot group; SGLang: `D + 64 + scratch` slots).
+    pub fixed_units: u64,
+    /// How the fixed units are made, with the engine's file:line.
+    pub fixed_rule: String,
+    /// The fixed units' share of one request at `context_length` (0 to 1).
+    pub fixed_share: f64,
+    /// The explanation the text prints.
+    pub why: String,
 }
 
 /// What a plan figure is (issue 21 item 3), from the most to the least sure:

@@ -763,6 +763,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             max_running,
         ));
     }
+    let concurrency = concurrency(&c, &at_context, per_req_dev, base_slots);
     let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
     let host_block = c.page.saturating_mul(c.layers).saturating_mul(c.kv_row);
     let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
@@ -850,7 +851,52 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         }),
         engine_log: None,
         figures: figures(&c, machine.available_kv_gib.is_some()),
+        concurrency: Some(concurrency),
     })
+}
+
+/// Why the device limit is what it is (issue 21 item 4): a decoding request
+/// holds `D + 64 + scratch` device slots whatever its length (the hot buffer,
+/// managers/hisparse_coordinator.py:644-646; admission, disaggregation/decode.py:1418-1430),
+/// so the device limit is the same at every context; only the host limit
+/// (host tokens / context) and the baseline (slots / context) shrink with it.
+fn concurrency(
+    c: &Capacity,
+    at: &PlanPoint,
+    per_req_dev: u64,
+    base_slots: u64,
+) -> crate::plan::Concurrency {
+    let fixed_rule = format!(
+        "device_buffer_size {} + 64 (the newest token's page, managers/hisparse_coordinator.py:644-646){} slots while it decodes (disaggregation/decode.py:1418-1430)",
+        c.d,
+        if c.scratch > 0 {
+            format!(" + {} speculative scratch (:146, :187-193)", c.scratch)
+        } else {
+            String::new()
+        }
+    );
+    let prefill = if c.prompt_on_device {
+        format!("; outside P/D decode the whole prompt also sits in device slots while it is prefilled (managers/hisparse_coordinator.py:838-876), so no context over the {} slots fits", c.n_dev)
+    } else {
+        String::new()
+    };
+    let why = format!(
+        "one request holds {per_req_dev} device slots whatever its length ({fixed_rule}) and none that grow with it: the {} device slots hold {} requests at every context{prefill}; only the host limit ({} host tokens / {} tokens = {}) shrinks with the context, and without HiSparse every token takes a slot ({base_slots} slots / context)",
+        c.n_dev,
+        at.gpu_limit.unwrap_or(0),
+        c.n_host,
+        at.context_length,
+        at.host_limit,
+    );
+    crate::plan::Concurrency {
+        unit: "slots".to_owned(),
+        gpu_units: Some(c.n_dev),
+        per_token_units: 0,
+        fixed_units: per_req_dev,
+        fixed_rule,
+        fixed_share: 1.0,
+        why,
+    }
 }
 
 /// What the SGLang plan's figures are (issue 21 item 3): the KV room measured

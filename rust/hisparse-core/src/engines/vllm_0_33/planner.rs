@@ -304,6 +304,7 @@ impl<'a> Planner<'a> {
             }
         }
         errors.extend(self.serves_no_requests(&at_context));
+        let concurrency = Some(self.concurrency(&at_context));
         Plan {
             schema_version: PLAN_SCHEMA_VERSION,
             engine: crate::report::ENGINE_VLLM.to_owned(),
@@ -325,6 +326,50 @@ impl<'a> Planner<'a> {
             sglang: None,
             engine_log: None,
             figures: self.figures,
+            concurrency,
+        }
+    }
+
+    /// Why the GPU limit at `at` is what it is (issue 21 item 4, vllm#51041):
+    /// the indexer blocks grow with the context, the hot-buffer and tail
+    /// blocks of every hot group do not (hisparse/layout.py:384-420).
+    fn concurrency(&self, at: &PlanPoint) -> crate::plan::Concurrency {
+        let s = &self.sizes;
+        let bs = u64::from(s.block_size);
+        let per_token = at.host_blocks_per_request;
+        let total = at.hisparse_gpu_blocks_per_request;
+        let fixed = total.saturating_sub(per_token);
+        let hot = sizes::blocks_for(u64::from(s.device_buffer_size), bs);
+        let tail = (fixed / s.hot_groups.max(1)).saturating_sub(hot);
+        let share = if total == 0 {
+            0.0
+        } else {
+            fixed as f64 / total as f64
+        };
+        let fixed_rule = format!(
+            "{} hot groups x ({hot} hot-buffer blocks (device_buffer_size {} / {bs}) + {tail} retained tail blocks) (vLLM 0.33 get_hisparse_steady_state_concurrency, v1/hisparse/layout.py:384-420)",
+            s.hot_groups, s.device_buffer_size
+        );
+        let gpu = self.gpu.hisparse_blocks;
+        let limit = match (gpu, at.gpu_limit) {
+            (Some(b), Some(l)) => format!(
+                "the GPU's {b} blocks hold {l} such requests (one of them being admitted holds its whole in-flight window instead of the tail)"
+            ),
+            _ => "the GPU's blocks are unknown (no GPU memory given)".to_owned(),
+        };
+        let why = format!(
+            "one request holds {per_token} indexer blocks that grow with its context ({} tokens / {bs}) and {fixed} blocks that do not ({fixed_rule}): {:.0} % of it at this context; {limit}. At a shorter max_model_len the fixed blocks weigh more, so the requests grow less than the context shrinks: vLLM's \"Maximum concurrency\" is num_blocks / blocks per request, and its \"KV cache size: N tokens\" is that times max_model_len (v1/core/kv_cache_utils.py:1061-1128), not a per-token capacity (vllm#51041)",
+            at.context_length,
+            share * 100.0
+        );
+        crate::plan::Concurrency {
+            unit: "blocks".to_owned(),
+            gpu_units: gpu,
+            per_token_units: per_token,
+            fixed_units: fixed,
+            fixed_rule,
+            fixed_share: (share * 10_000.0).round() / 10_000.0,
+            why,
         }
     }
 
