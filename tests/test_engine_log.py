@@ -149,3 +149,34 @@ def test_plan_explains_the_concurrency() -> None:
     assert s is not None and s["unit"] == "slots" and s["per_token_units"] == 0
     assert s["fixed_units"] == 4096 + 64 == json.loads(sglang.to_json())["sglang"]["request_device_slots"]
     assert json.loads(sglang.to_json())["concurrency"] == s
+
+
+def test_vllm_log_made_by_vllm_replans_to_its_logged_capacity() -> None:
+    """tests/data/engine_logs/vllm-dsv32-tp8-hisparse.log (tests/vllm/make_engine_logs.py:
+    vLLM 0.33.0's own log statements and capacity functions): the re-plan from its
+    measured room equals every capacity figure the log states."""
+    plan = hisparse_rs.plan(
+        DSV32,
+        kv_transfer_config=HISPARSE,
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8_ds_mla",
+        gpu="h200",
+        host_memory_gib=2048,
+        engine_log=LOGS / "vllm-dsv32-tp8-hisparse.log",
+    )
+    log = plan.engine_log
+    assert log is not None and log["engine"] == "vllm" and log["logged_hisparse"]
+    assert [(m["input"], m["value"]) for m in log["measured"]] == [
+        ("weights_gib", 78.63),
+        ("available_kv_cache_gib", 47.35),
+    ]
+    compared = {c["figure"]: (c["logged"], c["computed"]) for c in log["compared"]}
+    assert compared == {
+        "GPU pool blocks (the HiSparse HMA line)": (93152, 93152),
+        "host pool blocks (the HiSparse HMA line)": (53601, 53601),
+        # vLLM's admission concurrency: 93,152 / (2,560 + 6 x (64 hot + 256 in-flight window))
+        "Maximum concurrency (GPU + host), requests at max_model_len": (20.79, 20.79),
+        "KV cache size (max_concurrency x max_model_len, not a per-token capacity)": (3406701, 3406701),
+    }
+    assert all(c["difference"] == 0 for c in log["compared"])
+    assert plan.figures["kv_room"] == "measured"

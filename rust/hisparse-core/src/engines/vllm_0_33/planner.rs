@@ -54,7 +54,7 @@ struct Planner<'a> {
 /// `vllm serve`'s default `max_num_batched_tokens` for the GPU's memory
 /// (engine/arg_utils.py:2970-2997, OPENAI_API_SERVER: 16384 from 160 GiB,
 /// 8192 from 70 GiB, else 2048; unknown GPU: 2048).
-fn in_flight_tokens(gpu_memory_gib: Option<f64>) -> u64 {
+pub(crate) fn in_flight_tokens(gpu_memory_gib: Option<f64>) -> u64 {
     let batched = match gpu_memory_gib {
         Some(g) if g >= 160.0 => 16384,
         Some(g) if g >= 70.0 => 8192,
