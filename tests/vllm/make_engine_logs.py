@@ -89,9 +89,11 @@ def main() -> int:
         def log(module: str, line: int, fmt: str, *args: object) -> None:
             """vLLM's statement at module:line (its format string), as that module's logger emits it."""
             logger = logging.getLogger(f"vllm.{module.replace('/', '.')}")
-            logger.handle(logger.makeRecord(logger.name, logging.INFO, str(wheel / f"{module}.py"), line, fmt, args, None))
+            path = str(wheel / f"{module}.py")
+            logger.handle(logger.makeRecord(logger.name, logging.INFO, path, line, fmt, args, None))
 
-        log("v1/engine/core", 139, "Initializing a V1 LLM engine (v%s) with config: %s", vllm_version, vllm_config)
+        init = "Initializing a V1 LLM engine (v%s) with config: %s"
+        log("v1/engine/core", 139, init, vllm_version, vllm_config)
         log(
             "v1/worker/gpu_model_runner",
             5088,
