@@ -62,7 +62,8 @@ pub(crate) fn figures_line(out: &mut String, p: &Plan) {
             .filter(|(_, kind)| *kind == k)
             .map(|(name, _)| *name)
             .collect();
-        (!names.is_empty()).then(|| format!("{} ({}): {}", k.as_str(), k.meaning(), names.join(", ")))
+        (!names.is_empty())
+            .then(|| format!("{} ({}): {}", k.as_str(), k.meaning(), names.join(", ")))
     })
     .collect();
     let _ = writeln!(out, "figures: {}", groups.join("; "));

@@ -853,7 +853,10 @@ impl Plan {
     /// `figures`).
     #[getter]
     fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &serde_json::to_value(&self.0.figures).unwrap_or_default())
+        to_py(
+            py,
+            &serde_json::to_value(&self.0.figures).unwrap_or_default(),
+        )
     }
     /// Why the GPU concurrency at context_length is what it is: None, or a
     /// dict of unit ("blocks" for vLLM, "slots" for SGLang), gpu_units,

@@ -446,10 +446,7 @@ impl Figures {
 
     /// `(figure, kind)` in the plan's order, for the text legend and tests.
     pub fn entries(&self) -> Vec<(&'static str, FigureKind)> {
-        let mut out = vec![
-            ("sizes", self.sizes),
-            ("host pool", self.host_pool),
-        ];
+        let mut out = vec![("sizes", self.sizes), ("host pool", self.host_pool)];
         if let Some(w) = self.weights {
             out.push(("weights", w));
         }
