@@ -503,9 +503,11 @@ def resolve_residency(
     if rows == 0:
         return plan
     if width == 0:
-        # Nothing to resolve, but the states are checked as the Rust resolver checks them.
+        # Nothing to resolve, but the states are checked as the Rust resolver checks them,
+        # and the rows a state shares against the workspace, as the kernel checks them.
         plan.miss_counts.zero_()
         _flag_unknown_states(state_index, live, slot_rows.shape[0], status)
+        _flag_too_many_rows(state_index, slot_rows.shape[0], ws.tiling.max_members, status)
     else:
         resolve_launch(topk_rows, state_index, slot_rows, lru, plan, ws, num_host_rows, live).run()
     torch.cumsum(plan.miss_counts, 0, dtype=torch.int32, out=plan.miss_offsets[1:])
@@ -522,6 +524,18 @@ def _flag_unknown_states(
     if live is not None:
         dead |= (s >= 0) & (live[s.clamp(0, num_states - 1)] == 0)
     status[2:3].bitwise_or_(dead.any().to(torch.int64) * FLAG_UNKNOWN_STATE)
+
+
+def _flag_too_many_rows(
+    state_index: torch.Tensor, num_states: int, max_members: int, status: torch.Tensor
+) -> None:
+    """The kernel's row count for a batch without columns: ``FLAG_TOO_MANY_ROWS`` in
+    ``status[2]`` when more rows share a state than the workspace's ``max_rows_per_state``
+    (device ops, no sync; padding and unknown states are not counted)."""
+    s = state_index.to(torch.int64)
+    ok = (s >= 0) & (s < num_states)
+    counts = torch.bincount(torch.where(ok, s, num_states), minlength=num_states + 1)[:num_states]
+    status[2:3].bitwise_or_((counts > max_members).any().to(torch.int64) * FLAG_TOO_MANY_ROWS)
 
 
 def resolve_launch(

@@ -130,6 +130,7 @@ def test_the_ram_hint_asks_for_no_gpu_that_was_given() -> None:
         data_parallel_size=2,
         host_memory_gib=512,
         gpu="h200",
+        gpus_per_node=16,  # both replicas on one node (an HGX H200 holds 8)
     )
     without = hisparse_rs.check(
         DSV32, kv_transfer_config=kv, tensor_parallel_size=8, data_parallel_size=2, host_memory_gib=512

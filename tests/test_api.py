@@ -209,7 +209,12 @@ def test_machines_from_python() -> None:
     # TP 16: DeepSeek-V3.2's weights leave KV room on an 80 GiB H100 (issue 22:
     # with the GPU known, weights that leave none are an error of their own).
     report = hisparse_rs.check(
-        DSV32, kv_transfer_config=kv, speculative_config=spec, tensor_parallel_size=16, gpu="h100"
+        DSV32,
+        kv_transfer_config=kv,
+        speculative_config=spec,
+        tensor_parallel_size=16,
+        gpu="h100",
+        gpus_per_node=16,
     )
     assert [e.code for e in report.errors] == ["residency_shared_memory_exceeded"]
     assert report.gpu is not None and report.gpu["name"] == "h100"

@@ -484,7 +484,8 @@ def test_gpu_shared_memory_check_and_its_fix() -> None:
     spec_json = json.dumps(spec)
     args = [DSV32, "-tp", "16", "--kv-transfer-config", json.dumps(pool), "--speculative-config", spec_json]
     assert run(*args).returncode == 0  # without the GPU, nothing to check
-    report = as_json(*args, "--gpu", "h100")
+    # --gpus-per-node 16: TP 16 on one node (an HGX H100 holds 8: gpus_per_node_exceeded).
+    report = as_json(*args, "--gpu", "h100", "--gpus-per-node", "16")
     (err,) = report["errors"]
     assert err["code"] == "residency_shared_memory_exceeded"
     assert "needs 323620 B of shared memory per block" in err["message"]
@@ -496,7 +497,7 @@ def test_gpu_shared_memory_check_and_its_fix() -> None:
         ),
         err["fix"],
     )
-    after = hisparse_rs.check_args(fixed, gpu="h100")
+    after = hisparse_rs.check_args(fixed, gpu="h100", gpus_per_node=16)
     assert after.valid, after.errors
     assert after.hisparse is not None and (after.hisparse.residency_shared_memory_bytes or 0) <= 232448
     # A GPU the table does not know is a usage error naming the ones it does.

@@ -323,6 +323,18 @@ def test_width_zero_checks_the_states_as_rust_does() -> None:
         assert got.status.tolist() == [0, 0, FLAG_UNKNOWN_STATE, 0], dead
 
 
+def test_width_zero_counts_the_rows_a_state_shares_as_the_kernel_does() -> None:
+    # Issue 22: a batch without columns flagged no FLAG_TOO_MANY_ROWS where width 4 does.
+    dev = TritonResidencyResolver(8, 4, ROWS, max_states=2, max_rows=4, max_rows_per_state=1, device=DEVICE)
+    dev.new_state()
+    wide = dev.resolve(dev_tensor([[1, 2, 3, 4]] * 2), dev_tensor([0, 0]))
+    assert wide.status.tolist()[2] == FLAG_TOO_MANY_ROWS
+    empty = dev.resolve(dev_tensor(np.zeros((2, 0), np.int64)), dev_tensor([0, 0]))
+    assert empty.status.tolist() == [0, 0, FLAG_TOO_MANY_ROWS, 0]
+    one = dev.resolve(dev_tensor(np.zeros((2, 0), np.int64)), dev_tensor([0, -1]))
+    assert one.status.tolist() == [0, 0, 0, 0]
+
+
 def test_inputs_that_alias_the_outputs_are_refused_before_launch() -> None:
     # Issue 17 item 4: topk_rows viewing the plan buffer it is written into gave a
     # corrupt plan with no error.

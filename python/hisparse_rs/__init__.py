@@ -48,7 +48,7 @@ from hisparse_rs._core import (
     vllm_deviations,
     vllm_stages,
 )
-from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, resolve, serve_args
+from hisparse_rs.config import ResolvedConfig, apply_fix, check, check_args, check_argv, resolve, serve_args
 from hisparse_rs.deploy import DeploymentReport, check_deployment
 from hisparse_rs.exceptions import ConfigError, HostPoolExhausted, ModelLoadError, PoolError
 from hisparse_rs.planning import plan, plan_args, plot_plan
@@ -102,6 +102,7 @@ __all__ = [
     "apply_fix",
     "check",
     "check_args",
+    "check_argv",
     "check_deployment",
     "check_sglang_argv",
     "deployment_codes",

@@ -40,6 +40,7 @@ __all__ = [
     "check_deployment_json",
     "check_json",
     "check_sglang_argv",
+    "check_vllm_argv",
     "deployment_codes",
     "error_codes",
     "gpu_spec",
@@ -583,6 +584,11 @@ def sglang_plan_json(
     With ``engine_log`` (a path, ``-`` for standard input), planned from SGLang's start-up log.
     """
 
+def check_vllm_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
+    """Check a ``vllm serve`` argv exactly as the plain ``hisparse-check ARGV`` reads it (this
+    process's environment: VLLM_USE_V2_MODEL_RUNNER, VLLM_ALLOW_LONG_MAX_MODEL_LEN, the HF cache).
+    Raises ValueError for a usage error or an option out of range, ModelLoadError."""
+
 def check_sglang_argv(argv: Sequence[str], options_json: str | None = None) -> Report:
     """Check an ``sglang serve`` argv exactly as ``hisparse-check --engine sglang`` reads it."""
 
@@ -608,7 +614,9 @@ def gpu_spec(name: str) -> dict[str, Any]:
     driver reports (``"NVIDIA H200"``, what vLLM's ``current_platform.get_device_name()``
     returns). Keys: name, description, platform, arch (``"sm_90"``), memory_gib,
     memory_source, sm_count (the SMs the product enables), max_shared_memory_per_block
-    (bytes, opt-in), shared_memory_source.
+    (bytes, opt-in), shared_memory_source; gpus_per_node and server (its usual server: 8 on
+    HGX / DGX boards, 4 on a GB200 / GB300 NVL72 tray; absent for PCIe and NVL cards), what
+    ``gpus_per_node=`` / ``--gpus-per-node`` defaults to.
 
     Raises ValueError for a GPU not in the table (the message lists the known ones).
     """
@@ -914,11 +922,20 @@ class ResidencyResolver:
         non-integer dtype.
         """
 
-def check_deployment_json(paths: Sequence[str], model_dirs: Sequence[tuple[str, str]] = ...) -> str:
-    """``hisparse-check deploy PATHS --model-dir C=L ... --json``: the deployment report's JSON.
+def check_deployment_json(
+    paths: Sequence[str],
+    model_dirs: Sequence[tuple[str, str]] = ...,
+    launches: Sequence[tuple[str, str | None, str | None]] = ...,
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    host_memory_gib: float | None = None,
+) -> str:
+    """``hisparse-check deploy PATHS --model-dir C=L ... --launch CMD --role R --node N ...
+    --gpu G --gpus-per-node N --host-memory-gib GIB --json``: the deployment report's JSON.
 
-    Raises ValueError where the CLI exits 2 (a manifest that cannot be read,
-    passes a bound, or holds no engine launch)."""
+    ``launches``: (command, role, node) of each ``--launch``. Raises ValueError
+    where the CLI exits 2 (a manifest that cannot be read, passes a bound,
+    holds no engine launch, or a bad field of a deployment file or launch)."""
 
 def deployment_codes() -> list[str]:
     """The codes of the rules between launches (docs/deploy.md)."""

@@ -1,6 +1,6 @@
 """The planner and machine options both engines' fronts take (``context_length``,
 ``target_requests``, ``host_memory_gib``, ``gpu_memory_gib``, ``weights_gib``,
-``gpu``, ``host_memory_source``), checked before they are sent to the core as
+``gpu``, ``gpus_per_node``, ``host_memory_source``), checked before they are sent to the core as
 JSON. Its own module so that :mod:`hisparse_rs.config`, :mod:`hisparse_rs.sglang`
 and :mod:`hisparse_rs.planning` import it and none of them imports another back.
 """
@@ -32,6 +32,11 @@ def _check_options(options: Mapping[str, Any]) -> None:
                 gib = math.inf
             if not math.isfinite(gib) or gib < 0:
                 raise ValueError(f"{name} must be a finite, non-negative number of GiB, got {value!r}")
+        elif name == "gpus_per_node":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"gpus_per_node must be an int (GPUs one node holds), got {value!r}")
+            if not 1 <= value <= 1024:
+                raise ValueError(f"gpus_per_node must be 1 ..= 1024, got {value}")
         elif name == "gpu" and not isinstance(value, str):
             raise TypeError(f"gpu must be a GPU name such as 'h200', got {value!r}")
         elif name == "host_memory_source" and not isinstance(value, str):

@@ -11,10 +11,11 @@ Rust core; results are immutable Rust objects (:class:`Report`,
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ _ENV = object()
 
 # Facts about the machines (not vllm serve flags), shared by check() and plan();
 # check_args() also takes host_memory_source (what host_memory_gib is, for messages).
-_MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib")
+_MACHINE_OPTIONS = ("gpu", "gpu_memory_gib", "host_memory_gib", "weights_gib", "gpus_per_node")
 _CHECK_ARGS_OPTIONS = (*_MACHINE_OPTIONS, "host_memory_source")
 
 
@@ -74,6 +75,10 @@ def _serve_args(
         env = int(env)  # the variable holds an integer: "1" / "0"
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = str(env)
+    # Read as vLLM reads it (vllm/envs.py:1115): max_model_len over the model's warns instead.
+    long_len = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if long_len is not None:
+        args["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = long_len
     return args
 
 
@@ -116,6 +121,7 @@ def check(
     gpu_memory_gib: float | None = None,
     host_memory_gib: float | None = None,
     weights_gib: float | None = None,
+    gpus_per_node: int | None = None,
     **server_args: Any,
 ) -> Report:
     """Check a vLLM serve configuration (or, with ``engine="sglang"``, an SGLang
@@ -175,6 +181,14 @@ def check(
             report carries the warning ``host_memory_not_given``: the RAM was not checked); a known
             GPU memory makes host_pool_gib fixes offer the pool that lets the
             GPUs bind instead of the start-up minimum.
+        gpus_per_node: GPUs one node holds (``--gpus-per-node``, 1 ..= 1024;
+            default: ``gpu``'s usual server, 8 on HGX / DGX A100, H100, H800,
+            H20, H200, B200, B300 and the MI300X platform, 4 on a GB200 / GB300
+            NVL72 compute tray, unknown for PCIe and NVL cards): a launch that
+            runs more on one node (tensor x pipeline x its local DP replicas)
+            is ``gpus_per_node_exceeded`` (vLLM 0.33 config/parallel.py:1068,
+            v1/worker/gpu_worker.py:487; SGLang 0.5.23
+            model_executor/model_runner.py:455), with a fix over more nodes.
 
     Raises:
         ModelLoadError: the model's config.json cannot be found or read.
@@ -187,6 +201,7 @@ def check(
         "gpu_memory_gib": gpu_memory_gib,
         "host_memory_gib": host_memory_gib,
         "weights_gib": weights_gib,
+        "gpus_per_node": gpus_per_node,
     }
     if sglang.engine_name(engine) == "sglang":
         if given:
@@ -197,10 +212,7 @@ def check(
         shared = {"revision": revision, "kv_cache_dtype": kv_cache_dtype, "nnodes": nnodes}
         return sglang.check(model, machine, {**shared, **server_args})
     if server_args:
-        raise TypeError(
-            f"check() got unexpected keyword arguments: {', '.join(sorted(server_args))} "
-            "(SGLang ServerArgs names need engine='sglang')"
-        )
+        raise TypeError(_unexpected("check", server_args))
     args = _serve_args(
         model,
         revision=revision,
@@ -248,6 +260,21 @@ _CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {
 _VLLM_ONLY = _CHECK_KEYWORDS - {"revision", "kv_cache_dtype", "nnodes"}
 
 
+def _unexpected(function: str, names: Iterable[str]) -> str:
+    """The TypeError text for keyword arguments ``function`` does not take: the
+    closest vLLM name for a typo (``tensor_paralel_size``: did you mean
+    tensor_parallel_size?), else the hint that SGLang names need ``engine="sglang"``."""
+    known = sorted(_CHECK_KEYWORDS | set(_MACHINE_OPTIONS))
+    parts = []
+    for name in sorted(names):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    hint = (
+        "" if all("did you mean" in p for p in parts) else " (SGLang ServerArgs names need engine='sglang')"
+    )
+    return f"{function}() got unexpected keyword arguments: {', '.join(parts)}{hint}"
+
+
 def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> dict[str, Any]:
     """The ``ServeArgs`` JSON form of :func:`check`'s arguments (same names and meaning).
 
@@ -258,16 +285,16 @@ def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> di
     """
     unknown = sorted(set(kwargs) - _CHECK_KEYWORDS)
     if unknown:
-        raise TypeError(f"serve_args() got unexpected keyword arguments: {', '.join(unknown)}")
+        raise TypeError(_unexpected("serve_args", unknown))
     return _serve_args(model, **kwargs)
 
 
 def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
-    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``, ``weights_gib``,
-    and ``host_memory_source``: what ``host_memory_gib`` is, quoted by the messages (at most
-    512 bytes; default "given with --host-memory-gib"; the vLLM plugin passes the node's
-    available RAM and says so).
+    ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``,
+    ``weights_gib``, ``gpus_per_node``, and ``host_memory_source``: what ``host_memory_gib``
+    is, quoted by the messages (at most 512 bytes; default "given with --host-memory-gib";
+    the vLLM plugin passes the node's available RAM and says so).
 
     The mapping is converted in Rust with bounds (docs/limits.md): nesting
     deeper than 128 levels or a circular reference is an ``input_too_deep``
@@ -285,6 +312,55 @@ def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     if not machine:
         return _core.check_json(args)
     return _core.check_json(args, json.dumps(machine))
+
+
+def check_argv(
+    argv: Sequence[str],
+    *,
+    gpu: str | None = None,
+    gpu_memory_gib: float | None = None,
+    host_memory_gib: float | None = None,
+    weights_gib: float | None = None,
+    gpus_per_node: int | None = None,
+) -> Report:
+    """Check a ``vllm serve`` launch given as its command line, exactly as
+    ``hisparse-check ARGV`` reads it (as :func:`hisparse_rs.check_sglang_argv`
+    is for SGLang); never raises on a bad configuration.
+
+    Args:
+        argv: the words after ``vllm serve`` (``["MODEL", "-tp", "8", ...]``; a
+            leading ``vllm serve`` is taken off), read in every form vLLM 0.33's
+            argparse takes (``--config FILE.yaml``, dotted JSON flags, ``-tp``,
+            ``--no-`` forms, ``1k`` / ``1K`` lengths); flags the check does not
+            read are in ``Report.ignored_flags``. The machine flags
+            (``--gpu``, ``--host-memory-gib``, ...) may be in ``argv`` too.
+        gpu, gpu_memory_gib, host_memory_gib, weights_gib, gpus_per_node: as
+            for :func:`check`; given here, each wins over the same flag in ``argv``.
+            ``VLLM_USE_V2_MODEL_RUNNER`` and ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``
+            are read from ``os.environ``, as ``vllm serve`` reads them.
+
+    Raises:
+        TypeError: ``argv`` is not a sequence of str, or an option has the wrong type.
+        ValueError: what the CLI calls a usage error (a flag vLLM does not have,
+            a value its argparse refuses, ``--plan``: use :func:`plan`), an
+            unknown ``gpu`` or an option out of range.
+        ModelLoadError: the model's config.json cannot be found or read.
+    """
+    if isinstance(argv, str | bytes):
+        raise TypeError("argv must be a list of str (the words of the command line)")
+    words = list(argv)
+    if not all(isinstance(a, str) for a in words):
+        raise TypeError("argv must be a list of str (the words of the command line)")
+    machine = {
+        "gpu": gpu,
+        "gpu_memory_gib": gpu_memory_gib,
+        "host_memory_gib": host_memory_gib,
+        "weights_gib": weights_gib,
+        "gpus_per_node": gpus_per_node,
+    }
+    given = {k: v for k, v in machine.items() if v is not None}
+    _check_options(given)
+    return _core.check_vllm_argv(words, json.dumps(given) if given else None)
 
 
 def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> ResolvedConfig:

@@ -1,11 +1,14 @@
 """A whole deployment checked at once: ``hisparse-check deploy`` from Python.
 
 :func:`check_deployment` reads Kubernetes manifests (multi-document YAML,
-``kind: List``; Pod, Deployment, StatefulSet, Job, LeaderWorkerSet), checks
-each ``vllm serve`` / ``sglang serve`` launch in them as :func:`hisparse_rs.check`
-and :func:`hisparse_rs.check_sglang_argv` do, on its pod's GPU and memory limit,
-then the rules between launches (P/D pairs, multi-node instances, pod GPUs):
-docs/deploy.md lists them with the engine file:line each follows.
+``kind: List``; Pod, Deployment, StatefulSet, Job, LeaderWorkerSet), the
+deployment file of our own (``kind: HisparseDeployment``) and launches given
+as command lines, checks each ``vllm serve`` / ``sglang serve`` launch as
+:func:`hisparse_rs.check` and :func:`hisparse_rs.check_sglang_argv` do, on
+its pod's or node's GPU and memory, then the rules between launches (P/D
+pairs, multi-node instances, pod and node GPUs, a node's pinned RAM across
+its launches, declared roles), and plans the deployment: docs/deploy.md
+lists the rules with the engine file:line each follows.
 """
 
 from __future__ import annotations
@@ -57,6 +60,17 @@ class DeploymentReport:
         return list(self.data["launch_errors"])
 
     @property
+    def plan(self) -> dict[str, Any]:
+        """The deployment's plan: ``instances`` (per decode instance: ``launch``,
+        ``context_length`` in tokens, ``data_parallel_size``,
+        ``requests_without_hisparse`` / ``requests_with_hisparse`` per DP
+        replica, ``limit``, ``pinned_bytes``), ``nodes`` (per node: ``node``,
+        ``launches`` as [name, pinned bytes], ``pinned_bytes``, ``ram_bytes``,
+        ``usable_bytes`` = 95 % of it, ``gpus_used``, ``gpus``) and
+        ``not_planned`` ([launch, why])."""
+        return dict(self.data["plan"])
+
+    @property
     def codes(self) -> list[str]:
         """The codes of ``errors``, in order."""
         return [e["code"] for e in self.data["errors"]]
@@ -68,22 +82,56 @@ class DeploymentReport:
         return f"DeploymentReport(valid={self.valid}, launches={len(self.launches)}, errors={self.codes})"
 
 
+def _launch(i: int, launch: str | Mapping[str, str]) -> tuple[str, str | None, str | None]:
+    if isinstance(launch, str):
+        return (launch, None, None)
+    if not isinstance(launch, Mapping):
+        raise TypeError(
+            f"launches[{i}]: a command line (str) or a mapping of command, role, node, "
+            f"not {type(launch).__name__}"
+        )
+    unknown = sorted(set(launch) - {"command", "role", "node"})
+    if unknown:
+        raise TypeError(f"launches[{i}]: unknown key(s) {unknown} (allowed: command, role, node)")
+    values = [launch.get(k) for k in ("command", "role", "node")]
+    if not isinstance(values[0], str) or not all(v is None or isinstance(v, str) for v in values[1:]):
+        raise TypeError(f"launches[{i}]: command is a str, role and node a str or None")
+    return (values[0], values[1], values[2])
+
+
 def check_deployment(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = (),
     model_dirs: Mapping[str, str | os.PathLike[str]] | None = None,
+    *,
+    launches: Sequence[str | Mapping[str, str]] = (),
+    gpu: str | None = None,
+    gpus_per_node: int | None = None,
+    host_memory_gib: float | None = None,
 ) -> DeploymentReport:
-    """Check the deployment in the manifests at ``paths``.
+    """Check the deployment in the manifests or deployment files at ``paths``
+    and in ``launches``.
 
     ``model_dirs`` maps a container's model path to a local copy
     (``{"/models": "tests/data/models"}``: ``--model-dir /models=tests/data/models``).
-    Never raises on a bad deployment: the report says what is wrong. Raises
-    ValueError where ``hisparse-check deploy`` exits 2: a manifest that cannot
-    be read, passes a bound (bytes, documents, aliases, string length,
-    nesting, launches), or holds no engine launch; TypeError for a path that
-    is not text.
+    ``launches`` are the CLI's ``--launch``: each a command line
+    (``"vllm serve MODEL ..."``) or a mapping ``{"command": ..., "role":
+    "decode", "node": "node-1"}``, checked exactly as a deployment file's
+    launches; their nodes have ``gpu`` (a ``--gpu`` name), ``gpus_per_node``
+    GPUs and ``host_memory_gib`` GiB of RAM. Never raises on a bad
+    deployment: the report says what is wrong. Raises ValueError where
+    ``hisparse-check deploy`` exits 2: a manifest that cannot be read, passes
+    a bound (bytes, documents, aliases, string length, nesting, launches),
+    holds no engine launch, or a bad field of a deployment file or launch
+    (each with its code and path); TypeError for a path or launch of the
+    wrong type.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files = [os.fspath(p) for p in paths]
     dirs = [(str(c), os.fspath(local)) for c, local in (model_dirs or {}).items()]
-    return DeploymentReport(_core.check_deployment_json(files, dirs))
+    if isinstance(launches, (str, Mapping)):
+        launches = [launches]
+    given = [_launch(i, launch) for i, launch in enumerate(launches)]
+    return DeploymentReport(
+        _core.check_deployment_json(files, dirs, given, gpu, gpus_per_node, host_memory_gib)
+    )

@@ -44,6 +44,7 @@ def plan(
     weights_gib: float | None = None,
     gpu: str | None = None,
     engine_log: str | os.PathLike[str] | None = None,
+    gpus_per_node: int | None = None,
     **serve: Any,
 ) -> Plan:
     """Plan capacity for a serve configuration: concurrent requests of
@@ -80,6 +81,9 @@ def plan(
             ``"a100-40gb"``, ``"l40s"``, ``"mi300x"``): its memory fills
             ``gpu_memory_gib`` when not given, and the check runs vLLM's
             resolver shared-memory check for it.
+        gpus_per_node: GPUs one node holds (default: ``gpu``'s usual server;
+            see :func:`hisparse_rs.check`): the layout rules, and so the plan,
+            refuse a launch that runs more on one node.
         engine_log: the engine's start-up log (a path, or ``"-"`` for standard
             input), as ``hisparse-check --plan --engine-log``: vLLM 0.33.0's
             "Model loading took X GiB" and "Available KV cache memory: X GiB"
@@ -114,6 +118,7 @@ def plan(
         "gpu_memory_gib": gpu_memory_gib,
         "weights_gib": weights_gib,
         "gpu": gpu,
+        "gpus_per_node": gpus_per_node,
     }
     log = None if engine_log is None else os.fspath(engine_log)
     if sglang.engine_name(engine) == "sglang":

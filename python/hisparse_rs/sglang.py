@@ -8,7 +8,7 @@ Arguments are SGLang ``ServerArgs`` attribute names (``model_path``,
 mapping). The rules are SGLang 0.5.23's, applied in the Rust core; the results
 are the same :class:`Report` and :class:`Diagnostic` types as for vLLM, with
 ``Report.engine == "sglang"``, ``Diagnostic.stage`` an SGLang stage
-(``argparse``, ``resolve``, ``check``, ``after_weights_load``, ``pool_build``,
+(``argparse``, ``resolve``, ``check``, ``scheduler_start``, ``after_weights_load``, ``pool_build``,
 ``coordinator_init``, ``first_decode``, ``request``, ``never``) and
 ``Report.hisparse`` a :class:`SglangHiSparseSettings`.
 """
@@ -97,6 +97,7 @@ def check_sglang_argv(
     gpu: str | None = None,
     host_memory_gib: float | None = None,
     gpu_memory_gib: float | None = None,
+    gpus_per_node: int | None = None,
 ) -> Report:
     """Check an SGLang 0.5.23 launch given as its command line, exactly as
     ``hisparse-check --engine sglang ARGV`` reads it; never raises on a bad launch.
@@ -116,6 +117,9 @@ def check_sglang_argv(
         host_memory_gib: the node's RAM in GiB, for SGLang's host-pool budget
             (``(RAM - 10 GiB) / ranks per host``, pool_host/base.py:84-107).
         gpu_memory_gib: memory of one GPU in GiB (overrides ``gpu``'s figure).
+        gpus_per_node: GPUs one node holds (default: ``gpu``'s usual server, 8
+            on HGX / DGX boards): a launch whose schedulers take more GPU ids
+            is ``gpus_per_node_exceeded`` (model_executor/model_runner.py:455).
 
     Raises:
         TypeError: ``argv`` is not a sequence of str, or an option has the wrong type.
@@ -141,5 +145,12 @@ def check_sglang_argv(
                 f"argv[{i}] ({word!r}) is not UTF-8 text: hisparse_rs reads UTF-8 paths and values; "
                 "rename the file or directory, or link to it under a UTF-8 name"
             ) from None
-    options = _options({"gpu": gpu, "host_memory_gib": host_memory_gib, "gpu_memory_gib": gpu_memory_gib})
+    options = _options(
+        {
+            "gpu": gpu,
+            "host_memory_gib": host_memory_gib,
+            "gpu_memory_gib": gpu_memory_gib,
+            "gpus_per_node": gpus_per_node,
+        }
+    )
     return _core.check_sglang_argv(words, options)

@@ -132,6 +132,11 @@ _SCALARS = (
     "decode_context_parallel_size",
     "prefill_context_parallel_size",
     "nnodes",
+    # The node and DP fields the node rules read (node_rank_out_of_range, the
+    # external-LB rank's one pool, multi_node_backend_unsupported).
+    "node_rank",
+    "data_parallel_rank",
+    "data_parallel_backend",
     "revision",
     "hf_config_path",
     "kv_cache_dtype",
@@ -356,6 +361,9 @@ def serve_args_of(engine_args: Any) -> dict[str, Any]:
         value = getattr(engine_args, name, None)
         if isinstance(value, Mapping) and value:  # a callable hf_overrides cannot be read
             args[name] = _json(value)
+    long_len = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if long_len is not None:
+        args["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = long_len
     env = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if env is not None:
         args["VLLM_USE_V2_MODEL_RUNNER"] = env
@@ -379,7 +387,7 @@ class Machine:
     """What the check is told about the node it runs on.
 
     ``options``: :func:`hisparse_rs.check_args`' machine options (``gpu``,
-    ``gpu_memory_gib``, ``host_memory_gib``, ``host_memory_source``);
+    ``gpu_memory_gib``, ``gpus_per_node``, ``host_memory_gib``, ``host_memory_source``);
     ``checked``: those facts in words (``""`` when none); ``skipped``: each
     check left out, and why.
     """
@@ -392,6 +400,8 @@ class Machine:
         """The same facts as ``hisparse-check`` flags."""
         o = self.options
         parts = [f"--gpu {o['gpu']} --gpu-memory-gib {_gib(o['gpu_memory_gib'])}"] if "gpu" in o else []
+        if "gpus_per_node" in o:
+            parts.append(f"--gpus-per-node {o['gpus_per_node']}")
         if "host_memory_gib" in o:
             parts.append(f"--host-memory-gib {_gib(o['host_memory_gib'])}")
         return " ".join(parts)
@@ -422,6 +432,12 @@ def machine(engine_args: Any, platform: str) -> Machine:
             checked.append(
                 f"{device} ({spec['name']}: {shared_kib} KiB of shared memory per block, {gib} GiB)"
             )
+        count, why = _device_count()
+        if count is None:
+            skipped.append(f"the GPUs this node's launch takes against the node's ({why})")
+        else:
+            options.update(gpus_per_node=count)
+            checked.append(f"{count} GPU{'' if count == 1 else 's'} visible")
     unknown = _pools_not_known(engine_args)
     if unknown is None:
         available = _available_host_memory()
@@ -433,6 +449,22 @@ def machine(engine_args: Any, platform: str) -> Machine:
     if unknown is not None:
         skipped.append(f"the pinned host pools against this node's RAM ({unknown})")
     return Machine(options, ", ".join(checked), tuple(skipped))
+
+
+def _device_count() -> tuple[int | None, str]:
+    """The GPUs this process sees, as vLLM 0.33 counts them for its one-node
+    world-size check (``current_platform.device_count()``, CUDA_VISIBLE_DEVICES
+    applied; vllm/platforms/cuda.py:634, read at config/parallel.py:1068), or
+    None and why."""
+    from vllm.platforms import current_platform
+
+    try:
+        count = int(current_platform.device_count())
+    except Exception as e:  # no CUDA in this process (a Ray head)
+        return None, f"vLLM cannot count this process's GPUs: {type(e).__name__}: {e}"
+    if not 1 <= count <= 1024:
+        return None, f"vLLM counts {count} GPUs"
+    return count, ""
 
 
 def _gpu() -> tuple[tuple[dict[str, Any], str, int] | None, str]:

@@ -47,6 +47,17 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
         for key, n in sorted(capacity.items()):
             if key.startswith(("deviation ", "not sized")):
                 write(f"  {key}: {n}")
+    deploy = getattr(sys.modules.get("test_deploy_differential"), "FIGURES", None)
+    if deploy:
+        refusals = ", ".join(
+            f"{k.removeprefix('SGLang refuses: ')} {n}"
+            for k, n in sorted(deploy.items())
+            if k.startswith("SGLang refuses: ")
+        )
+        write(
+            f"hisparse_rs.check_deployment vs SGLang 0.5.23's P/D bootstrap: {deploy['pairs']} pairs, "
+            f"{deploy['agree']} agree (SGLang refuses by reason: {refusals})"
+        )
     differential = sys.modules.get("test_differential")
     oracle = getattr(differential, "ORACLE_FIGURES", None)
     if oracle:

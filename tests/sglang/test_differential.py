@@ -117,6 +117,8 @@ GPU_FOR_SM = {(9, 0): "h200", (10, 0): "b200"}
 # pin about 4 TB), yet a real machine's size (the API bounds it): the RAM rule
 # is not compared here (module docstring).
 HOST_MEMORY_GIB = 16384.0
+# More GPUs than any drawn launch takes on one node (see hisparse_rs_check).
+GPUS_PER_NODE = 1024
 
 #: What the session saw; conftest.py prints it.
 FIGURES: Counter[str] = Counter()
@@ -490,10 +492,14 @@ def check_fixed_launch(argv: list[str], sm: tuple[int, int], report: Any, figure
 
 
 def hisparse_rs_check(argv: list[str], sm: tuple[int, int]) -> Any:
-    """hisparse_rs.check_sglang_argv, told the GPU of `sm` and a host far larger than any pool."""
+    """hisparse_rs.check_sglang_argv, told the GPU of `sm`, a host far larger than any pool, and a
+    node of GPUs_PER_NODE GPUs: the oracle starts no scheduler, so the node's GPU count
+    (gpus_per_node_exceeded, model_runner.py:455) is not compared here (tests/test_api_parity.py)."""
     import hisparse_rs
 
-    return hisparse_rs.check_sglang_argv(argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB)
+    return hisparse_rs.check_sglang_argv(
+        argv, gpu=GPU_FOR_SM[sm], host_memory_gib=HOST_MEMORY_GIB, gpus_per_node=GPUS_PER_NODE
+    )
 
 
 # --- The tests ---

@@ -50,6 +50,18 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
         for key, n in sorted(capacity.items()):
             if key.startswith("deviation "):
                 write(f"  named deviation {key.removeprefix('deviation ')}: {n}")
+    deploy = getattr(sys.modules.get("test_deploy_differential"), "FIGURES", None)
+    if deploy:
+        refusals = ", ".join(
+            f"{k.removeprefix('vLLM refuses: ')} {n}"
+            for k, n in sorted(deploy.items())
+            if k.startswith("vLLM refuses: ")
+        )
+        write(
+            f"hisparse_rs.check_deployment vs vLLM 0.33.0's NIXL hash and handshake: "
+            f"{deploy['pairs']} P/D pairs, "
+            f"{deploy['agree']} agree (vLLM refuses by reason: {refusals})"
+        )
     differential = sys.modules.get("test_differential")
     figures = getattr(differential, "FIGURES", None)
     if not figures:

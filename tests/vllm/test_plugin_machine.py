@@ -119,7 +119,7 @@ def test_a_resolver_that_does_not_fit_the_gpu_vllm_detected_is_reported_before_t
     )
     assert "needs 238628 B of shared memory per block" in text and "allows 232448 B" in text
     assert "Checked for this node: NVIDIA H200 (h200: 227 KiB of shared memory per block, 141 GiB)" in text
-    assert "hisparse-check --gpu h200 --gpu-memory-gib 141 --host-memory-gib 1920" in text
+    assert "hisparse-check --gpu h200 --gpu-memory-gib 141 --gpus-per-node 8 --host-memory-gib 1920" in text
     # The fix, applied, passes the check for this GPU, and vLLM's own resolver check.
     args = vllm_plugin.serve_args_of(engine_args(**config))
     node = vllm_plugin.machine(engine_args(**config), "cuda").options
@@ -199,10 +199,8 @@ def test_pools_the_node_cannot_pin_are_reported_before_the_model_loads(
     assert "fix:     set kv_transfer_config.kv_connector_extra_config.host_pool_gib to 95, the most" in text
     assert "host_pools_fit_alone" not in text  # one pool: vLLM refuses it too
     assert "--kv-transfer-config '" in text and '"host_pool_gib": 95}' in text
-    assert (
-        "100 GiB of RAM available (hisparse-check --gpu h200 --gpu-memory-gib 141 --host-memory-gib 100)"
-        in text
-    )
+    flags = "--gpu h200 --gpu-memory-gib 141 --gpus-per-node 8 --host-memory-gib 100"
+    assert f"8 GPUs visible, 100 GiB of RAM available (hisparse-check {flags})" in text
 
 
 def test_pools_that_fit_alone_but_not_together_carry_the_named_deviation(
@@ -333,3 +331,31 @@ def test_a_failure_reading_the_machine_keeps_the_other_checks(monkeypatch: pytes
     with pytest.raises(ValueError, match=r"error\[host_pool_too_small\]") as raised:
         engine_args(0.5).create_engine_config()
     assert "Not checked: the machine's checks (reading it failed: RuntimeError: boom)." in str(raised.value)
+
+
+# ---- the node's GPUs (issue 22 item 9) ---------------------------------------
+
+
+def test_a_launch_over_the_gpus_vllm_counts_is_reported_before_the_model_loads() -> None:
+    """-tp 8 -dp 2 on the stub's 8 GPUs: 16 GPUs on one node. vLLM's own world-size check
+    (config/parallel.py:1068) counts one replica and passes; its workers fail later
+    (gpu_worker.py:487). The plugin passes the device count vLLM sees and refuses it first."""
+    node = vllm_plugin.machine(engine_args(data_parallel_size=2), "cuda")
+    assert node.options["gpus_per_node"] == 8 and "8 GPUs visible" in node.checked
+    assert "--gpus-per-node 8" in node.flags()
+    with pytest.raises(ValueError, match=r"error\[gpus_per_node_exceeded\]"):
+        engine_args(data_parallel_size=2).create_engine_config()
+
+
+def test_the_node_and_dp_fields_reach_the_check() -> None:
+    """node_rank, data_parallel_rank and data_parallel_backend are read (issue 22's list)."""
+    serve = vllm_plugin.serve_args_of(
+        engine_args(data_parallel_size=2, nnodes=2, node_rank=1, data_parallel_backend="mp")
+    )
+    assert (serve["node_rank"], serve["data_parallel_backend"]) == (1, "mp")
+    assert (
+        vllm_plugin.serve_args_of(engine_args(data_parallel_size=2, data_parallel_rank=1))[
+            "data_parallel_rank"
+        ]
+        == 1
+    )

@@ -329,6 +329,25 @@ def _engine_start(vllm_config: Any, headless: bool) -> None:
         _ = pc.nnodes_within_dp  # parallel.py:827, read by the DP launch and the executor
     if pc.distributed_executor_backend == "mp":
         MultiprocExecutor._get_parallel_sizes(types.SimpleNamespace(parallel_config=pc))
+    _workers_take_their_gpus(pc)
+
+
+def _workers_take_their_gpus(pc: Any) -> None:
+    """Each worker's ``init_device`` (*modelled*: the harness starts no worker): the GPU of
+    local rank r of this node's DP replica d is ``r + d x world_size`` on one node
+    (``ParallelConfig.get_local_gpu_index``, config/parallel.py:842-856), asserted below
+    the devices (v1/worker/gpu_worker.py:487-490). Ray and external launchers place
+    their workers themselves."""
+    from vllm.platforms import current_platform
+
+    if pc.distributed_executor_backend in ("ray", "external_launcher") or pc.data_parallel_backend == "ray":
+        return
+    replicas = 1 if pc.data_parallel_rank_local is not None else max(1, pc.data_parallel_size_local)
+    spread = pc.nnodes_within_dp != 1
+    top = pc.local_world_size - 1 if spread else (replicas - 1) * pc.world_size + pc.local_world_size - 1
+    count = current_platform.device_count()
+    if top >= count:
+        raise AssertionError(f"DP adjusted local rank {top} is out of bounds for {count} devices.")
 
 
 def _connector_classes(vllm_config: Any) -> None:

@@ -295,14 +295,83 @@ pub fn check_sglang_argv(
     sglang_cli::check_argv(&launch.args, launch.sglang_serve, options)
 }
 
+/// Check a `vllm serve` launch given as its argv (the words after `vllm
+/// serve`, or with it), exactly as the plain `hisparse-check ARGV` reads it:
+/// `--config` files, dotted flags, every vLLM 0.33 flag form; flags the check
+/// does not read are in `ignored_flags`. The machine flags in `argv` (`--gpu`,
+/// `--host-memory-gib`, ...) count; `options` given here win over them. `env`
+/// is the environment (`VLLM_USE_V2_MODEL_RUNNER`, `VLLM_ALLOW_LONG_MAX_MODEL_LEN`,
+/// the Hugging Face cache). Err: `PlanError::Option` for what the CLI calls a
+/// usage error (an unknown flag, a bad value, `--plan`), `PlanError::Load` for
+/// a model config.json that cannot be read.
+pub fn check_vllm_argv(
+    argv: &[String],
+    options: &PlanOptions,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<hisparse_core::Report, hisparse_core::plan::PlanError> {
+    use hisparse_core::plan::PlanError;
+    let parsed = parse(argv).map_err(|e| {
+        PlanError::Option(match e {
+            Usage::Message(m) => m,
+            Usage::Clap(c) => {
+                let text = c.render().to_string();
+                text.strip_prefix("error: ")
+                    .unwrap_or(&text)
+                    .trim_end()
+                    .to_owned()
+            }
+        })
+    })?;
+    if parsed.cli.plan || parsed.cli.plot.is_some() || parsed.cli.engine_log.is_some() {
+        return Err(PlanError::Option(
+            "check_argv checks a launch; --plan, --plot and --engine-log are hisparse_rs.plan()'s"
+                .into(),
+        ));
+    }
+    let from_argv = plan_options(&parsed.cli);
+    let merged = PlanOptions {
+        context_length: options.context_length.or(from_argv.context_length),
+        target_requests: options.target_requests.or(from_argv.target_requests),
+        host_memory_gib: options.host_memory_gib.or(from_argv.host_memory_gib),
+        gpu_memory_gib: options.gpu_memory_gib.or(from_argv.gpu_memory_gib),
+        weights_gib: options.weights_gib.or(from_argv.weights_gib),
+        gpu: options.gpu.clone().or(from_argv.gpu),
+        gpus_per_node: options.gpus_per_node.or(from_argv.gpus_per_node),
+        ..options.clone()
+    };
+    let serve = build_args(parsed.cli, &env);
+    let mut report = check(&serve, &merged)?;
+    report.warnings.extend(parsed.warnings);
+    report.ignored_flags = parsed.ignored;
+    Ok(report)
+}
+
 /// `hisparse-check deploy FILES --model-dir C=L ... --json` as a function:
 /// (valid, the report's JSON, docs/deploy.md). Err: a manifest that cannot
 /// be read, passes a bound, or holds no engine launch (the CLI's exit 2).
+///
+/// `launches`: (command, role, node) of each `--launch`; `machine`: the
+/// `--gpu`, `--gpus-per-node`, `--host-memory-gib` of their nodes.
 pub fn check_deployment_json(
     files: &[String],
     model_dirs: &[(String, String)],
+    launches: &[(String, Option<String>, Option<String>)],
+    machine: (Option<String>, Option<u64>, Option<f64>),
 ) -> Result<(bool, String), String> {
-    deploy::cli::check_json(files, model_dirs)
+    let launches: Vec<deploy::own::LaunchArg> = launches
+        .iter()
+        .map(|(command, role, node)| deploy::own::LaunchArg {
+            command: command.clone(),
+            role: role.clone(),
+            node: node.clone(),
+        })
+        .collect();
+    let machine = deploy::own::MachineArg {
+        gpu: machine.0,
+        gpus_per_node: machine.1,
+        ram_gib: machine.2,
+    };
+    deploy::cli::check_json(files, model_dirs, &launches, &machine)
 }
 
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for,

@@ -177,6 +177,12 @@ pub(crate) struct Cli {
         help_heading = PLANNER_FLAGS
     )]
     pub(crate) gpu_memory_gib: Option<f64>,
+    /// GPUs one node holds, for the layout rules (tensor x pipeline x local
+    /// DP replicas on one node), the RAM check and the plan (default: the
+    /// --gpu's usual server: 8 on HGX / DGX A100, H100, H200, B200, B300; 4 on
+    /// a GB200 / GB300 NVL72 tray; unknown for PCIe and NVL cards).
+    #[arg(long, value_name = "N", help_heading = PLANNER_FLAGS)]
+    pub(crate) gpus_per_node: Option<u64>,
     /// Model weights per GPU in GiB (vLLM logs "Model loading took X GiB";
     /// default: estimated from config.json).
     #[arg(
@@ -226,6 +232,7 @@ pub(crate) fn plan_options(cli: &Cli) -> PlanOptions {
         gpu_memory_gib: cli.gpu_memory_gib,
         weights_gib: cli.weights_gib,
         gpu: cli.gpu.clone(),
+        gpus_per_node: cli.gpus_per_node,
         ..PlanOptions::default()
     }
 }
@@ -336,6 +343,7 @@ pub(crate) fn build_args(cli: Cli, env: &impl Fn(&str) -> Option<String>) -> Ser
             cli.no_disable_hybrid_kv_cache_manager,
         ),
         vllm_use_v2_model_runner: env("VLLM_USE_V2_MODEL_RUNNER"),
+        vllm_allow_long_max_model_len: env("VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
         platform: cli.platform,
     }
 }

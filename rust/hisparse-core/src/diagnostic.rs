@@ -80,6 +80,8 @@ codes! {
     DataParallelLayoutInvalid => "data_parallel_layout_invalid",
     HeadlessWithoutLocalReplicas => "headless_without_local_replicas",
     ExternalLbLocalSizeInvalid => "external_lb_local_size_invalid",
+    // GPUs a node holds (issue 22 item 9, h22): both engines' layout rules.
+    GpusPerNodeExceeded => "gpus_per_node_exceeded",
     ModelNotDsa => "model_not_dsa",
     DeepseekV4Unsupported => "deepseek_v4_unsupported",
     IndexTopkTooLarge => "index_topk_too_large",
@@ -195,6 +197,12 @@ codes! {
     MultinodeSizesMismatch => "multinode_sizes_mismatch",
     MultinodeRanksInvalid => "multinode_ranks_invalid",
     NodeGpusExceeded => "node_gpus_exceeded",
+    // The deployment file's and --launch's declarations (h25b, issue 25):
+    // a declared role, the pinned pools of a node's launches together.
+    LaunchRoleMismatch => "launch_role_mismatch",
+    NodeHostMemoryExceeded => "node_host_memory_exceeded",
+    // Deployment rules the differential tests against the wheels added (h25a).
+    PdSpeculativeMismatch => "pd_speculative_mismatch",
 }
 
 /// When the engine would have refused what a diagnostic reports: one of an

@@ -36,6 +36,15 @@ pub struct GpuSpec {
     /// Largest shared memory (LDS on AMD) one block may use, bytes (opt-in).
     pub max_shared_memory_per_block: u64,
     pub shared_memory_source: String,
+    /// GPUs a node of this GPU's usual server holds (8 on an HGX / DGX
+    /// board, 4 on a GB200 / GB300 NVL72 compute tray): the default of
+    /// `--gpus-per-node` with `--gpu`; None for a PCIe or NVL card, sold in
+    /// servers of any size (give `--gpus-per-node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<u32>,
+    /// That server, by name (`HGX H200 / DGX H200 (8 SXM GPUs a node)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 struct Row {
@@ -51,6 +60,10 @@ struct Row {
     /// Enabled SMs; the source is cited in a comment on each row.
     sm_count: u32,
     shared_kib: u64,
+    /// The usual server of this GPU, as (GPUs a node, its name): what
+    /// `--gpus-per-node` defaults to with `--gpu`; None for a card sold in
+    /// servers of any size (PCIe, NVL pairs, workstation boards).
+    server: Option<(u32, &'static str)>,
     shared_source: &'static str,
 }
 
@@ -74,6 +87,7 @@ const TABLE: &[Row] = &[
         // NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs.
         sm_count: 108,
         shared_kib: 163,
+        server: Some((8, "HGX A100 / DGX A100 (8 SXM GPUs a node)")),
         shared_source: AMPERE_A100,
     },
     Row {
@@ -87,6 +101,7 @@ const TABLE: &[Row] = &[
         // NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs.
         sm_count: 108,
         shared_kib: 163,
+        server: Some((8, "HGX A100 / DGX A100 (8 SXM GPUs a node)")),
         shared_source: AMPERE_A100,
     },
     Row {
@@ -100,6 +115,7 @@ const TABLE: &[Row] = &[
         // NVIDIA Ada Lovelace GPU Architecture whitepaper (AD102 in L40S): 142 SMs.
         sm_count: 142,
         shared_kib: 99,
+        server: None,
         shared_source: AMPERE_86_ADA,
     },
     // Hopper. Memory: NVIDIA H100 / H200 Tensor Core GPU data sheets
@@ -116,6 +132,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H100 data sheet: H100 SXM, 80 GB HBM3",
         sm_count: 132,
         shared_kib: 227,
+        server: Some((8, "HGX H100 / DGX H100 (8 SXM GPUs a node)")),
         shared_source: HOPPER,
     },
     Row {
@@ -128,6 +145,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H100 data sheet: H100 PCIe, 80 GB HBM2e",
         sm_count: 114,
         shared_kib: 227,
+        server: None,
         shared_source: HOPPER,
     },
     Row {
@@ -140,6 +158,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H100 data sheet: H100 NVL, 94 GB HBM3",
         sm_count: 132,
         shared_kib: 227,
+        server: None,
         shared_source: HOPPER,
     },
     Row {
@@ -152,6 +171,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H800 Tensor Core GPU data sheet (nvidia.cn/data-center/h800/): H800 SXM, 80 GB HBM3",
         sm_count: 132,
         shared_kib: 227,
+        server: Some((8, "HGX H800 (8 SXM GPUs a node)")),
         shared_source: HOPPER,
     },
     Row {
@@ -167,6 +187,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H20 product brief (via NVIDIA partners): 96 GB HBM3",
         sm_count: 78,
         shared_kib: 227,
+        server: Some((8, "HGX H20 (8 SXM GPUs a node)")),
         shared_source: HOPPER,
     },
     Row {
@@ -179,6 +200,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H200 data sheet: H200 SXM, 141 GB HBM3e",
         sm_count: 132,
         shared_kib: 227,
+        server: Some((8, "HGX H200 / DGX H200 (8 SXM GPUs a node)")),
         shared_source: HOPPER,
     },
     Row {
@@ -191,6 +213,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA H200 data sheet: H200 NVL, 141 GB HBM3e",
         sm_count: 132,
         shared_kib: 227,
+        server: None,
         shared_source: HOPPER,
     },
     // Blackwell. Memory: NVIDIA DGX B200 data sheet (nvidia.com/en-us/data-center/dgx-b200/:
@@ -207,6 +230,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA DGX B200 datasheet: 1,440 GB of HBM3e for 8 GPUs (180 GB each)",
         sm_count: 148,
         shared_kib: 227,
+        server: Some((8, "HGX B200 / DGX B200 (8 SXM GPUs a node)")),
         shared_source: BLACKWELL,
     },
     Row {
@@ -219,6 +243,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA GB200 NVL72 datasheet: up to 13.4 TB of HBM3e for 72 GPUs (186 GB each)",
         sm_count: 148,
         shared_kib: 227,
+        server: Some((4, "GB200 NVL72 compute tray (4 GPUs a node, 18 trays a rack)")),
         shared_source: BLACKWELL,
     },
     // Blackwell Ultra. Memory: NVIDIA HGX B300 / GB300 NVL72 data sheets
@@ -234,6 +259,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA HGX B300 datasheet: 288 GB HBM3e per GPU",
         sm_count: 160,
         shared_kib: 227,
+        server: Some((8, "HGX B300 / DGX B300 (8 SXM GPUs a node)")),
         shared_source: BLACKWELL_ULTRA,
     },
     Row {
@@ -246,6 +272,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA GB300 NVL72 datasheet: 288 GB HBM3e per GPU",
         sm_count: 160,
         shared_kib: 227,
+        server: Some((4, "GB300 NVL72 compute tray (4 GPUs a node, 18 trays a rack)")),
         shared_source: BLACKWELL_ULTRA,
     },
     // RTX PRO 6000 Blackwell (GB202): NVIDIA RTX PRO 6000 Blackwell data sheets
@@ -266,6 +293,7 @@ const TABLE: &[Row] = &[
         memory_source: "NVIDIA RTX PRO 6000 Blackwell datasheet: 96 GB GDDR7",
         sm_count: 188,
         shared_kib: 99,
+        server: None,
         shared_source: BLACKWELL_RTX,
     },
     Row {
@@ -279,6 +307,7 @@ const TABLE: &[Row] = &[
         // AMD Instinct MI300X data sheet: 304 compute units.
         sm_count: 304,
         shared_kib: 64,
+        server: Some((8, "AMD Instinct MI300X platform (8 OAM GPUs a node)")),
         shared_source: CDNA3,
     },
 ];
@@ -321,6 +350,8 @@ pub fn lookup(name: &str) -> Result<GpuSpec, String> {
         sm_count: row.sm_count,
         max_shared_memory_per_block: row.shared_kib * 1024,
         shared_memory_source: row.shared_source.to_owned(),
+        gpus_per_node: row.server.map(|(n, _)| n),
+        server: row.server.map(|(_, s)| s.to_owned()),
     })
 }
 

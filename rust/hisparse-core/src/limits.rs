@@ -34,6 +34,10 @@ pub const MAX_SERVE_CONFIG_BYTES: u64 = 1 << 20;
 /// Error: a usage error naming the option.
 pub const MAX_HOST_MEMORY_SOURCE_BYTES: usize = 512;
 
+/// `--gpus-per-node` (the `gpus_per_node` machine option): 1 ..= 1024, far
+/// above any server (an NVL72 rack is 72 GPUs over 18 nodes).
+pub const MAX_GPUS_PER_NODE: u64 = 1024;
+
 /// "Did you mean" compares names up to this many bytes (the longest vLLM
 /// flag or config key has about 50): a longer name gets no suggestion, so a
 /// megabyte-long typo costs nothing.

@@ -140,6 +140,16 @@ impl Parallel {
         (self.nnodes / node_groups).max(1)
     }
 
+    /// GPUs this node runs: dp_local replicas of `local_world_size` GPUs,
+    /// the replica's world over the nodes it spans (vLLM 0.33
+    /// `ParallelConfig.local_world_size`, vllm/config/parallel.py:839-840;
+    /// the executor starts `local_world_size x data_parallel_size_local`
+    /// workers, v1/executor/multiproc_executor.py:147-149).
+    pub fn gpus_on_this_node(&self) -> u64 {
+        let local_world = self.world_within_dp() / self.nnodes_within_dp().max(1);
+        (self.dp_local().max(0) as u64).saturating_mul(local_world.max(1) as u64)
+    }
+
     /// The ranks of `per_replica` pools each (1 shared, TP private) that pin
     /// host pools on this node: dp_local replicas, each spread over
     /// `nnodes_within_dp` nodes (vLLM 0.33 `local_world_size`,

@@ -113,6 +113,10 @@ pub enum SglangStage {
     Resolve,
     /// S2: `check_server_args` (srt/arg_groups/validation_hook.py, hisparse_hook.py:87-165).
     Check,
+    /// The scheduler processes start, each taking its GPU before the weights
+    /// load (`torch.cuda.set_device(gpu_id)`, srt/model_executor/model_runner.py:455):
+    /// a launch over the node's GPUs (issue 22).
+    SchedulerStart,
     /// S3: KV sizing after the weights load, where `--hisparse-config` is first
     /// parsed (srt/model_executor/pool_configurator.py:586 -> mem_cache/sparsity/factory.py:62-117).
     AfterWeightsLoad,
@@ -142,6 +146,7 @@ impl SglangStage {
         SglangStage::Argparse,
         SglangStage::Resolve,
         SglangStage::Check,
+        SglangStage::SchedulerStart,
         SglangStage::AfterWeightsLoad,
         SglangStage::PoolBuild,
         SglangStage::CoordinatorInit,
@@ -157,6 +162,7 @@ impl SglangStage {
             SglangStage::Argparse => "argparse",
             SglangStage::Resolve => "resolve",
             SglangStage::Check => "check",
+            SglangStage::SchedulerStart => "scheduler_start",
             SglangStage::AfterWeightsLoad => "after_weights_load",
             SglangStage::PoolBuild => "pool_build",
             SglangStage::CoordinatorInit => "coordinator_init",
@@ -178,6 +184,9 @@ impl SglangStage {
             SglangStage::Argparse => "at argument parsing, before anything starts",
             SglangStage::Resolve => "while resolving its server arguments, seconds in",
             SglangStage::Check => "when it checks its server arguments, seconds in",
+            SglangStage::SchedulerStart => {
+                "when its scheduler processes take their GPUs, before the weights load"
+            }
             SglangStage::AfterWeightsLoad => {
                 "after the weights have loaded, when it sizes the KV cache, minutes in"
             }

@@ -275,3 +275,223 @@ fn a_zero_kv_lora_rank_override_is_refused() {
     assert!(after.valid, "{:?}", after.errors);
     assert!(after.hisparse_enabled);
 }
+
+fn gpus(gpu: Option<&str>, per_node: Option<u64>) -> PlanOptions {
+    PlanOptions {
+        gpu: gpu.map(str::to_owned),
+        gpus_per_node: per_node,
+        host_memory_gib: Some(2048.0),
+        ..PlanOptions::default()
+    }
+}
+
+/// Item 9: `-tp 8 -dp 2` on one 8-GPU node is 16 GPUs: refused (vLLM's
+/// workers fail on "DP adjusted local rank 8 is out of bounds for 8
+/// devices", gpu_worker.py:487), with `--gpu h200` (the HGX H200's 8) or
+/// `--gpus-per-node 8`; the fix keeps the 16 GPUs over 2 nodes and passes.
+/// Without either, the node's GPUs are unknown and nothing is said.
+#[test]
+fn a_launch_over_the_nodes_gpus_is_refused_and_its_fix_keeps_them() {
+    let a = args(json!({"tensor_parallel_size": 8, "data_parallel_size": 2,
+                        "kv_transfer_config": hisparse(json!(64))}));
+    for o in [gpus(Some("h200"), None), gpus(None, Some(8))] {
+        let r = check(&a, &o).unwrap();
+        let e = error(&r, Code::GpusPerNodeExceeded);
+        assert_eq!(e.given, Some(json!(16)));
+        assert!(e.message.contains("gpu_worker.py:487"), "{}", e.message);
+        assert_eq!(
+            e.fix,
+            vec![FixOp::Set {
+                path: FieldPath::root("nnodes"),
+                value: json!(2)
+            }]
+        );
+        let f = all_fixed(&a, &r);
+        assert!(
+            check(&f, &o).unwrap().valid,
+            "{:?}",
+            check(&f, &o).unwrap().errors
+        );
+    }
+    // --gpu names its usual server in the message.
+    let r = check(&a, &gpus(Some("h200"), None)).unwrap();
+    assert!(error(&r, Code::GpusPerNodeExceeded)
+        .message
+        .contains("HGX H200"));
+    // A node of 16 GPUs holds it; an unknown node is not checked.
+    assert!(check(&a, &gpus(Some("h200"), Some(16))).unwrap().valid);
+    assert!(check(&a, &gpus(Some("h200-nvl"), None)).unwrap().valid);
+    assert!(check(&a, &gpus(None, None)).unwrap().valid);
+    // One replica over the node's GPUs is refused while vLLM builds its
+    // config (parallel.py:1068).
+    let wide = args(json!({"tensor_parallel_size": 16, "kv_transfer_config": hisparse(json!(64))}));
+    let r = check(&wide, &gpus(None, Some(8))).unwrap();
+    let e = error(&r, Code::GpusPerNodeExceeded);
+    assert!(e.message.contains("parallel.py:1068"), "{}", e.message);
+    assert_eq!(serde_json::to_value(e.stage).unwrap(), json!("config"));
+    // Out of range: a usage error.
+    assert!(check(&a, &gpus(None, Some(0))).is_err());
+}
+
+/// Item 9, docs/cli.md: `-tp 8 -dp 3 --nnodes 2` on 8-GPU nodes: the
+/// node-group fix was `--data-parallel-size-local 3`, 12 GPUs a node; with
+/// the node's GPUs known it is 3 nodes of one replica, and the fixes pass.
+#[test]
+fn the_node_group_fix_fits_the_nodes_gpus() {
+    let a = args(
+        json!({"tensor_parallel_size": 8, "data_parallel_size": 3, "nnodes": 2,
+                        "node_rank": 2, "kv_transfer_config": hisparse(json!(64))}),
+    );
+    let o = gpus(Some("h200"), None);
+    let r = check(&a, &o).unwrap();
+    sets_each_path_once(&r);
+    let e = error(&r, Code::DataParallelLayoutInvalid);
+    assert_eq!(
+        e.fix,
+        vec![
+            FixOp::Set {
+                path: FieldPath::root("nnodes"),
+                value: json!(3)
+            },
+            FixOp::Set {
+                path: FieldPath::root("data_parallel_size_local"),
+                value: json!(1)
+            },
+        ]
+    );
+    let f = all_fixed(&a, &r);
+    let after = check(&f, &o).unwrap();
+    assert!(after.valid, "{:?}", after.errors);
+    assert!(after
+        .errors
+        .iter()
+        .all(|e| e.code != Code::GpusPerNodeExceeded));
+}
+
+/// Item 6 with DP: the weights-room fix raises TP and keeps the GPUs
+/// (`-tp 4 -dp 2` on H200 becomes `-tp 8 -dp 1`, not 16 GPUs over 2 nodes).
+#[test]
+fn the_weights_room_fix_keeps_the_gpus_with_dp() {
+    let a = args(json!({"tensor_parallel_size": 4, "data_parallel_size": 2,
+                        "kv_transfer_config": hisparse(json!(64))}));
+    let o = gpus(Some("h200"), None);
+    let r = check(&a, &o).unwrap();
+    let e = error(&r, Code::NoGpuKvRoom);
+    assert_eq!(
+        e.fix,
+        vec![
+            FixOp::Set {
+                path: FieldPath::root("tensor_parallel_size"),
+                value: json!(8)
+            },
+            FixOp::Set {
+                path: FieldPath::root("data_parallel_size"),
+                value: json!(1)
+            },
+        ]
+    );
+    assert!(check(&all_fixed(&a, &r), &o).unwrap().valid);
+}
+
+/// Item 9, SGLang: `--tp 16` on an 8-GPU node takes GPU ids past the node's
+/// (model_runner.py:455, stage scheduler_start); the fix keeps the 16 GPUs
+/// over 2 nodes and passes. `--tp 8 --dp-size 2` (replicas) is refused with
+/// no fix that would change the deployment; attention DP inside the 8 GPUs
+/// is one world and passes.
+#[test]
+fn sglang_launches_over_the_nodes_gpus_are_refused() {
+    use hisparse_core::engines::sglang_0_5_23::{self as sg, SglangArgs};
+    let sargs = |v: Value| {
+        let mut a = json!({"model_path": model_dir("deepseek-v3.2"), "enable_hisparse": true,
+                           "disable_radix_cache": true});
+        for (k, x) in v.as_object().unwrap() {
+            a[k] = x.clone();
+        }
+        SglangArgs::from_json(a).unwrap()
+    };
+    let o = gpus(Some("h200"), None);
+    let a = sargs(json!({"tp_size": 16}));
+    let r = sg::check(&a, &o).unwrap();
+    let e = error(&r, Code::GpusPerNodeExceeded);
+    assert_eq!(
+        serde_json::to_value(e.stage).unwrap(),
+        json!("scheduler_start")
+    );
+    assert!(e.message.contains("model_runner.py:455"), "{}", e.message);
+    assert_eq!(
+        e.fix,
+        vec![FixOp::Set {
+            path: FieldPath::root("nnodes"),
+            value: json!(2)
+        }]
+    );
+    let f = sg::fixes_applied(&a, &r.errors).unwrap();
+    let after = sg::check(&f, &o).unwrap();
+    assert!(
+        after
+            .errors
+            .iter()
+            .all(|e| e.code != Code::GpusPerNodeExceeded),
+        "{:?}",
+        after.errors
+    );
+    let r = sg::check(&sargs(json!({"tp_size": 8, "dp_size": 2})), &o).unwrap();
+    let e = error(&r, Code::GpusPerNodeExceeded);
+    assert!(e.fix.is_empty() && e.hint.as_deref().unwrap().contains("own launch"));
+    let r = sg::check(
+        &sargs(json!({"tp_size": 8, "dp_size": 2, "enable_dp_attention": true})),
+        &o,
+    )
+    .unwrap();
+    assert!(r.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
+    // Unknown node: not checked.
+    let r = sg::check(&a, &gpus(None, None)).unwrap();
+    assert!(r.errors.iter().all(|e| e.code != Code::GpusPerNodeExceeded));
+}
+
+/// The "Also" list: a config.json without max_position_embeddings is vLLM's
+/// 2048 tokens (config/model.py:2589-2595), not an error; and
+/// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 makes a max_model_len over the model's a
+/// warning, as vLLM only warns (config/model.py:2676; envs.py:1115 reads
+/// "1" or "true", stripped, any case).
+#[test]
+fn vllms_default_length_and_its_long_length_variable() {
+    let mut cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}/config.json", model_dir("deepseek-v3.2"))).unwrap(),
+    )
+    .unwrap();
+    cfg.as_object_mut()
+        .unwrap()
+        .remove("max_position_embeddings");
+    let a = ServeArgs::from_json(json!({"hf_config": cfg, "tensor_parallel_size": 8,
+                                        "kv_transfer_config": hisparse(json!(64))}))
+    .unwrap();
+    let r = resolve(&a).unwrap();
+    assert!(r.valid, "{:?}", r.errors);
+    assert_eq!(r.vllm_hisparse().unwrap().max_model_len.value, 2048);
+    let long = |env: Option<&str>| {
+        let mut doc = json!({"tensor_parallel_size": 8, "max_model_len": 200_000,
+                             "kv_transfer_config": hisparse(json!(64))});
+        if let Some(v) = env {
+            doc["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = json!(v);
+        }
+        resolve(&args(doc)).unwrap()
+    };
+    assert_eq!(
+        error(&long(None), Code::MaxModelLenTooLarge).given,
+        Some(json!(200_000))
+    );
+    assert!(error(&long(Some("0")), Code::MaxModelLenTooLarge).fix.len() == 1);
+    for on in ["1", " TRUE "] {
+        let r = long(Some(on));
+        assert!(
+            r.errors.iter().all(|e| e.code != Code::MaxModelLenTooLarge),
+            "{:?}",
+            r.errors
+        );
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.code == Code::MaxModelLenTooLarge));
+    }
+}

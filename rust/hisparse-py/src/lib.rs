@@ -316,6 +316,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sglang::sglang_check_json, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_plan_json, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::check_sglang_argv, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::check_vllm_argv, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_server_arg_names, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_argv_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli_plan, m)?)?;

@@ -150,6 +150,32 @@ pub fn check_sglang_argv(
     .map_err(plan_error)
 }
 
+/// Check a `vllm serve` launch given as its argv, as the plain
+/// `hisparse-check ARGV` reads it ([`hisparse_check::check_vllm_argv`]), with
+/// this process's environment. Raises ValueError for a usage error (an
+/// unknown flag, a bad value) or an option out of range, ModelLoadError for a
+/// model config.json that cannot be read.
+#[pyfunction]
+#[pyo3(signature = (argv, options_json = None))]
+pub fn check_vllm_argv(
+    py: Python<'_>,
+    argv: Vec<String>,
+    options_json: Option<&str>,
+) -> PyResult<Report> {
+    let options = options_json
+        .map(parse_options)
+        .transpose()?
+        .unwrap_or_default();
+    gil::detach(py, || {
+        gil::no_panic(|| {
+            hisparse_check::check_vllm_argv(&argv, &options, |k| std::env::var(k).ok())
+        })
+    })
+    .map_err(gil::internal_error)?
+    .map(Report::from)
+    .map_err(plan_error)
+}
+
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for (sorted).
 #[pyfunction(name = "_sglang_server_arg_names")]
 pub fn sglang_server_arg_names() -> Vec<&'static str> {

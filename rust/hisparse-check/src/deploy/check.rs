@@ -4,7 +4,9 @@
 
 use super::diag::{self, PairDiagnostic};
 use super::facts::{self, Checked};
-use super::model::{Deployment, NotRead};
+use super::model::{Deployment, NotRead, Role};
+use super::plan::{self, DeployPlan, LaunchPlan};
+use super::rules_declared;
 use serde_json::{json, Value};
 
 /// The whole deployment's verdict.
@@ -14,6 +16,8 @@ pub struct DeployReport {
     pub launch_errors: Vec<(String, String)>,
     pub errors: Vec<PairDiagnostic>,
     pub not_read: Vec<NotRead>,
+    /// The deployment's plan (plan.rs): per decode instance, per node.
+    pub plan: DeployPlan,
 }
 
 impl DeployReport {
@@ -39,14 +43,43 @@ pub fn check(dep: Deployment) -> DeployReport {
             Err(e) => launch_errors.push((l.name, e)),
         }
     }
-    let mut errors = super::rules_vllm::rules(&launches);
+    let mut errors = rules_declared::role_rules(&launches);
+    // The P/D rules pair the launches by their declared roles where the
+    // role fix makes the command so; the report keeps the commands' roles.
+    let given: Vec<Role> = launches.iter().map(|c| c.launch.role).collect();
+    for c in &mut launches {
+        c.launch.role = rules_declared::paired_role(c);
+    }
+    errors.extend(super::rules_vllm::rules(&launches));
     errors.extend(super::rules_sglang::rules(&launches));
+    for (c, r) in launches.iter_mut().zip(given) {
+        c.launch.role = r;
+    }
     errors.extend(super::rules_nodes::rules(&launches));
+    // Each launch planned as `--plan` plans it: the per-node pinned RAM and
+    // the deployment's plan read it.
+    let plans: Vec<LaunchPlan> = launches
+        .iter()
+        .map(|c| {
+            let decodes = !matches!(c.launch.role, Role::Prefill);
+            if !c.report.valid {
+                Err("the launch is not valid: its own errors above".to_owned())
+            } else if c.facts.hisparse || decodes {
+                plan::launch_plan(&c.launch)
+            } else {
+                // A prefill without HiSparse pins nothing and serves no decode.
+                Err("a prefill launch without HiSparse: nothing to plan".to_owned())
+            }
+        })
+        .collect();
+    errors.extend(rules_declared::node_rules(&launches, &plans));
+    let plan = plan::plan(&launches, &plans);
     DeployReport {
         launches,
         launch_errors,
         errors,
         not_read: dep.not_read,
+        plan,
     }
 }
 
@@ -62,6 +95,8 @@ fn launch_json(c: &Checked) -> Value {
         "replicas": l.replicas,
         "group_size": l.group_size,
         "machine": l.machine,
+        "node": l.node,
+        "declared_role": l.declared_role,
         "argv": l.argv_as_given,
         "model_read": l.model_mapped.iter().map(|(c, p)| json!({"container": c, "local": p})).collect::<Vec<_>>(),
         "report": report,
@@ -78,6 +113,7 @@ pub fn to_json(r: &DeployReport) -> String {
         "launch_errors": r.launch_errors.iter().map(|(l, e)| json!({"launch": l, "error": e})).collect::<Vec<_>>(),
         "errors": r.errors.iter().map(diag::to_json).collect::<Vec<_>>(),
         "not_read": r.not_read,
+        "plan": r.plan,
     });
     serde_json::to_string_pretty(&v).unwrap_or_default()
 }
@@ -103,6 +139,12 @@ fn role_word(c: &Checked) -> String {
         c.launch.engine.as_str(),
         if c.facts.hisparse { ", HiSparse" } else { "" }
     )
+}
+
+/// The report in words, with the deployment's plan (`--plan`).
+pub fn human_with_plan(r: &DeployReport) -> String {
+    let text = human(r);
+    format!("{text}\n{}", plan::human(&r.plan).trim_end())
 }
 
 /// The report in words.

@@ -109,8 +109,8 @@ fn shell_quote(v: &str) -> String {
     }
 }
 
-/// `args` with `edits` applied (the tests apply every fix, then check again).
-#[cfg(test)]
+/// `args` with `edits` applied (the tests apply every fix, then check
+/// again; rules_declared.rs plans a smaller pool with it).
 pub fn apply(args: &[String], edits: &[Edit]) -> Vec<String> {
     let mut out: Vec<String> = args.to_vec();
     for e in edits {

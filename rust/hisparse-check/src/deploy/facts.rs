@@ -26,8 +26,10 @@ pub struct Facts {
     pub model_given: Option<String>,
     pub model: Option<ModelInfo>,
     pub hisparse: bool,
-    /// KV cache dtype as the engine resolves it (vLLM: auto = the model
-    /// dtype, fp8 = fp8_ds_mla on sparse MLA; SGLang: overrides.py:532-544).
+    /// KV cache dtype as the engine compares it. vLLM: the string it hashes,
+    /// `str(cache_config.cache_dtype)` after the model's config hook and the
+    /// sparse-MLA layer's canonicalisation ([`vllm_hashed_cache_dtype`]);
+    /// SGLang: as resolved (overrides.py:532-544).
     pub kv_cache_dtype: String,
     pub tp: i64,
     pub dp: i64,
@@ -42,7 +44,21 @@ pub struct Facts {
     // vLLM
     pub dtype: String,
     pub hma: bool,
+    /// The block size the NIXL worker exchanges in the handshake: the kernel
+    /// block size (base_worker.py:1066-1081 `_sync_block_size_with_kernel`),
+    /// 64 on a DSA model on CUDA whatever `--block-size` says (the indexer's
+    /// kernel takes only 64, v1/attention/backends/mla/indexer.py:285-286).
     pub block_size: i64,
+    /// The transfer connector's `kv_buffer_device` is `cpu` (the NIXL host
+    /// buffer, base_worker.py:806-810).
+    pub host_buffer: bool,
+    /// `--decode-context-parallel-size` (1 when unset).
+    pub dcp: i64,
+    /// The speculative factors vLLM hashes ([`vllm_speculative_factors`]);
+    /// None without a hidden-state speculator.
+    pub speculative: Option<Value>,
+    /// `--speculative-config` as given (the fix copies it).
+    pub speculative_given: Option<Value>,
     pub kv_transfer_config: Option<Value>,
     /// (kv_role, its path) of the transfer connector.
     pub kv_role: Option<(String, String)>,
@@ -53,9 +69,13 @@ pub struct Facts {
     pub transfer_backend: String,
     pub attn_tp: i64,
     pub dp_attention: bool,
+    /// `--enable-kv-cache-sharding` (a P/D prefill's MLA KV sharded over its attention TP).
+    pub kv_sharding: bool,
 }
 
-fn options(l: &Launch, mut o: PlanOptions) -> PlanOptions {
+/// The plan options of a launch on its machine (its GPU and RAM unless
+/// its own flags give them).
+pub fn options(l: &Launch, mut o: PlanOptions) -> PlanOptions {
     if o.gpu.is_none() && o.gpu_memory_gib.is_none() {
         o.gpu = l.machine.gpu.clone();
     }
@@ -73,7 +93,8 @@ pub fn check(l: &Launch) -> Result<(Report, Facts), String> {
     }
 }
 
-fn usage(e: crate::usage::Usage) -> String {
+/// A usage error's text.
+pub fn usage(e: crate::usage::Usage) -> String {
     match e {
         crate::usage::Usage::Message(m) => m,
         crate::usage::Usage::Clap(e) => {
@@ -120,23 +141,22 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
     });
     let hisparse = report.hisparse_enabled;
     let sparse = model.as_ref().is_some_and(|m| m.index_topk.is_some());
-    let kv_given = serve.kv_cache_dtype.clone();
-    let kv_cache_dtype = match kv_given.as_deref() {
-        None | Some("auto") => {
-            let md = model
-                .as_ref()
-                .and_then(|m| m.torch_dtype.clone())
-                .unwrap_or_else(|| "bfloat16".into());
-            if md == "float16" {
-                "float16"
-            } else {
-                "bfloat16"
-            }
-            .to_owned()
-        }
-        Some("fp8") if sparse => "fp8_ds_mla".to_owned(),
-        Some(t) => t.to_owned(),
-    };
+    let architecture = model.as_ref().and_then(|m| m.architecture.clone());
+    let spec = serve.speculative_config.as_ref().and_then(|v| match v {
+        Value::String(t) => serde_json::from_str::<Value>(t).ok(),
+        Value::Null => None,
+        other => Some(other.clone()),
+    });
+    let kv_cache_dtype = vllm_hashed_cache_dtype(
+        serve.kv_cache_dtype.as_deref(),
+        architecture.as_deref(),
+        sparse,
+    );
+    let speculative = vllm_speculative_factors(
+        spec.as_ref(),
+        given_model(l, serve.model.as_deref()).as_deref(),
+        &kv_cache_dtype,
+    );
     let dtype = match flag_value(&l.args, "--dtype").unwrap_or("auto") {
         "auto" => model
             .as_ref()
@@ -174,12 +194,23 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
         context_len,
         gpus_used: tp.saturating_mul(dp_local),
         dtype,
-        // HiSparse needs the hybrid manager and turns it on; a connector
-        // without it leaves it off unless the flag says otherwise.
+        // The flag as given; unset, vLLM turns it on unless a connector of
+        // the tree lacks SupportsHMA (config/vllm.py:2257-2294).
         hma: serve
             .disable_hybrid_kv_cache_manager
-            .map_or(hisparse, |d| !d),
-        block_size: serve.block_size.unwrap_or(64),
+            .map_or_else(|| ktc.as_ref().is_none_or(all_support_hma), |d| !d),
+        block_size: if sparse {
+            SPARSE_KERNEL_BLOCK_SIZE
+        } else {
+            serve.block_size.unwrap_or(VLLM_DEFAULT_BLOCK_SIZE)
+        },
+        host_buffer: ktc
+            .as_ref()
+            .and_then(transfer_leaf)
+            .is_some_and(|c| c.get("kv_buffer_device").and_then(Value::as_str) == Some("cpu")),
+        dcp: serve.decode_context_parallel_size.unwrap_or(1),
+        speculative,
+        speculative_given: spec,
         kv_role: ktc
             .as_ref()
             .and_then(transfer_connector)
@@ -190,6 +221,111 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
         ..Facts::default()
     };
     Ok((report, facts))
+}
+
+/// The transfer block size of a DSA model on CUDA: the indexer's only kernel
+/// block size (v1/attention/backends/mla/indexer.py:285-286), which
+/// `select_common_block_size` picks for any multiple of it
+/// (v1/worker/utils.py:515-553).
+const SPARSE_KERNEL_BLOCK_SIZE: i64 = 64;
+/// vLLM 0.33 `CacheConfig.DEFAULT_BLOCK_SIZE` (config/cache.py:185).
+const VLLM_DEFAULT_BLOCK_SIZE: i64 = 16;
+
+/// The cache dtype string vLLM 0.33 hashes into the NIXL compatibility hash
+/// (`str(cache_config.cache_dtype)`, nixl/metadata.py:198), on an SM90 GPU:
+/// unset is `auto`; DeepSeek-V3.2's config hook reads `bfloat16` as `auto`
+/// (model_executor/models/config.py:73-86), GLM-5's keeps it; on a sparse-MLA
+/// model `fp8` and `fp8_ds_mla` select FLASHMLA_SPARSE, whose layer stores
+/// `fp8_ds_mla` and writes it back (model_executor/layers/attention/
+/// mla_attention.py:359-376, 522-529), while `fp8_e4m3` selects FlashInfer's
+/// SM90 kernel and stays `fp8_e4m3`.
+pub fn vllm_hashed_cache_dtype(
+    given: Option<&str>,
+    architecture: Option<&str>,
+    sparse: bool,
+) -> String {
+    match given.unwrap_or("auto") {
+        "bfloat16" if architecture == Some("DeepseekV32ForCausalLM") => "auto",
+        "fp8" | "fp8_ds_mla" if sparse => "fp8_ds_mla",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// What vLLM 0.33 hashes of the speculative config
+/// (`_get_speculative_compatibility_factors`, nixl/metadata.py:103-143):
+/// nothing unless `use_eagle()` (eagle, eagle3, mtp, dflash, dspark;
+/// config/speculative.py:2116-2120; every `*_mtp` method is read as `mtp`,
+/// :1246-1250), else the method, the draft model (an MTP draft is the
+/// target's own model string), its revision, `parallel_drafting` and the
+/// draft's KV cache dtype (the target's when unset). `num_speculative_tokens`
+/// is not hashed.
+pub fn vllm_speculative_factors(
+    spec: Option<&Value>,
+    target_model: Option<&str>,
+    cache_dtype: &str,
+) -> Option<Value> {
+    let spec = spec?;
+    let method = spec.get("method").and_then(Value::as_str)?;
+    let method = if method.ends_with("_mtp") {
+        "mtp"
+    } else {
+        method
+    };
+    if !["eagle", "eagle3", "mtp", "dflash", "dspark"].contains(&method) {
+        return None;
+    }
+    let model = spec
+        .get("model")
+        .and_then(Value::as_str)
+        .or(if method == "mtp" { target_model } else { None });
+    Some(serde_json::json!({
+        "method": method,
+        "model": model,
+        "revision": spec.get("revision"),
+        "parallel_drafting": spec.get("parallel_drafting").and_then(Value::as_bool).unwrap_or(false),
+        "kv_cache_dtype": spec.get("kv_cache_dtype").and_then(Value::as_str).unwrap_or(cache_dtype),
+    }))
+}
+
+/// The transfer connector's own config (a MultiConnector's first child that is not HiSparseConnector).
+fn transfer_leaf(ktc: &Value) -> Option<&Value> {
+    if ktc.get("kv_connector").and_then(Value::as_str) == Some("MultiConnector") {
+        return ktc
+            .pointer("/kv_connector_extra_config/connectors")?
+            .as_array()?
+            .iter()
+            .find(|c| c.get("kv_connector").and_then(Value::as_str) != Some("HiSparseConnector"));
+    }
+    Some(ktc)
+}
+
+/// Whether every connector of the tree implements SupportsHMA
+/// (`KVConnectorFactory.supports_hma_config`, kv_connector/factory.py:132-146;
+/// a MultiConnector when all its children do). Bounded by the tree's size:
+/// the launch's own check bounds its depth.
+fn all_support_hma(ktc: &Value) -> bool {
+    let mut stack = vec![ktc];
+    while let Some(v) = stack.pop() {
+        match v.get("kv_connector").and_then(Value::as_str) {
+            Some("MultiConnector") => {
+                if let Some(children) = v
+                    .pointer("/kv_connector_extra_config/connectors")
+                    .and_then(Value::as_array)
+                {
+                    stack.extend(children);
+                }
+            }
+            Some(name)
+                if hisparse_core::engines::vllm_0_33::connectors::CONNECTORS_WITHOUT_HMA
+                    .contains(&name) =>
+            {
+                return false
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 fn check_sglang(l: &Launch) -> Result<(Report, Facts), String> {
@@ -209,6 +345,8 @@ fn check_sglang(l: &Launch) -> Result<(Report, Facts), String> {
         weights_gib: None,
         available_kv_gib: None,
         measured_in: None,
+        gpus_per_node: None,
+        gpus_per_node_server: None,
     };
     let r = core_sglang::resolution::resolution(&args, &machine, &mut Vec::new());
     let tp = args.tp_size.unwrap_or(1);
@@ -241,6 +379,7 @@ fn check_sglang(l: &Launch) -> Result<(Report, Facts), String> {
             .clone()
             .unwrap_or_else(|| "mooncake".into()),
         dp_attention: args.enable_dp_attention == Some(true),
+        kv_sharding: args.enable_kv_cache_sharding == Some(true),
         attn_tp: if args.enable_dp_attention == Some(true) {
             (tp / dp.max(1)).max(1)
         } else {

@@ -15,7 +15,7 @@
 //! length, nesting depth (yaml.rs's), launches ([`MAX_LAUNCHES`]).
 
 use super::model::{Deployment, Launch, Machine, NotRead, MAX_LAUNCHES};
-use super::{role, shell};
+pub use super::words::{gpu_name, launch_of, ModelDirs};
 use crate::yaml::{self, StreamBounds};
 use hisparse_core::files::read_regular;
 use serde_json::Value;
@@ -31,41 +31,6 @@ pub const BOUNDS: StreamBounds = StreamBounds {
 };
 /// Deepest `kind: List` nesting read.
 const MAX_LIST_DEPTH: usize = 8;
-
-/// `--model-dir CONTAINER_PATH=LOCAL_PATH`: where a container's model path is read here.
-#[derive(Clone, Debug, Default)]
-pub struct ModelDirs(pub Vec<(String, String)>);
-
-impl ModelDirs {
-    /// Parse `C=L` (both non-empty). Err: the usage message.
-    pub fn parse_one(text: &str) -> Result<(String, String), String> {
-        match text.split_once('=') {
-            Some((c, l)) if !c.is_empty() && !l.is_empty() => Ok((
-                c.trim_end_matches('/').to_owned(),
-                l.trim_end_matches('/').to_owned(),
-            )),
-            _ => Err(format!(
-                "--model-dir {text:?}: give CONTAINER_PATH=LOCAL_PATH (e.g. /models=./models)"
-            )),
-        }
-    }
-
-    /// `word` with a mapped prefix replaced (also after `--flag=`), and the mapping used.
-    fn map(&self, word: &str) -> Option<(String, (String, String))> {
-        let (head, value) = match word.split_once('=') {
-            Some((h, v)) if h.starts_with("--") => (format!("{h}="), v),
-            _ => (String::new(), word),
-        };
-        self.0.iter().find_map(|(c, l)| {
-            let rest = value.strip_prefix(c.as_str())?;
-            if !(rest.is_empty() || rest.starts_with('/')) {
-                return None;
-            }
-            let local = format!("{l}{rest}");
-            Some((format!("{head}{local}"), (value.to_owned(), local)))
-        })
-    }
-}
 
 /// Read one manifest file into `out`. Err: the file cannot be read, is not
 /// YAML, or passes a bound (each message names the file and the bound).
@@ -102,7 +67,8 @@ pub fn read_text(
         object(&value, &at, dirs, out, 0)?;
         for l in &mut out.launches[before..] {
             // `{at}[.items[i]...]:Kind/name/container` -> source and name.
-            let tail = l.name.get(at.len()..).unwrap_or("");
+            // (A deployment file's launches keep the names they declare.)
+            let tail = l.name.strip_prefix(at.as_str()).unwrap_or("");
             if let Some(colon) = tail.find(':') {
                 l.source = format!("{at}{}", &tail[..colon]);
                 l.name = tail[colon + 1..].to_owned();
@@ -172,6 +138,7 @@ fn object(
                 out,
             )
         }
+        super::own::KIND => super::own::read_document(v, at, dirs, out),
         "LeaderWorkerSet" => {
             leader_worker_set(&spec, &here, &format!("LeaderWorkerSet/{name}"), dirs, out)
         }
@@ -185,7 +152,7 @@ fn object(
         other => {
             out.not_read.push(NotRead {
                 at: here,
-                why: format!("kind {other} is not read (read: Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, List)"),
+                why: format!("kind {other} is not read (read: Pod, Deployment, StatefulSet, Job, LeaderWorkerSet, List, and the deployment file's {})", super::own::KIND),
             });
             Ok(())
         }
@@ -257,15 +224,6 @@ fn gpu_product(spec: &Value) -> Option<String> {
                 .flatten()
         })
     })
-}
-
-/// Our `--gpu` name for a product label (`NVIDIA-H200` -> `h200`).
-pub fn gpu_name(label: &str) -> Option<String> {
-    let spaced = label.replace('-', " ");
-    hisparse_core::gpu::lookup(&spaced)
-        .or_else(|_| hisparse_core::gpu::lookup(label))
-        .ok()
-        .map(|g| g.name)
 }
 
 /// A Kubernetes quantity in bytes (`2Ti`, `512Gi`, `500G`, `1.5Ti`, `1e12`, `129M`).
@@ -458,42 +416,7 @@ fn container(
         }
         argv.splice(0..0, ["vllm".to_owned(), "serve".to_owned()]);
     }
-    if let Some(i) = shell::script_index(&argv) {
-        let cmd = shell::split(&argv[i], &env)?;
-        env.extend(cmd.env);
-        argv = cmd.argv;
-    }
-    let argv = role::engine_argv(argv);
-    let Some((engine, serve, args)) = role::split_engine(&argv) else {
-        return Ok(None);
-    };
-    let mut mapped = Vec::new();
-    let args: Vec<String> = args
-        .into_iter()
-        .map(|w| match dirs.map(&w) {
-            Some((local, pair)) => {
-                mapped.push(pair);
-                local
-            }
-            None => w,
-        })
-        .collect();
-    let role = role::role(engine, &args, serve);
-    Ok(Some(Launch {
-        name: String::new(),
-        source: String::new(),
-        engine,
-        sglang_serve: serve,
-        args,
-        argv_as_given: argv,
-        env,
-        role,
-        group: String::new(),
-        replicas: 1,
-        group_size: 1,
-        machine: Machine::default(),
-        model_mapped: mapped,
-    }))
+    launch_of(argv, env, dirs)
 }
 
 #[cfg(test)]

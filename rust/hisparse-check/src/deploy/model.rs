@@ -91,6 +91,15 @@ pub struct Launch {
     pub machine: Machine,
     /// Model paths rewritten by `--model-dir` (container path -> local path).
     pub model_mapped: Vec<(String, String)>,
+    /// The node it runs on, where launches share one (the deployment file's
+    /// `node`, `--launch ... --node`); `None`: a node of its own (a
+    /// Kubernetes pod, whose node the scheduler picks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The role the deployment file or `--role` declares (checked against
+    /// the role its command gives: `launch_role_mismatch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_role: Option<Role>,
 }
 
 /// What a reader saw and did not read, listed (never silently dropped).

@@ -2,8 +2,9 @@
 //! bootstraps with a prefill server, on each (prefill, decode) pair, fixed
 //! on the side without HiSparse: page sizes as each side resolves them (a
 //! DSA model's is 64 x index_kpool whatever `--page-size` says,
-//! arg_groups/model_overrides/deepseek_v2.py:150-176; conn.py:1320-1324),
-//! the transfer backend, attention TP (conn.py:1432-1470), KV dtype, the
+//! arg_groups/model_overrides/deepseek_v2.py:150-176; conn.py:1320-1325),
+//! the KV cache dtype (conn.py:1327-1335), the attention-TP mapping
+//! (`_resolve_rank_mapping`, conn.py:1432-1464), the transfer backend, the
 //! model, the context length.
 
 use super::diag::{Edit, Pair, PairDiagnostic};
@@ -75,7 +76,7 @@ struct Rule<'a> {
     mine: Value,
     theirs: Value,
     message: String,
-    engine: &'a str,
+    engine: String,
     edits: Vec<Edit>,
 }
 
@@ -103,17 +104,17 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
                 value: k.page_size.to_string(),
             }]
         };
-        rules.push(Rule { code: Code::PdPageSizeMismatch, field: "page_size", mine: json!(f.page_size), theirs: json!(k.page_size), message: format!("page size resolves to {} here and {} on the other side (a DSA model's is set by SGLang itself, whatever --page-size says)", f.page_size, k.page_size), engine: "the decode server refuses a prefill server with another page size when the first request bootstraps (disaggregation/common/conn.py:1320-1324)", edits });
+        rules.push(Rule { code: Code::PdPageSizeMismatch, field: "page_size", mine: json!(f.page_size), theirs: json!(k.page_size), message: format!("page size resolves to {} here and {} on the other side (a DSA model's is set by SGLang itself, whatever --page-size says)", f.page_size, k.page_size), engine: format!("Page size mismatch: prefill server has page_size={}, but decode server has page_size={}. Both servers must use the same --page-size value.", p.facts.page_size, d.facts.page_size), edits });
     }
     if f.transfer_backend != k.transfer_backend {
-        rules.push(Rule { code: Code::PdTransferBackendMismatch, field: "disaggregation_transfer_backend", mine: json!(f.transfer_backend), theirs: json!(k.transfer_backend), message: format!("transfer backend {} here and {} on the other side: the two KV managers do not speak to each other", f.transfer_backend, k.transfer_backend), engine: "the bootstrap fails: each side's KV manager is its own backend's", edits: vec![Edit::Set { flag: "--disaggregation-transfer-backend".into(), value: k.transfer_backend.clone() }] });
+        rules.push(Rule { code: Code::PdTransferBackendMismatch, field: "disaggregation_transfer_backend", mine: json!(f.transfer_backend), theirs: json!(k.transfer_backend), message: format!("transfer backend {} here and {} on the other side: the two KV managers do not speak to each other", f.transfer_backend, k.transfer_backend), engine: "the bootstrap fails: each side's KV manager is its own backend's".into(), edits: vec![Edit::Set { flag: "--disaggregation-transfer-backend".into(), value: k.transfer_backend.clone() }] });
     }
-    if f.attn_tp != k.attn_tp {
+    if let Some(engine) = attn_tp_refusal(&p.facts, &d.facts) {
         let edits = attn_tp_fix(f, k.attn_tp);
-        rules.push(Rule { code: Code::PdAttentionTpMismatch, field: "tp_size", mine: json!(f.attn_tp), theirs: json!(k.attn_tp), message: format!("attention TP {} here and {} on the other side (tp / dp with --enable-dp-attention): MLA's KV is sent rank to rank and needs equal attention TP", f.attn_tp, k.attn_tp), engine: "the attention-TP mapping fails for MLA (disaggregation/common/conn.py:1432-1470)", edits });
+        rules.push(Rule { code: Code::PdAttentionTpMismatch, field: "tp_size", mine: json!(f.attn_tp), theirs: json!(k.attn_tp), message: format!("attention TP {} here and {} on the other side (tp / dp with --enable-dp-attention): {}", f.attn_tp, k.attn_tp, if p.facts.kv_sharding { "the prefill shards its MLA KV over its attention-TP ranks (--enable-kv-cache-sharding), so both sides need the same attention TP" } else { "a decode attention TP above the prefill's must be a multiple of it, or some decode ranks map to a prefill rank that does not exist" }), engine, edits });
     }
     if f.kv_cache_dtype != k.kv_cache_dtype {
-        rules.push(Rule { code: Code::PdKvCacheDtypeMismatch, field: "kv_cache_dtype", mine: json!(f.kv_cache_dtype), theirs: json!(k.kv_cache_dtype), message: format!("the KV cache dtype resolves to {} here and {} on the other side: the transferred KV bytes would be read as the wrong type", f.kv_cache_dtype, k.kv_cache_dtype), engine: "the KV buffers' sizes differ: the transfer fails or the decode reads garbage", edits: vec![Edit::Set { flag: "--kv-cache-dtype".into(), value: k.kv_cache_dtype.clone() }] });
+        rules.push(Rule { code: Code::PdKvCacheDtypeMismatch, field: "kv_cache_dtype", mine: json!(f.kv_cache_dtype), theirs: json!(k.kv_cache_dtype), message: format!("the KV cache dtype resolves to {} here and {} on the other side: the transferred KV bytes would be read as the wrong type", f.kv_cache_dtype, k.kv_cache_dtype), engine: format!("KV cache dtype mismatch: prefill server has kv_cache_dtype={}, but decode server has kv_cache_dtype={}. Both servers must use the same --kv-cache-dtype value.", p.facts.kv_cache_dtype, d.facts.kv_cache_dtype), edits: vec![Edit::Set { flag: "--kv-cache-dtype".into(), value: k.kv_cache_dtype.clone() }] });
     }
     let id = |c: &Checked| {
         c.facts.model.as_ref().map(|m| {
@@ -135,7 +136,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
                 message:
                     "the two sides load different models (architecture or KV dimensions differ)"
                         .into(),
-                engine: "the KV layouts differ: the transfer fails",
+                engine: "the KV layouts differ: the transfer fails".into(),
                 edits: vec![],
             });
         }
@@ -151,7 +152,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
                 given: r.mine,
                 other: Some((&keep.launch.name, r.field, r.theirs.clone())),
                 message: r.message,
-                engine_message: r.engine,
+                engine_message: &r.engine,
             }
             .build(r.edits, Some(r.theirs)),
         );
@@ -164,6 +165,28 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             );
         }
     }
+}
+
+/// What the decode's `_resolve_rank_mapping` (disaggregation/common/conn.py:1432-1464)
+/// does with a prefill of another attention TP, when it fails: with the
+/// prefill's `--enable-kv-cache-sharding` (MLA) it asserts equal sizes
+/// (:1441-1449); with a larger decode attention TP D than the prefill's P it
+/// maps decode rank r to prefill rank (r % D) // (D // P) (:1458-1464), a rank
+/// the prefill lacks unless P divides D. A smaller decode TP reads from the
+/// first of its prefill ranks (MLA: :1484-1489).
+fn attn_tp_refusal(p: &super::facts::Facts, d: &super::facts::Facts) -> Option<String> {
+    let (pa, da) = (p.attn_tp.max(1), d.attn_tp.max(1));
+    if pa == da {
+        return None;
+    }
+    if p.kv_sharding {
+        return Some(format!("MLA KV cache sharding requires equal prefill/decode attn TP sizes, got prefill={pa} decode={da}"));
+    }
+    if da > pa && da % pa != 0 {
+        let top = (da - 1) / (da / pa);
+        return Some(format!("decode rank {} maps to prefill attention-TP rank {top}, which a prefill of attention TP {pa} does not have: its bootstrap never completes", da - 1));
+    }
+    None
 }
 
 /// The fix side's attention TP made `want`: its `--dp-size` under DP

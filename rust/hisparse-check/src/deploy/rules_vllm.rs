@@ -1,9 +1,12 @@
 //! vLLM 0.33.0 P/D pairs: what the NIXL handshake refuses, each rule on a
 //! (prefill, decode) pair with a fix on one side (the side without
-//! HiSparse): the compatibility-hash factors (metadata.py:146-210: model
-//! string, dtype, KV cache dtype, the hybrid KV cache manager), the
-//! handshake's block-size and TP rules (base_worker.py:2690-2760, :3065),
-//! a producer for every consumer, and the prefill's max_model_len within the
+//! HiSparse): the compatibility-hash factors (nixl/metadata.py:146-216,
+//! the factors at :186-203: model string, dtype, KV cache dtype as hashed,
+//! the hybrid KV cache manager), the rules the decode's worker checks in
+//! `_validate_remote_agent_handshake` (nixl/base_worker.py:2691-2790: the TP
+//! and block-size ratios of kv_connector/utils.py:522-547, DCP sizes that
+//! divide one another, no heterogeneous block size with a host buffer), a
+//! producer for every consumer, and the prefill's max_model_len within the
 //! decode's.
 
 use super::diag::{Edit, Pair, PairDiagnostic};
@@ -13,7 +16,8 @@ use hisparse_core::stage::VllmStage;
 use hisparse_core::Code;
 use serde_json::{json, Value};
 
-const HASH_MSG: &str = "NIXL compatibility hash mismatch: the remote agent's compatibility hash differs from this engine's; the handshake is refused";
+/// vLLM's words (nixl/base_worker.py:1191-1207, the decode's handshake).
+const HASH_MSG: &str = "NIXL compatibility hash mismatch. Local: <hash>, Remote: <hash>. Prefill and decode instances have incompatible configurations.";
 
 /// The launches' roles as the rules read them: a deployment with consumers
 /// and no producer (or the reverse) has its kv_role fix applied first, so
@@ -184,7 +188,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
         ));
     }
     if f.kv_cache_dtype != k.kv_cache_dtype {
-        let msg = format!("the KV cache dtype resolves to {} here and {} on the other side: the cache dtype is a compatibility-hash factor, and the KV bytes would not match", f.kv_cache_dtype, k.kv_cache_dtype);
+        let msg = format!("the KV cache dtype is hashed as {} here and {} on the other side (vLLM hashes the string it keeps: auto stays auto, fp8 on a sparse-MLA model becomes fp8_ds_mla, DeepSeek-V3.2 reads bfloat16 as auto): the cache dtype is a compatibility-hash factor", f.kv_cache_dtype, k.kv_cache_dtype);
         let edits = vec![Edit::Set {
             flag: "--kv-cache-dtype".into(),
             value: k.kv_cache_dtype.clone(),
@@ -201,7 +205,7 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
     }
     if f.hma != k.hma {
         let on = |b: bool| if b { "on" } else { "off" };
-        let msg = format!("the hybrid KV cache manager is {} here and {} on the other side (HiSparse turns it on; a KV connector alone leaves it off): whether it is on is a compatibility-hash factor", on(f.hma), on(k.hma));
+        let msg = format!("the hybrid KV cache manager is {} here and {} on the other side (HiSparse needs it on; vLLM turns it on unless --disable-hybrid-kv-cache-manager is given or a connector without SupportsHMA is configured): whether it is on is a compatibility-hash factor", on(f.hma), on(k.hma));
         let edit = if k.hma {
             Edit::Switch {
                 on: "--no-disable-hybrid-kv-cache-manager".into(),
@@ -223,14 +227,39 @@ fn pair(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
             vec![edit],
         ));
     }
-    if f.block_size != k.block_size {
-        let msg = format!("block size {} here and {} on the other side: the NIXL handshake checks the block sizes when the first request crosses (they are left out of the hash and checked at run time)", f.block_size, k.block_size);
-        let edits = vec![Edit::Set {
-            flag: "--block-size".into(),
-            value: k.block_size.to_string(),
-        }];
-        out.push(mk(Code::PdBlockSizeMismatch, "block_size", json!(f.block_size), json!(k.block_size), msg, "_validate_remote_agent_handshake refuses the remote agent: its block size does not match", edits));
+    if f.speculative != k.speculative {
+        let say = |s: &Option<Value>| {
+            s.as_ref().map_or_else(
+                || "none".to_owned(),
+                |v| v["method"].as_str().unwrap_or("?").to_owned(),
+            )
+        };
+        let msg = format!("speculative decoding {} here and {} on the other side: a hidden-state speculator's method, draft model and draft KV dtype are compatibility-hash factors (num_speculative_tokens is not)", say(&f.speculative), say(&k.speculative));
+        let edits = k.speculative_given.as_ref().map_or_else(Vec::new, |v| {
+            vec![Edit::Set {
+                flag: "--speculative-config".into(),
+                value: v.to_string(),
+            }]
+        });
+        out.push(mk(
+            Code::PdSpeculativeMismatch,
+            "speculative_config",
+            json!(f.speculative_given),
+            json!(k.speculative_given),
+            msg,
+            HASH_MSG,
+            edits,
+        ));
+        if k.speculative_given.is_none() {
+            if let Some(last) = out.last_mut() {
+                last.diagnostic.hint = Some(format!(
+                    "on {}: remove --speculative-config (the other side runs none)",
+                    fix.launch.name
+                ));
+            }
+        }
     }
+    block_rule(p, d, out);
     tp_rule(p, d, out);
     context_rule(p, d, out);
 }
@@ -264,37 +293,113 @@ fn context_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
     }
 }
 
-/// TP: the decode's TP a multiple of the prefill's (base_worker.py:2690-2760;
-/// "Only nP < nD supported currently", :3065). The prefill's fix: the
-/// largest divisor of the decode's TP within its own.
-fn tp_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
-    let (pt, dt) = (p.facts.tp.max(1), d.facts.tp.max(1));
-    if dt % pt == 0 {
+/// The block sizes the two workers exchange (the kernel block sizes, see
+/// `Facts::block_size`): the decode (the local side of the pull handshake)
+/// needs a multiple of the prefill's (`TransferTopology.block_size_ratio`,
+/// kv_connector/utils.py:541-547; "Only nP < nD supported currently",
+/// nixl/base_worker.py:3065), and equal ones with a host buffer
+/// (base_worker.py:2780-2786).
+fn block_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
+    let (pb, db) = (p.facts.block_size.max(1), d.facts.block_size.max(1));
+    let host = d.facts.host_buffer && pb != db;
+    if db % pb == 0 && !host {
         return;
     }
-    // Bounded trials (limits.rs): a TP beyond them is the launch's own error already.
-    let top = pt
-        .min(dt)
-        .min(hisparse_core::limits::MAX_DIVISOR_TRIALS as i64);
-    let k = (1..=top).rev().find(|k| dt % k == 0).unwrap_or(1);
-    let msg = format!("prefill TP {pt} and decode TP {dt}: vLLM's NIXL handshake maps each decode rank to prefill ranks only when the decode's TP is a multiple of the prefill's");
+    let (fix, keep) = sides(p, d);
+    let engine = if host {
+        "Heterogeneous block sizes are not supported with host buffer".to_owned()
+    } else {
+        format!("Local block size {db} is not divisible by remote block size {pb} or vice versa.")
+    };
+    let msg = format!("the prefill transfers blocks of {pb} tokens, the decode {db}: the decode's NIXL worker needs its block size a multiple of the prefill's{} (checked in the handshake at the first request that crosses; block sizes are left out of the hash)", if host { ", and equal ones with kv_buffer_device cpu" } else { "" });
     out.push(
         Pair {
-            code: Code::PdTensorParallelUnsupported,
+            code: Code::PdBlockSizeMismatch,
             stage: VllmStage::Handshake.into(),
-            launch: &p.launch.name,
-            field: "tensor_parallel_size",
-            given: json!(pt),
-            other: Some((&d.launch.name, "tensor_parallel_size", json!(dt))),
+            launch: &fix.launch.name,
+            field: "block_size",
+            given: json!(fix.facts.block_size),
+            other: Some((
+                &keep.launch.name,
+                "block_size",
+                json!(keep.facts.block_size),
+            )),
             message: msg,
-            engine_message: "Only nP < nD supported currently",
+            engine_message: &engine,
         }
         .build(
             vec![Edit::Set {
-                flag: "--tensor-parallel-size".into(),
-                value: k.to_string(),
+                flag: "--block-size".into(),
+                value: keep.facts.block_size.to_string(),
             }],
-            Some(json!(k)),
+            Some(json!(keep.facts.block_size)),
         ),
     );
+}
+
+/// The largest size within `own` that divides `other` or that `other`
+/// divides, a power of two first (what model head counts split by).
+fn compatible_size(own: i64, other: i64) -> i64 {
+    // Bounded trials (limits.rs): a size beyond them is the launch's own error already.
+    let top = own.min(hisparse_core::limits::MAX_DIVISOR_TRIALS as i64);
+    let fits = |k: i64| other % k == 0 || k % other == 0;
+    (1..=top)
+        .rev()
+        .find(|k| k.count_ones() == 1 && fits(*k))
+        .or_else(|| (1..=top).rev().find(|k| fits(*k)))
+        .unwrap_or(1)
+}
+
+/// TP and DCP: each side's size divides the other's. The decode's worker
+/// asserts it in `TransferTopology.tp_ratio` (kv_connector/utils.py:522-539,
+/// from `_validate_remote_agent_handshake`, nixl/base_worker.py:2720) and for
+/// DCP in the handshake itself (base_worker.py:2706-2712). A prefill TP above
+/// the decode's is allowed for MLA (the models HiSparse serves). The
+/// prefill's fix: the largest size within its own that fits.
+fn tp_rule(p: &Checked, d: &Checked, out: &mut Vec<PairDiagnostic>) {
+    for (field, flag, pt, dt) in [
+        (
+            "tensor_parallel_size",
+            "--tensor-parallel-size",
+            p.facts.tp.max(1),
+            d.facts.tp.max(1),
+        ),
+        (
+            "decode_context_parallel_size",
+            "--decode-context-parallel-size",
+            p.facts.dcp.max(1),
+            d.facts.dcp.max(1),
+        ),
+    ] {
+        if dt % pt == 0 || pt % dt == 0 {
+            continue;
+        }
+        let k = compatible_size(pt, dt);
+        let (msg, engine) = if field == "tensor_parallel_size" {
+            (format!("prefill TP {pt} and decode TP {dt}: vLLM's NIXL handshake maps decode ranks to prefill ranks only when one TP size divides the other"),
+             if dt >= pt { format!("Local tensor parallel size {dt} is not divisible by remote tensor parallel size {pt}.") } else { format!("Remote tensor parallel size {pt} is not divisible by local tensor parallel size {dt}.") })
+        } else {
+            (format!("prefill DCP {pt} and decode DCP {dt}: vLLM's NIXL handshake needs DCP sizes that divide one another"),
+             format!("DCP sizes must divide one another: local={dt}, remote={pt}"))
+        };
+        out.push(
+            Pair {
+                code: Code::PdTensorParallelUnsupported,
+                stage: VllmStage::Handshake.into(),
+                launch: &p.launch.name,
+                field,
+                given: json!(pt),
+                other: Some((&d.launch.name, field, json!(dt))),
+                message: msg,
+                engine_message: &engine,
+            }
+            .build(
+                vec![Edit::Set {
+                    flag: flag.into(),
+                    value: k.to_string(),
+                }],
+                Some(json!(k)),
+            ),
+        );
+    }
 }

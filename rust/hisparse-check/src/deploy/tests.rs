@@ -61,7 +61,7 @@ fn fixed(mut dep: Deployment, r: &DeployReport) -> Deployment {
 fn every_fix_at_once_passes_on_the_mismatched_examples() {
     for name in ["vllm-1p1d-mismatched.yaml", "sglang-1p1d-mismatched.yaml"] {
         let r = check(example(name));
-        assert_eq!(r.errors.len(), 4, "{name}: {:?}", codes(&r));
+        assert_eq!(r.errors.len(), 3, "{name}: {:?}", codes(&r));
         assert!(r.errors.iter().all(|e| !e.edits.is_empty()), "{name}");
         let again = check(fixed(example(name), &r));
         assert!(
@@ -84,12 +84,24 @@ const NIXL_D: &str =
 
 #[test]
 fn vllm_tp_ratio_and_context_length() {
-    let text = pod(
+    // A prefill TP above the decode's is vLLM's negative tp_ratio, allowed for
+    // MLA (kv_connector/utils.py:522-539): 8 against 4 connects.
+    let ok = pod(
         "p",
-        &format!("vllm serve /models/deepseek-v3.2 -tp 8 --max-model-len 131072 {NIXL_P}"),
+        &format!("vllm serve /models/deepseek-v3.2 -tp 8 {NIXL_P}"),
     ) + &pod(
         "d",
-        &format!("vllm serve /models/deepseek-v3.2 -tp 4 --max-model-len 65536 {NIXL_D}"),
+        &format!("vllm serve /models/deepseek-v3.2 -tp 4 {NIXL_D}"),
+    );
+    let r = check(read(&ok));
+    assert!(r.errors.is_empty(), "{:?}", codes(&r));
+    // 4 and 6: neither divides the other.
+    let text = pod(
+        "p",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 4 --max-model-len 131072 {NIXL_P}"),
+    ) + &pod(
+        "d",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 6 --max-model-len 65536 {NIXL_D}"),
     );
     let r = check(read(&text));
     assert_eq!(
@@ -102,8 +114,50 @@ fn vllm_tp_ratio_and_context_length() {
         r.launch_errors
     );
     assert!(r.errors.iter().all(|e| e.launch == "Pod/p/c"));
+    assert_eq!(
+        r.errors[0].engine_message,
+        "Local tensor parallel size 6 is not divisible by remote tensor parallel size 4."
+    );
+    // The fix: TP 2, the largest power of two within 4 that divides 6.
+    assert_eq!(
+        r.errors[0].diagnostic.fix[0],
+        hisparse_core::FixOp::Set {
+            path: hisparse_core::FieldPath::root("tensor_parallel_size"),
+            value: serde_json::json!(2)
+        }
+    );
     let again = check(fixed(read(&text), &r));
     assert!(again.errors.is_empty(), "{:?}", codes(&again));
+}
+
+#[test]
+fn vllm_block_sizes_and_hybrid_manager_as_the_workers_see_them() {
+    // DSA: both workers transfer at the indexer's kernel block size (64),
+    // whatever --block-size says; a plain NixlConnector leaves the hybrid
+    // KV cache manager on (it implements SupportsHMA), as HiSparse has it.
+    let text = pod(
+        "p",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 8 --block-size 128 {NIXL_P}"),
+    ) + &pod(
+        "d",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 8 --block-size 64 {NIXL_D}"),
+    );
+    let r = check(read(&text));
+    assert!(r.errors.is_empty(), "{:?}", codes(&r));
+    // A connector without SupportsHMA turns it off unless the flag is given.
+    let lm = r#"--kv-transfer-config "{\"kv_connector\":\"MultiConnector\",\"kv_role\":\"kv_producer\",\"kv_connector_extra_config\":{\"connectors\":[{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"},{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}]}}""#;
+    let text = pod("p", &format!("vllm serve /models/deepseek-v3.2 -tp 8 {lm}"))
+        + &pod(
+            "d",
+            &format!("vllm serve /models/deepseek-v3.2 -tp 8 {NIXL_D}"),
+        );
+    let r = check(read(&text));
+    assert_eq!(
+        codes(&r),
+        ["pd_hybrid_kv_cache_manager_mismatch"],
+        "{:?}",
+        r.launch_errors
+    );
 }
 
 #[test]
@@ -266,4 +320,90 @@ fn vllm_data_parallel_start_ranks_over_a_leader_worker_set() {
     assert_eq!(r.errors[0].launch, "LeaderWorkerSet/dp/worker-1/v");
     let again = check(fixed(read(&dp_lws("$((LWS_WORKER_INDEX * 4))")), &r));
     assert!(again.errors.is_empty(), "{:?}", codes(&again));
+}
+
+#[test]
+fn sglang_attention_tp_as_the_decode_maps_its_ranks() {
+    let sg = |name: &str, mode: &str, extra: &str| {
+        pod(
+            name,
+            &format!("sglang serve /models/deepseek-v3.2 --disaggregation-mode {mode} {extra}"),
+        )
+    };
+    // A decode attention TP below the prefill's reads from its first prefill rank (MLA).
+    let text =
+        sg("p", "prefill", "--tp 8") + &sg("d", "decode", "--tp 8 --enable-dp-attention --dp 2");
+    let r = check(read(&text));
+    assert!(r.errors.is_empty(), "{:?}", codes(&r));
+    // With the prefill's MLA KV sharded over its attention TP, equal sizes are needed.
+    let text = sg("p", "prefill", "--tp 8 --enable-kv-cache-sharding")
+        + &sg("d", "decode", "--tp 8 --enable-dp-attention --dp 2");
+    let r = check(read(&text));
+    assert_eq!(
+        codes(&r),
+        ["pd_attention_tp_mismatch"],
+        "{:?}",
+        r.launch_errors
+    );
+    assert!(r.errors[0]
+        .engine_message
+        .starts_with("MLA KV cache sharding requires equal"));
+    let again = check(fixed(read(&text), &r));
+    assert!(again.errors.is_empty(), "{:?}", codes(&again));
+    // A larger decode attention TP that the prefill's does not divide: 8 over 3.
+    let text =
+        sg("p", "prefill", "--tp 6 --enable-dp-attention --dp 2") + &sg("d", "decode", "--tp 8");
+    let r = check(read(&text));
+    assert_eq!(
+        codes(&r),
+        ["pd_attention_tp_mismatch"],
+        "{:?}",
+        r.launch_errors
+    );
+    assert!(
+        r.errors[0]
+            .engine_message
+            .contains("prefill attention-TP rank 3"),
+        "{}",
+        r.errors[0].engine_message
+    );
+}
+
+#[test]
+fn vllm_speculative_factors_are_hashed() {
+    let mtp = |n: u32| {
+        format!(
+            r#"--speculative-config "{{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":{n}}}""#
+        )
+    };
+    // MTP on the decode only: the hash differs (the prefill's fix copies it).
+    let text = pod(
+        "p",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 8 {NIXL_P}"),
+    ) + &pod(
+        "d",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 8 {} {NIXL_D}", mtp(2)),
+    );
+    let r = check(read(&text));
+    assert_eq!(
+        codes(&r),
+        ["pd_speculative_mismatch"],
+        "{:?}",
+        r.launch_errors
+    );
+    assert_eq!(r.errors[0].launch, "Pod/p/c");
+    let again = check(fixed(read(&text), &r));
+    assert!(again.errors.is_empty(), "{:?}", codes(&again));
+    // num_speculative_tokens is not hashed; deepseek_mtp is read as mtp.
+    let text = pod(
+        "p",
+        &format!(
+            r#"vllm serve /models/deepseek-v3.2 -tp 8 --speculative-config "{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}" {NIXL_P}"#
+        ),
+    ) + &pod(
+        "d",
+        &format!("vllm serve /models/deepseek-v3.2 -tp 8 {} {NIXL_D}", mtp(3)),
+    );
+    let r = check(read(&text));
+    assert!(r.errors.is_empty(), "{:?}", codes(&r));
 }

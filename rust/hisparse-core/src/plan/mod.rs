@@ -72,6 +72,13 @@ pub struct PlanOptions {
     /// resolver shared-memory check for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+    /// GPUs one node holds (`--gpus-per-node`; the vLLM plugin: the devices
+    /// it sees); default: the usual server of `gpu` ([`GpuSpec::gpus_per_node`],
+    /// 8 on HGX / DGX boards), else unknown. The layout rules refuse a launch
+    /// that needs more GPUs on one node (vLLM 0.33 config/parallel.py:1068,
+    /// v1/worker/gpu_worker.py:487; SGLang 0.5.23 model_executor/model_runner.py:455).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<u64>,
     /// The KV room of one GPU in GiB as the engine measured it (vLLM's
     /// "Available KV cache memory: X GiB", v1/worker/gpu_worker.py:773):
     /// the plan's KV room instead of GPU memory x utilization - weights.
@@ -90,6 +97,9 @@ impl PlanOptions {
         let mut o = self.clone();
         if o.gpu_memory_gib.is_none() {
             o.gpu_memory_gib = gpu.map(|g| g.memory_gib);
+        }
+        if o.gpus_per_node.is_none() {
+            o.gpus_per_node = gpu.and_then(|g| g.gpus_per_node).map(u64::from);
         }
         o
     }
@@ -575,6 +585,14 @@ pub(crate) fn check_options(o: &PlanOptions) -> Result<(), PlanError> {
         }
         _ => Ok(()),
     }?;
+    if let Some(n) = o.gpus_per_node {
+        if !(1..=crate::limits::MAX_GPUS_PER_NODE).contains(&n) {
+            return Err(PlanError::Option(format!(
+                "--gpus-per-node must be 1 ..= {}, got {n}",
+                crate::limits::MAX_GPUS_PER_NODE
+            )));
+        }
+    }
     if o.context_length == Some(0) {
         return Err(PlanError::Option(
             "--context-length must be at least 1 token".into(),

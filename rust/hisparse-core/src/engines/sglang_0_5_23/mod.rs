@@ -83,6 +83,7 @@ pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanErr
         .map(crate::gpu::lookup)
         .transpose()
         .map_err(PlanError::Option)?;
+    let node = resolution::node_gpus(gpu.as_ref(), options.gpus_per_node);
     let machine = resolution::Machine {
         gpu: gpu.as_ref(),
         host_memory_gib: options.host_memory_gib,
@@ -90,6 +91,8 @@ pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanErr
         weights_gib: options.weights_gib,
         available_kv_gib: options.available_kv_cache_gib,
         measured_in: options.measured_in.as_deref(),
+        gpus_per_node: node.0,
+        gpus_per_node_server: node.1,
     };
     let mut report = check::check_fixed(args, &machine);
     report.gpu = gpu;

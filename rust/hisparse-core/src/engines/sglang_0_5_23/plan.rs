@@ -589,6 +589,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         .map(crate::gpu::lookup)
         .transpose()
         .map_err(PlanError::Option)?;
+    let node = super::resolution::node_gpus(gpu.as_ref(), options.gpus_per_node);
     let machine = Machine {
         gpu: gpu.as_ref(),
         host_memory_gib: options.host_memory_gib,
@@ -596,6 +597,8 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         weights_gib: options.weights_gib,
         available_kv_gib: options.available_kv_cache_gib,
         measured_in: options.measured_in.as_deref(),
+        gpus_per_node: node.0,
+        gpus_per_node_server: node.1,
     };
     let report = resolve_for(args, &machine);
     let no = |why: String| {

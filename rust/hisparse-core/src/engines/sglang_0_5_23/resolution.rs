@@ -30,6 +30,23 @@ pub struct Machine<'a> {
     pub available_kv_gib: Option<f64>,
     /// The log it was measured in, for the sources the plan prints.
     pub measured_in: Option<&'a str>,
+    /// GPUs one node holds (`--gpus-per-node`, else the GPU's usual server;
+    /// [`node_gpus`]).
+    pub gpus_per_node: Option<u64>,
+    /// That server, when `gpus_per_node` is the GPU's default.
+    pub gpus_per_node_server: Option<&'a str>,
+}
+
+/// The GPUs a node holds: `given` (`--gpus-per-node`), else the GPU's usual
+/// server's ([`GpuSpec::gpus_per_node`]), with that server's name.
+pub fn node_gpus(gpu: Option<&GpuSpec>, given: Option<u64>) -> (Option<u64>, Option<&str>) {
+    match given {
+        Some(n) => (Some(n), None),
+        None => (
+            gpu.and_then(|g| g.gpus_per_node).map(u64::from),
+            gpu.and_then(|g| g.server.as_deref()),
+        ),
+    }
 }
 
 /// `--max-running-requests` SGLang resolves with speculation when it is not

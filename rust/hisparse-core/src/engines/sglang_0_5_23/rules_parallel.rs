@@ -7,7 +7,7 @@
 
 use super::diagnostics::SglangDiagnostic;
 use super::resolution::Resolution;
-use super::stages::SglangStage::{Check, Resolve};
+use super::stages::SglangStage::{Check, Resolve, SchedulerStart};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;
 use serde_json::{json, Value};
@@ -29,6 +29,79 @@ pub(crate) fn check_resolve(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
 pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(nnodes_divide_tp_pp(r));
     d.extend(pipeline_speculation_off_prefill(r));
+    d.extend(gpus_per_node_exceeded(r));
+}
+
+/// Most node counts [`gpus_per_node_exceeded`]'s fix tries.
+const MAX_NODE_TRIALS: i64 = 1024;
+
+/// A launch that takes more GPUs on one node than it holds (issue 22): the
+/// highest GPU id a node's schedulers take is each DP replica's tp x pp
+/// (`base_gpu_id += tp_size * pp_size`, managers/data_parallel_controller.py:445-449)
+/// plus this node's share of one world, tp x pp / nnodes
+/// (:695-711, gpu_id at :747-751; `--gpu-id-step` and `--base-gpu-id` 0 and
+/// 1 as SGLang defaults them). A scheduler past the node's GPUs fails in
+/// `torch.cuda.set_device(gpu_id)` (srt/model_executor/model_runner.py:455)
+/// as it starts, before the weights load (stage scheduler_start). With one
+/// world (no --dp-size replicas) the fix keeps the GPUs over more nodes;
+/// replicas over one node's GPUs have none (each is its own launch then).
+fn gpus_per_node_exceeded(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let n = i64::try_from(r.machine.gpus_per_node?).ok()?;
+    let a = r.args;
+    let nnodes = a.nnodes.unwrap_or(1);
+    let world = a
+        .tp_size
+        .unwrap_or(1)
+        .max(1)
+        .saturating_mul(a.pp_size.unwrap_or(1).max(1));
+    if nnodes < 1 || world % nnodes != 0 {
+        return None; // nnodes_divide_tp_pp refuses it first
+    }
+    let replicas = r.dp_replicas().max(1);
+    let need = (replicas - 1)
+        .saturating_mul(world)
+        .saturating_add(world / nnodes);
+    if need <= n {
+        return None;
+    }
+    let holds = match r.machine.gpus_per_node_server {
+        Some(s) => format!("{n} GPUs (--gpus-per-node, default: {s}, the --gpu's usual server)"),
+        None => format!("{n} GPUs (--gpus-per-node)"),
+    };
+    let (tp, pp) = (a.tp_size.unwrap_or(1), a.pp_size.unwrap_or(1));
+    let spread = if replicas > 1 {
+        format!("{replicas} DP replicas of tp {tp} x pp {pp} take GPU ids up to {} here (each replica starts {world} GPUs after the last, data_parallel_controller.py:445)", need - 1)
+    } else {
+        format!(
+            "tp {tp} x pp {pp} over {nnodes} node{} takes {need} GPUs here",
+            if nnodes == 1 { "" } else { "s" }
+        )
+    };
+    let mut e = Diagnostic::error(
+        Code::GpusPerNodeExceeded,
+        FieldPath::root("nnodes"),
+        format!("{spread}, and a node holds {holds}; the scheduler of GPU id {n} fails in torch.cuda.set_device (\"CUDA error: invalid device ordinal\", srt/model_executor/model_runner.py:455) as it starts, before the weights load"),
+    )
+    .stage(SchedulerStart)
+    .given(&json!(need))
+    .allowed(format!("at most {n} GPUs on one node"));
+    let fit = (replicas == 1)
+        .then(|| {
+            (nnodes.max(1)
+                ..nnodes
+                    .saturating_add(MAX_NODE_TRIALS)
+                    .min(world.saturating_add(1)))
+                .find(|m| world % m == 0 && world / m <= n)
+        })
+        .flatten();
+    e = match fit {
+        Some(m) => e
+            .hint(format!("keep the {world} GPUs and run them over {m} nodes, {} a node: --nnodes {m} (start it on each node with --node-rank 0 ..= {} and one --dist-init-addr); or lower --tp-size / --pp-size to fit one node", world / m, m - 1))
+            .fix(vec![set("nnodes", json!(m))]),
+        None if replicas > 1 => e.hint(format!("SGLang puts every --dp-size replica on this node's GPUs: serve each replica of tp {tp} x pp {pp} as its own launch (--dp-size 1, one per node, behind a router), or attention DP (--enable-dp-attention) inside the node's GPUs")),
+        None => e.hint(format!("no node count runs tp {tp} x pp {pp} with at most {n} GPUs a node: lower --tp-size or --pp-size")),
+    };
+    Some(e)
 }
 
 /// An attention-DP width below 1 (`--attn-dp-size 0`, `--dp 0

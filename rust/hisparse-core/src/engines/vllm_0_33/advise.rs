@@ -13,6 +13,7 @@ use super::args::{LoadError, ServeArgs};
 use super::diagnostics::describe_fix;
 use super::fixed_flags::fixed_flags;
 use super::fixes::{apply_all, shallow};
+use super::input::Hw;
 use super::resolve::resolve_once;
 use super::validate::{PoolAdvice, StartupNeed};
 use crate::diagnostic::{apply_fix, Code, Diagnostic, FixOp};
@@ -38,12 +39,13 @@ pub fn resolve_with_model(args: &ServeArgs) -> Result<(Report, Option<ModelInfo>
 }
 
 /// [`resolve_with_model`] for a known GPU: adds vLLM's residency-resolver
-/// shared-memory check (and refuses a GPU that is not NVIDIA).
+/// shared-memory check (and refuses a GPU that is not NVIDIA), and the
+/// layout rules for the GPUs of its usual server's node.
 pub fn resolve_on(
     args: &ServeArgs,
     gpu: Option<&GpuSpec>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    let (mut report, model) = resolve_advised(args, gpu, None, None)?;
+    let (mut report, model) = resolve_advised(args, Hw::new(gpu, None), None, None)?;
     let fixed = fixed_flags(args, &report.errors);
     (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
     Ok((report, model))
@@ -56,11 +58,11 @@ pub fn resolve_on(
 /// (the one that lets the GPUs bind) when the caller knows it.
 pub(crate) fn resolve_advised(
     args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     advice: Option<&PoolAdvice>,
     machine: Option<MachineCheck<'_>>,
 ) -> Result<(Report, Option<ModelInfo>), LoadError> {
-    let (mut report, mut model, needed) = resolve_checked(args, gpu, advice, machine)?;
+    let (mut report, mut model, needed) = resolve_checked(args, hw, advice, machine)?;
     if !shallow(args) {
         return Ok((report, model)); // no copies of values nested this deep (see `shallow`)
     }
@@ -72,7 +74,7 @@ pub(crate) fn resolve_advised(
         (Some(n), Some(a)) => Some(n.max(a.gib)),
         (n, a) => n.or(a.map(|a| a.gib)),
     };
-    if let Ok((_, _, Some(after))) = resolve_once(&fixed, gpu, None) {
+    if let Ok((_, _, Some(after))) = resolve_once(&fixed, hw, None) {
         // The other fixes change the blocks start-up counts (a block size, a
         // context, a dtype): the pool offered says which figures it is for.
         let recounted = needed.as_ref().is_some_and(|n| {
@@ -95,10 +97,10 @@ pub(crate) fn resolve_advised(
                 gib,
                 holds: format!("{what}: it holds one max_model_len request at a time; size the pool for your concurrency with hisparse-check --plan (hisparse_rs.plan)"),
             };
-            (report, model, _) = resolve_checked(args, gpu, Some(&joint), machine)?;
+            (report, model, _) = resolve_checked(args, hw, Some(&joint), machine)?;
         }
     }
-    absorb(args, gpu, machine, &mut report);
+    absorb(args, hw, machine, &mut report);
     Ok((report, model))
 }
 
@@ -111,11 +113,11 @@ pub(crate) type MachineCheck<'a> = &'a dyn Fn(&ServeArgs, Option<&ModelInfo>, &m
 /// [`resolve_once`], then the machine check, when there is one.
 fn resolve_checked(
     args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     advice: Option<&PoolAdvice>,
     machine: Option<MachineCheck<'_>>,
 ) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
-    let (mut report, model, needed) = resolve_once(args, gpu, advice)?;
+    let (mut report, model, needed) = resolve_once(args, hw, advice)?;
     if let Some(check) = machine {
         check(args, model.as_ref(), &mut report);
     }
@@ -135,19 +137,14 @@ const ABSORB_ROUNDS: usize = 4;
 /// The configuration after all fixes names places as they are after every
 /// removal; they are the places the fixes name only when no fix removes or
 /// moves a list item, so below a list item only that case is absorbed.
-fn absorb(
-    args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
-    machine: Option<MachineCheck<'_>>,
-    report: &mut Report,
-) {
+fn absorb(args: &ServeArgs, hw: Hw<'_>, machine: Option<MachineCheck<'_>>, report: &mut Report) {
     // The errors this pass added to the report (revealed by the fixes together).
     let mut added: Vec<Diagnostic> = Vec::new();
     for _ in 0..ABSORB_ROUNDS {
         let Some(fixed) = fixed_args(args, report) else {
             return;
         };
-        let Ok((after, _, _)) = resolve_checked(&fixed, gpu, None, machine) else {
+        let Ok((after, _, _)) = resolve_checked(&fixed, hw, None, machine) else {
             return;
         };
         let shifts = report.errors.iter().flat_map(|d| &d.fix).any(|op| {
@@ -261,8 +258,13 @@ fn absorb(
                     .collect();
                 Diagnostic { fix, ..e.clone() }
             };
-            let owner = (0..errors.len())
+            // A layout over the node's GPUs is its own error (revealed), and
+            // its fix owns nothing: it counts the GPUs of the configuration as
+            // given, which another fix (a tensor parallel size) may change.
+            let own = found.code != Code::GpusPerNodeExceeded;
+            let owner = (0..if own { errors.len() } else { 0 })
                 .rev()
+                .filter(|i| errors[*i].code != Code::GpusPerNodeExceeded)
                 .map(|i| (i, seen_by(i, found)))
                 .find(|(i, e)| {
                     let e = probe(e);
@@ -282,22 +284,24 @@ fn absorb(
                 // as much whatever block size the revealing fix sets, so it is
                 // an error of its own (revealed), not folded into that fix.
                 .or_else(|| {
-                    if matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
+                    if !own || matches!(found.code, Code::HostMemoryExceeded | Code::NoGpuKvRoom) {
                         return None;
                     }
-                    (0..errors.len()).find_map(|i| {
-                        let e = seen_by(i, found);
-                        // Revealed: the report as given does not have it.
-                        if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
-                            return None;
-                        }
-                        let a = alone[i]
-                            .get_or_insert_with(|| alone_errors(args, gpu, machine, &errors[i]))
-                            .iter()
-                            .find(|a| a.code == e.code && a.path == e.path)?;
-                        let ops = joint_ops(&a.fix, &e.fix)?;
-                        Some((i, Diagnostic { fix: ops, ..e }))
-                    })
+                    (0..errors.len())
+                        .filter(|i| errors[*i].code != Code::GpusPerNodeExceeded)
+                        .find_map(|i| {
+                            let e = seen_by(i, found);
+                            // Revealed: the report as given does not have it.
+                            if errors.iter().any(|d| d.code == e.code && d.path == e.path) {
+                                return None;
+                            }
+                            let a = alone[i]
+                                .get_or_insert_with(|| alone_errors(args, hw, machine, &errors[i]))
+                                .iter()
+                                .find(|a| a.code == e.code && a.path == e.path)?;
+                            let ops = joint_ops(&a.fix, &e.fix)?;
+                            Some((i, Diagnostic { fix: ops, ..e }))
+                        })
                 });
             match owner {
                 Some((i, e)) => additions.push((i, e)),
@@ -333,7 +337,7 @@ fn absorb(
                     ));
                     let cap = value.as_f64();
                     merge_sets(&mut d.fix, e.fix);
-                    shorten_to_pass(args, gpu, machine, d, cap, fixed_len);
+                    shorten_to_pass(args, hw, machine, d, cap, fixed_len);
                     grown = true;
                     continue;
                 }
@@ -469,7 +473,7 @@ fn shortest_length(report: &mut Report) {
 /// context starts in it, the fix is withdrawn and says the node cannot run it.
 fn shorten_to_pass(
     args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     machine: Option<MachineCheck<'_>>,
     d: &mut Diagnostic,
     cap: Option<f64>,
@@ -490,7 +494,7 @@ fn shorten_to_pass(
     let Ok(alone) = ServeArgs::from_json(doc) else {
         return;
     };
-    let Ok((r, _, needed)) = resolve_checked(&alone, gpu, None, machine) else {
+    let Ok((r, _, needed)) = resolve_checked(&alone, hw, None, machine) else {
         return;
     };
     if !r
@@ -572,7 +576,7 @@ fn joint_ops(alone: &[FixOp], joint: &[FixOp]) -> Option<Vec<FixOp>> {
 /// The errors `args` has after `d`'s fix alone (none when it does not apply).
 fn alone_errors(
     args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     machine: Option<MachineCheck<'_>>,
     d: &Diagnostic,
 ) -> Vec<Diagnostic> {
@@ -586,7 +590,7 @@ fn alone_errors(
     let Ok(one) = ServeArgs::from_json(doc) else {
         return Vec::new();
     };
-    resolve_checked(&one, gpu, None, machine).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
+    resolve_checked(&one, hw, None, machine).map_or_else(|_| Vec::new(), |(r, _, _)| r.errors)
 }
 
 /// `args` with every error's fix of `report` applied in order; None when

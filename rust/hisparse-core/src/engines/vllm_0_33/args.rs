@@ -167,6 +167,16 @@ pub struct ServeArgs {
         skip_serializing_if = "Option::is_none"
     )]
     pub vllm_use_v2_model_runner: Option<String>,
+    /// The `VLLM_ALLOW_LONG_MAX_MODEL_LEN` environment variable as a string
+    /// (unset: None); `1` or `true` (stripped, any case: vllm/envs.py:1115-1118)
+    /// lets max_model_len exceed the model's length with a warning
+    /// (config/model.py:2676).
+    #[serde(
+        default,
+        rename = "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub vllm_allow_long_max_model_len: Option<String>,
     /// Target platform: "cuda" (default), "rocm" or "cpu".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,
@@ -347,7 +357,7 @@ impl ServeArgs {
     /// (`tensor_parallel_size` 10**30, 2.5) is an `invalid_value` error, and
     /// the field is dropped, instead of failing the whole parse: it is a bad
     /// value, which a report should show. Wrong kinds (a string for an int)
-    /// and unknown keys still fail.
+    /// and unknown keys still fail, the error naming the key first.
     pub fn from_json_reporting(
         value: &Value,
     ) -> Result<(Self, Vec<Diagnostic>), serde_json::Error> {
@@ -381,7 +391,12 @@ impl ServeArgs {
                     .given(v)
                     .allowed("an integer in the signed 64-bit range (vLLM: a Python int)"),
                 ),
-                Err(_) => return Err(first),
+                // Named: `tensor_parallel_size="8"` says which argument (issue 22).
+                Err(e) => {
+                    return Err(<serde_json::Error as serde::de::Error>::custom(format!(
+                        "{key}: {e}"
+                    )))
+                }
             }
         }
         Ok((ServeArgs::deserialize(&Value::Object(kept))?, errors))

@@ -16,10 +16,10 @@
 //!   the planner, for the configuration the report's fixes give) when the GPU
 //!   memory is known, instead of the start-up minimum that holds one request.
 
-use crate::diagnostic::FixOp;
 use crate::engines::vllm_0_33::advise::{fixed_args, resolve_advised, MachineCheck};
 use crate::engines::vllm_0_33::args::ServeArgs;
 use crate::engines::vllm_0_33::fixed_flags::fixed_flags;
+use crate::engines::vllm_0_33::input::Hw;
 use crate::engines::vllm_0_33::kv_room;
 use crate::engines::vllm_0_33::planner;
 use crate::engines::vllm_0_33::validate::PoolAdvice;
@@ -50,6 +50,8 @@ pub(crate) fn check_with_model(
         .map(gpu::lookup)
         .transpose()
         .map_err(PlanError::Option)?;
+    // Given, or (None) the GPU's usual server's, which Hw names.
+    let gpus_per_node = options.gpus_per_node;
     let options = &options.with_gpu(gpu.as_ref());
     // The host-RAM check runs inside the joint pass, so a fix whose result
     // pins more than the node holds (a misplaced pool moved into place) takes
@@ -60,6 +62,7 @@ pub(crate) fn check_with_model(
     // measures the weights as it loads them, and an estimate must not stop it.
     let room = host_ram && options.gpu_memory_gib.is_some() && options.host_memory_source.is_none();
     let gpu_ref = gpu.as_ref();
+    let hw = Hw::new(gpu_ref, gpus_per_node);
     let machine_check = |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report, advice| {
         if ram {
             host_ram_check(a, options, r, advice);
@@ -71,17 +74,17 @@ pub(crate) fn check_with_model(
     let host_check =
         |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report| machine_check(a, m, r, None);
     let machine: Option<MachineCheck<'_>> = (ram || room).then_some(&host_check);
-    let (mut report, mut model) = resolve_advised(args, gpu.as_ref(), None, machine)?;
+    let (mut report, mut model) = resolve_advised(args, hw, None, machine)?;
     // With the GPU memory known, every host_pool_gib fix (host_memory_exceeded's
     // too) offers the pool that lets the GPUs bind, not the start-up minimum
     // nor the most the node's RAM pins.
     if !report.errors.is_empty() {
-        if let Some(advice) = binding_pool(args, options, gpu.as_ref(), &report) {
+        if let Some(advice) = binding_pool(args, options, hw, &report) {
             let advised = |a: &ServeArgs, m: Option<&ModelInfo>, r: &mut Report| {
                 machine_check(a, m, r, Some(&advice))
             };
             let machine: Option<MachineCheck<'_>> = (ram || room).then_some(&advised);
-            (report, model) = resolve_advised(args, gpu.as_ref(), Some(&advice), machine)?;
+            (report, model) = resolve_advised(args, hw, Some(&advice), machine)?;
         }
     }
     // Without the node's RAM the pools are not checked: say so on a valid report.
@@ -140,17 +143,7 @@ fn host_ram_check(
     }
     .unwrap_or_else(|| FieldPath::root("host_pool_gib"));
     let gpu_memory_known = options.gpu_memory_gib.is_some() || args.kv_cache_memory_bytes.is_some();
-    if let Some(mut e) = planner::host_memory_error(&host, &h, &path, gpu_memory_known) {
-        if let (Some(a), [FixOp::Set { value, .. }]) = (advice, e.fix.as_mut_slice()) {
-            let fits = value.as_f64().unwrap_or(0.0);
-            if a.gib < fits && a.gib >= host.min_host_pool_gib {
-                *value = crate::sizes::gib_json(a.gib);
-                e.hint = Some(format!(
-                    "set {path} to {}: {}; the most this node's RAM pins is {fits} GiB, nearly all of it, which leaves no room for the OS and vLLM's own host memory",
-                    a.gib, a.holds
-                ));
-            }
-        }
+    if let Some(e) = planner::host_memory_error(&host, &h, &path, gpu_memory_known, advice) {
         report.errors.push(e);
         report
             .warnings
@@ -166,14 +159,15 @@ fn host_ram_check(
 fn binding_pool(
     args: &ServeArgs,
     options: &PlanOptions,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     report: &Report,
 ) -> Option<PoolAdvice> {
+    let gpu = hw.gpu;
     if options.gpu_memory_gib.is_none() && args.kv_cache_memory_bytes.is_none() {
         return None;
     }
     let fixed = fixed_args(args, report)?;
-    let (r, model) = resolve_advised(&fixed, gpu, None, None).ok()?;
+    let (r, model) = resolve_advised(&fixed, hw, None, None).ok()?;
     let (h, model) = (r.vllm_hisparse().cloned()?, model?);
     let p = planner::plan_resolved(&fixed, options, &r, &h, &model, gpu).ok()?;
     let at = &p.at_context;

@@ -43,33 +43,68 @@ pub(crate) fn no_kv_room(
     }
     let tp = p.gpu.tensor_parallel_size.max(1);
     let heads = model.dims.num_attention_heads.unwrap_or(0);
-    let larger = (tp + 1..=MAX_TP.min(heads)).filter(|t| heads % t == 0);
+    // Within one node when its GPUs are known: a replica over the node's GPUs
+    // is gpus_per_node_exceeded's, and tensor parallelism over nodes is not
+    // the fix to offer first.
+    let top = options.gpus_per_node.unwrap_or(MAX_TP).min(MAX_TP);
+    let larger = (tp + 1..=top.min(heads)).filter(|t| heads % t == 0);
+    // The deployment's GPUs kept where they can be (issue 22): DP x TP the
+    // same, fewer replicas of more GPUs, unless this node's replicas are given.
+    let dp = args.data_parallel_size.unwrap_or(1).max(1).unsigned_abs();
+    let pinned = args.data_parallel_size_local.is_some() || args.data_parallel_rank.is_some();
     let fits = larger.into_iter().find_map(|t| {
         let mut doc = args.normalized().0.into_owned().to_json();
         doc["tensor_parallel_size"] = json!(t);
+        let fewer = (dp > 1 && !pinned && (dp * tp) % t == 0 && dp * tp >= t).then(|| dp * tp / t);
+        if let Some(n) = fewer {
+            doc["data_parallel_size"] = json!(n);
+        }
         let a = ServeArgs::from_json(doc).ok()?;
         let q = plan(&a)?;
-        room_warning(&q).is_none().then_some((t, q))
+        room_warning(&q).is_none().then_some((t, fewer, q))
     });
     let others = "a quantized checkpoint or GPUs with more memory also do; if the weights estimate is too high, give --weights-gib or --kv-cache-memory-bytes from vLLM's start-up log";
     match fits {
-        Some((t, q)) => {
+        Some((t, fewer, q)) => {
             let per_gpu = |p: &Plan| p.gpu.weights_bytes_per_gpu.unwrap_or(0) as f64 / GIB;
+            let mut ops = vec![FixOp::Set {
+                path: crate::path::FieldPath::root("tensor_parallel_size"),
+                value: json!(t),
+            }];
+            let (flags, kept) = match fewer {
+                Some(n) => {
+                    ops.push(FixOp::Set {
+                        path: crate::path::FieldPath::root("data_parallel_size"),
+                        value: json!(n),
+                    });
+                    (
+                        format!("--tensor-parallel-size {t} --data-parallel-size {n}"),
+                        format!(
+                            " and {n} DP replica{} instead of {dp}, the same {} GPUs",
+                            if n == 1 { "" } else { "s" },
+                            dp * tp
+                        ),
+                    )
+                }
+                None => (format!("--tensor-parallel-size {t}"), String::new()),
+            };
             e = e
                 .hint(format!(
-                    "use tensor_parallel_size {t} (vllm serve: --tensor-parallel-size {t}): more GPUs per replica, {:.1} GiB of weights on each instead of {:.1} GiB, the smallest size that divides the {heads} attention heads and leaves KV room; {others}",
+                    "use tensor_parallel_size {t}{kept} (vllm serve: {flags}): more GPUs per replica, {:.1} GiB of weights on each instead of {:.1} GiB, the smallest size that divides the {heads} attention heads and leaves KV room; {others}",
                     per_gpu(&q),
                     per_gpu(&p)
                 ))
-                .fix(vec![FixOp::Set {
-                    path: crate::path::FieldPath::root("tensor_parallel_size"),
-                    value: json!(t),
-                }]);
+                .fix(ops);
         }
         None => {
+            let node = if options.gpus_per_node.is_some_and(|n| n < MAX_TP) {
+                " (a node's GPUs, --gpus-per-node)"
+            } else {
+                ""
+            };
             e = e.hint(format!(
-                "no tensor parallel size up to {} leaves KV room for these weights: {others}",
-                MAX_TP.min(heads.max(tp))
+                "no tensor parallel size up to {}{node} leaves KV room for these weights: {others}",
+                top.min(heads.max(tp))
             ));
         }
     }

@@ -291,6 +291,7 @@ impl<'a> Planner<'a> {
             self.h,
             &path,
             self.gpu.kv_bytes_per_gpu.is_some(),
+            None,
         ) {
             if self.host.host_memory_given {
                 errors.push(e);
@@ -491,13 +492,16 @@ fn pools_text(host: &HostPlan) -> String {
 
 /// The pinned pools must fit in 95 % of the node's host RAM (vLLM 0.33
 /// `check_hisparse_host_memory`); the error's fix lowers host_pool_gib (at
-/// `path`) to the largest size that fits, if that size still starts. None
-/// when they fit or the RAM is unknown.
+/// `path`) to the largest size that fits, if that size still starts, or to
+/// `advice` (the pool that lets the GPUs bind, which the plain check knows
+/// with the GPU memory) when that is smaller and starts: the one place the
+/// RAM fix's hint is worded. None when they fit or the RAM is unknown.
 pub(crate) fn host_memory_error(
     host: &HostPlan,
     h: &ResolvedHiSparse,
     path: &FieldPath,
     gpu_memory_known: bool,
+    advice: Option<&crate::engines::vllm_0_33::validate::PoolAdvice>,
 ) -> Option<Diagnostic> {
     let usable = host.usable_host_memory_bytes?;
     if host.pinned_bytes_per_node <= usable {
@@ -543,7 +547,24 @@ pub(crate) fn host_memory_error(
             }]),
         );
     }
+    let smaller = |fits: f64| advice.filter(|a| a.gib < fits && a.gib >= host.min_host_pool_gib);
     match largest.filter(|g| *g >= host.min_host_pool_gib) {
+        Some(fits) if smaller(fits).is_some() => {
+            let a = smaller(fits)?;
+            diag = diag
+                .allowed(format!(
+                    "{} <= host_pool_gib <= {fits} (start-up minimum .. what fits in host RAM)",
+                    host.min_host_pool_gib
+                ))
+                .hint(format!(
+                    "set {path} to {}: {}; the most this node's RAM pins is {fits} GiB, nearly all of it, which leaves no room for the OS and vLLM's own host memory",
+                    a.gib, a.holds
+                ))
+                .fix(vec![FixOp::Set {
+                    path: path.clone(),
+                    value: sizes::gib_json(a.gib),
+                }]);
+        }
         Some(fits) => {
             diag = diag
                 .allowed(format!(

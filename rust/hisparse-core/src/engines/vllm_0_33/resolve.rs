@@ -13,7 +13,7 @@ use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::engines::vllm_0_33::args::{LoadError, ServeArgs};
 use crate::engines::vllm_0_33::connectors::{self, ConnectorTree};
 use crate::engines::vllm_0_33::diagnostics::VllmDiagnostic;
-use crate::engines::vllm_0_33::input::{HiSparseInput, Scalars};
+use crate::engines::vllm_0_33::input::{HiSparseInput, Hw, Scalars};
 use crate::engines::vllm_0_33::schema::{
     self, check_keys, closest, lax_bool, lax_int, quoted, type_error, ATTENTION_FIELDS,
     CACHE_DTYPES, COMPILATION_FIELDS, CUDAGRAPH_MODES, HISPARSE_FIELDS, PLATFORMS,
@@ -22,7 +22,6 @@ use crate::engines::vllm_0_33::schema::{
 use crate::engines::vllm_0_33::stages;
 use crate::engines::vllm_0_33::validate::{self, PoolAdvice, StartupNeed};
 use crate::engines::vllm_0_33::{fixes, misplaced, startup};
-use crate::gpu::GpuSpec;
 use crate::model::{self, ModelInfo};
 use crate::path::FieldPath;
 use crate::report::{ModelSummary, Report};
@@ -33,9 +32,10 @@ use serde_json::{json, Value};
 /// model facts and what start-up needs of the host pool when the sizes are known.
 pub(crate) fn resolve_once(
     args: &ServeArgs,
-    gpu: Option<&GpuSpec>,
+    hw: Hw<'_>,
     advice: Option<&PoolAdvice>,
 ) -> Result<(Report, Option<ModelInfo>, Option<StartupNeed>), LoadError> {
+    let gpu = hw.gpu;
     let (normalized, mut d) = args.normalized();
     if !d.is_empty() {
         // Flags that are not JSON: report them alone rather than guess around
@@ -67,7 +67,9 @@ pub(crate) fn resolve_once(
     let full_graphs = !matches!(cudagraph_mode.as_deref(), Some("NONE" | "PIECEWISE"));
     let children_late = args.disable_hybrid_kv_cache_manager.is_some() && !full_graphs;
     stages::set_connector_stages(&mut d[walked..walk_end], children_late);
-    let scalars = check_scalars(args, &mut d);
+    let mut scalars = check_scalars(args, &mut d);
+    scalars.gpus_per_node = hw.gpus_per_node;
+    scalars.gpus_per_node_server = hw.server.map(str::to_owned);
 
     let loaded = args.load_hf_config()?;
     let overrides = match &args.hf_overrides {
@@ -96,7 +98,12 @@ pub(crate) fn resolve_once(
         (info, source.clone())
     });
     if let (Some((info, _)), Some(len)) = (&model, scalars.max_model_len) {
-        check_max_model_len(info, len, &mut d);
+        check_max_model_len(
+            info,
+            len,
+            args.vllm_allow_long_max_model_len.as_deref(),
+            &mut d,
+        );
     }
 
     let enabled = explicit.is_some() || !tree.sites.is_empty();
@@ -582,14 +589,42 @@ fn check_scalars(args: &ServeArgs, d: &mut Vec<Diagnostic>) -> Scalars {
         platform,
         kv_cache_dtype,
         v2_runner,
+        gpus_per_node: None,
+        gpus_per_node_server: None,
     }
 }
 
-fn check_max_model_len(info: &ModelInfo, len: u64, d: &mut Vec<Diagnostic>) {
+/// A max_model_len over the model's: vLLM 0.33 refuses it while building
+/// its config ("User-specified max_model_len (N) is greater than the derived
+/// max_model_len", vllm/config/model.py:2660-2684), unless
+/// `VLLM_ALLOW_LONG_MAX_MODEL_LEN` is `1` or `true` (vllm/envs.py:1115-1118):
+/// then it only warns (:2676), and so does this check.
+fn check_max_model_len(
+    info: &ModelInfo,
+    len: u64,
+    allow_long: Option<&str>,
+    d: &mut Vec<Diagnostic>,
+) {
     let Some(limit) = &info.max_position_embeddings else {
         return;
     };
-    if len > limit.value {
+    let allowed =
+        allow_long.is_some_and(|v| matches!(v.trim().to_lowercase().as_str(), "1" | "true"));
+    if len > limit.value && allowed {
+        d.push(
+            Diagnostic::warning(
+                Code::MaxModelLenTooLarge,
+                FieldPath::root("max_model_len"),
+                format!(
+                    "max_model_len {len} is longer than the model's {} ({}); VLLM_ALLOW_LONG_MAX_MODEL_LEN lets vLLM 0.33 start with it and warn (config/model.py:2676): positions past {} give NaN with RoPE",
+                    limit.value, limit.source, limit.value
+                ),
+            )
+            .stage(stages::VllmStage::Never)
+            .given(&json!(len))
+            .allowed(format!("at most {} (longer only with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which is set)", limit.value)),
+        );
+    } else if len > limit.value {
         let path = FieldPath::root("max_model_len");
         d.push(
             Diagnostic::error(

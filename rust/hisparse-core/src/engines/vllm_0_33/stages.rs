@@ -95,6 +95,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::DataParallelLayoutInvalid, EngineStart, "config/parallel.py:827 nnodes_within_dp, v1/executor/multiproc_executor.py:305, first read when the engine starts"),
     row(Code::HeadlessWithoutLocalReplicas, EngineStart, "entrypoints/cli/serve.py:203 run_headless \"data_parallel_size_local must be > 0 in headless mode\""),
     row(Code::ExternalLbLocalSizeInvalid, Config, "engine/arg_utils.py:2476-2483 \"an external data-parallel rank requires --data-parallel-size-local 1\""),
+    row(Code::GpusPerNodeExceeded, EngineStart, "config/parallel.py:1068-1077 \"World size (N) is larger than the number of available GPUs (M) in this node\" (one node, the default executor: stage config, set by the rule), v1/worker/gpu_worker.py:487-490 \"DP adjusted local rank N is out of bounds for M devices\" (a DP replica past the node's GPUs, as its workers start)"),
     row(Code::ModelNotDsa, Config, "config/vllm.py:1909 hasattr(hf_config, \"index_topk\")"),
     row(Code::DeepseekV4Unsupported, Workers, "v1/hisparse/layout.py:104"),
     row(Code::IndexTopkTooLarge, Workers, "v1/hisparse/runtime.py:142 (device_buffer_size above 32768)"),
@@ -108,7 +109,7 @@ pub const VLLM_0_33_STAGES: &[StageRow] = &[
     row(Code::BlockSizeUnsupported, ModelLoad, "v1/worker/utils.py select_common_block_size, from multiproc_executor.py:802 update_block_size_for_backend"),
     row(Code::KvCacheDtypeUnsupported, ModelLoad, "v1/attention/selector.py get_attn_backend, as each sparse-MLA layer is built"),
     row(Code::MaxModelLenTooLarge, Config, "config/model.py:2664 _get_and_verify_max_len"),
-    row(Code::MaxModelLenUnknown, Never, "config/model.py:2545 falls back to a default length; hisparse_rs cannot size the pool without one"),
+    row(Code::MaxModelLenUnknown, Never, "config/model.py:2545 compares a max_position_embeddings that is not a number of tokens (a string crashes, NaN or 0 derive a wrong length); none at all is vLLM's 2048, config/model.py:2589"),
     row(Code::SpeculativeTokensMissing, Config, "config/speculative.py:1946"),
     row(Code::ModelConfigMissing, Never, "vLLM serves its default model; hisparse_rs has nothing to check against"),
     // The capacity planner.

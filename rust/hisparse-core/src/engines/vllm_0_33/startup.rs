@@ -390,8 +390,13 @@ fn check_launch(
     check_multi_node_backend(args, nnodes, d);
     check_external_lb(args, p, model, d);
     // External LB: vLLM skips the node-group rule (parallel.py:825-826).
-    if args.data_parallel_rank.is_none() {
-        check_node_groups(&layout, args, d);
+    let gpn = s
+        .gpus_per_node
+        .map(|n| (n, s.gpus_per_node_server.as_deref()));
+    let grouped = args.data_parallel_rank.is_none() && check_node_groups(&layout, args, gpn, d);
+    let headless_none = headless && p.dp_local == Some(0);
+    if !(grouped || headless_none) {
+        check_node_gpus(&layout, args, gpn, d);
     }
     if headless && p.dp_local == Some(0) {
         headless_without_replicas(&layout, args, d);
@@ -469,7 +474,7 @@ enum LayoutRule {
 /// The DP replicas a node runs that vLLM starts with, nearest `want` (ties:
 /// more replicas a node): `data_parallel_size / g` for the node groups `g`
 /// that divide both nnodes and the DP size (bounded by the divisors of nnodes).
-fn starting_dp_local(p: &Parallel, want: i64, mp: bool) -> Option<i64> {
+fn starting_dp_local(p: &Parallel, want: i64, mp: bool, gpn: Option<u64>) -> Option<i64> {
     let nnodes = p.nnodes.unsigned_abs();
     let mut best: Option<i64> = None;
     let mut g = 1u64;
@@ -483,7 +488,7 @@ fn starting_dp_local(p: &Parallel, want: i64, mp: bool) -> Option<i64> {
                     continue;
                 }
                 let local = p.dp / groups;
-                if layout_starts(p, local, mp).is_err() {
+                if layout_starts(p, local, mp).is_err() || !fits_node(p, local, gpn) {
                     continue;
                 }
                 let closer = best.is_none_or(|b| {
@@ -509,9 +514,20 @@ fn starting_dp_local(p: &Parallel, want: i64, mp: bool) -> Option<i64> {
 /// when its engine starts (stage `engine_start`). The fix is the local size
 /// nearest the given (or inferred) one that starts, reusing the DP size and
 /// the nodes. External-LB DP ranks skip the rule (the caller does).
-fn check_node_groups(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
+///
+/// With the GPUs a node holds known (`gpn`), the fix is a local size whose
+/// node runs no more (`fits_node`), else a node count that does
+/// ([`node_layout`]): `-tp 8 -dp 3 --nnodes 2` on 8-GPU nodes is 3 nodes of
+/// one replica, not `--data-parallel-size-local 3` (12 GPUs a node). True
+/// when it reports.
+fn check_node_groups(
+    p: &Parallel,
+    args: &ServeArgs,
+    gpn: Option<(u64, Option<&str>)>,
+    d: &mut Vec<Diagnostic>,
+) -> bool {
     if p.nnodes <= 1 {
-        return;
+        return false;
     }
     let inferred = Parallel {
         dp_local: None,
@@ -522,16 +538,23 @@ fn check_node_groups(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     let local = given.unwrap_or(inferred);
     let headless = args.headless == Some(true);
     if local == 0 && headless {
-        return; // vllm serve --headless refuses it first (headless_without_replicas)
+        return false; // vllm serve --headless refuses it first (headless_without_replicas)
     }
     let mp = matches!(
         args.distributed_executor_backend.as_deref(),
         None | Some("mp")
     );
     let Err(rule) = layout_starts(p, local, mp) else {
-        return;
+        return false;
     };
-    let fixed = starting_dp_local(p, if local > 0 { local } else { inferred }, mp);
+    let want = if local > 0 { local } else { inferred };
+    let cap = gpn.map(|(n, _)| n);
+    let fixed = starting_dp_local(p, want, mp, cap);
+    // No local size fits the node's GPUs at these nodes: more nodes.
+    let moved = match (fixed, gpn) {
+        (None, Some((n, server))) => node_layout(p, n, mp).map(|l| (l, n, server)),
+        _ => None,
+    };
     let path = FieldPath::root("data_parallel_size_local");
     let v = crate::engines::vllm_0_33::VERSION;
     let (tp, pp, pcp, dp, nnodes) = (p.tp, p.pp, p.pcp, p.dp, p.nnodes);
@@ -559,11 +582,26 @@ fn check_node_groups(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
     if let Some(n) = given {
         diag = diag.given(&json!(n));
     }
-    diag = match fixed {
-        Some(fixed) => diag
-            .hint(format!("with --nnodes {nnodes}, run {fixed} DP replica{} a node: --data-parallel-size-local {fixed}", if fixed == 1 { "" } else { "s" }))
-            .fix(vec![FixOp::Set { path: path.clone(), value: json!(fixed) }]),
-        None => diag.hint(format!("no data_parallel_size_local starts this layout over {nnodes} nodes: change --nnodes, --data-parallel-size or the replica's parallel sizes")),
+    diag = match (fixed, moved) {
+        (Some(fixed), _) => {
+            let on_node = gpn.map_or(String::new(), |(n, server)| {
+                let used = Parallel { dp_local: Some(fixed), ..*p }.gpus_on_this_node();
+                format!(" ({used} of the node's {})", node_gpus(n, server))
+            });
+            diag
+                .hint(format!("with --nnodes {nnodes}, run {fixed} DP replica{} a node{on_node}: --data-parallel-size-local {fixed}", if fixed == 1 { "" } else { "s" }))
+                .fix(vec![FixOp::Set { path: path.clone(), value: json!(fixed) }])
+        }
+        (None, Some(((n2, l2), n, server))) => {
+            let used = Parallel { nnodes: n2, dp_local: Some(l2), ..*p }.gpus_on_this_node();
+            diag
+                .hint(format!("no data_parallel_size_local starts this layout over {nnodes} nodes of {}: the same {} GPUs run over {n2} nodes, {l2} DP replica{} ({used} GPUs) a node: --nnodes {n2} --data-parallel-size-local {l2} (--node-rank 0 ..= {} on each node)", node_gpus(n, server), p.dp.saturating_mul(world_within_dp(p)), if l2 == 1 { "" } else { "s" }, n2 - 1))
+                .fix(vec![
+                    FixOp::Set { path: FieldPath::root("nnodes"), value: json!(n2) },
+                    FixOp::Set { path: path.clone(), value: json!(l2) },
+                ])
+        }
+        (None, None) => diag.hint(format!("no data_parallel_size_local starts this layout over {nnodes} nodes: change --nnodes, --data-parallel-size or the replica's parallel sizes")),
     };
     d.push(diag);
     if local == 0 {
@@ -574,6 +612,138 @@ fn check_node_groups(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnostic>) {
             format!("vLLM {v} does not report this: it raises ZeroDivisionError (ParallelConfig.nnodes_within_dp divides data_parallel_size by data_parallel_size_local) at start-up"),
         ).stage(VllmStage::EngineStart));
     }
+    true
+}
+
+/// "8 GPUs (the HGX H200 / DGX H200 (8 SXM GPUs a node) of --gpu)" or
+/// "8 GPUs (--gpus-per-node)": the node's GPUs and where the figure is from.
+fn node_gpus(n: u64, server: Option<&str>) -> String {
+    match server {
+        Some(s) => format!("{n} GPUs (--gpus-per-node, default: {s}, the --gpu's usual server)"),
+        None => format!("{n} GPUs (--gpus-per-node)"),
+    }
+}
+
+/// Whether this node runs no more GPUs than it holds with `local` replicas
+/// (any count when unknown).
+fn fits_node(p: &Parallel, local: i64, gpn: Option<u64>) -> bool {
+    gpn.is_none_or(|n| {
+        Parallel {
+            dp_local: Some(local),
+            ..*p
+        }
+        .gpus_on_this_node()
+            <= n
+    })
+}
+
+/// Most node counts [`node_layout`] tries.
+const MAX_NODE_TRIALS: i64 = 1024;
+
+/// The fewest nodes (at least the given ones, and enough for the GPUs) that
+/// run this deployment's GPUs (DP x PP x TP x PCP, kept) with no node over
+/// `gpn`, and the DP replicas a node then runs: `(nnodes, dp_local)`.
+fn node_layout(p: &Parallel, gpn: u64, mp: bool) -> Option<(i64, i64)> {
+    let dp = p.dp.max(1);
+    let total = dp.saturating_mul(world_within_dp(p));
+    let gpn = i64::try_from(gpn).ok()?;
+    let first = p.nnodes.max(1).max(total.saturating_add(gpn - 1) / gpn);
+    for n in first
+        ..first
+            .saturating_add(MAX_NODE_TRIALS)
+            .min(total.saturating_add(1))
+    {
+        // nnodes divides the world (DP x PP x TP x PCP), as check_launch asks.
+        if total % n != 0 {
+            continue;
+        }
+        let q = Parallel { nnodes: n, ..*p };
+        // Replicas that span the fewest nodes (tensor parallelism stays on a
+        // node's links), then the most replicas a node.
+        let best = (1..=dp.min(MAX_DIVISOR_TRIALS as i64))
+            .filter(|l| dp % l == 0 && (n > 1 || *l == dp))
+            .filter(|l| layout_starts(&q, *l, mp).is_ok() && fits_node(&q, *l, Some(gpn as u64)))
+            .min_by_key(|l| {
+                (
+                    Parallel {
+                        dp_local: Some(*l),
+                        ..q
+                    }
+                    .nnodes_within_dp(),
+                    -l,
+                )
+            });
+        if let Some(l) = best {
+            return Some((n, l));
+        }
+    }
+    None
+}
+
+/// A launch that runs more GPUs on one node than it holds (`gpn`, issue 22):
+/// vLLM 0.33 refuses a replica's world over the node's GPUs on one node under
+/// the default executor while building its config ("World size (N) is larger
+/// than the number of available GPUs (M) in this node",
+/// vllm/config/parallel.py:1068-1077), and a DP replica past them as its
+/// workers start ("DP adjusted local rank N is out of bounds for M devices",
+/// v1/worker/gpu_worker.py:487-490; the replica's GPUs start at
+/// `local_rank + dp_local_rank x world_size`, config/parallel.py:855). Ray and
+/// external launchers place the workers themselves: not checked. The fix
+/// keeps the GPUs: more nodes ([`node_layout`]).
+fn check_node_gpus(
+    p: &Parallel,
+    args: &ServeArgs,
+    gpn: Option<(u64, Option<&str>)>,
+    d: &mut Vec<Diagnostic>,
+) {
+    let Some((n, server)) = gpn else { return };
+    let backend = args.distributed_executor_backend.as_deref();
+    if matches!(backend, Some("ray" | "external_launcher"))
+        || args.data_parallel_backend.as_deref() == Some("ray")
+    {
+        return;
+    }
+    let need = p.gpus_on_this_node();
+    if need <= n {
+        return;
+    }
+    let v = crate::engines::vllm_0_33::VERSION;
+    let world = world_within_dp(p);
+    let local = p.dp_local();
+    let (pp, tp, pcp) = (p.pp, p.tp, p.pcp);
+    let per_replica = world / p.nnodes_within_dp().max(1);
+    let config_stage = p.nnodes <= 1 && backend.is_none() && world as u64 > n;
+    let why = if config_stage {
+        format!("this node runs a replica of {world} GPUs (pipeline {pp} x tensor {tp} x prefill context {pcp}) and holds {}; vLLM {v} refuses it while building its config (\"World size ({world}) is larger than the number of available GPUs ({n}) in this node\", vllm/config/parallel.py:1068)", node_gpus(n, server))
+    } else {
+        format!("this node runs {local} DP replica{} of {per_replica} GPUs each here (pipeline {pp} x tensor {tp} x prefill context {pcp}{}), {need} GPUs, and holds {}; vLLM {v} refuses it as the workers start (\"DP adjusted local rank {} is out of bounds for {n} devices\", vllm/v1/worker/gpu_worker.py:487)", if local == 1 { "" } else { "s" }, if p.nnodes_within_dp() > 1 { format!(" over {} nodes", p.nnodes_within_dp()) } else { String::new() }, node_gpus(n, server), n)
+    };
+    let path = FieldPath::root("nnodes");
+    let mp = matches!(backend, None | Some("mp"));
+    let mut diag = Diagnostic::error(Code::GpusPerNodeExceeded, path.clone(), why)
+        .given(&json!(need))
+        .allowed(format!("at most {n} GPUs on one node (data_parallel_size_local x the replica's GPUs on this node)"));
+    if config_stage {
+        diag = diag.stage(VllmStage::Config);
+    }
+    diag = match node_layout(p, n, mp) {
+        Some((nodes, l)) => {
+            let total = p.dp.max(1).saturating_mul(world);
+            let mut ops = vec![FixOp::Set { path: path.clone(), value: json!(nodes) }];
+            let dp_path = FieldPath::root("data_parallel_size_local");
+            let set_local = p.dp > 1 && (p.dp_local.is_some() || Parallel { nnodes: nodes, dp_local: None, ..*p }.dp_local() != l);
+            let mut flags = format!("--nnodes {nodes}");
+            if set_local {
+                ops.push(FixOp::Set { path: dp_path, value: json!(l) });
+                flags.push_str(&format!(" --data-parallel-size-local {l}"));
+            }
+            let used = Parallel { nnodes: nodes, dp_local: Some(l), ..*p }.gpus_on_this_node();
+            diag.hint(format!("keep the {total} GPUs and run them over {nodes} nodes, {used} a node: {flags} (start it on each node with --node-rank 0 ..= {}); or lower the parallel sizes to fit one node", nodes - 1))
+                .fix(ops)
+        }
+        None => diag.hint(format!("no node count runs these parallel sizes with at most {n} GPUs a node: lower --tensor-parallel-size, --pipeline-parallel-size or --data-parallel-size")),
+    };
+    d.push(diag);
 }
 
 /// `vllm serve --headless` runs this node's DP engines without an API server
@@ -594,7 +764,7 @@ fn headless_without_replicas(p: &Parallel, args: &ServeArgs, d: &mut Vec<Diagnos
     let fixed = if p.nnodes <= 1 || layout_starts(p, inferred, mp).is_ok() {
         inferred
     } else {
-        starting_dp_local(p, inferred, mp).unwrap_or(inferred)
+        starting_dp_local(p, inferred, mp, None).unwrap_or(inferred)
     };
     let path = FieldPath::root("data_parallel_size_local");
     d.push(

@@ -28,6 +28,10 @@ use crate::report::{Provenance, Resolved, ResolvedHiSparse};
 use crate::sizes::{self, min_pool_gib, pool_blocks, GIB};
 use serde_json::{json, Value};
 
+/// vLLM 0.33's max_model_len for a config.json with no length key
+/// (`_get_and_verify_max_len`, vllm/config/model.py:2589).
+pub(crate) const VLLM_DEFAULT_MAX_LEN: u64 = 2048;
+
 /// Largest hot buffer: slot indices are int16 (vLLM 0.33 runtime: `iinfo(int16).max + 1`).
 pub const MAX_DEVICE_BUFFER_SIZE: u64 = 32768;
 /// Sparse-MLA kernel block sizes on CUDA are multiples of 64, and 64 when unset
@@ -440,6 +444,18 @@ impl Ctx<'_> {
                     from: vec![mpe.source.clone()],
                     rule: "vLLM's default max_model_len is the model's max_position_embeddings"
                         .into(),
+                },
+            ),
+            // No length key at all: vLLM 0.33 assumes 2048 tokens and logs "The
+            // model's config.json does not contain any of the keys to determine
+            // the original maximum length of the model" (config/model.py:2589-2595;
+            // a RoPE factor other than YaRN's would scale it, :2600-2625, and DSA
+            // checkpoints use YaRN).
+            (None, None) if model.max_position_embeddings_invalid.is_none() => Resolved::new(
+                VLLM_DEFAULT_MAX_LEN,
+                Provenance::Derived {
+                    from: vec!["config.json: no max_position_embeddings".into()],
+                    rule: "vLLM 0.33 assumes 2048 tokens when the model's config.json has none of its length keys (config/model.py:2589-2595)".into(),
                 },
             ),
             (None, None) => {
