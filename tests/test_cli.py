@@ -622,3 +622,40 @@ def test_issue_22_a_fix_sets_a_path_once_and_a_revealed_error_says_so_in_json() 
     codes = [(e["code"], e.get("revealed", False)) for e in report["errors"]]
     assert codes == [("block_size_unsupported", False), ("host_memory_exceeded", True)]
     assert "host_pool_gib" not in report["errors"][0]["hint"]
+
+
+def test_plan_marks_each_figure_exact_measured_or_estimated() -> None:
+    """Issue 21 item 3: the text says what each figure is, the JSON too; without GPU memory
+    the plan does not say "plan fits" over "?" figures."""
+    estimated = run(*PLAN_ARGS, "--gpu-memory-gib", "140")
+    assert estimated.returncode == 0, estimated.stderr
+    assert (
+        "figures: exact (the engine's arithmetic on known inputs): sizes, host pool, host limit; "
+        "estimated (our model of what the engine profiles): weights, KV room, GPU blocks, requests"
+    ) in estimated.stdout
+    measured = run(*PLAN_ARGS, "--kv-cache-memory-bytes", "50G", "--json")
+    figures = json.loads(measured.stdout)["figures"]
+    assert figures == {
+        "sizes": "exact",
+        "host_pool": "exact",
+        "weights": None,
+        "kv_room": "measured",
+        "gpu_blocks": "measured",
+        "host_limit": "exact",
+        "requests": "measured",
+    }
+    unknown = run(*PLAN_ARGS)
+    assert unknown.returncode == 0, unknown.stderr
+    assert "unknown (no GPU memory given): KV room, GPU blocks, requests" in unknown.stdout
+    assert "plan fits" not in unknown.stdout
+    assert "result: plan INCOMPLETE: the host pools fit, the GPU figures are unknown" in unknown.stdout
+    assert json.loads(run(*PLAN_ARGS, "--json").stdout)["figures"]["requests"] == "unknown"
+
+
+def test_plan_says_why_the_concurrency_is_what_it_is() -> None:
+    """Issue 21 item 4: the concurrency line (vllm#51041)."""
+    proc = run(*PLAN_ARGS, "--gpu-memory-gib", "140")
+    assert (
+        "  concurrency       a request holds 2,560 indexer blocks that grow with its context and 396 fixed "
+        "(6 hot groups x (64 hot + 2 tail)): 13 % of it here, more at a shorter max_model_len"
+    ) in proc.stdout

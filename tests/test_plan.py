@@ -137,6 +137,8 @@ def test_json_schema_is_stable() -> None:
         "sweep",
         "errors",
         "warnings",
+        "figures",  # issue 21 item 3: fields are only added within a schema version
+        "concurrency",  # issue 21 item 4
     }
     assert out["schema_version"] == 2
     assert set(out["at_context"]) == {

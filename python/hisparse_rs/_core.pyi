@@ -511,6 +511,21 @@ class Plan:
     @property
     def engine_log(self) -> dict[str, Any] | None:
         """For a plan made from an engine's start-up log: what was measured and compared."""
+    @property
+    def figures(self) -> dict[str, str | None]:
+        """What each group of figures is: keys sizes, host_pool, weights (None when the
+        plan did not use them), kv_room, gpu_blocks, host_limit, requests; values
+        "exact" (the engine's arithmetic on known inputs), "measured" (from an
+        engine log, ``kv_cache_memory_bytes`` or ``weights_gib``), "estimated" (our
+        model of what the engine profiles) or "unknown" (no GPU memory given)."""
+    @property
+    def concurrency(self) -> dict[str, Any] | None:
+        """Why the GPU concurrency at ``context_length`` is what it is: unit ("blocks" for
+        vLLM, "slots" for SGLang), gpu_units (None when unknown), per_token_units (one
+        request's units that grow with its context: vLLM's indexer blocks), fixed_units
+        (those it holds whatever its length: hot-buffer and tail blocks of every hot group;
+        SGLang's D + 64 + scratch slots), fixed_rule, fixed_share (0 to 1 at this
+        context), why (vllm#51041: the pool "shrinks" at a shorter max_model_len)."""
     def to_json(self) -> str:
         """The plan as indented JSON text."""
 

@@ -38,6 +38,15 @@ def pytest_terminal_summary(terminalreporter: object) -> None:
     """SGLang's import time, and the differential test's figures: examples, agreements, deviations by code."""
     write = terminalreporter.write_line  # type: ignore[attr-defined]
     write(f"SGLang 0.5.23 imported once in {IMPORT_S:.1f} s")
+    capacity = getattr(sys.modules.get("test_capacity_differential"), "CAPACITY_FIGURES", None)
+    if capacity:
+        write(
+            f"hisparse_rs's SGLang plan vs SGLang 0.5.23's pool sizing: {capacity['launches']} launches "
+            f"({capacity['configurations drawn']} configurations x KV rooms), {capacity['agree']} agree"
+        )
+        for key, n in sorted(capacity.items()):
+            if key.startswith(("deviation ", "not sized")):
+                write(f"  {key}: {n}")
     deploy = getattr(sys.modules.get("test_deploy_differential"), "FIGURES", None)
     if deploy:
         refusals = ", ".join(

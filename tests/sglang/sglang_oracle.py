@@ -488,22 +488,19 @@ def _spec_swap_scratch(
     return int(manager.scratch_capacity)
 
 
-def _check_host_pool(
-    server_args: Any,
-    resolved: dict[str, Any],
-    ratio: Any,
-    page_size: int,
-    host_ram_bytes: int,
-    device_kv_slots: int,
-) -> int:
-    """The host pool HiSparse pins per rank, sized and RAM-checked by SGLang's own code."""
+def _host_pool(server_args: Any, ratio: Any, device_kv_slots: int, page_size: int | None = None) -> Any:
+    """SGLang's HiSparse host pool for `device_kv_slots` device slots, in its
+    allocator-only mode (nothing pinned): `pool.size` tokens of
+    `pool.size_per_token` bytes (pool_host/base.py:221-229), built with the
+    arguments the coordinator passes (managers/hisparse_coordinator.py:618-632)."""
     import torch
     from sglang.srt.arg_groups.overrides import model_config_of
     from sglang.srt.mem_cache import kv_cache_configurator
-    from sglang.srt.mem_cache.pool_host import base
     from sglang.srt.mem_cache.pool_host.mla import MLAHostAllocation, MLATokenToKVPoolHost
-    from sglang.srt.runtime_context import get_parallel
 
+    resolved = server_args.resolved_dict()
+    if page_size is None:
+        page_size = resolved["page_size"]
     model_config = model_config_of(server_args)
     fp8 = resolved["kv_cache_dtype"] == "fp8_e4m3"
     kv_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
@@ -534,6 +531,22 @@ def _check_host_pool(
         layout="layer_first",
         override_kv_cache_dim=kv_cache_dim,
     )
+    return pool
+
+
+def _check_host_pool(
+    server_args: Any,
+    resolved: dict[str, Any],
+    ratio: Any,
+    page_size: int,
+    host_ram_bytes: int,
+    device_kv_slots: int,
+) -> int:
+    """The host pool HiSparse pins per rank, sized and RAM-checked by SGLang's own code."""
+    from sglang.srt.mem_cache.pool_host import base
+    from sglang.srt.runtime_context import get_parallel
+
+    pool = _host_pool(server_args, ratio, device_kv_slots, page_size)
     parallel = get_parallel()
     ranks = max(parallel.launch_world_size // parallel.nnodes, 1)
     saved = (base.available_host_memory_bytes, base.ranks_per_host)

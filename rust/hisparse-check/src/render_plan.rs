@@ -5,7 +5,7 @@
 use crate::dialect;
 use crate::render_parts::{heading, plural};
 use crate::render_plan_parts::{
-    at_context, capped, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
+    at_context, capped, figures_line, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
 };
 use hisparse_core::plan::{gib_text as gib, Plan, PoolMode};
 use hisparse_core::Code;
@@ -41,6 +41,7 @@ pub fn plan(p: &Plan) -> String {
         g.data_parallel_size,
         plural(g.data_parallel_size as usize)
     );
+    figures_line(&mut out, p);
 
     let draft = if s.draft_layers > 0 {
         format!(" (incl. {} MTP draft)", s.draft_layers)
@@ -190,6 +191,19 @@ pub fn plan(p: &Plan) -> String {
         a.host_limit,
         g.max_num_seqs
     );
+    if let Some(c) = &p.concurrency {
+        let hot = u64::from(s.device_buffer_size).div_ceil(u64::from(s.block_size).max(1));
+        let _ = writeln!(
+            out,
+            "  concurrency       a request holds {} indexer {} that grow with its context and {} fixed ({} hot groups x ({hot} hot + {} tail)): {:.0} % of it here, more at a shorter max_model_len, so the requests grow less than the context shrinks (vllm#51041)",
+            n(c.per_token_units),
+            c.unit,
+            n(c.fixed_units),
+            s.hot_groups,
+            (c.fixed_units / s.hot_groups.max(1)).saturating_sub(hot),
+            c.fixed_share * 100.0
+        );
+    }
     let pins = |pool: f64| match h.mode {
         PoolMode::Shared => format!("{pool} GiB x {}", h.pools_per_node),
         PoolMode::Private => format!("{pool} GiB x {} ranks", h.pools_per_node),

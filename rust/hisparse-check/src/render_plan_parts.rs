@@ -4,7 +4,7 @@
 
 use crate::dialect::Dialect;
 use crate::render_parts::{findings, result_line};
-use hisparse_core::plan::{GpuPlan, Limit, Plan, PlanPoint, Sizes};
+use hisparse_core::plan::{FigureKind, GpuPlan, Limit, Plan, PlanPoint, Sizes};
 use hisparse_core::Code;
 use std::fmt::Write;
 
@@ -69,6 +69,31 @@ pub(crate) fn requests(d: &Dialect, r: Option<u64>, limit: Option<Limit>) -> Str
         (Some(r), None) => r.to_string(),
         _ => "?".to_owned(),
     }
+}
+
+/// What the plan's figures are (issue 21 item 3), grouped by kind:
+/// "figures: exact (the engine's arithmetic on known inputs): sizes, host pool,
+/// host limit; estimated (our model of what the engine profiles): weights, ...".
+pub(crate) fn figures_line(out: &mut String, p: &Plan) {
+    let entries = p.figures.entries();
+    let groups: Vec<String> = [
+        FigureKind::Exact,
+        FigureKind::Measured,
+        FigureKind::Estimated,
+        FigureKind::Unknown,
+    ]
+    .into_iter()
+    .filter_map(|k| {
+        let names: Vec<&str> = entries
+            .iter()
+            .filter(|(_, kind)| *kind == k)
+            .map(|(name, _)| *name)
+            .collect();
+        (!names.is_empty())
+            .then(|| format!("{} ({}): {}", k.as_str(), k.meaning(), names.join(", ")))
+    })
+    .collect();
+    let _ = writeln!(out, "figures: {}", groups.join("; "));
 }
 
 /// The GPU's row from the --gpu table, with its sources (nothing without --gpu).
@@ -218,7 +243,10 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
 /// was not configured), serves no requests (`serves_none`, the engine's code
 /// for it), or does not fit.
 pub(crate) fn verdict(p: &Plan, serves_none: Code) -> &'static str {
+    let unknown = p.figures.requests == FigureKind::Unknown;
     match (p.valid, &p.assumed) {
+        // No GPU memory: the host pool is checked, the requests are "?".
+        (true, _) if unknown => "plan INCOMPLETE: the host pools fit, the GPU figures are unknown (pass --gpu, --gpu-memory-gib, --kv-cache-memory-bytes or --engine-log)",
         (true, None) => "plan fits",
         (true, Some(_)) => "plan of the assumed HiSparse configuration fits",
         (false, _) if p.errors.iter().any(|e| e.code == serves_none) => "plan SERVES NO REQUESTS",

@@ -8,7 +8,7 @@
 use crate::dialect;
 use crate::render_parts::{heading, plural};
 use crate::render_plan_parts::{
-    at_context, capped, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
+    at_context, capped, figures_line, gpu_spec, kv_room, kv_rows, n, sweep, tail, SweepWords,
 };
 use hisparse_core::plan::{Plan, SglangSizing};
 use hisparse_core::Code;
@@ -47,6 +47,7 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         g.data_parallel_size,
         plural(g.data_parallel_size as usize)
     );
+    figures_line(&mut out, p);
     let r = sg.host_to_device_ratio;
     let page = u64::from(s.block_size);
 
@@ -218,6 +219,15 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         n(a.host_blocks_per_request * page),
         g.max_num_seqs
     );
+    if let Some(c) = &p.concurrency {
+        let _ = writeln!(
+            out,
+            "  concurrency       a decoding request holds {} device slots whatever its length (D + 64{}), none that grow with it: the device limit is the same at every context{}, only the host limit shrinks with it",
+            n(c.fixed_units),
+            if sg.speculative_scratch_slots > 0 { " + speculative scratch" } else { "" },
+            if sg.prompt_on_device { " whose prompt fits the device slots while it is prefilled" } else { "" }
+        );
+    }
     if let (Some(ratio), Some(pool), Some(held), Some(t)) = (
         a.host_to_device_ratio,
         a.min_host_pool_gib,

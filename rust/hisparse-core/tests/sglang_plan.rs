@@ -342,3 +342,34 @@ fn a_plan_with_warnings_round_trips_with_sglangs_stage_names() {
         .iter()
         .all(|d| matches!(d.stage, Stage::Vllm(_))));
 }
+
+/// Without HiSparse SGLang gives GLM-5.2's IndexShare layers (57 of 78 reuse
+/// the previous indexer's top-k) no index-K rows
+/// (mem_cache/kv_cache_configurator.py:131-145, model_executor/pool_configurator.py:598-633);
+/// with HiSparse every layer keeps them (:592-597). Found by
+/// tests/sglang/test_capacity_differential.py: SGLang's cell 53,940 B at fp8_e4m3,
+/// the plan's was 61,464 (every layer's 132 B).
+#[test]
+fn baseline_cell_leaves_out_indexshare_layers_index_rows() {
+    let glm52 = format!(
+        "{}/../../tests/data/models/glm-5.2",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let p = plan(
+        json!({"model_path": glm52, "kv_cache_dtype": "fp8_e4m3"}),
+        json!({"gpu": "h200", "host_memory_gib": 2048, "available_kv_cache_gib": 10.0}),
+    );
+    // 78 x 656 + 21 x 132 = 51,168 + 2,772 = 53,940 B per slot
+    assert_eq!(p.sizes.baseline_block_bytes, 64 * 53_940);
+    // (10 GiB // 53,940) // 64 x 64 = 199,040 // 64 x 64 = 199,040
+    assert_eq!(
+        p.sglang.as_ref().unwrap().baseline_device_slots,
+        (10u64 << 30) / 53_940 / 64 * 64
+    );
+    // With HiSparse every layer: 78 x 656 + 78 x 132 x 1 (ratio 1) = 61,464
+    let s = p.sglang.as_ref().unwrap();
+    assert_eq!(
+        s.device_cell_bytes,
+        78 * 656 + 78 * 132 * s.host_to_device_ratio
+    );
+}

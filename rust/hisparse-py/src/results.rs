@@ -847,6 +847,32 @@ impl Plan {
                 .and_then(|a| serde_json::to_value(a).ok()),
         )
     }
+    /// What each group of figures is: a dict of sizes, host_pool, weights
+    /// (None when the plan did not use them), kv_room, gpu_blocks, host_limit,
+    /// requests, each "exact", "measured", "estimated" or "unknown" (the JSON's
+    /// `figures`).
+    #[getter]
+    fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(
+            py,
+            &serde_json::to_value(&self.0.figures).unwrap_or_default(),
+        )
+    }
+    /// Why the GPU concurrency at context_length is what it is: None, or a
+    /// dict of unit ("blocks" for vLLM, "slots" for SGLang), gpu_units,
+    /// per_token_units (one request's units that grow with its context),
+    /// fixed_units (those it holds whatever its length), fixed_rule,
+    /// fixed_share (0 to 1) and why (the JSON's `concurrency`).
+    #[getter]
+    fn concurrency<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        optional_dict(
+            py,
+            self.0
+                .concurrency
+                .as_ref()
+                .and_then(|c| serde_json::to_value(c).ok()),
+        )
+    }
     /// The plan as JSON text (the `hisparse-check --plan --json` schema).
     fn to_json(&self) -> String {
         self.0.to_json()

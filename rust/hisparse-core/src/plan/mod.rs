@@ -334,6 +334,140 @@ pub struct Plan {
     /// measured and logged, beside what the plan computes (omitted otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_log: Option<crate::engine_log::EngineLogReport>,
+    /// What each group of the plan's figures is: exact, measured, estimated
+    /// or unknown (issue 21 item 3).
+    #[serde(default)]
+    pub figures: Figures,
+    /// Why the GPU concurrency at `context_length` is what it is: the blocks
+    /// (SGLang: device slots) of one request that grow with its length, and
+    /// those it holds whatever its length (issue 21 item 4, vllm#51041).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<Concurrency>,
+}
+
+/// One request's GPU footprint split into what grows with its context and
+/// what is fixed per request (issue 21 item 4): the GPU limit is
+/// `floor(gpu_units / (per_token_units + fixed_units))`, so the fixed part
+/// decides how the concurrency moves with the context (the
+/// "the pool shrinks at shorter max_model_len" surprise of vllm#51041).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Concurrency {
+    /// What is counted: `blocks` (vLLM's GPU blocks) or `slots` (SGLang's device KV slots).
+    pub unit: String,
+    /// The GPU's units (`gpu.hisparse_blocks`, SGLang's `device_slots`); null when unknown.
+    pub gpu_units: Option<u64>,
+    /// Units of one request that grow with its context (vLLM: its indexer
+    /// blocks, `ceil(context / block_size)`; SGLang in P/D decode: none).
+    pub per_token_units: u64,
+    /// Units one request holds whatever its length (vLLM: hot-buffer and
+    /// tail blocks of every hot group; SGLang: `D + 64 + scratch` slots).
+    pub fixed_units: u64,
+    /// How the fixed units are made, with the engine's file:line.
+    pub fixed_rule: String,
+    /// The fixed units' share of one request at `context_length` (0 to 1).
+    pub fixed_share: f64,
+    /// The explanation the text prints.
+    pub why: String,
+}
+
+/// What a plan figure is (issue 21 item 3), from the most to the least sure:
+/// a figure computed from several inputs is the least sure of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureKind {
+    /// The engine's own arithmetic on inputs the configuration fixes (the
+    /// checkpoint's config.json, the flags): tests/vllm and tests/sglang run
+    /// the engines' sizing code against it.
+    Exact,
+    /// From what the engine measured (`--engine-log`) or the user gave for it
+    /// (`--kv-cache-memory-bytes`, `--weights-gib`), and what follows from it
+    /// by the engine's arithmetic.
+    Measured,
+    /// From our model of what the engine profiles at start-up (the weights
+    /// estimated from config.json; the KV room as GPU memory x fraction -
+    /// weights, an upper bound), and what follows from it.
+    Estimated,
+    /// Not known: no GPU memory was given (`--gpu`, `--gpu-memory-gib`,
+    /// `--kv-cache-memory-bytes`, `--engine-log`), so these figures are `?` / null.
+    #[default]
+    Unknown,
+}
+
+impl FigureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FigureKind::Exact => "exact",
+            FigureKind::Measured => "measured",
+            FigureKind::Estimated => "estimated",
+            FigureKind::Unknown => "unknown",
+        }
+    }
+
+    /// What the word means, for the text output's legend.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            FigureKind::Exact => "the engine's arithmetic on known inputs",
+            FigureKind::Measured => "from the engine's start-up log or a measured flag",
+            FigureKind::Estimated => "our model of what the engine profiles",
+            FigureKind::Unknown => "no GPU memory given",
+        }
+    }
+}
+
+/// Each group of a plan's figures with its [`FigureKind`] (`figures` in the
+/// JSON, `Plan.figures` in Python).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// `sizes`: bytes per token, rows, blocks (always exact).
+    pub sizes: FigureKind,
+    /// `host`: the host pool's blocks and bytes, pinned per node (vLLM:
+    /// exact, from `host_pool_gib`; SGLang: sized from the device slots, so
+    /// as sure as the KV room).
+    pub host_pool: FigureKind,
+    /// `gpu.weights_bytes_per_gpu`: measured (given or logged) or estimated;
+    /// null when the plan did not need them (a measured KV room).
+    pub weights: Option<FigureKind>,
+    /// `gpu.kv_bytes_per_gpu`, the KV room of one GPU.
+    pub kv_room: FigureKind,
+    /// `gpu.baseline_blocks` / `hisparse_blocks` (SGLang: the device slots)
+    /// and the GPU limit: as sure as the KV room.
+    pub gpu_blocks: FigureKind,
+    /// The host limit of each point (requests the host pool holds).
+    pub host_limit: FigureKind,
+    /// The request counts with and without HiSparse (the least sure of the
+    /// GPU blocks and the host limit).
+    pub requests: FigureKind,
+}
+
+impl Figures {
+    /// The kinds of a plan whose KV room is `kv_room` (from its weights, when
+    /// the room was computed from them), the host pool `host_pool`.
+    pub fn new(kv_room: FigureKind, weights: Option<FigureKind>, host_pool: FigureKind) -> Figures {
+        Figures {
+            sizes: FigureKind::Exact,
+            host_pool,
+            weights,
+            kv_room,
+            gpu_blocks: kv_room,
+            host_limit: host_pool,
+            requests: kv_room.max(host_pool),
+        }
+    }
+
+    /// `(figure, kind)` in the plan's order, for the text legend and tests.
+    pub fn entries(&self) -> Vec<(&'static str, FigureKind)> {
+        let mut out = vec![("sizes", self.sizes), ("host pool", self.host_pool)];
+        if let Some(w) = self.weights {
+            out.push(("weights", w));
+        }
+        out.extend([
+            ("KV room", self.kv_room),
+            ("GPU blocks", self.gpu_blocks),
+            ("host limit", self.host_limit),
+            ("requests", self.requests),
+        ]);
+        out
+    }
 }
 
 /// How SGLang 0.5.23 sizes one GPU's pools for a HiSparse launch (per GPU /
@@ -362,7 +496,8 @@ pub struct SglangSizing {
     pub ranks_per_host: u64,
     /// `(min(available RAM, cgroup) - 10 GiB) / ranks_per_host`; null when the RAM is not given.
     pub host_budget_per_rank_bytes: Option<u64>,
-    /// Device slots without HiSparse (cell `L x (kv_row + index_row)`).
+    /// Device slots without HiSparse (cell `L x kv_row + I x index_row`, I the
+    /// layers that run an indexer: GLM-5.2's IndexShare layers hold no index-K rows).
     pub baseline_device_slots: u64,
     /// Whether a whole prompt sits in device slots while it is prefilled: true
     /// outside P/D decode (managers/hisparse_coordinator.py:838-876); false on a

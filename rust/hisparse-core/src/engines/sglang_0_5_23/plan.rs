@@ -67,6 +67,11 @@ const MAX_RATIO_SEARCHED: u64 = 256;
 #[derive(Clone, Debug)]
 pub struct Capacity {
     pub layers: u64,
+    /// Layers that run their own indexer (all but GLM-5.2's IndexShare
+    /// layers): without HiSparse SGLang gives the others no index-K rows
+    /// (mem_cache/kv_cache_configurator.py:131-145, model_executor/pool_configurator.py:598-633,
+    /// configs/model_config.py:488-522); with HiSparse every layer keeps them (:592-597).
+    pub indexer_layers: u64,
     /// MTP draft layers (EAGLE/NEXTN with the checkpoint's `num_nextn_predict_layers`).
     pub draft_layers: u64,
     /// Whether a whole prompt sits in device slots while it is prefilled (not in P/D decode).
@@ -171,8 +176,12 @@ pub fn capacity(
         dp
     };
     let pools_per_node = (tp.saturating_mul(pp).saturating_mul(replicas) / nnodes).max(1);
+    let indexer_layers = model.indexer_leaders.as_ref().map_or(layers, |l| {
+        u64::try_from(l.value.iter().filter(|&&lead| lead).count()).unwrap_or(layers)
+    });
     Ok(Capacity {
         layers,
+        indexer_layers,
         draft_layers,
         prompt_on_device: args.pd_mode() != "decode",
         kv_row,
@@ -263,6 +272,17 @@ pub fn device_cell(layers: u64, kv_row: u64, index_row: u64, ratio: u64) -> u64 
             .saturating_mul(index_row)
             .saturating_mul(ratio.max(1)),
     )
+}
+
+/// One device KV slot without HiSparse: `L x kv_row + I x index_row` (I the
+/// layers that run an indexer, [`Capacity::indexer_layers`]) plus the MTP
+/// draft's `L_d x (kv_row + index_row)` (model_executor/pool_configurator.py:340-420,
+/// :560-635, :262-311).
+pub fn baseline_cell(c: &Capacity) -> u64 {
+    c.layers
+        .saturating_mul(c.kv_row)
+        .saturating_add(c.indexer_layers.saturating_mul(c.index_row))
+        .saturating_add(draft_cell(c.draft_layers, c.kv_row, c.index_row, 1))
 }
 
 /// MTP draft layers SGLang adds to the device cell and loads: the checkpoint's
@@ -619,6 +639,10 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
         .map(|g| budget_per_rank(g, c.ranks_per_host));
     let (mut errors, warnings) =
         plan_diagnostics(args, &machine, &h, &report, &c, budget, host_mem);
+    // Without HiSparse: index-K rows only on the layers that run an indexer
+    // (IndexShare layers have none, pool_configurator.py:598-633), and the
+    // draft's cell is its layers' rows once (R = 1; the draft keeps every
+    // layer's index rows, allocate_all_layers, :262-311).
     let base_cell = baseline_cell(&c);
     let base_slots = device_slots(c.available, base_cell, c.page, args);
     let base_per_token = base_cell;
@@ -659,6 +683,7 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             max_running,
         ));
     }
+    let concurrency = concurrency(&c, &at_context, per_req_dev, base_slots);
     let (tp, dp) = (pos(args.tp_size), pos(args.dp_size));
     Ok(Plan {
         schema_version: crate::report::SCHEMA_VERSION,
@@ -692,6 +717,8 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
             base_slots,
         )),
         engine_log: None,
+        figures: figures(&c, machine.available_kv_gib.is_some()),
+        concurrency: Some(concurrency),
     })
 }
 
@@ -726,17 +753,6 @@ fn settings(args: &SglangArgs, report: &Report) -> Result<SglangHiSparse, String
             })
         }
     }
-}
-
-/// One device slot without HiSparse: the draft's cell is its layers' rows
-/// once (R = 1).
-fn baseline_cell(c: &Capacity) -> u64 {
-    device_cell(c.layers, c.kv_row + c.index_row, 0, 0).saturating_add(draft_cell(
-        c.draft_layers,
-        c.kv_row,
-        c.index_row,
-        1,
-    ))
 }
 
 /// The plan's errors and warnings: the check's, the coordinator's room, the
@@ -1009,6 +1025,72 @@ fn sglang_sizing(
         baseline_device_slots: base_slots,
         prompt_on_device: c.prompt_on_device,
     }
+}
+
+/// Why the device limit is what it is (issue 21 item 4): a decoding request
+/// holds `D + 64 + scratch` device slots whatever its length (the hot buffer,
+/// managers/hisparse_coordinator.py:644-646; admission, disaggregation/decode.py:1418-1430),
+/// so the device limit is the same at every context; only the host limit
+/// (host tokens / context) and the baseline (slots / context) shrink with it.
+fn concurrency(
+    c: &Capacity,
+    at: &PlanPoint,
+    per_req_dev: u64,
+    base_slots: u64,
+) -> crate::plan::Concurrency {
+    let fixed_rule = format!(
+        "device_buffer_size {} + 64 (the newest token's page, managers/hisparse_coordinator.py:644-646){} slots while it decodes (disaggregation/decode.py:1418-1430)",
+        c.d,
+        if c.scratch > 0 {
+            format!(" + {} speculative scratch (:146, :187-193)", c.scratch)
+        } else {
+            String::new()
+        }
+    );
+    let prefill = if c.prompt_on_device {
+        format!("; outside P/D decode the whole prompt also sits in device slots while it is prefilled (managers/hisparse_coordinator.py:838-876), so no context over the {} slots fits", c.n_dev)
+    } else {
+        String::new()
+    };
+    let why = format!(
+        "one request holds {per_req_dev} device slots whatever its length ({fixed_rule}) and none that grow with it: the {} device slots hold {} requests at every context{prefill}; only the host limit ({} host tokens / {} tokens = {}) shrinks with the context, and without HiSparse every token takes a slot ({base_slots} slots / context)",
+        c.n_dev,
+        at.gpu_limit.unwrap_or(0),
+        c.n_host,
+        at.context_length,
+        at.host_limit,
+    );
+    crate::plan::Concurrency {
+        unit: "slots".to_owned(),
+        gpu_units: Some(c.n_dev),
+        per_token_units: 0,
+        fixed_units: per_req_dev,
+        fixed_rule,
+        fixed_share: 1.0,
+        why,
+    }
+}
+
+/// What the SGLang plan's figures are (issue 21 item 3): the KV room measured
+/// (an engine log's "Load weight end", `available_kv_cache_gib`) or estimated
+/// (GPU x mem_fraction_static - weights: SGLang measures the free memory
+/// before loading); the host pool is sized from the device slots
+/// (pool_host/base.py:221-229), so it is as sure as the room.
+fn figures(c: &Capacity, measured_room: bool) -> crate::plan::Figures {
+    use crate::plan::FigureKind as K;
+    let weights = if measured_room {
+        None
+    } else if c.weights_estimated {
+        Some(K::Estimated)
+    } else {
+        Some(K::Measured)
+    };
+    let kv_room = if measured_room {
+        K::Measured
+    } else {
+        K::Estimated
+    };
+    crate::plan::Figures::new(kv_room, weights, kv_room)
 }
 
 /// `sglang_plan_serves_no_requests`, at the stage where SGLang meets it and

@@ -268,7 +268,7 @@ pub fn compare(log: &EngineLog, plan: &Plan) -> Vec<Compared> {
 
 /// vLLM's "Maximum concurrency" at `len` tokens per request
 /// (get_max_concurrency_for_kv_cache_config, v1/core/kv_cache_utils.py:1061-1093):
-/// GPU blocks / blocks one request takes, and with HiSparse the host pool's
+/// GPU blocks / blocks one request takes at admission ([`admission_gpu_blocks`]), and with HiSparse the host pool's
 /// blocks / the host blocks one request takes, whichever is smaller.
 fn concurrency(plan: &Plan, len: u64, hisparse: bool) -> Option<f64> {
     let s = &plan.sizes;
@@ -276,7 +276,7 @@ fn concurrency(plan: &Plan, len: u64, hisparse: bool) -> Option<f64> {
     let per_token_blocks = sizes::blocks_for(len, bs);
     if hisparse {
         let gpu = plan.gpu.hisparse_blocks? as f64;
-        let per = per_request_gpu_blocks(plan, len) as f64;
+        let per = admission_gpu_blocks(plan, len).0 as f64;
         let host = plan.host.host_blocks as f64 / per_token_blocks.max(1) as f64;
         Some((gpu / per).min(host))
     } else {
@@ -285,14 +285,22 @@ fn concurrency(plan: &Plan, len: u64, hisparse: bool) -> Option<f64> {
     }
 }
 
-fn per_request_gpu_blocks(plan: &Plan, len: u64) -> u64 {
+/// The GPU blocks vLLM's "Maximum concurrency" charges one request of `len`
+/// tokens with HiSparse: its indexer blocks plus, per hot group, the hot
+/// buffer and the resident group's whole admission window
+/// (`HiSparseResidentSpec`'s `max_in_flight_tokens`, kv_cache_interface.py:533-544,
+/// config/vllm.py:588-609), not the 2-page tail it keeps at steady state
+/// (the plan's requests; hisparse/layout.py:384-420).
+fn admission_gpu_blocks(plan: &Plan, len: u64) -> (u64, u64) {
     let s = &plan.sizes;
     let bs = u64::from(s.block_size);
     let hot = sizes::blocks_for(u64::from(s.device_buffer_size), bs);
-    sizes::blocks_for(len, bs).saturating_add(
-        s.hot_groups
-            .saturating_mul(hot.saturating_add(sizes::ACTIVE_TAIL_PAGES)),
-    )
+    let window = sizes::blocks_for(
+        len.min(super::planner::in_flight_tokens(plan.gpu.gpu_memory_gib)),
+        bs,
+    );
+    let fixed = s.hot_groups.saturating_mul(hot.saturating_add(window));
+    (sizes::blocks_for(len, bs).saturating_add(fixed), window)
 }
 
 /// What one request's blocks are made of (the vllm#51041 question: why the
@@ -302,9 +310,10 @@ fn concurrency_terms(plan: &Plan, len: u64, hisparse: bool) -> String {
     let bs = u64::from(s.block_size);
     let per_token = sizes::blocks_for(len, bs);
     if hisparse {
-        let fixed = per_request_gpu_blocks(plan, len) - per_token;
+        let (total, window) = admission_gpu_blocks(plan, len);
+        let fixed = total - per_token;
         format!(
-            "one request takes {per_token} indexer blocks ({len} tokens / {bs}) that grow with its length, plus {fixed} fixed blocks ({} hot groups x (device buffer {} / {bs} + {} tail)) that do not: so the concurrency is not proportional to 1 / max_model_len",
+            "one request takes {per_token} indexer blocks ({len} tokens / {bs}) that grow with its length, plus {fixed} fixed blocks ({} hot groups x (device buffer {} / {bs} + {window} blocks of the resident admission window, max_in_flight_tokens)) that do not: so the concurrency is not proportional to 1 / max_model_len. vLLM logs this admission figure (get_max_concurrency_for_kv_cache_config, v1/core/kv_cache_utils.py:1061-1093); at steady state a request keeps {} tail blocks per group instead of the window, which the plan's requests count",
             s.hot_groups,
             s.device_buffer_size,
             sizes::ACTIVE_TAIL_PAGES

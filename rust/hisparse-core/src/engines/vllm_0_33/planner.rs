@@ -46,6 +46,7 @@ struct Planner<'a> {
     /// `max_in_flight_tokens`, capped by the context.
     in_flight_tokens: u64,
     warnings: Vec<Diagnostic>,
+    figures: crate::plan::Figures,
 }
 
 /// vLLM 0.33.0's `max_in_flight_tokens` (config/vllm.py:588-609): two
@@ -53,7 +54,7 @@ struct Planner<'a> {
 /// `vllm serve`'s default `max_num_batched_tokens` for the GPU's memory
 /// (engine/arg_utils.py:2970-2997, OPENAI_API_SERVER: 16384 from 160 GiB,
 /// 8192 from 70 GiB, else 2048; unknown GPU: 2048).
-fn in_flight_tokens(gpu_memory_gib: Option<f64>) -> u64 {
+pub(crate) fn in_flight_tokens(gpu_memory_gib: Option<f64>) -> u64 {
     let batched = match gpu_memory_gib {
         Some(g) if g >= 160.0 => 16384,
         Some(g) if g >= 70.0 => 8192,
@@ -158,6 +159,7 @@ impl<'a> Planner<'a> {
             ),
             _ => None,
         };
+        let figures = figures(args, options, &gpu);
         Ok(Planner {
             h,
             model: report.model.clone(),
@@ -170,6 +172,7 @@ impl<'a> Planner<'a> {
             pool_cap,
             in_flight_tokens: in_flight_tokens(options.gpu_memory_gib),
             warnings,
+            figures,
         })
     }
 
@@ -302,6 +305,7 @@ impl<'a> Planner<'a> {
             }
         }
         errors.extend(self.serves_no_requests(&at_context));
+        let concurrency = Some(self.concurrency(&at_context));
         Plan {
             schema_version: PLAN_SCHEMA_VERSION,
             engine: crate::report::ENGINE_VLLM.to_owned(),
@@ -322,6 +326,51 @@ impl<'a> Planner<'a> {
             assumed: None,
             sglang: None,
             engine_log: None,
+            figures: self.figures,
+            concurrency,
+        }
+    }
+
+    /// Why the GPU limit at `at` is what it is (issue 21 item 4, vllm#51041):
+    /// the indexer blocks grow with the context, the hot-buffer and tail
+    /// blocks of every hot group do not (hisparse/layout.py:384-420).
+    fn concurrency(&self, at: &PlanPoint) -> crate::plan::Concurrency {
+        let s = &self.sizes;
+        let bs = u64::from(s.block_size);
+        let per_token = at.host_blocks_per_request;
+        let total = at.hisparse_gpu_blocks_per_request;
+        let fixed = total.saturating_sub(per_token);
+        let hot = sizes::blocks_for(u64::from(s.device_buffer_size), bs);
+        let tail = (fixed / s.hot_groups.max(1)).saturating_sub(hot);
+        let share = if total == 0 {
+            0.0
+        } else {
+            fixed as f64 / total as f64
+        };
+        let fixed_rule = format!(
+            "{} hot groups x ({hot} hot-buffer blocks (device_buffer_size {} / {bs}) + {tail} retained tail blocks) (vLLM 0.33 get_hisparse_steady_state_concurrency, v1/hisparse/layout.py:384-420)",
+            s.hot_groups, s.device_buffer_size
+        );
+        let gpu = self.gpu.hisparse_blocks;
+        let limit = match (gpu, at.gpu_limit) {
+            (Some(b), Some(l)) => format!(
+                "the GPU's {b} blocks hold {l} such requests (one of them being admitted holds its whole in-flight window instead of the tail)"
+            ),
+            _ => "the GPU's blocks are unknown (no GPU memory given)".to_owned(),
+        };
+        let why = format!(
+            "one request holds {per_token} indexer blocks that grow with its context ({} tokens / {bs}) and {fixed} blocks that do not ({fixed_rule}): {:.0} % of it at this context; {limit}. At a shorter max_model_len the fixed blocks weigh more, so the requests grow less than the context shrinks: vLLM's \"Maximum concurrency\" is num_blocks / blocks per request, and its \"KV cache size: N tokens\" is that times max_model_len (v1/core/kv_cache_utils.py:1061-1128), not a per-token capacity (vllm#51041)",
+            at.context_length,
+            share * 100.0
+        );
+        crate::plan::Concurrency {
+            unit: "blocks".to_owned(),
+            gpu_units: gpu,
+            per_token_units: per_token,
+            fixed_units: fixed,
+            fixed_rule,
+            fixed_share: (share * 10_000.0).round() / 10_000.0,
+            why,
         }
     }
 
@@ -731,6 +780,30 @@ pub(crate) fn host_plan(
             format!("speculative draft {m} keeps its KV on the GPU: HiSparse pools hold the target model's (and its MTP layers') KV only")
         }),
     }
+}
+
+/// What the plan's figures are (issue 21 item 3): the KV room measured
+/// (the engine log's "Available KV cache memory", `--kv-cache-memory-bytes`),
+/// computed from measured weights (`--weights-gib`, "Model loading took") as
+/// GPU x utilization - weights (estimated: vLLM also profiles activations and
+/// CUDA graphs), or unknown; the host pool is vLLM's arithmetic on `host_pool_gib`.
+fn figures(args: &ServeArgs, options: &PlanOptions, gpu: &GpuPlan) -> crate::plan::Figures {
+    use crate::plan::FigureKind as K;
+    let measured_room =
+        options.available_kv_cache_gib.is_some() || args.kv_cache_memory_bytes.is_some();
+    let weights = gpu.weights_bytes_per_gpu.map(|_| {
+        if gpu.weights_estimated {
+            K::Estimated
+        } else {
+            K::Measured
+        }
+    });
+    let kv_room = match gpu.kv_bytes_per_gpu {
+        None => K::Unknown,
+        Some(_) if measured_room => K::Measured,
+        Some(_) => K::Estimated,
+    };
+    crate::plan::Figures::new(kv_room, weights, K::Exact)
 }
 
 /// Where `weights_gib` came from: the user, or an engine log's "Model loading took".
