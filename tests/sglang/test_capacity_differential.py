@@ -181,3 +181,13 @@ def test_plan_capacity_equals_sglang(argv: list[str], memories: list[int]) -> No
         assert not unnamed, f"sglang serve {' '.join(argv)} at {room} bytes: {unnamed}"
         for d in diffs:
             CAPACITY_FIGURES[f"deviation {d.split(':')[0]}"] += 1
+
+
+#: issue 21: at least this many launches compared per CI run.
+MIN_LAUNCHES = 500
+
+
+def test_enough_launches_were_compared() -> None:
+    """Runs after the differential above (pytest keeps a module's order): a
+    generator or a gate that skips most launches must not pass quietly."""
+    assert CAPACITY_FIGURES["launches"] >= MIN_LAUNCHES, dict(CAPACITY_FIGURES)
