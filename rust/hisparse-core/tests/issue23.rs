@@ -437,3 +437,145 @@ fn eagle_defaults_on_llama_have_topk_4() {
     let after = fixed(&args(v), &r);
     assert!(after.valid, "{:#?}", after.errors);
 }
+
+// --- Defect 1: --hisparse-config read as Python's json.loads reads it -----------
+
+fn hisparse(config: &str) -> Report {
+    check(json!({"enable_hisparse": true, "disable_radix_cache": true, "hisparse_config": config}))
+}
+
+fn first_stage(r: &Report) -> Option<String> {
+    const ORDER: [&str; 9] = [
+        "argparse",
+        "resolve",
+        "check",
+        "after_weights_load",
+        "pool_build",
+        "coordinator_init",
+        "first_decode",
+        "first_request",
+        "request",
+    ];
+    r.errors
+        .iter()
+        .map(stage)
+        .filter(|s| ORDER.contains(&s.as_str()))
+        .min_by_key(|s| ORDER.iter().position(|o| o == s))
+}
+
+#[test]
+fn nan_infinity_and_1e400_are_read_as_python_reads_them() {
+    // json.loads reads them (factory.py:73): no hisparse_config_invalid_json.
+    for text in [
+        r#"{"top_k": NaN}"#,
+        r#"{"swap_in_block_size": 960, "x": Infinity}"#,
+        r#"{"x": -Infinity, "y": 1e400}"#,
+    ] {
+        let r = hisparse(text);
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::HisparseConfigInvalidJson),
+            "{text}: {:#?}",
+            r.errors
+        );
+    }
+    // An unknown key holding NaN has no effect: the launch is valid (warnings only).
+    assert!(hisparse(r#"{"x": NaN}"#).valid);
+    // A JSON error carries Python's own JSONDecodeError text.
+    let r = hisparse("{top_k:2048}");
+    let e = error(&r, Code::HisparseConfigInvalidJson);
+    assert!(
+        e.message.starts_with("ValueError: Failed to parse hisparse_config: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn device_buffer_size_1e3_is_sglangs_own_top_k_refusal_after_the_weights_load() {
+    let r = hisparse(r#"{"device_buffer_size": 1e3}"#);
+    let e = error(&r, Code::DeviceBufferSizeBelowTopK);
+    assert_eq!(stage(e), "after_weights_load");
+    assert_eq!(
+        e.message,
+        "device_buffer_size (1000.0) must be no smaller than top_k (2048)"
+    );
+    assert_eq!(first_stage(&r).as_deref(), Some("after_weights_load"));
+    // Its fix passes.
+    let a = args(json!({"enable_hisparse": true, "disable_radix_cache": true,
+                        "hisparse_config": r#"{"device_buffer_size": 1e3}"#}));
+    let after = fixed(&a, &r);
+    assert!(
+        after.errors.iter().all(|d| stage(d) == "never"),
+        "{:#?}",
+        after.errors
+    );
+}
+
+#[test]
+fn integers_of_any_size_compare_and_print_as_python_does() {
+    let r = hisparse(r#"{"device_buffer_size": -9223372036854775809}"#);
+    let e = error(&r, Code::DeviceBufferSizeBelowTopK);
+    assert_eq!(
+        e.message,
+        "device_buffer_size (-9223372036854775809) must be no smaller than top_k (2048)"
+    );
+    // 2**63 passes SGLang's parse (factory.py:84): the first failure is later.
+    let r = hisparse(r#"{"device_buffer_size": 9223372036854775808}"#);
+    assert!(
+        !r.errors.iter().any(|d| stage(d) == "after_weights_load"),
+        "{:#?}",
+        r.errors
+    );
+    assert_eq!(first_stage(&r).as_deref(), Some("coordinator_init"));
+    let r = hisparse(r#"{"swap_in_block_size": 99999999999999999999999}"#);
+    assert_eq!(
+        error(&r, Code::SwapInBlockSizeOutOfRange).message,
+        "swap_in_block_size (99999999999999999999999) must be in the range [1, 1024]"
+    );
+}
+
+#[test]
+fn a_bool_top_k_compares_as_an_int_and_sglang_runs_with_index_topk() {
+    // top_k true is 1: device_buffer_size 4096 >= 1 passes, and SGLang runs
+    // with the model's index_topk (model_runner.py:1038-1041): it starts.
+    let r = hisparse(r#"{"top_k": true, "device_buffer_size": 4096}"#);
+    assert!(r.valid, "{:#?}", r.errors);
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.code == Code::TopKDiffersFromIndexTopk));
+    // A string against an int is Python's TypeError at the comparison.
+    let r = hisparse(r#"{"top_k": "2048", "device_buffer_size": 4096}"#);
+    let e = error(&r, Code::HisparseConfigInvalidType);
+    assert_eq!(stage(e), "after_weights_load");
+    assert!(
+        e.message
+            .contains("'<' not supported between instances of 'int' and 'str'"),
+        "{}",
+        e.message
+    );
+    // top_k null: 2 * None raises even with device_buffer_size given (factory.py:80).
+    let r = hisparse(r#"{"top_k": null, "device_buffer_size": 4096}"#);
+    let e = error(&r, Code::HisparseConfigInvalidType);
+    assert!(
+        e.message
+            .contains("unsupported operand type(s) for *: 'int' and 'NoneType'"),
+        "{}",
+        e.message
+    );
+    // swap_in_block_size is printed with Python's repr.
+    let r = hisparse(r#"{"swap_in_block_size": NaN}"#);
+    assert_eq!(
+        error(&r, Code::SwapInBlockSizeNotInt).message,
+        "swap_in_block_size must be an integer, got nan"
+    );
+    // A NaN ratio fails where SGLang first computes with it: int(nan).
+    let r = hisparse(r#"{"host_to_device_ratio": NaN}"#);
+    let e = error(&r, Code::HisparseConfigInvalidType);
+    assert_eq!(stage(e), "after_weights_load");
+    assert!(e
+        .message
+        .starts_with("ValueError: cannot convert float NaN to integer"));
+}

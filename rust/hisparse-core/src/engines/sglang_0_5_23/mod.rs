@@ -41,6 +41,7 @@ pub mod plan;
 pub mod resolution;
 pub mod resolve;
 pub(crate) mod rules_check;
+pub(crate) mod rules_config;
 pub(crate) mod rules_context;
 pub(crate) mod rules_late;
 pub(crate) mod rules_parallel;

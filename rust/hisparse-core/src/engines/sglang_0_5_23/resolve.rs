@@ -10,7 +10,8 @@ use super::resolution::{
 };
 use super::settings::SglangHiSparse;
 use super::{
-    deviations, rules_check, rules_context, rules_late, rules_parallel, rules_resolve, rules_spec,
+    deviations, rules_check, rules_config, rules_context, rules_late, rules_parallel,
+    rules_resolve, rules_spec,
 };
 use crate::diagnostic::Diagnostic;
 use crate::report::{
@@ -37,6 +38,7 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     rules_check::check_always(&r, &mut diags);
     if args.hisparse_on() {
         rules_check::check(&r, &mut diags);
+        rules_config::check(&r, &mut diags);
         rules_late::check(&r, &mut diags);
     }
     deviations::check(&r, &mut diags);
