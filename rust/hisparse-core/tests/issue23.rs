@@ -579,3 +579,48 @@ fn a_bool_top_k_compares_as_an_int_and_sglang_runs_with_index_topk() {
         .message
         .starts_with("ValueError: cannot convert float NaN to integer"));
 }
+
+// --- Defect 10: SGLang's KV-cache rules without HiSparse --------------------------
+
+#[test]
+fn kv_cache_sharding_off_prefill_is_refused_without_hisparse() {
+    let (r, s) = refused(
+        json!({"enable_kv_cache_sharding": true, "disaggregation_mode": "decode"}),
+        Code::KvCacheShardingOffPrefill,
+    );
+    assert_eq!(s, "resolve");
+    assert!(error(&r, Code::KvCacheShardingOffPrefill)
+        .message
+        .starts_with("--enable-kv-cache-sharding is only supported on PD prefill workers"));
+    let a = args(json!({"enable_kv_cache_sharding": true, "disaggregation_mode": "decode"}));
+    assert!(fixed(&a, &r).valid);
+}
+
+#[test]
+fn mxfp8_needs_blackwell_at_resolve() {
+    let llama = |gpu: &str| {
+        let mut a = args(json!({"kv_cache_dtype": "mxfp8"}));
+        a.model_path = Some(model("llama-3.1-8b"));
+        sg::check(&a, &options(json!({"gpu": gpu}))).unwrap()
+    };
+    let r = llama("h200");
+    assert_eq!(
+        stage(error(&r, Code::KvCacheDtypeNeedsBlackwell)),
+        "resolve"
+    );
+    assert!(!llama("b200")
+        .errors
+        .iter()
+        .any(|d| d.code == Code::KvCacheDtypeNeedsBlackwell));
+}
+
+#[test]
+fn prefill_only_disable_kv_cache_needs_is_embedding() {
+    let (r, s) = refused(
+        json!({"prefill_only_disable_kv_cache": true}),
+        Code::PrefillOnlyDisableKvCacheNeedsEmbedding,
+    );
+    assert_eq!(s, "resolve");
+    let a = args(json!({"prefill_only_disable_kv_cache": true}));
+    assert!(fixed(&a, &r).valid);
+}

@@ -62,6 +62,9 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::TpPpNotDivisibleByNnodes,
     Code::PipelineSpeculationOffPrefill,
     Code::SpeculativeAlgorithmNotForModel,
+    Code::KvCacheShardingOffPrefill,
+    Code::KvCacheDtypeNeedsBlackwell,
+    Code::PrefillOnlyDisableKvCacheNeedsEmbedding,
 ];
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub mod resolve;
 pub(crate) mod rules_check;
 pub(crate) mod rules_config;
 pub(crate) mod rules_context;
+pub(crate) mod rules_kv;
 pub(crate) mod rules_late;
 pub(crate) mod rules_parallel;
 pub(crate) mod rules_resolve;

@@ -10,7 +10,7 @@ use super::resolution::{
 };
 use super::settings::SglangHiSparse;
 use super::{
-    deviations, rules_check, rules_config, rules_context, rules_late, rules_parallel,
+    deviations, rules_check, rules_config, rules_context, rules_kv, rules_late, rules_parallel,
     rules_resolve, rules_spec,
 };
 use crate::diagnostic::Diagnostic;
@@ -31,6 +31,7 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     // S1's rules fire with or without HiSparse (those about HiSparse check it
     // themselves); S2 onwards are HiSparse's, but for the chunked-prefill page rule.
     rules_resolve::check(&r, &mut diags);
+    rules_kv::check(&r, &mut diags);
     rules_spec::check(&r, &mut diags);
     rules_context::check(&r, &mut diags);
     rules_parallel::check_resolve(&r, &mut diags);

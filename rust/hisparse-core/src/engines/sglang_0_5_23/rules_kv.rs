@@ -1,0 +1,81 @@
+//! Stage S1 KV-cache rules SGLang 0.5.23 applies to any launch, HiSparse or
+//! not (`ServerArgs.resolve_once`, srt/arg_groups/pipeline.py:255, :270, :284):
+//! one item per rule, with SGLang's message, file:line and fix. The HiSparse
+//! forms of the same flags are rules_resolve's (`kv_cache_sharding_with_hisparse`,
+//! `prefill_only_disable_kv_cache_with_hisparse`).
+
+use super::diagnostics::SglangDiagnostic;
+use super::resolution::Resolution;
+use super::stages::SglangStage::Resolve;
+use crate::diagnostic::{Code, Diagnostic, FixOp};
+use crate::path::FieldPath;
+use serde_json::json;
+
+fn set_false(attr: &str) -> FixOp {
+    FixOp::Set {
+        path: FieldPath::root(attr),
+        value: json!(false),
+    }
+}
+
+pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    mxfp8_needs_blackwell(r, d);
+    prefill_only_needs_embedding(r, d);
+    kv_cache_sharding_off_prefill(r, d);
+}
+
+/// `handle_mxfp8_kv_cache_compatibility` (arg_groups/kv_cache_hook.py:100-109,
+/// pipeline.py:255): `is_blackwell` is SM 10, 11 or 12 (utils/common.py:297-303).
+/// A DSA model refuses mxfp8 anyway (`dsa_kv_cache_dtype_unsupported`).
+fn mxfp8_needs_blackwell(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    if r.args.kv_cache_dtype.as_deref() != Some("mxfp8") || r.is_dsa || r.is_dsv4 {
+        return;
+    }
+    if (10..=12).contains(&r.sm_major) && !r.hip {
+        return;
+    }
+    d.push(
+        Diagnostic::error(Code::KvCacheDtypeNeedsBlackwell, FieldPath::root("kv_cache_dtype"), "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands used by the FA4 MXFP8 attention path.")
+            .stage(Resolve)
+            .given(&json!("mxfp8"))
+            .allowed(format!("on SM {}.x: auto, bfloat16, fp8_e4m3 (mxfp8 on SM 10-12)", r.sm_major))
+            .fix(vec![FixOp::Set { path: FieldPath::root("kv_cache_dtype"), value: json!("fp8_e4m3") }]),
+    );
+}
+
+/// `_handle_prefill_only_disable_kv_cache` (arg_groups/kv_cache_hook.py:871-884,
+/// pipeline.py:270): only for embedding models. With HiSparse it is refused
+/// too (rules_resolve's, :932-938); the fix drops the flag either way.
+fn prefill_only_needs_embedding(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    if a.prefill_only_disable_kv_cache != Some(true) || a.is_embedding == Some(true) {
+        return;
+    }
+    if a.hisparse_on() {
+        return; // prefill_only_disable_kv_cache_with_hisparse, same stage and fix
+    }
+    d.push(
+        Diagnostic::error(Code::PrefillOnlyDisableKvCacheNeedsEmbedding, FieldPath::root("prefill_only_disable_kv_cache"), "--prefill-only-disable-kv-cache currently requires --is-embedding. Other prefill-only workloads may be supported in a future change once their attention paths stop reading or writing the paged KV cache.")
+            .stage(Resolve)
+            .given(&json!(true))
+            .allowed("with --is-embedding only")
+            .fix(vec![set_false("prefill_only_disable_kv_cache")]),
+    );
+}
+
+/// `handle_kv_cache_sharding` (arg_groups/kv_shard_hook.py:87-104,
+/// pipeline.py:284): only on a P/D prefill worker. With HiSparse it is
+/// rules_resolve's `kv_cache_sharding_with_hisparse`.
+fn kv_cache_sharding_off_prefill(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    if a.enable_kv_cache_sharding != Some(true) || a.pd_mode() == "prefill" || a.hisparse_on() {
+        return;
+    }
+    d.push(
+        Diagnostic::error(Code::KvCacheShardingOffPrefill, FieldPath::root("enable_kv_cache_sharding"), "--enable-kv-cache-sharding is only supported on PD prefill workers: a rank's pool holds only its stripe of every cached page, which is incompatible with local decode.")
+            .stage(Resolve)
+            .given(&json!(a.pd_mode()))
+            .allowed("--disaggregation-mode prefill")
+            .fix(vec![set_false("enable_kv_cache_sharding")]),
+    );
+}
