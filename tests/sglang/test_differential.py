@@ -164,6 +164,29 @@ FAULTS: list[dict[str, Json]] = [
     {"swap_in_block_size": True},
     {"top_k": 512},  # JSON top_k other than index_topk
     {"device_buffer": 8192},  # an unknown key
+    # Issue 23, defect 1: Python's json.loads and Python's semantics (json.dumps
+    # writes NaN / Infinity; ints of any size).
+    {"device_buffer_size": 1e3},  # after_weights_load: 1000.0 < top_k
+    {"device_buffer_size": float("nan")},  # passes the parse, coordinator_init
+    {"device_buffer_size": 2**63},  # passes the parse, coordinator_init
+    {"device_buffer_size": -(2**63) - 1},
+    {"top_k": True, "device_buffer_size": 4096},  # starts: index_topk runs
+    {"top_k": True},
+    {"top_k": "2048"},  # TypeError at the comparison
+    {"top_k": None, "device_buffer_size": 4096},  # TypeError: 2 * None
+    {"top_k": {}},
+    {"top_k": [1]},
+    {"top_k": "x"},
+    {"top_k": 2048.5},
+    {"top_k": False, "device_buffer_size": False},
+    {"host_to_device_ratio": float("nan")},
+    {"host_to_device_ratio": float("inf")},
+    {"host_to_device_ratio": 10**20},
+    {"host_to_device_ratio": 1e300},
+    {"swap_in_block_size": float("nan")},
+    {"swap_in_block_size": 10**30},
+    {"swap_in_block_size": -(10**30)},
+    {"x": float("nan"), "nested": {"a": [1, {"b": None}]}},
 ]
 ready_config = st.builds(
     lambda base, fault: json.dumps({**base, **fault}),
@@ -190,6 +213,23 @@ hisparse_config_text = st.one_of(
             "null",
             "4096",
             '{"top_k": 2048,}',
+            # Python's json.loads forms (issue 23, defect 1).
+            '{"top_k": NaN}',
+            '{"device_buffer_size": 1E3}',
+            '{"device_buffer_size": Infinity}',
+            '{"device_buffer_size": -Infinity}',
+            '{"top_k": 1e400}',
+            '{"top_k": 2048, "top_k": 1024}',  # the last of a repeated key
+            '{"device_buffer_size": 99999999999999999999999999}',
+            '\ufeff{}',
+            '{"a": 1} x',
+            "NaN",
+            '"{}"',
+            "true",
+            '{"top_k": 0x800}',
+            '{"top_k": 2048}\n',
+            '{"swap_in_block_size": 9.6e2}',
+            '{"device_buffer_size": "4096", "top_k": "2048"}',
         ]
     ),
 )
@@ -452,18 +492,29 @@ def apply_fixed_flags(argv: list[str], fixed_flags: str) -> list[str]:
 
 
 def check_fixed_launch(argv: list[str], sm: tuple[int, int], report: Any, figures: Counter[str]) -> None:
-    """A refused launch with every fix applied (Report.fixed_flags in place of the
-    user's flags) passes our check, and real SGLang passes it at least as far as
-    the latest stage of the errors fixed (or starts), and the two still agree."""
+    """A refused launch with its printed flags applied as words (Report.fixed_flags
+    in place of the user's flags, argparse's refusals included: `--enable-hisparse=1`
+    is fixed by `--enable-hisparse`) passes our check or leaves only errors without
+    a fix; when every error had a fix, real SGLang passes it at least as far as the
+    latest stage of the errors fixed (or starts), and the two still agree."""
     if report.valid:
         return
-    if any(d.stage == "argparse" for d in report.errors):
-        # fixed_flags gives values, and argparse refuses words (`--enable-hisparse=1`
-        # stays wrong whatever the value): nothing to apply.
-        figures["refused at argparse: no fixed launch"] += 1
+    if report.fixed_flags is None:
+        assert not any(d.fix for d in report.errors), (
+            f"`sglang serve {' '.join(argv)}`: errors with a fix but no flags line: "
+            f"{[(d.code, d.stage, d.fix) for d in report.errors if d.fix]}"
+        )
+        figures["refused, no error with a fix: no fixed launch"] += 1
         return
-    if not all(d.fix for d in report.errors) or report.fixed_flags is None:
-        figures["refused, an error without a fix: no fixed launch"] += 1
+    if not all(d.fix for d in report.errors):
+        fixed = apply_fixed_flags(argv, report.fixed_flags)
+        after = hisparse_rs_check(fixed, sm)
+        left = [(d.code, d.stage, d.message) for d in after.errors if d.fix]
+        assert not left, (
+            f"the printed flags `{report.fixed_flags}` applied to `sglang serve {' '.join(argv)}` "
+            f"leave errors that have a fix: {left}"
+        )
+        figures["refused, an error without a fix: printed flags applied, only unfixable errors left"] += 1
         return
     fixed = apply_fixed_flags(argv, report.fixed_flags)
     after = hisparse_rs_check(fixed, sm)
