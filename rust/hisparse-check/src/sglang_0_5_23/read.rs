@@ -52,6 +52,57 @@ fn serve_front_end(words: &[String]) -> (Vec<String>, Vec<String>) {
     (out, front)
 }
 
+/// `ServerArgs` attributes given as values (the Python API's keywords, not
+/// argv words) that argparse would refuse as an invalid choice
+/// (`disaggregation_mode="decoder"`): each an error at stage `argparse`,
+/// argparse's own message, as the CLI reports `--disaggregation-mode decoder`
+/// (issue 23, defect 13). A null is the default and passes.
+pub fn attribute_choices(args: &SglangArgs) -> Vec<Diagnostic> {
+    let Value::Object(attrs) = args.to_json() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for flag in super::flags::all().filter(|f| f.choices.is_some()) {
+        let Some(v) = attrs.get(flag.dest).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let values: Vec<&Value> = match v {
+            Value::Array(items) => items.iter().collect(),
+            one => vec![one],
+        };
+        let words: Vec<String> = values
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let mut argv_words = vec![flag.spellings[0].to_owned()];
+        argv_words.extend(words);
+        let parsed = argv::parse(&argv_words);
+        if let Some(p) = parsed
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::InvalidChoice)
+        {
+            out.push(diagnostic(p));
+        }
+    }
+    out
+}
+
+/// Put [`attribute_choices`]' errors first in a report of attributes.
+pub fn refuse_choices(report: &mut Report, errors: Vec<Diagnostic>) {
+    if errors.is_empty() {
+        return;
+    }
+    report.valid = false;
+    report.hisparse = None;
+    let mut all = errors;
+    all.append(&mut report.errors);
+    report.errors = all;
+}
+
 /// `sglang serve`'s backend selector (cli/serve.py:30-59, the last
 /// `--model-type` wins; cli/serve_backends.py:119-130): `auto` and `llm` are
 /// the LLM server this check reads; `diffusion` is SGLang's diffusion server,

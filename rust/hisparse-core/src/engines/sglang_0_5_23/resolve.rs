@@ -46,8 +46,14 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     report(&r, diags)
 }
 
+/// An int setting; a bool is Python's 0 or 1 (`{"top_k": true}` starts, and
+/// SGLang holds True, which equals 1).
 fn int_resolved(r: &Resolved<Value>) -> Option<Resolved<i64>> {
-    hc::as_int(&r.value).map(|v| Resolved::new(v, r.provenance.clone()))
+    let v = match &r.value {
+        Value::Bool(b) => Some(i64::from(*b)),
+        other => hc::as_int(other),
+    };
+    v.map(|v| Resolved::new(v, r.provenance.clone()))
 }
 
 fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {

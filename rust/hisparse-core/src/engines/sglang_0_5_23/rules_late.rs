@@ -285,7 +285,7 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         // null or a string: first used at S3, in the indexer cell size
         // (model_executor/pool_configurator.py:633-635, FACTS_sglang.md #3).
         None if ratio.is_null() || ratio.is_string() || ratio.is_array() || ratio.is_object() => d.push(
-            err(Code::HisparseConfigInvalidType, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer; SGLang fails on {} when it sizes the indexer cells after the weights load (int(... * indexer_ratio), model_executor/pool_configurator.py:633-635)", py_repr(ratio)), AfterWeightsLoad)
+            err(Code::HisparseConfigInvalidType, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer; SGLang fails on {} when it sizes the indexer cells after the weights load (int(... * indexer_ratio), model_executor/pool_configurator.py:633-635)", r.py.host_to_device_ratio.repr()), AfterWeightsLoad)
                 .given(ratio)
                 .allowed("an integer >= 1")
                 .fix(vec![set_key("host_to_device_ratio", json!(hc::DEFAULT_HOST_TO_DEVICE_RATIO))]),
@@ -302,11 +302,13 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             let fixed = ratio
                 .as_f64()
                 .filter(|_| !ratio.is_boolean())
+                // Rounded, within the ratios the planner searches (1 to 256):
+                // 1e300 rounds to no pool SGLang can size (OverflowError).
                 .map_or(hc::DEFAULT_HOST_TO_DEVICE_RATIO, |f| {
-                    (f.round() as i64).max(1)
+                    (f.round() as i64).clamp(1, 256)
                 });
             d.push(
-                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into torch.zeros when it builds the HiSparse allocator and fails there (zeros(): argument 'size' (position 1) must be tuple of ints, not float; mem_cache/allocator/hisparse.py:63-72), after the weights load", py_repr(ratio)), PoolBuild)
+                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into torch.zeros when it builds the HiSparse allocator and fails there (zeros(): argument 'size' (position 1) must be tuple of ints, not float; mem_cache/allocator/hisparse.py:63-72), after the weights load", r.py.host_to_device_ratio.repr()), PoolBuild)
                     .given(ratio)
                     .allowed("an integer >= 1")
                     .fix(vec![set_key("host_to_device_ratio", json!(fixed))]),
@@ -334,16 +336,5 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
         Some(_) => {}
-    }
-}
-
-/// Python's repr of a JSON value, for SGLang's messages (`2.5`, `'x'`, `True`).
-fn py_repr(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("'{s}'"),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
-        Value::Null => "None".to_owned(),
-        other => other.to_string(),
     }
 }
