@@ -1,5 +1,5 @@
 //! Stage S1 KV-cache rules SGLang 0.5.23 applies to any launch, HiSparse or
-//! not (`ServerArgs.resolve_once`, srt/arg_groups/pipeline.py:255, :270, :284):
+//! not (`ServerArgs.resolve_once`, srt/arg_groups/pipeline.py:170, :255, :284):
 //! one item per rule, with SGLang's message, file:line and fix. The HiSparse
 //! forms of the same flags are rules_resolve's (`kv_cache_sharding_with_hisparse`,
 //! `prefill_only_disable_kv_cache_with_hisparse`).
@@ -43,8 +43,8 @@ fn mxfp8_needs_blackwell(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     );
 }
 
-/// `_handle_prefill_only_disable_kv_cache` (arg_groups/kv_cache_hook.py:871-884,
-/// pipeline.py:270): only for embedding models. With HiSparse it is refused
+/// `validate_prefill_only_disable_kv_cache_args` (arg_groups/kv_cache_hook.py:865-884,
+/// pipeline.py:170): only for embedding models. With HiSparse it is refused
 /// too (rules_resolve's, :932-938); the fix drops the flag either way.
 fn prefill_only_needs_embedding(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     let a = r.args;
