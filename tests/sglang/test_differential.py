@@ -221,7 +221,7 @@ hisparse_config_text = st.one_of(
             '{"top_k": 1e400}',
             '{"top_k": 2048, "top_k": 1024}',  # the last of a repeated key
             '{"device_buffer_size": 99999999999999999999999999}',
-            '\ufeff{}',
+            "\ufeff{}",
             '{"a": 1} x',
             "NaN",
             '"{}"',
@@ -237,6 +237,19 @@ hisparse_config_text = st.one_of(
 
 def maybe(values: list[Json]) -> st.SearchStrategy[Json]:
     return st.sampled_from([None, *values])
+
+
+#: The store_true flags launch() draws (beside --enable-hisparse, --disable-radix-cache).
+STORE_TRUE_DRAWN = [
+    "--enable-mixed-chunk",
+    "--enable-dp-attention",
+    "--enable-hierarchical-cache",
+    "--enable-kv-cache-sharding",
+    "--prefill-only-disable-kv-cache",
+    "--is-embedding",
+    "--speculative-adaptive",
+    "--disaggregation-decode-enable-radix-cache",
+]
 
 
 @st.composite
@@ -267,25 +280,33 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         ),
         "--dsa-decode-backend": maybe(["flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla", "triton"]),
         "--attention-backend": maybe(["dsa", "flashinfer", "fa3", "triton"]),
-        "--chunked-prefill-size": maybe([4096, 8192, 1000, 4160, -1]),
-        "--max-running-requests": maybe([16, 64, 256, 4096, 8192]),
-        "--tp-size": maybe([1, 2, 4, 8]),
-        "--dp-size": maybe([1, 2, 8]),
-        "--dcp-size": maybe([1, 1, 1, 2]),
-        "--mem-fraction-static": maybe([0.8, 0.9]),
+        "--chunked-prefill-size": maybe([4096, 8192, 1000, 4160, -1, 0]),
+        "--max-running-requests": maybe([16, 64, 256, 4096, 8192, 0, -1]),
+        "--tp-size": maybe([1, 2, 4, 8, 0, -1]),
+        "--dp-size": maybe([1, 2, 8, 0]),
+        "--dcp-size": maybe([1, 1, 1, 2, 0]),
+        "--mem-fraction-static": maybe([0.8, 0.9, 0, 1.5, -0.1]),
         # Issue 23: layouts and lengths SGLang's own rules refuse, HiSparse or not.
         "--attn-dp-size": maybe([1, 2, 3, 4, 0, -1]),
         "--nnodes": maybe([1, 2, 3, 0]),
         "--pp-size": maybe([1, 2]),
         "--context-length": maybe([4096, 131072, 163840, 262144]),
+        # Issue 23, item 2: the rest of the flags SGLang's hooks read that hisparse_rs
+        # reads (flags_the_hooks_read; test_the_generator_draws_the_flags_the_hooks_read).
+        "--disaggregation-decode-allocation-policy": maybe(["early", "prefill_complete"]),
+        "--disaggregation-decode-extra-slots": maybe([0, 4, 64]),
+        "--disaggregation-decode-host-receive-threshold": maybe([1, 0.5]),
+        "--ep-size": maybe([1, 8]),
+        "--max-total-tokens": maybe([131072, 1048576]),
+        "--speculative-ngram-max-bfs-breadth": maybe([1, 10]),
     }
     for flag, strategy in valued.items():
         if draw(st.integers(0, rarely)) == 0:
             value = draw(strategy)
             if value is not None:
                 argv += [flag, str(value)]
-    for flag in ("--enable-mixed-chunk", "--enable-dp-attention", "--enable-hierarchical-cache"):
-        if draw(st.integers(0, 14)) == 0:
+    for flag in STORE_TRUE_DRAWN:
+        if draw(st.integers(0, 14 if flag in STORE_TRUE_DRAWN[:3] else 40)) == 0:
             argv.append(flag)
     if draw(st.integers(0, 9)) == 0:
         # As users write them: argparse's abbreviations and its errors.
@@ -317,8 +338,111 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
                 "--speculative-eagle-topk", str(topk),
                 "--speculative-num-draft-tokens", str(drafts),
             ]  # fmt: skip
+    if draw(st.integers(0, 2)) == 0:
+        argv = draw(argparse_forms(argv))
     sm = draw(st.sampled_from([(9, 0), (9, 0), (9, 0), (10, 0)]))
     return argv, sm
+
+
+# --- Every form argparse takes (issue 23, item 2) ---
+
+_SPEC = json.loads((Path(__file__).resolve().parent / "sglang_flags.json").read_text())["options"]
+_SPELLINGS: list[str] = sorted(
+    o for spec in _SPEC.values() for o in spec["option_strings"] if o.startswith("--")
+)
+_BY_SPELLING: dict[str, dict[str, Json]] = {
+    o: spec for spec in _SPEC.values() for o in spec["option_strings"]
+}
+
+
+def unique_prefix(spelling: str) -> str | None:
+    """The shortest prefix argparse reads as `spelling` alone (Python 3.11 counts
+    spellings: a prefix of two spellings of one option is ambiguous); None if none is shorter."""
+    for n in range(3, len(spelling)):
+        p = spelling[:n]
+        if [o for o in _SPELLINGS if o.startswith(p)] == [spelling]:
+            return p
+    return None
+
+
+#: Values at and past the edges of an int flag, as argparse's int() reads them:
+#: non-ASCII digits (int("٨") is 8), a float for an int (refused), 0, negatives.
+INT_EDGES = ["0", "-1", "\u0668", "\uff18", "1.5", "8.0", " 8", "+8", "0x8", "1_6"]
+
+
+@st.composite
+def argparse_forms(draw: st.DrawFn, argv: list[str]) -> list[str]:
+    """`argv` respelled as users type it and argparse reads it: a unique prefix of
+    a flag, `--flag=value`, a flag repeated earlier with another value (the last
+    wins), a store_true flag given `=value`, an int flag's value at its edges."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        spec = _BY_SPELLING.get(word)
+        if spec is None or word == "--model-path":
+            out.append(word)
+            i += 1
+            continue
+        takes = spec["action"] == "store" and spec["nargs"] is None
+        value = argv[i + 1] if takes and i + 1 < len(argv) else None
+        form = draw(st.integers(0, 7))
+        name = word
+        if form == 0:
+            name = unique_prefix(word) or word
+        if value is not None:
+            if form == 1:
+                out.append(f"{name}={value}")
+            elif form == 2:
+                # Repeated, the last wins: an earlier edge value first.
+                out += [name, draw(st.sampled_from(INT_EDGES if spec["type"] == "int" else [value]))]
+                out += [name, value]
+            elif form == 3 and spec["type"] == "int":
+                out += [name, draw(st.sampled_from(INT_EDGES))]
+            else:
+                out += [name, value]
+            i += 2
+            continue
+        if spec["action"] == "store_true" and form == 1:
+            out.append(f"{name}=" + draw(st.sampled_from(["1", "true", "0", "no", ""])))
+        else:
+            out.append(name)
+        i += 1
+    return out
+
+
+def flags_the_hooks_read() -> tuple[set[str], set[str]]:
+    """(the parser's dests SGLang's resolve_once hooks and check_server_args read,
+    generated from SGLang's source: every `cfg.X` / `server_args.X` / `view.X` in
+    the hook functions scripts/gen_sglang_hooks.py lists; those of them hisparse_rs
+    reads, from the SglangArgs fields of rust/.../sglang_0_5_23/args.rs)."""
+    import ast
+    import importlib.util
+    import re
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    import gen_sglang_hooks as gen
+
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.submodule_search_locations
+    pkg = Path(next(iter(spec.submodule_search_locations)))
+    dests = {spec_["dest"] for spec_ in _SPEC.values()}
+    read: set[str] = set()
+    for hook in gen.hooks(pkg):
+        module, _, _line = hook.where.partition(":")
+        tree = ast.parse((pkg / "srt" / module).read_text())
+        fn = gen.function(tree, hook.name)
+        if fn is None:
+            continue
+        for node in ast.walk(fn):
+            named = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            if named and node.value.id in ("cfg", "server_args", "view", "self") and node.attr in dests:
+                read.add(node.attr)
+    args_rs = (root / "rust/hisparse-core/src/engines/sglang_0_5_23/args.rs").read_text()
+    ours = set(re.findall(r"pub (\w+): Option<", args_rs)) | {"model_path"}
+    return read, read & ours
 
 
 # --- Our side ---
@@ -624,12 +748,17 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
 ]  # fmt: skip
 
 
-def with_launches(test: Any) -> Any:
-    """Hypothesis over launch(), at least 500 under every profile (the ci profile's
-    default is 300), plus EXAMPLES."""
+def with_launches(test: Any, at_least: int = 500) -> Any:
+    """Hypothesis over launch(), at least `at_least` under every profile (the ci
+    profile's default is 300), plus EXAMPLES."""
     for case in reversed(EXAMPLES):
         test = example(case)(test)
-    return settings(max_examples=max(500, settings().max_examples))(given(launch())(test))
+    return settings(max_examples=max(at_least, settings().max_examples))(given(launch())(test))
+
+
+def with_many_launches(test: Any) -> Any:
+    """with_launches, at least 2,000 launches (issue 23: the differential itself)."""
+    return with_launches(test, at_least=2000)
 
 
 @with_launches
@@ -657,7 +786,7 @@ def test_oracle_on_drawn_launches(case: tuple[list[str], tuple[int, int]]) -> No
             assert set(COMPARED) <= verdict["resolved"].keys(), verdict
 
 
-@with_launches
+@with_many_launches
 def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
     """hisparse_rs.check_sglang_argv and SGLang agree, or a DEVIATIONS code names the difference."""
     import hisparse_rs
@@ -692,6 +821,27 @@ class _Report:
         return json.dumps(
             {"hisparse": {k: {"value": v, "source": "test"} for k, v in self._hisparse.items()}}
         )
+
+
+def test_the_generator_draws_the_flags_the_hooks_read() -> None:
+    """Of the flags SGLang's hooks read (generated from its source), launch() draws
+    every one hisparse_rs reads; the figures are printed with the others."""
+    read, ours = flags_the_hooks_read()
+    text = Path(__file__).read_text()
+    source = text[text.index("def launch(") : text.index("# --- Every form argparse takes")]
+    source += json.dumps(STORE_TRUE_DRAWN)
+    drawn = {dest for dest in ours if any(f'"{o}"' in source for o in _DEST_SPELLINGS.get(dest, []))}
+    drawn |= {"model_path", "device", "enable_hisparse", "disable_radix_cache", "hisparse_config"} & ours
+    # tp_size via --tp, speculative steps / topk / draft tokens in their own block.
+    missing = sorted(ours - drawn)
+    assert not missing, f"flags SGLang's hooks read and hisparse_rs reads, not drawn: {missing}"
+    FIGURES["flags SGLang's hooks read (from its source)"] = len(read)
+    FIGURES["flags SGLang's hooks read: read by hisparse_rs, all drawn"] = len(ours)
+
+
+_DEST_SPELLINGS: dict[str, list[str]] = {}
+for _spec in _SPEC.values():
+    _DEST_SPELLINGS.setdefault(_spec["dest"], []).extend(_spec["option_strings"])
 
 
 def test_comparison_rule() -> None:
