@@ -183,6 +183,8 @@ codes! {
     KvCacheShardingOffPrefill => "kv_cache_sharding_off_prefill",
     KvCacheDtypeNeedsBlackwell => "kv_cache_dtype_needs_blackwell",
     PrefillOnlyDisableKvCacheNeedsEmbedding => "prefill_only_disable_kv_cache_needs_embedding",
+    PrefillOnlyDisableKvCachePreconditions => "prefill_only_disable_kv_cache_preconditions",
+    TilelangFp8BackendsMixed => "tilelang_fp8_backends_mixed",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

@@ -624,3 +624,37 @@ fn prefill_only_disable_kv_cache_needs_is_embedding() {
     let a = args(json!({"prefill_only_disable_kv_cache": true}));
     assert!(fixed(&a, &r).valid);
 }
+
+// --- Found by the generated differential --------------------------------------
+
+#[test]
+fn tilelang_for_one_dsa_backend_with_fp8_is_refused_without_hisparse() {
+    let (r, s) = refused(
+        json!({"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang"}),
+        Code::TilelangFp8BackendsMixed,
+    );
+    assert_eq!(s, "resolve");
+    let a = args(json!({"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang"}));
+    assert!(fixed(&a, &r).valid);
+}
+
+#[test]
+fn prefill_only_on_an_embedding_model_needs_its_preconditions() {
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true});
+    let (r, s) = refused(v.clone(), Code::PrefillOnlyDisableKvCachePreconditions);
+    assert_eq!(s, "resolve");
+    assert_eq!(
+        r.errors
+            .iter()
+            .filter(|d| d.code == Code::PrefillOnlyDisableKvCachePreconditions)
+            .count(),
+        2
+    );
+    assert!(fixed(&args(v), &r).valid);
+}
+
+#[test]
+fn attn_dp_size_one_beside_the_deprecated_form_is_no_fix() {
+    let r = check(json!({"dp_size": 2, "attn_dp_size": 2, "enable_dp_attention": true}));
+    assert!(error(&r, Code::DataParallelLayoutInvalid).fix.is_empty());
+}

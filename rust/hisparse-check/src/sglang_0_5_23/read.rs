@@ -268,6 +268,14 @@ pub fn finish(report: &mut Report, read: Read) {
             _ => None,
         })
         .collect();
+    // One the other fixes name already (`(remove --flag)`) is theirs to print.
+    let named = |flag: &String| {
+        report
+            .fixed_flags
+            .as_deref()
+            .is_some_and(|f| f.split([' ', '(', ')']).any(|w| w == flag))
+    };
+    let alone: Vec<String> = alone.into_iter().filter(|f| !named(f)).collect();
     if !alone.is_empty() {
         let mut parts = alone;
         parts.extend(report.fixed_flags.take());

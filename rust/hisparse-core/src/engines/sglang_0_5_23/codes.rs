@@ -65,6 +65,8 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::KvCacheShardingOffPrefill,
     Code::KvCacheDtypeNeedsBlackwell,
     Code::PrefillOnlyDisableKvCacheNeedsEmbedding,
+    Code::PrefillOnlyDisableKvCachePreconditions,
+    Code::TilelangFp8BackendsMixed,
 ];
 
 #[cfg(test)]

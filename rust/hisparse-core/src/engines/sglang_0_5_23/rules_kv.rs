@@ -19,9 +19,69 @@ fn set_false(attr: &str) -> FixOp {
 }
 
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
-    mxfp8_needs_blackwell(r, d);
     prefill_only_needs_embedding(r, d);
+    prefill_only_preconditions(r, d);
+    mxfp8_needs_blackwell(r, d);
+    tilelang_fp8_backends_mixed(r, d);
     kv_cache_sharding_off_prefill(r, d);
+}
+
+/// `validate_prefill_only_disable_kv_cache_args`' preconditions for an embedding
+/// model (arg_groups/kv_cache_hook.py:897-911): `--chunked-prefill-size -1` and
+/// the radix cache off, for the FA backend's fa_skip_kv_cache path.
+fn prefill_only_preconditions(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    if a.prefill_only_disable_kv_cache != Some(true)
+        || a.is_embedding != Some(true)
+        || a.hisparse_on()
+    {
+        return;
+    }
+    if a.chunked_prefill_size != Some(-1) {
+        d.push(
+            Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("chunked_prefill_size"), "--prefill-only-disable-kv-cache requires --chunked-prefill-size=-1 so the FA backend takes the fa_skip_kv_cache path; otherwise the pool would be touched between prefill chunks.")
+                .stage(Resolve)
+                .given(&a.chunked_prefill_size.map_or(serde_json::Value::Null, |c| json!(c)))
+                .allowed("-1 with --prefill-only-disable-kv-cache")
+                .fix(vec![FixOp::Set { path: FieldPath::root("chunked_prefill_size"), value: json!(-1) }]),
+        );
+    }
+    if !r.disable_radix_cache.value {
+        d.push(
+            Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("disable_radix_cache"), "--prefill-only-disable-kv-cache requires --disable-radix-cache because the radix cache indexes KV pool slots that no longer hold real data.")
+                .stage(Resolve)
+                .given(&json!(false))
+                .allowed("true with --prefill-only-disable-kv-cache")
+                .fix(vec![FixOp::Set { path: FieldPath::root("disable_radix_cache"), value: json!(true) }]),
+        );
+    }
+}
+
+/// `_check_dsa_backend_constraints` (arg_groups/overrides.py:550-575): on CUDA
+/// with fp8_e4m3, tilelang for one DSA backend needs it for both. With
+/// HiSparse, rules_resolve's `tilelang_fp8_with_hisparse` refuses tilelang at all.
+fn tilelang_fp8_backends_mixed(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    if !r.is_dsa || r.hip || r.args.hisparse_on() || r.kv_cache_dtype.value != "fp8_e4m3" {
+        return;
+    }
+    let name = |b: &Option<crate::report::Resolved<String>>| b.as_ref().map(|b| b.value.clone());
+    let (pre, dec) = (name(&r.dsa_prefill_backend), name(&r.dsa_decode_backend));
+    let tile = |b: &Option<String>| b.as_deref() == Some("tilelang");
+    if !(tile(&pre) ^ tile(&dec)) {
+        return;
+    }
+    let (attr, other) = if tile(&pre) {
+        ("dsa_prefill_backend", "dsa_decode_backend")
+    } else {
+        ("dsa_decode_backend", "dsa_prefill_backend")
+    };
+    d.push(
+        Diagnostic::error(Code::TilelangFp8BackendsMixed, FieldPath::root(attr), "CUDA TileLang FP8 KV requires both DSA backends to be tilelang; raw and scaled FP8 KV layouts cannot be mixed.")
+            .stage(Resolve)
+            .given(&json!("tilelang"))
+            .allowed(format!("tilelang for {other} too, or another backend"))
+            .fix(vec![FixOp::Remove { path: FieldPath::root(attr) }]),
+    );
 }
 
 /// `handle_mxfp8_kv_cache_compatibility` (arg_groups/kv_cache_hook.py:100-109,
