@@ -185,6 +185,7 @@ codes! {
     PrefillOnlyDisableKvCacheNeedsEmbedding => "prefill_only_disable_kv_cache_needs_embedding",
     PrefillOnlyDisableKvCachePreconditions => "prefill_only_disable_kv_cache_preconditions",
     TilelangFp8BackendsMixed => "tilelang_fp8_backends_mixed",
+    PrefillCompletePolicyUnsupported => "prefill_complete_policy_unsupported",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

@@ -658,3 +658,19 @@ fn attn_dp_size_one_beside_the_deprecated_form_is_no_fix() {
     let r = check(json!({"dp_size": 2, "attn_dp_size": 2, "enable_dp_attention": true}));
     assert!(error(&r, Code::DataParallelLayoutInvalid).fix.is_empty());
 }
+
+#[test]
+fn prefill_complete_is_refused_in_aggregated_serving_without_hisparse() {
+    let v = json!({"disaggregation_decode_allocation_policy": "prefill_complete"});
+    let (r, s) = refused(v.clone(), Code::PrefillCompletePolicyUnsupported);
+    assert_eq!(s, "resolve");
+    assert!(error(&r, Code::PrefillCompletePolicyUnsupported)
+        .message
+        .ends_with("does not yet support aggregated serving"));
+    assert!(fixed(&args(v), &r).valid);
+    // The prefill-only fix drops HiCache with the radix cache it needs.
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true,
+                   "enable_hierarchical_cache": true, "chunked_prefill_size": -1});
+    let r = check(v.clone());
+    assert!(fixed(&args(v), &r).valid, "{:#?}", r.errors);
+}

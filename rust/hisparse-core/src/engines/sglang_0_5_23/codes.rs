@@ -67,6 +67,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::PrefillOnlyDisableKvCacheNeedsEmbedding,
     Code::PrefillOnlyDisableKvCachePreconditions,
     Code::TilelangFp8BackendsMixed,
+    Code::PrefillCompletePolicyUnsupported,
 ];
 
 #[cfg(test)]

@@ -24,6 +24,68 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     mxfp8_needs_blackwell(r, d);
     tilelang_fp8_backends_mixed(r, d);
     kv_cache_sharding_off_prefill(r, d);
+    prefill_complete_unsupported(r, d);
+}
+
+/// `_validate_prefill_complete` (arg_groups/pd_disaggregation_hook.py:199-242,
+/// run from :47-48) without HiSparse (with it, rules_resolve's
+/// `prefill_complete_with_hisparse`): what the check reads of its list.
+fn prefill_complete_unsupported(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    if a.hisparse_on()
+        || a.disaggregation_decode_allocation_policy.as_deref() != Some("prefill_complete")
+    {
+        return;
+    }
+    let mut unsupported = Vec::new();
+    if !matches!(a.pd_mode(), "prefill" | "decode") {
+        unsupported.push("aggregated serving");
+    }
+    if !matches!(
+        a.disaggregation_transfer_backend
+            .as_deref()
+            .unwrap_or("mooncake"),
+        "mooncake" | "mooncake_tcp"
+    ) {
+        unsupported.push("transfer backends other than Mooncake");
+    }
+    if a.pp_size.unwrap_or(1) != 1 || a.dcp_size.unwrap_or(1) != 1 {
+        unsupported.push("pipeline or attention context parallelism");
+    }
+    // dp_size after the deprecated form is turned around (parallel_hook.py:39-60).
+    let attn_dp = if a.enable_dp_attention == Some(true) {
+        r.dp_replicas()
+    } else {
+        1
+    };
+    if a.tp_size.unwrap_or(1) != attn_dp {
+        unsupported.push("attention tensor parallelism greater than one");
+    }
+    if a.disaggregation_decode_host_receive_threshold
+        .is_some_and(|t| t < 1.0)
+    {
+        unsupported.push("decode host KV buffering");
+    }
+    if a.pd_mode() == "decode"
+        && (a.disaggregation_decode_enable_radix_cache == Some(true)
+            || a.enable_hierarchical_cache == Some(true))
+    {
+        unsupported.push("decode radix cache or decode HiCache");
+    }
+    if unsupported.is_empty() {
+        return;
+    }
+    d.push(
+        Diagnostic::error(
+            Code::PrefillCompletePolicyUnsupported,
+            FieldPath::root("disaggregation_decode_allocation_policy"),
+            format!("--disaggregation-decode-allocation-policy prefill_complete does not yet support {}", unsupported.join(", ")),
+        )
+        .stage(Resolve)
+        .given(&json!("prefill_complete"))
+        .allowed("early (the default) for this launch")
+        .fix(vec![FixOp::Set { path: FieldPath::root("disaggregation_decode_allocation_policy"), value: json!("early") }]),
+    );
 }
 
 /// `validate_prefill_only_disable_kv_cache_args`' preconditions for an embedding
@@ -47,12 +109,21 @@ fn prefill_only_preconditions(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         );
     }
     if !r.disable_radix_cache.value {
+        // HiCache needs the radix cache (hierarchical_cache_without_radix_cache):
+        // with no KV cache kept it has nothing to hold, so the fix drops it too.
+        let mut fix = vec![FixOp::Set {
+            path: FieldPath::root("disable_radix_cache"),
+            value: json!(true),
+        }];
+        if a.enable_hierarchical_cache == Some(true) {
+            fix.push(set_false("enable_hierarchical_cache"));
+        }
         d.push(
             Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("disable_radix_cache"), "--prefill-only-disable-kv-cache requires --disable-radix-cache because the radix cache indexes KV pool slots that no longer hold real data.")
                 .stage(Resolve)
                 .given(&json!(false))
                 .allowed("true with --prefill-only-disable-kv-cache")
-                .fix(vec![FixOp::Set { path: FieldPath::root("disable_radix_cache"), value: json!(true) }]),
+                .fix(fix),
         );
     }
 }
