@@ -36,15 +36,17 @@ PLUMBING = {"resolving_view", "run_post_process_pass"}
 PORTED: dict[str, str] = {
     "handle_deprecated_dp_attention": "read: `--dp-size N --enable-dp-attention` is the attention-DP width",
     "handle_pd_disaggregation": "`host_receive_with_hisparse`, `decode_radix_cache_with_hisparse`, "
-    "`prefill_complete_with_hisparse`; `attn_dp_size_not_positive` (its ZeroDivisionError)",
+    "`prefill_complete_with_hisparse`, `prefill_complete_policy_unsupported`; "
+    "`attn_dp_size_not_positive` (its ZeroDivisionError)",
     "handle_gpu_memory_settings": "read: the default `chunked_prefill_size` and `mem_fraction_static` by GPU",
     "handle_model_specific_adjustments": "`dsa_dcp_unsupported`, `dsa_kv_cache_dtype_unsupported`, "
-    "`triton_dsa_backend_on_cuda`, `tilelang_fp8_with_hisparse`, DeepSeek-V4's page and dtype, "
+    "`triton_dsa_backend_on_cuda`, `tilelang_fp8_with_hisparse`, `tilelang_fp8_backends_mixed`, "
+    "DeepSeek-V4's page and dtype, "
     "`speculative_algorithm_not_for_model`; the DSA page 64 and backends (read)",
     "handle_mxfp8_kv_cache_compatibility": "`kv_cache_dtype_needs_blackwell`",
     "validate_prefill_only_disable_kv_cache_args": "`prefill_only_disable_kv_cache_needs_embedding`, "
-    "`prefill_only_disable_kv_cache_with_hisparse`; in part: its preconditions for embedding models "
-    "(chunked prefill -1, radix cache off, CP, FP4/MXFP8 dtypes) are not ported",
+    "`prefill_only_disable_kv_cache_with_hisparse`, `prefill_only_disable_kv_cache_preconditions` "
+    "(chunked prefill -1, radix cache off); in part: CP and FP4/MXFP8 dtypes are not ported",
     "handle_hicache": "`hierarchical_cache_without_radix_cache`",
     "handle_data_parallelism": "`attn_dp_size_not_positive`, `dp_replicas_with_attn_dp`, "
     "`data_parallel_layout_invalid`; the chunked-prefill division (read)",
