@@ -640,7 +640,8 @@ fn tilelang_for_one_dsa_backend_with_fp8_is_refused_without_hisparse() {
 
 #[test]
 fn prefill_only_on_an_embedding_model_needs_its_preconditions() {
-    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true});
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true,
+                   "model_path": model("llama-3.1-8b")});
     let (r, s) = refused(v.clone(), Code::PrefillOnlyDisableKvCachePreconditions);
     assert_eq!(s, "resolve");
     assert_eq!(
@@ -651,6 +652,18 @@ fn prefill_only_on_an_embedding_model_needs_its_preconditions() {
         2
     );
     assert!(fixed(&args(v), &r).valid);
+}
+
+#[test]
+fn prefill_only_on_a_dsa_model_needs_the_fa_backend() {
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true});
+    let (r, _) = refused(v.clone(), Code::PrefillOnlyDisableKvCachePreconditions);
+    assert!(error(&r, Code::PrefillOnlyDisableKvCachePreconditions)
+        .message
+        .contains("but got prefill backend 'dsa'"));
+    assert!(fixed(&args(v), &r).valid);
+    let r = check(json!({"dp_size": 2, "attn_dp_size": 0, "enable_dp_attention": true}));
+    assert!(error(&r, Code::AttnDpSizeNotPositive).fix.is_empty());
 }
 
 #[test]
@@ -670,7 +683,8 @@ fn prefill_complete_is_refused_in_aggregated_serving_without_hisparse() {
     assert!(fixed(&args(v), &r).valid);
     // The prefill-only fix drops HiCache with the radix cache it needs.
     let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true,
-                   "enable_hierarchical_cache": true, "chunked_prefill_size": -1});
+                   "enable_hierarchical_cache": true, "chunked_prefill_size": -1,
+                   "model_path": model("llama-3.1-8b")});
     let r = check(v.clone());
     assert!(fixed(&args(v), &r).valid, "{:#?}", r.errors);
 }

@@ -99,6 +99,19 @@ fn prefill_only_preconditions(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     {
         return;
     }
+    // handle_prefill_only_disable_kv_cache (kv_cache_hook.py:321-345): the FA
+    // prefill backend (fa3/fa4); a DSA model's is `dsa`. Ported for DSA models
+    // only (a non-DSA model's default backend depends on the GPU).
+    if r.is_dsa {
+        d.push(
+            Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("prefill_only_disable_kv_cache"), "--prefill-only-disable-kv-cache currently requires the FA prefill backend (fa3/fa4), but got prefill backend 'dsa'. Other prefill-only workloads and backends may be supported in a future change.")
+                .stage(Resolve)
+                .given(&json!(true))
+                .allowed("off for a DSA model (its prefill backend is dsa)")
+                .fix(vec![set_false("prefill_only_disable_kv_cache")]),
+        );
+        return;
+    }
     if a.chunked_prefill_size != Some(-1) {
         d.push(
             Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("chunked_prefill_size"), "--prefill-only-disable-kv-cache requires --chunked-prefill-size=-1 so the FA backend takes the fa_skip_kv_cache path; otherwise the pool would be touched between prefill chunks.")
