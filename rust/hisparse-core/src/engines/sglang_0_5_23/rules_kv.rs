@@ -102,12 +102,13 @@ fn prefill_only_preconditions(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // handle_prefill_only_disable_kv_cache (kv_cache_hook.py:321-345): the FA
     // prefill backend (fa3/fa4); a DSA model's is `dsa`. Ported for DSA models
     // only (a non-DSA model's default backend depends on the GPU).
-    if r.is_dsa {
+    if r.is_dsa || r.is_dsv4 {
+        let backend = if r.is_dsv4 { "dsv4" } else { "dsa" };
         d.push(
-            Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("prefill_only_disable_kv_cache"), "--prefill-only-disable-kv-cache currently requires the FA prefill backend (fa3/fa4), but got prefill backend 'dsa'. Other prefill-only workloads and backends may be supported in a future change.")
+            Diagnostic::error(Code::PrefillOnlyDisableKvCachePreconditions, FieldPath::root("prefill_only_disable_kv_cache"), format!("--prefill-only-disable-kv-cache currently requires the FA prefill backend (fa3/fa4), but got prefill backend '{backend}'. Other prefill-only workloads and backends may be supported in a future change."))
                 .stage(Resolve)
                 .given(&json!(true))
-                .allowed("off for a DSA model (its prefill backend is dsa)")
+                .allowed(format!("off for this model (its prefill backend is {backend})"))
                 .fix(vec![set_false("prefill_only_disable_kv_cache")]),
         );
         return;
