@@ -172,3 +172,31 @@ def test_binding_and_cli_agree_on_drawn_argvs(flags: list[list[str]], gpu: str |
         )
         for d in report.errors
     )
+
+
+def test_python_api_values_argparse_would_refuse_are_refused() -> None:
+    """Issue 23, defect 13: a keyword value outside its flag's choices is
+    argparse's refusal (stage argparse), as `--disaggregation-mode decoder` is."""
+    r = hisparse_rs.check(DSV32, engine="sglang", disaggregation_mode="decoder")
+    assert not r.valid
+    e = r.errors[0]
+    assert (e.code, e.stage, e.path) == ("invalid_value", "argparse", "disaggregation_mode")
+    assert "invalid choice: 'decoder' (choose from" in e.message
+    assert hisparse_rs.check(DSV32, engine="sglang", disaggregation_mode="decode").valid
+    cli = hisparse_rs.check_sglang_argv(["--model-path", DSV32, "--disaggregation-mode", "decoder"])
+    assert [(d.code, d.stage) for d in cli.errors][:1] == [("invalid_value", "argparse")]
+
+
+def test_python_api_hisparse_config_dict_keys_as_json_dumps_writes_them() -> None:
+    """Issue 23, defect 13: ``hisparse_config={1: 2}`` is ``{"1": 2}`` (json.dumps),
+    a key SGLang does not read: the unknown-key warning."""
+    r = hisparse_rs.check(
+        DSV32, engine="sglang", enable_hisparse=True, disable_radix_cache=True, hisparse_config={1: 2}
+    )
+    assert ("hisparse_config_unknown_key", "hisparse_config.1") in [(w.code, w.path) for w in r.warnings]
+
+
+def test_sglang_serve_model_type_diffusion_is_not_checked_silently() -> None:
+    """Issue 23, defect 13: `--model-type diffusion` runs SGLang's diffusion server."""
+    with pytest.raises(ValueError, match="--model-type diffusion"):
+        hisparse_rs.check_sglang_argv(["sglang", "serve", DSV32, "--model-type", "diffusion"])

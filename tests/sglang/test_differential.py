@@ -166,6 +166,29 @@ FAULTS: list[dict[str, Json]] = [
     {"swap_in_block_size": True},
     {"top_k": 512},  # JSON top_k other than index_topk
     {"device_buffer": 8192},  # an unknown key
+    # Issue 23, defect 1: Python's json.loads and Python's semantics (json.dumps
+    # writes NaN / Infinity; ints of any size).
+    {"device_buffer_size": 1e3},  # after_weights_load: 1000.0 < top_k
+    {"device_buffer_size": float("nan")},  # passes the parse, coordinator_init
+    {"device_buffer_size": 2**63},  # passes the parse, coordinator_init
+    {"device_buffer_size": -(2**63) - 1},
+    {"top_k": True, "device_buffer_size": 4096},  # starts: index_topk runs
+    {"top_k": True},
+    {"top_k": "2048"},  # TypeError at the comparison
+    {"top_k": None, "device_buffer_size": 4096},  # TypeError: 2 * None
+    {"top_k": {}},
+    {"top_k": [1]},
+    {"top_k": "x"},
+    {"top_k": 2048.5},
+    {"top_k": False, "device_buffer_size": False},
+    {"host_to_device_ratio": float("nan")},
+    {"host_to_device_ratio": float("inf")},
+    {"host_to_device_ratio": 10**20},
+    {"host_to_device_ratio": 1e300},
+    {"swap_in_block_size": float("nan")},
+    {"swap_in_block_size": 10**30},
+    {"swap_in_block_size": -(10**30)},
+    {"x": float("nan"), "nested": {"a": [1, {"b": None}]}},
 ]
 ready_config = st.builds(
     lambda base, fault: json.dumps({**base, **fault}),
@@ -192,6 +215,23 @@ hisparse_config_text = st.one_of(
             "null",
             "4096",
             '{"top_k": 2048,}',
+            # Python's json.loads forms (issue 23, defect 1).
+            '{"top_k": NaN}',
+            '{"device_buffer_size": 1E3}',
+            '{"device_buffer_size": Infinity}',
+            '{"device_buffer_size": -Infinity}',
+            '{"top_k": 1e400}',
+            '{"top_k": 2048, "top_k": 1024}',  # the last of a repeated key
+            '{"device_buffer_size": 99999999999999999999999999}',
+            "\ufeff{}",
+            '{"a": 1} x',
+            "NaN",
+            '"{}"',
+            "true",
+            '{"top_k": 0x800}',
+            '{"top_k": 2048}\n',
+            '{"swap_in_block_size": 9.6e2}',
+            '{"device_buffer_size": "4096", "top_k": "2048"}',
         ]
     ),
 )
@@ -199,6 +239,17 @@ hisparse_config_text = st.one_of(
 
 def maybe(values: list[Json]) -> st.SearchStrategy[Json]:
     return st.sampled_from([None, *values])
+
+
+#: The store_true flags launch() draws (beside --enable-hisparse, --disable-radix-cache).
+STORE_TRUE_DRAWN = [
+    "--enable-mixed-chunk",
+    "--enable-dp-attention",
+    "--enable-hierarchical-cache",
+    "--enable-kv-cache-sharding",
+    "--speculative-adaptive",
+    "--disaggregation-decode-enable-radix-cache",
+]
 
 
 @st.composite
@@ -229,25 +280,33 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         ),
         "--dsa-decode-backend": maybe(["flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla", "triton"]),
         "--attention-backend": maybe(["dsa", "flashinfer", "fa3", "triton"]),
-        "--chunked-prefill-size": maybe([4096, 8192, 1000, 4160, -1]),
-        "--max-running-requests": maybe([16, 64, 256, 4096, 8192]),
-        "--tp-size": maybe([1, 2, 4, 8]),
-        "--dp-size": maybe([1, 2, 8]),
-        "--dcp-size": maybe([1, 1, 1, 2]),
-        "--mem-fraction-static": maybe([0.8, 0.9]),
+        "--chunked-prefill-size": maybe([4096, 8192, 1000, 4160, -1, 0]),
+        "--max-running-requests": maybe([16, 64, 256, 4096, 8192, 0, -1]),
+        "--tp-size": maybe([1, 2, 4, 8, 0, -1]),
+        "--dp-size": maybe([1, 2, 8, 0]),
+        "--dcp-size": maybe([1, 1, 1, 2, 0]),
+        "--mem-fraction-static": maybe([0.8, 0.9, 0, 1.5, -0.1]),
         # Issue 23: layouts and lengths SGLang's own rules refuse, HiSparse or not.
         "--attn-dp-size": maybe([1, 2, 3, 4, 0, -1]),
         "--nnodes": maybe([1, 2, 3, 0]),
         "--pp-size": maybe([1, 2]),
         "--context-length": maybe([4096, 131072, 163840, 262144]),
+        # Issue 23, item 2: the rest of the flags SGLang's hooks read that hisparse_rs
+        # reads (flags_the_hooks_read; test_the_generator_draws_the_flags_the_hooks_read).
+        "--disaggregation-decode-allocation-policy": maybe(["early", "prefill_complete"]),
+        "--disaggregation-decode-extra-slots": maybe([0, 4, 64]),
+        "--disaggregation-decode-host-receive-threshold": maybe([1, 0.5]),
+        "--ep-size": maybe([1, 8]),
+        "--max-total-tokens": maybe([131072, 1048576]),
+        "--speculative-ngram-max-bfs-breadth": maybe([1, 10]),
     }
     for flag, strategy in valued.items():
         if draw(st.integers(0, rarely)) == 0:
             value = draw(strategy)
             if value is not None:
                 argv += [flag, str(value)]
-    for flag in ("--enable-mixed-chunk", "--enable-dp-attention", "--enable-hierarchical-cache"):
-        if draw(st.integers(0, 14)) == 0:
+    for flag in STORE_TRUE_DRAWN:
+        if draw(st.integers(0, 14 if flag in STORE_TRUE_DRAWN[:3] else 40)) == 0:
             argv.append(flag)
     if draw(st.integers(0, 9)) == 0:
         # As users write them: argparse's abbreviations and its errors.
@@ -279,8 +338,111 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
                 "--speculative-eagle-topk", str(topk),
                 "--speculative-num-draft-tokens", str(drafts),
             ]  # fmt: skip
+    if draw(st.integers(0, 2)) == 0:
+        argv = draw(argparse_forms(argv))
     sm = draw(st.sampled_from([(9, 0), (9, 0), (9, 0), (10, 0)]))
     return argv, sm
+
+
+# --- Every form argparse takes (issue 23, item 2) ---
+
+_SPEC = json.loads((Path(__file__).resolve().parent / "sglang_flags.json").read_text())["options"]
+_SPELLINGS: list[str] = sorted(
+    o for spec in _SPEC.values() for o in spec["option_strings"] if o.startswith("--")
+)
+_BY_SPELLING: dict[str, dict[str, Json]] = {
+    o: spec for spec in _SPEC.values() for o in spec["option_strings"]
+}
+
+
+def unique_prefix(spelling: str) -> str | None:
+    """The shortest prefix argparse reads as `spelling` alone (Python 3.11 counts
+    spellings: a prefix of two spellings of one option is ambiguous); None if none is shorter."""
+    for n in range(3, len(spelling)):
+        p = spelling[:n]
+        if [o for o in _SPELLINGS if o.startswith(p)] == [spelling]:
+            return p
+    return None
+
+
+#: Values at and past the edges of an int flag, as argparse's int() reads them:
+#: non-ASCII digits (int("٨") is 8), a float for an int (refused), 0, negatives.
+INT_EDGES = ["0", "-1", "\u0668", "\uff18", "1.5", "8.0", " 8", "+8", "0x8", "1_6"]
+
+
+@st.composite
+def argparse_forms(draw: st.DrawFn, argv: list[str]) -> list[str]:
+    """`argv` respelled as users type it and argparse reads it: a unique prefix of
+    a flag, `--flag=value`, a flag repeated earlier with another value (the last
+    wins), a store_true flag given `=value`, an int flag's value at its edges."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        spec = _BY_SPELLING.get(word)
+        if spec is None or word == "--model-path":
+            out.append(word)
+            i += 1
+            continue
+        takes = spec["action"] == "store" and spec["nargs"] is None
+        value = argv[i + 1] if takes and i + 1 < len(argv) else None
+        form = draw(st.integers(0, 7))
+        name = word
+        if form == 0:
+            name = unique_prefix(word) or word
+        if value is not None:
+            if form == 1:
+                out.append(f"{name}={value}")
+            elif form == 2:
+                # Repeated, the last wins: an earlier edge value first.
+                out += [name, draw(st.sampled_from(INT_EDGES if spec["type"] == "int" else [value]))]
+                out += [name, value]
+            elif form == 3 and spec["type"] == "int":
+                out += [name, draw(st.sampled_from(INT_EDGES))]
+            else:
+                out += [name, value]
+            i += 2
+            continue
+        if spec["action"] == "store_true" and form == 1:
+            out.append(f"{name}=" + draw(st.sampled_from(["1", "true", "0", "no", ""])))
+        else:
+            out.append(name)
+        i += 1
+    return out
+
+
+def flags_the_hooks_read() -> tuple[set[str], set[str]]:
+    """(the parser's dests SGLang's resolve_once hooks and check_server_args read,
+    generated from SGLang's source: every `cfg.X` / `server_args.X` / `view.X` in
+    the hook functions scripts/gen_sglang_hooks.py lists; those of them hisparse_rs
+    reads, from the SglangArgs fields of rust/.../sglang_0_5_23/args.rs)."""
+    import ast
+    import importlib.util
+    import re
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    import gen_sglang_hooks as gen
+
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.submodule_search_locations
+    pkg = Path(next(iter(spec.submodule_search_locations)))
+    dests = {spec_["dest"] for spec_ in _SPEC.values()}
+    read: set[str] = set()
+    for hook in gen.hooks(pkg):
+        module, _, _line = hook.where.partition(":")
+        tree = ast.parse((pkg / "srt" / module).read_text())
+        fn = gen.function(tree, hook.name)
+        if fn is None:
+            continue
+        for node in ast.walk(fn):
+            named = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            if named and node.value.id in ("cfg", "server_args", "view", "self") and node.attr in dests:
+                read.add(node.attr)
+    args_rs = (root / "rust/hisparse-core/src/engines/sglang_0_5_23/args.rs").read_text()
+    ours = set(re.findall(r"pub (\w+): Option<", args_rs)) | {"model_path"}
+    return read, read & ours
 
 
 # --- Our side ---
@@ -454,18 +616,29 @@ def apply_fixed_flags(argv: list[str], fixed_flags: str) -> list[str]:
 
 
 def check_fixed_launch(argv: list[str], sm: tuple[int, int], report: Any, figures: Counter[str]) -> None:
-    """A refused launch with every fix applied (Report.fixed_flags in place of the
-    user's flags) passes our check, and real SGLang passes it at least as far as
-    the latest stage of the errors fixed (or starts), and the two still agree."""
+    """A refused launch with its printed flags applied as words (Report.fixed_flags
+    in place of the user's flags, argparse's refusals included: `--enable-hisparse=1`
+    is fixed by `--enable-hisparse`) passes our check or leaves only errors without
+    a fix; when every error had a fix, real SGLang passes it at least as far as the
+    latest stage of the errors fixed (or starts), and the two still agree."""
     if report.valid:
         return
-    if any(d.stage == "argparse" for d in report.errors):
-        # fixed_flags gives values, and argparse refuses words (`--enable-hisparse=1`
-        # stays wrong whatever the value): nothing to apply.
-        figures["refused at argparse: no fixed launch"] += 1
+    if report.fixed_flags is None:
+        assert not any(d.fix for d in report.errors), (
+            f"`sglang serve {' '.join(argv)}`: errors with a fix but no flags line: "
+            f"{[(d.code, d.stage, d.fix) for d in report.errors if d.fix]}"
+        )
+        figures["refused, no error with a fix: no fixed launch"] += 1
         return
-    if not all(d.fix for d in report.errors) or report.fixed_flags is None:
-        figures["refused, an error without a fix: no fixed launch"] += 1
+    if not all(d.fix for d in report.errors):
+        fixed = apply_fixed_flags(argv, report.fixed_flags)
+        after = hisparse_rs_check(fixed, sm)
+        left = [(d.code, d.stage, d.message) for d in after.errors if d.fix]
+        assert not left, (
+            f"the printed flags `{report.fixed_flags}` applied to `sglang serve {' '.join(argv)}` "
+            f"leave errors that have a fix: {left}"
+        )
+        figures["refused, an error without a fix: printed flags applied, only unfixable errors left"] += 1
         return
     fixed = apply_fixed_flags(argv, report.fixed_flags)
     after = hisparse_rs_check(fixed, sm)
@@ -579,12 +752,17 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
 ]  # fmt: skip
 
 
-def with_launches(test: Any) -> Any:
-    """Hypothesis over launch(), at least 500 under every profile (the ci profile's
-    default is 300), plus EXAMPLES."""
+def with_launches(test: Any, at_least: int = 500) -> Any:
+    """Hypothesis over launch(), at least `at_least` under every profile (the ci
+    profile's default is 300), plus EXAMPLES."""
     for case in reversed(EXAMPLES):
         test = example(case)(test)
-    return settings(max_examples=max(500, settings().max_examples))(given(launch())(test))
+    return settings(max_examples=max(at_least, settings().max_examples))(given(launch())(test))
+
+
+def with_many_launches(test: Any) -> Any:
+    """with_launches, at least 2,000 launches (issue 23: the differential itself)."""
+    return with_launches(test, at_least=2000)
 
 
 @with_launches
@@ -612,7 +790,7 @@ def test_oracle_on_drawn_launches(case: tuple[list[str], tuple[int, int]]) -> No
             assert set(COMPARED) <= verdict["resolved"].keys(), verdict
 
 
-@with_launches
+@with_many_launches
 def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
     """hisparse_rs.check_sglang_argv and SGLang agree, or a DEVIATIONS code names the difference."""
     import hisparse_rs
@@ -647,6 +825,35 @@ class _Report:
         return json.dumps(
             {"hisparse": {k: {"value": v, "source": "test"} for k, v in self._hisparse.items()}}
         )
+
+
+def test_the_generator_draws_the_flags_the_hooks_read() -> None:
+    """Of the flags SGLang's hooks read (generated from its source), launch() draws
+    every one hisparse_rs reads; the figures are printed with the others."""
+    read, ours = flags_the_hooks_read()
+    text = Path(__file__).read_text()
+    source = text[text.index("def launch(") : text.index("# --- Every form argparse takes")]
+    source += json.dumps(STORE_TRUE_DRAWN)
+    drawn = {dest for dest in ours if any(f'"{o}"' in source for o in _DEST_SPELLINGS.get(dest, []))}
+    drawn |= {"model_path", "device", "enable_hisparse", "disable_radix_cache", "hisparse_config"} & ours
+    # tp_size via --tp, speculative steps / topk / draft tokens in their own block.
+    missing = sorted(ours - drawn - set(NOT_DRAWN))
+    assert not missing, f"flags SGLang's hooks read and hisparse_rs reads, not drawn: {missing}"
+    FIGURES["flags SGLang's hooks read (from its source)"] = len(read)
+    FIGURES["flags SGLang's hooks read: read by hisparse_rs, all drawn"] = len(ours)
+
+
+#: Flags SGLang's hooks read and hisparse_rs reads that launch() does not draw yet, and why.
+NOT_DRAWN = {
+    "prefill_only_disable_kv_cache": "handle_prefill_only_disable_kv_cache's FA-backend rule "
+    "(kv_cache_hook.py:321-345) is ported for DSA / DeepSeek-V4 only; a non-DSA model's "
+    "prefill backend (triton for DeepSeek-V3) is not resolved yet",
+    "is_embedding": "only read with --prefill-only-disable-kv-cache (above)",
+}
+
+_DEST_SPELLINGS: dict[str, list[str]] = {}
+for _spec in _SPEC.values():
+    _DEST_SPELLINGS.setdefault(_spec["dest"], []).extend(_spec["option_strings"])
 
 
 def test_comparison_rule() -> None:

@@ -374,6 +374,17 @@ pub fn check_deployment_json(
     deploy::cli::check_json(files, model_dirs, &launches, &machine)
 }
 
+/// A report of `ServerArgs` attributes (the Python API's keywords) with
+/// argparse's refusal of each value outside its option's choices first
+/// (`disaggregation_mode="decoder"`, stage `argparse`), as the CLI reports them.
+pub fn sglang_refuse_choices(
+    report: &mut hisparse_core::Report,
+    args: &hisparse_core::engines::sglang_0_5_23::SglangArgs,
+) {
+    let errors = sglang_0_5_23::read::attribute_choices(args);
+    sglang_0_5_23::read::refuse_choices(report, errors);
+}
+
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for,
 /// sorted (the Python API's names for `engine="sglang"`).
 pub fn sglang_server_arg_names() -> Vec<&'static str> {

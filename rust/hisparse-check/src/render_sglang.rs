@@ -81,11 +81,20 @@ pub fn human(report: &Report) -> String {
             let _ = writeln!(out, "\nHiSparse: not enabled (no --enable-hisparse)");
         }
     }
-    // argparse's refusals are words of the command line, not settings: their fixes are above.
-    let argparse = report
-        .errors
-        .iter()
-        .any(|e| e.stage == Stage::Sglang(SglangStage::Argparse));
+    // argparse's refusals are words of the command line, not settings: their
+    // fixes are above, but for a store_true flag given a value, whose flag
+    // alone is in the flags line (read.rs `finish`).
+    let argparse = report.errors.iter().any(|e| {
+        e.stage == Stage::Sglang(SglangStage::Argparse)
+            && !(e.code == hisparse_core::Code::InvalidValue
+                && matches!(
+                    e.fix.as_slice(),
+                    [hisparse_core::FixOp::Set {
+                        value: serde_json::Value::Bool(true),
+                        ..
+                    }]
+                ))
+    });
     let also = if argparse {
         " (and correct the argparse errors above)"
     } else {

@@ -387,3 +387,85 @@ fn a_config_json_that_is_not_a_regular_file_exits_2() {
     assert!(!err.contains("block"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 23, defect 11: the flags line carries the fix of a store_true flag
+/// given a value, alone or beside other fixes; pasted, it passes.
+#[test]
+fn the_flags_line_carries_a_store_true_flag_given_a_value() {
+    let m = model();
+    let (code, report) = json_of(
+        &[
+            "--engine",
+            "sglang",
+            "--model",
+            &m,
+            "--enable-hisparse=1",
+            "--disable-radix-cache",
+        ]
+        .map(str::to_owned),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(report["fixed_flags"], "--enable-hisparse", "{report}");
+    let (_, report) =
+        json_of(&["--engine", "sglang", "--model", &m, "--enable-hisparse=yes"].map(str::to_owned));
+    assert_eq!(
+        report["fixed_flags"], "--enable-hisparse --disable-radix-cache",
+        "{report}"
+    );
+    // The printed flags in place of the user's: valid.
+    let (code, report) = json_of(
+        &[
+            "--engine",
+            "sglang",
+            "--model",
+            &m,
+            "--enable-hisparse",
+            "--disable-radix-cache",
+        ]
+        .map(str::to_owned),
+    );
+    assert_eq!(code, 0, "{report}");
+    let (_, out, _) = run(&[
+        "--gpu",
+        "h200",
+        "--engine",
+        "sglang",
+        "--model",
+        &m,
+        "--enable-hisparse=1",
+        "--disable-radix-cache",
+    ]);
+    assert!(
+        out.contains(
+            "With every fix applied, change these sglang serve flags:\n  --enable-hisparse\n"
+        ),
+        "{out}"
+    );
+}
+
+/// Issue 23, defect 13: `sglang serve --model-type` other than auto / llm.
+#[test]
+fn model_type_other_than_llm_is_not_read_silently() {
+    let m = model();
+    let (code, _, err) = run(&["--", "sglang", "serve", &m, "--model-type", "diffusion"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--model-type diffusion: sglang serve runs its diffusion server"),
+        "{err}"
+    );
+    let (code, report) =
+        json_of(&["--", "sglang", "serve", &m, "--model-type=video"].map(str::to_owned));
+    assert_eq!(code, 1);
+    let e = &report["errors"][0];
+    assert_eq!(e["stage"], "argparse");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown serve backend 'video'. Available values: auto, llm, diffusion."),
+        "{e}"
+    );
+    let (code, report) =
+        json_of(&["--", "sglang", "serve", &m, "--model-type", "llm"].map(str::to_owned));
+    assert_eq!(code, 0, "{report}");
+}

@@ -181,6 +181,13 @@ codes! {
     TpPpNotDivisibleByNnodes => "tp_pp_not_divisible_by_nnodes",
     PipelineSpeculationOffPrefill => "pipeline_speculation_off_prefill",
     SpeculativeAlgorithmNotForModel => "speculative_algorithm_not_for_model",
+    // Issue 23 (h23): SGLang's KV-cache rules without HiSparse (rules_kv.rs).
+    KvCacheShardingOffPrefill => "kv_cache_sharding_off_prefill",
+    KvCacheDtypeNeedsBlackwell => "kv_cache_dtype_needs_blackwell",
+    PrefillOnlyDisableKvCacheNeedsEmbedding => "prefill_only_disable_kv_cache_needs_embedding",
+    PrefillOnlyDisableKvCachePreconditions => "prefill_only_disable_kv_cache_preconditions",
+    TilelangFp8BackendsMixed => "tilelang_fp8_backends_mixed",
+    PrefillCompletePolicyUnsupported => "prefill_complete_policy_unsupported",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

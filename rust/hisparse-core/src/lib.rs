@@ -23,6 +23,7 @@ pub mod path;
 pub mod plan;
 pub mod pool;
 pub mod pytext;
+pub mod pyvalue;
 pub mod report;
 pub mod sizes;
 pub mod stage;

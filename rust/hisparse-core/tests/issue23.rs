@@ -437,3 +437,254 @@ fn eagle_defaults_on_llama_have_topk_4() {
     let after = fixed(&args(v), &r);
     assert!(after.valid, "{:#?}", after.errors);
 }
+
+// --- Defect 1: --hisparse-config read as Python's json.loads reads it -----------
+
+fn hisparse(config: &str) -> Report {
+    check(json!({"enable_hisparse": true, "disable_radix_cache": true, "hisparse_config": config}))
+}
+
+fn first_stage(r: &Report) -> Option<String> {
+    const ORDER: [&str; 9] = [
+        "argparse",
+        "resolve",
+        "check",
+        "after_weights_load",
+        "pool_build",
+        "coordinator_init",
+        "first_decode",
+        "first_request",
+        "request",
+    ];
+    r.errors
+        .iter()
+        .map(stage)
+        .filter(|s| ORDER.contains(&s.as_str()))
+        .min_by_key(|s| ORDER.iter().position(|o| o == s))
+}
+
+#[test]
+fn nan_infinity_and_1e400_are_read_as_python_reads_them() {
+    // json.loads reads them (factory.py:73): no hisparse_config_invalid_json.
+    for text in [
+        r#"{"top_k": NaN}"#,
+        r#"{"swap_in_block_size": 960, "x": Infinity}"#,
+        r#"{"x": -Infinity, "y": 1e400}"#,
+    ] {
+        let r = hisparse(text);
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::HisparseConfigInvalidJson),
+            "{text}: {:#?}",
+            r.errors
+        );
+    }
+    // An unknown key holding NaN has no effect: the launch is valid (warnings only).
+    assert!(hisparse(r#"{"x": NaN}"#).valid);
+    // A JSON error carries Python's own JSONDecodeError text.
+    let r = hisparse("{top_k:2048}");
+    let e = error(&r, Code::HisparseConfigInvalidJson);
+    assert!(
+        e.message.starts_with("ValueError: Failed to parse hisparse_config: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn device_buffer_size_1e3_is_sglangs_own_top_k_refusal_after_the_weights_load() {
+    let r = hisparse(r#"{"device_buffer_size": 1e3}"#);
+    let e = error(&r, Code::DeviceBufferSizeBelowTopK);
+    assert_eq!(stage(e), "after_weights_load");
+    assert_eq!(
+        e.message,
+        "device_buffer_size (1000.0) must be no smaller than top_k (2048)"
+    );
+    assert_eq!(first_stage(&r).as_deref(), Some("after_weights_load"));
+    // Its fix passes.
+    let a = args(json!({"enable_hisparse": true, "disable_radix_cache": true,
+                        "hisparse_config": r#"{"device_buffer_size": 1e3}"#}));
+    let after = fixed(&a, &r);
+    assert!(
+        after.errors.iter().all(|d| stage(d) == "never"),
+        "{:#?}",
+        after.errors
+    );
+}
+
+#[test]
+fn integers_of_any_size_compare_and_print_as_python_does() {
+    let r = hisparse(r#"{"device_buffer_size": -9223372036854775809}"#);
+    let e = error(&r, Code::DeviceBufferSizeBelowTopK);
+    assert_eq!(
+        e.message,
+        "device_buffer_size (-9223372036854775809) must be no smaller than top_k (2048)"
+    );
+    // 2**63 passes SGLang's parse (factory.py:84): the first failure is later.
+    let r = hisparse(r#"{"device_buffer_size": 9223372036854775808}"#);
+    assert!(
+        !r.errors.iter().any(|d| stage(d) == "after_weights_load"),
+        "{:#?}",
+        r.errors
+    );
+    assert_eq!(first_stage(&r).as_deref(), Some("coordinator_init"));
+    let r = hisparse(r#"{"swap_in_block_size": 99999999999999999999999}"#);
+    assert_eq!(
+        error(&r, Code::SwapInBlockSizeOutOfRange).message,
+        "swap_in_block_size (99999999999999999999999) must be in the range [1, 1024]"
+    );
+}
+
+#[test]
+fn a_bool_top_k_compares_as_an_int_and_sglang_runs_with_index_topk() {
+    // top_k true is 1: device_buffer_size 4096 >= 1 passes, and SGLang runs
+    // with the model's index_topk (model_runner.py:1038-1041): it starts.
+    let r = hisparse(r#"{"top_k": true, "device_buffer_size": 4096}"#);
+    assert!(r.valid, "{:#?}", r.errors);
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.code == Code::TopKDiffersFromIndexTopk));
+    // A string against an int is Python's TypeError at the comparison.
+    let r = hisparse(r#"{"top_k": "2048", "device_buffer_size": 4096}"#);
+    let e = error(&r, Code::HisparseConfigInvalidType);
+    assert_eq!(stage(e), "after_weights_load");
+    assert!(
+        e.message
+            .contains("'<' not supported between instances of 'int' and 'str'"),
+        "{}",
+        e.message
+    );
+    // top_k null: 2 * None raises even with device_buffer_size given (factory.py:80).
+    let r = hisparse(r#"{"top_k": null, "device_buffer_size": 4096}"#);
+    let e = error(&r, Code::HisparseConfigInvalidType);
+    assert!(
+        e.message
+            .contains("unsupported operand type(s) for *: 'int' and 'NoneType'"),
+        "{}",
+        e.message
+    );
+    // swap_in_block_size is printed with Python's repr.
+    let r = hisparse(r#"{"swap_in_block_size": NaN}"#);
+    assert_eq!(
+        error(&r, Code::SwapInBlockSizeNotInt).message,
+        "swap_in_block_size must be an integer, got nan"
+    );
+    // A NaN ratio fails where SGLang first computes with it: int(nan).
+    let r = hisparse(r#"{"host_to_device_ratio": NaN}"#);
+    let e = error(&r, Code::HisparseConfigInvalidType);
+    assert_eq!(stage(e), "after_weights_load");
+    assert!(e
+        .message
+        .starts_with("ValueError: cannot convert float NaN to integer"));
+}
+
+// --- Defect 10: SGLang's KV-cache rules without HiSparse --------------------------
+
+#[test]
+fn kv_cache_sharding_off_prefill_is_refused_without_hisparse() {
+    let (r, s) = refused(
+        json!({"enable_kv_cache_sharding": true, "disaggregation_mode": "decode"}),
+        Code::KvCacheShardingOffPrefill,
+    );
+    assert_eq!(s, "resolve");
+    assert!(error(&r, Code::KvCacheShardingOffPrefill)
+        .message
+        .starts_with("--enable-kv-cache-sharding is only supported on PD prefill workers"));
+    let a = args(json!({"enable_kv_cache_sharding": true, "disaggregation_mode": "decode"}));
+    assert!(fixed(&a, &r).valid);
+}
+
+#[test]
+fn mxfp8_needs_blackwell_at_resolve() {
+    let llama = |gpu: &str| {
+        let mut a = args(json!({"kv_cache_dtype": "mxfp8"}));
+        a.model_path = Some(model("llama-3.1-8b"));
+        sg::check(&a, &options(json!({"gpu": gpu}))).unwrap()
+    };
+    let r = llama("h200");
+    assert_eq!(
+        stage(error(&r, Code::KvCacheDtypeNeedsBlackwell)),
+        "resolve"
+    );
+    assert!(!llama("b200")
+        .errors
+        .iter()
+        .any(|d| d.code == Code::KvCacheDtypeNeedsBlackwell));
+}
+
+#[test]
+fn prefill_only_disable_kv_cache_needs_is_embedding() {
+    let (r, s) = refused(
+        json!({"prefill_only_disable_kv_cache": true}),
+        Code::PrefillOnlyDisableKvCacheNeedsEmbedding,
+    );
+    assert_eq!(s, "resolve");
+    let a = args(json!({"prefill_only_disable_kv_cache": true}));
+    assert!(fixed(&a, &r).valid);
+}
+
+// --- Found by the generated differential --------------------------------------
+
+#[test]
+fn tilelang_for_one_dsa_backend_with_fp8_is_refused_without_hisparse() {
+    let (r, s) = refused(
+        json!({"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang"}),
+        Code::TilelangFp8BackendsMixed,
+    );
+    assert_eq!(s, "resolve");
+    let a = args(json!({"kv_cache_dtype": "fp8_e4m3", "dsa_prefill_backend": "tilelang"}));
+    assert!(fixed(&a, &r).valid);
+}
+
+#[test]
+fn prefill_only_on_an_embedding_model_needs_its_preconditions() {
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true,
+                   "model_path": model("llama-3.1-8b")});
+    let (r, s) = refused(v.clone(), Code::PrefillOnlyDisableKvCachePreconditions);
+    assert_eq!(s, "resolve");
+    assert_eq!(
+        r.errors
+            .iter()
+            .filter(|d| d.code == Code::PrefillOnlyDisableKvCachePreconditions)
+            .count(),
+        2
+    );
+    assert!(fixed(&args(v), &r).valid);
+}
+
+#[test]
+fn prefill_only_on_a_dsa_model_needs_the_fa_backend() {
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true});
+    let (r, _) = refused(v.clone(), Code::PrefillOnlyDisableKvCachePreconditions);
+    assert!(error(&r, Code::PrefillOnlyDisableKvCachePreconditions)
+        .message
+        .contains("but got prefill backend 'dsa'"));
+    assert!(fixed(&args(v), &r).valid);
+    let r = check(json!({"dp_size": 2, "attn_dp_size": 0, "enable_dp_attention": true}));
+    assert!(error(&r, Code::AttnDpSizeNotPositive).fix.is_empty());
+}
+
+#[test]
+fn attn_dp_size_one_beside_the_deprecated_form_is_no_fix() {
+    let r = check(json!({"dp_size": 2, "attn_dp_size": 2, "enable_dp_attention": true}));
+    assert!(error(&r, Code::DataParallelLayoutInvalid).fix.is_empty());
+}
+
+#[test]
+fn prefill_complete_is_refused_in_aggregated_serving_without_hisparse() {
+    let v = json!({"disaggregation_decode_allocation_policy": "prefill_complete"});
+    let (r, s) = refused(v.clone(), Code::PrefillCompletePolicyUnsupported);
+    assert_eq!(s, "resolve");
+    assert!(error(&r, Code::PrefillCompletePolicyUnsupported)
+        .message
+        .ends_with("does not yet support aggregated serving"));
+    assert!(fixed(&args(v), &r).valid);
+    // The prefill-only fix drops HiCache with the radix cache it needs.
+    let v = json!({"prefill_only_disable_kv_cache": true, "is_embedding": true,
+                   "enable_hierarchical_cache": true, "chunked_prefill_size": -1,
+                   "model_path": model("llama-3.1-8b")});
+    let r = check(v.clone());
+    assert!(fixed(&args(v), &r).valid, "{:#?}", r.errors);
+}

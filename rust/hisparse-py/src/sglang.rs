@@ -70,8 +70,15 @@ pub fn sglang_check_json(
         Ok(a) => a,
         Err(problems) => return Ok(problems_report(problems)),
     };
-    match gil::detach(py, || gil::no_panic(|| core_sglang::check(&args, &options)))
-        .map_err(gil::internal_error)?
+    match gil::detach(py, || {
+        gil::no_panic(|| {
+            core_sglang::check(&args, &options).map(|mut r| {
+                hisparse_check::sglang_refuse_choices(&mut r, &args);
+                r
+            })
+        })
+    })
+    .map_err(gil::internal_error)?
     {
         Ok(report) => Ok(Report::from(report)),
         Err(e) => Err(plan_error(e)),
@@ -102,7 +109,8 @@ pub fn sglang_plan_json(
     };
     let result = gil::detach(py, || {
         gil::no_panic(|| {
-            let report = core_sglang::check(&args, &options)?;
+            let mut report = core_sglang::check(&args, &options)?;
+            hisparse_check::sglang_refuse_choices(&mut report, &args);
             if !report.valid {
                 return Ok((report, None));
             }

@@ -49,6 +49,11 @@ pub fn dests() -> Vec<&'static str> {
     d
 }
 
+/// Every option, in the parser's order.
+pub fn all() -> impl Iterator<Item = &'static Flag> {
+    FLAGS.iter()
+}
+
 /// Every spelling, for did-you-mean.
 pub fn spellings() -> impl Iterator<Item = &'static str> {
     FLAGS.iter().flat_map(|f| f.spellings.iter().copied())

@@ -4,6 +4,7 @@
 //! binding (`hisparse_rs.check_sglang_argv`).
 
 use super::argv::{self, Problem, ProblemKind};
+use hisparse_core::engines::sglang_0_5_23::args::flag_name;
 use hisparse_core::engines::sglang_0_5_23::diagnostics::SglangDiagnostic as _;
 use hisparse_core::engines::sglang_0_5_23::stages::SglangStage;
 use hisparse_core::engines::sglang_0_5_23::SglangArgs;
@@ -51,6 +52,104 @@ fn serve_front_end(words: &[String]) -> (Vec<String>, Vec<String>) {
     (out, front)
 }
 
+/// `ServerArgs` attributes given as values (the Python API's keywords, not
+/// argv words) that argparse would refuse as an invalid choice
+/// (`disaggregation_mode="decoder"`): each an error at stage `argparse`,
+/// argparse's own message, as the CLI reports `--disaggregation-mode decoder`
+/// (issue 23, defect 13). A null is the default and passes.
+pub fn attribute_choices(args: &SglangArgs) -> Vec<Diagnostic> {
+    let Value::Object(attrs) = args.to_json() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for flag in super::flags::all().filter(|f| f.choices.is_some()) {
+        let Some(v) = attrs.get(flag.dest).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let values: Vec<&Value> = match v {
+            Value::Array(items) => items.iter().collect(),
+            one => vec![one],
+        };
+        let words: Vec<String> = values
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let mut argv_words = vec![flag.spellings[0].to_owned()];
+        argv_words.extend(words);
+        let parsed = argv::parse(&argv_words);
+        if let Some(p) = parsed
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::InvalidChoice)
+        {
+            out.push(diagnostic(p));
+        }
+    }
+    out
+}
+
+/// Put [`attribute_choices`]' errors first in a report of attributes.
+pub fn refuse_choices(report: &mut Report, errors: Vec<Diagnostic>) {
+    if errors.is_empty() {
+        return;
+    }
+    report.valid = false;
+    report.hisparse = None;
+    let mut all = errors;
+    all.append(&mut report.errors);
+    report.errors = all;
+}
+
+/// `sglang serve`'s backend selector (cli/serve.py:30-59, the last
+/// `--model-type` wins; cli/serve_backends.py:119-130): `auto` and `llm` are
+/// the LLM server this check reads; `diffusion` is SGLang's diffusion server,
+/// which it does not read (Err: a usage error); any other name is SGLang's
+/// "Unknown serve backend" (an error at stage argparse, before the parser).
+fn serve_backend(front: &[String]) -> Result<Option<Diagnostic>, String> {
+    let mut name: Option<&str> = None;
+    let mut i = 0;
+    while i < front.len() {
+        if let Some(v) = front[i].strip_prefix("--model-type=") {
+            name = Some(v);
+            i += 1;
+        } else {
+            let Some(v) = front.get(i + 1) else {
+                return Ok(Some(serve_error(
+                    &front[i],
+                    "Error: --model-type requires a value.",
+                )));
+            };
+            name = Some(v);
+            i += 2;
+        }
+    }
+    match name {
+        None | Some("auto" | "llm") => Ok(None),
+        Some("") => Ok(Some(serve_error("--model-type=", "Error: --model-type requires a non-empty value."))),
+        Some("diffusion") => Err("--model-type diffusion: sglang serve runs its diffusion server (cli/serve.py:151-156), whose arguments hisparse-check does not read; it checks the LLM server (--model-type llm or auto, the default)".to_owned()),
+        Some(other) => Ok(Some(serve_error(
+            &format!("--model-type {other}"),
+            &format!("Unknown serve backend '{other}'. Available values: auto, llm, diffusion."),
+        ))),
+    }
+}
+
+fn serve_error(given: &str, message: &str) -> Diagnostic {
+    Diagnostic::error(
+        Code::InvalidValue,
+        FieldPath::root("model_type"),
+        format!("{message} (sglang serve {} stops here, before its argument parser: cli/serve.py:30-59, cli/serve_backends.py:119-130)", super::ENGINE_VERSION),
+    )
+    .stage(SglangStage::Argparse)
+    .given(&Value::from(given))
+    .allowed("auto (the default), llm")
+    // No fix op: model_type is sglang serve's word, not a ServerArgs attribute.
+    .hint("drop --model-type, or give --model-type llm")
+}
+
 /// Read `words` (after `sglang serve` when `serve` is true, else after
 /// `python -m sglang.launch_server`). Err: the attributes do not make an
 /// `SglangArgs` (a number beyond what the check reads, such as `inf`).
@@ -67,6 +166,7 @@ pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
     } else {
         (words.to_vec(), Vec::new())
     };
+    let backend = serve_backend(&front)?;
     let parsed = argv::parse(&words);
     // Only where the check reads the attribute: any other is kept as given.
     let read_by_check = |dest: &str| {
@@ -127,7 +227,8 @@ pub fn read(words: &[String], serve: bool) -> Result<Read, String> {
     if !front.is_empty() {
         ignored.insert(0, front.join(" "));
     }
-    let errors = parsed.problems.iter().map(diagnostic).collect();
+    let mut errors: Vec<Diagnostic> = backend.into_iter().collect();
+    errors.extend(parsed.problems.iter().map(diagnostic));
     Ok(Read {
         args,
         errors,
@@ -152,6 +253,34 @@ pub fn finish(report: &mut Report, read: Read) {
         .filter(|d| !errors.iter().any(|a| a.code == d.code && a.path == d.path))
         .collect();
     errors.extend(kept);
+    // A store_true flag given a value (`--enable-hisparse=1`) is read as meant,
+    // so its fix changes no attribute and the core's fixed_flags leaves it out:
+    // the printed flags must carry it, spelled alone, or pasting them repeats
+    // the error (issue 23, defect 11).
+    let alone: Vec<String> = errors
+        .iter()
+        .filter(|d| d.stage == SglangStage::Argparse.into() && d.code == Code::InvalidValue)
+        .filter_map(|d| match d.fix.as_slice() {
+            [FixOp::Set {
+                path,
+                value: Value::Bool(true),
+            }] => Some(flag_name(&path.to_string())),
+            _ => None,
+        })
+        .collect();
+    // One the other fixes name already (`(remove --flag)`) is theirs to print.
+    let named = |flag: &String| {
+        report
+            .fixed_flags
+            .as_deref()
+            .is_some_and(|f| f.split([' ', '(', ')']).any(|w| w == flag))
+    };
+    let alone: Vec<String> = alone.into_iter().filter(|f| !named(f)).collect();
+    if !alone.is_empty() {
+        let mut parts = alone;
+        parts.extend(report.fixed_flags.take());
+        report.fixed_flags = Some(parts.join(" "));
+    }
     report.errors = errors;
     report.ignored_flags = read.ignored;
 }

@@ -96,6 +96,10 @@ pub struct SglangArgs {
     /// `--prefill-only-disable-kv-cache` (schedule.py:185; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_only_disable_kv_cache: Option<bool>,
+    /// `--is-embedding` (store_true, default false): what
+    /// `--prefill-only-disable-kv-cache` needs (arg_groups/kv_cache_hook.py:880).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_embedding: Option<bool>,
     /// `--enable-mixed-chunk` (schedule.py:208; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_mixed_chunk: Option<bool>,

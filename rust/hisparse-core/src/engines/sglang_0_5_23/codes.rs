@@ -62,6 +62,12 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::TpPpNotDivisibleByNnodes,
     Code::PipelineSpeculationOffPrefill,
     Code::SpeculativeAlgorithmNotForModel,
+    Code::KvCacheShardingOffPrefill,
+    Code::KvCacheDtypeNeedsBlackwell,
+    Code::PrefillOnlyDisableKvCacheNeedsEmbedding,
+    Code::PrefillOnlyDisableKvCachePreconditions,
+    Code::TilelangFp8BackendsMixed,
+    Code::PrefillCompletePolicyUnsupported,
 ];
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use super::diagnostics::SglangDiagnostic;
 use super::stages::SglangStage;
 use crate::diagnostic::{Code, Diagnostic, FixOp};
 use crate::path::FieldPath;
-use serde_json::{Map, Value};
+use crate::pyvalue::PyValue;
+use serde_json::Value;
 
 /// The keys `_parse_sparse_config` pops (factory.py:81-108).
 pub const KNOWN_KEYS: &[&str] = &[
@@ -31,48 +32,53 @@ pub const DEFAULT_SWAP_IN_BLOCK_SIZE: i64 = 960;
 /// Largest `swap_in_block_size` (factory.py:95-98).
 pub const MAX_SWAP_IN_BLOCK_SIZE: i64 = 1024;
 
-/// The object a `hisparse_config` value stands for: `Ok(None)` when not given
-/// (absent or null), `Ok(Some(map))` for JSON text of an object (or an object
-/// from Python), `Err` with SGLang's failure otherwise (stage after_weights_load).
-pub fn parse(value: Option<&Value>) -> Result<Option<Map<String, Value>>, Box<Diagnostic>> {
+/// The object a `hisparse_config` value stands for, as Python's `json.loads`
+/// reads it (factory.py:70-75: NaN, Infinity, `1e400` as inf, integers of any
+/// size, a repeated key's last value; [`crate::pyvalue::loads`]): `Ok(None)`
+/// when not given (absent or null), `Ok(Some(dict))` for JSON text of an
+/// object (or an object from Python, read as `json.loads(json.dumps(obj))`),
+/// `Err` with SGLang's failure otherwise (stage after_weights_load).
+pub fn parse(value: Option<&Value>) -> Result<Option<PyDict>, Box<Diagnostic>> {
     let path = FieldPath::root("hisparse_config");
     let parsed = match value {
         None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-            Ok(v) => v,
-            Err(e) => {
-                // factory.py:71-74: json.loads raises; SGLang re-raises as ValueError.
-                return Err(Box::new(Diagnostic::error(
+        Some(Value::String(text)) => {
+            match crate::pyvalue::loads(text, crate::limits::MAX_JSON_DEPTH) {
+                Ok(v) => v,
+                Err(e) => {
+                    // factory.py:73-75: a JSONDecodeError is re-raised as
+                    // ValueError("Failed to parse hisparse_config: ..."); json.loads'
+                    // other errors (an int over 4300 digits) propagate as they are.
+                    let msg = if e.decode_error {
+                        format!("ValueError: Failed to parse hisparse_config: {}", e.message)
+                    } else {
+                        format!("{}: {}", e.exception, e.message)
+                    };
+                    return Err(Box::new(Diagnostic::error(
                     Code::HisparseConfigInvalidJson,
                     path,
-                    format!("Failed to parse hisparse_config: {e} (SGLang reads --hisparse-config only after the weights load)"),
+                    format!("{msg} (SGLang reads --hisparse-config with json.loads only after the weights load, mem_cache/sparsity/factory.py:70-75)"),
                 )
                 .stage(SglangStage::AfterWeightsLoad)
                 .given(&Value::String(text.clone()))
                 .allowed("a JSON object, e.g. '{\"top_k\": 2048, \"device_buffer_size\": 4096}'")
                 .fix(vec![FixOp::Remove { path: FieldPath::root("hisparse_config") }])));
+                }
             }
-        },
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(other) => other.clone(),
+        }
+        Some(other) => PyValue::from_json(other),
     };
     match parsed {
-        Value::Object(map) => Ok(Some(map)),
+        PyValue::Dict(pairs) => Ok(Some(pairs)),
         other => {
             // factory.py:79 `extra_config.pop("top_k", 2048)`: a list raises
             // TypeError, anything else AttributeError (FACTS_sglang.md #1).
             let exception = match &other {
-                Value::Array(_) => "TypeError: pop expected at most 1 argument, got 2".to_owned(),
-                v => {
-                    let t = match v {
-                        Value::Null => "NoneType",
-                        Value::Bool(_) => "bool",
-                        Value::Number(n) if n.is_f64() => "float",
-                        Value::Number(_) => "int",
-                        _ => "str",
-                    };
-                    format!("AttributeError: '{t}' object has no attribute 'pop'")
-                }
+                PyValue::List(_) => "TypeError: pop expected at most 1 argument, got 2".to_owned(),
+                v => format!(
+                    "AttributeError: '{}' object has no attribute 'pop'",
+                    v.type_name()
+                ),
             };
             Err(Box::new(Diagnostic::error(
                 Code::HisparseConfigNotObject,
@@ -80,11 +86,19 @@ pub fn parse(value: Option<&Value>) -> Result<Option<Map<String, Value>>, Box<Di
                 format!("{exception} (hisparse_config must be a JSON object; SGLang fails at extra_config.pop(\"top_k\", 2048), mem_cache/sparsity/factory.py:79, after the weights load)"),
             )
             .stage(SglangStage::AfterWeightsLoad)
-            .given(&other)
+            .given(&other.to_json())
             .allowed("a JSON object")
             .fix(vec![FixOp::Remove { path: FieldPath::root("hisparse_config") }])))
         }
     }
+}
+
+/// A dict as `json.loads` gives it: keys in order, each once.
+pub type PyDict = Vec<(String, PyValue)>;
+
+/// The value of `key` in a dict.
+pub fn get<'a>(dict: &'a PyDict, key: &str) -> Option<&'a PyValue> {
+    dict.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 /// An integer that is not a bool (Python's `isinstance(x, int) and not isinstance(x, bool)`).
@@ -110,7 +124,14 @@ mod tests {
         assert_eq!(parse(None).unwrap(), None);
         assert_eq!(parse(Some(&Value::Null)).unwrap(), None);
         let m = parse(Some(&json!("{\"top_k\": 1024}"))).unwrap().unwrap();
-        assert_eq!(m["top_k"], json!(1024));
+        assert_eq!(get(&m, "top_k").unwrap().as_i64(), Some(1024));
+        // Python's json.loads reads NaN, Infinity and 1e400 (inf): no JSON error.
+        let m = parse(Some(&json!(
+            "{\"top_k\": NaN, \"device_buffer_size\": 1e400}"
+        )))
+        .unwrap()
+        .unwrap();
+        assert_eq!(get(&m, "device_buffer_size").unwrap().repr(), "inf");
         assert!(parse(Some(&json!({"top_k": 1}))).unwrap().is_some());
         let e = parse(Some(&json!("{top_k: 1}"))).unwrap_err();
         assert_eq!(e.code, Code::HisparseConfigInvalidJson);

@@ -12,6 +12,7 @@ use crate::diagnostic::{Code, Diagnostic};
 use crate::gpu::GpuSpec;
 use crate::model::ModelInfo;
 use crate::path::FieldPath;
+use crate::pyvalue::PyValue;
 use crate::report::{Provenance, Resolved};
 use serde_json::{Map, Value};
 
@@ -107,6 +108,9 @@ pub struct Resolution<'a> {
     pub device_buffer_size: Resolved<Value>,
     pub host_to_device_ratio: Resolved<Value>,
     pub swap_in_block_size: Resolved<Value>,
+    /// The same four as Python holds them (the rules compare these, with
+    /// Python's semantics; the `Resolved` JSON above is for the report).
+    pub py: PyFields,
     /// (steps, eagle_topk, draft tokens) after SGLang's speculative defaults; None without speculation.
     pub speculative: Option<(i64, i64, Resolved<i64>)>,
     pub machine: Machine<'a>,
@@ -129,12 +133,28 @@ pub(crate) fn derived(from: &[&str], rule: &str) -> Provenance {
     }
 }
 
+/// `hisparse_config`'s four fields as `_parse_sparse_config` holds them
+/// after its pops (factory.py:79-82).
+#[derive(Clone, Debug)]
+pub struct PyFields {
+    pub top_k: PyValue,
+    /// Err: `2 * top_k`, evaluated as `pop`'s default even when the key is
+    /// given, raised this TypeError (factory.py:80).
+    pub device_buffer_size: Result<PyValue, String>,
+    pub host_to_device_ratio: PyValue,
+    pub swap_in_block_size: PyValue,
+}
+
 impl Resolution<'_> {
+    /// `device_buffer_size` as an int SGLang's later stages compute with (a
+    /// bool is 0 or 1 there), when it fits an i64.
     pub fn device_buffer(&self) -> Option<i64> {
-        hc::as_int(&self.device_buffer_size.value)
+        self.py.device_buffer_size.as_ref().ok()?.as_i64()
     }
+    /// `top_k` when it is an int (not a bool) that fits an i64.
     pub fn top_k_int(&self) -> Option<i64> {
-        hc::as_int(&self.top_k.value)
+        let t = &self.py.top_k;
+        t.is_int().then(|| t.as_i64()).flatten()
     }
     pub fn page(&self) -> i64 {
         self.page_size.value.max(1)
@@ -463,43 +483,60 @@ fn dsa_backend(
 /// The `hisparse_config` fields (factory.py:62-117; SGLang reads them only
 /// after the weights load): top_k, device_buffer_size, host_to_device_ratio,
 /// swap_in_block_size, each given or SGLang's default.
-fn hisparse_fields(config: &Map<String, Value>) -> [Resolved<Value>; 4] {
-    let field = |key: &str, dflt: Value, rule: &str| match config.get(key) {
-        Some(v) => Resolved::new(v.clone(), explicit(&format!("hisparse_config.{key}"))),
-        None => Resolved::new(dflt, default(rule)),
+fn hisparse_fields(config: &hc::PyDict) -> ([Resolved<Value>; 4], PyFields) {
+    let int = |v: i64| PyValue::from_json(&Value::from(v));
+    let get = |key: &str, dflt: i64| hc::get(config, key).cloned().unwrap_or_else(|| int(dflt));
+    let py_top_k = get("top_k", DEFAULT_TOP_K);
+    let doubled = py_top_k.times_two();
+    let py = PyFields {
+        device_buffer_size: match hc::get(config, "device_buffer_size") {
+            Some(v) => doubled.clone().map(|_| v.clone()),
+            None => doubled.clone(),
+        },
+        top_k: py_top_k,
+        host_to_device_ratio: get("host_to_device_ratio", DEFAULT_HOST_TO_DEVICE_RATIO),
+        swap_in_block_size: get("swap_in_block_size", DEFAULT_SWAP_IN_BLOCK_SIZE),
+    };
+    let field = |key: &str, v: &PyValue, rule: &str| match hc::get(config, key) {
+        Some(_) => Resolved::new(v.to_json(), explicit(&format!("hisparse_config.{key}"))),
+        None => Resolved::new(v.to_json(), default(rule)),
     };
     let top_k = field(
         "top_k",
-        Value::from(DEFAULT_TOP_K),
-        "2048 (mem_cache/sparsity/factory.py:81)",
+        &py.top_k,
+        "2048 (mem_cache/sparsity/factory.py:79)",
     );
-    let device_buffer_size = match config.get("device_buffer_size") {
-        Some(v) => Resolved::new(v.clone(), explicit("hisparse_config.device_buffer_size")),
-        None => {
-            let v =
-                hc::as_int(&top_k.value).map_or(Value::Null, |t| Value::from(t.saturating_mul(2)));
-            Resolved::new(
-                v,
-                derived(&["hisparse_config.top_k"], "2 x top_k (factory.py:82)"),
-            )
-        }
+    let dbs_json = match (hc::get(config, "device_buffer_size"), &doubled) {
+        (Some(v), _) => v.to_json(),
+        (None, Ok(d)) => d.to_json(),
+        (None, Err(_)) => Value::Null,
+    };
+    let device_buffer_size = match hc::get(config, "device_buffer_size") {
+        Some(_) => Resolved::new(dbs_json, explicit("hisparse_config.device_buffer_size")),
+        None => Resolved::new(
+            dbs_json,
+            derived(&["hisparse_config.top_k"], "2 x top_k (factory.py:80)"),
+        ),
     };
     let host_to_device_ratio = field(
         "host_to_device_ratio",
-        Value::from(DEFAULT_HOST_TO_DEVICE_RATIO),
-        "2 (factory.py:83)",
+        &py.host_to_device_ratio,
+        "2 (factory.py:81)",
     );
     let swap_in_block_size = field(
         "swap_in_block_size",
-        Value::from(DEFAULT_SWAP_IN_BLOCK_SIZE),
-        "960 (factory.py:84)",
+        &py.swap_in_block_size,
+        "960 (factory.py:82)",
     );
-    [
-        top_k,
-        device_buffer_size,
-        host_to_device_ratio,
-        swap_in_block_size,
-    ]
+    (
+        [
+            top_k,
+            device_buffer_size,
+            host_to_device_ratio,
+            swap_in_block_size,
+        ],
+        py,
+    )
 }
 
 /// Speculative (steps, eagle_topk, draft tokens) as SGLang resolves them;
@@ -617,19 +654,20 @@ pub fn resolution<'a>(
         |given: &Option<String>, attr: &str| dsa_backend(args, given, attr, is_dsa, hip, &dtype);
     let dsa_prefill_backend = backend(&args.dsa_prefill_backend, "dsa_prefill_backend");
     let dsa_decode_backend = backend(&args.dsa_decode_backend, "dsa_decode_backend");
-    let (config, config_ok) = if args.hisparse_on() {
+    let (dict, config_ok) = if args.hisparse_on() {
         match hc::parse(args.hisparse_config.as_ref()) {
             Ok(m) => (m.unwrap_or_default(), true),
             Err(d) => {
                 diags.push(*d);
-                (Map::new(), false)
+                (Vec::new(), false)
             }
         }
     } else {
-        (Map::new(), true)
+        (Vec::new(), true)
     };
-    let [top_k, device_buffer_size, host_to_device_ratio, swap_in_block_size] =
-        hisparse_fields(&config);
+    let ([top_k, device_buffer_size, host_to_device_ratio, swap_in_block_size], py) =
+        hisparse_fields(&dict);
+    let config: Map<String, Value> = dict.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
     Resolution {
         args,
         model,
@@ -655,6 +693,7 @@ pub fn resolution<'a>(
         device_buffer_size,
         host_to_device_ratio,
         swap_in_block_size,
+        py,
         speculative: speculative(args, arch.as_deref()),
         machine: *machine,
     }

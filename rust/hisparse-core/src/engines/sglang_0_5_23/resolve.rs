@@ -10,7 +10,8 @@ use super::resolution::{
 };
 use super::settings::SglangHiSparse;
 use super::{
-    deviations, rules_check, rules_context, rules_late, rules_parallel, rules_resolve, rules_spec,
+    deviations, rules_check, rules_config, rules_context, rules_kv, rules_late, rules_parallel,
+    rules_resolve, rules_spec,
 };
 use crate::diagnostic::Diagnostic;
 use crate::report::{
@@ -30,6 +31,7 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     // S1's rules fire with or without HiSparse (those about HiSparse check it
     // themselves); S2 onwards are HiSparse's, but for the chunked-prefill page rule.
     rules_resolve::check(&r, &mut diags);
+    rules_kv::check(&r, &mut diags);
     rules_spec::check(&r, &mut diags);
     rules_context::check(&r, &mut diags);
     rules_parallel::check_resolve(&r, &mut diags);
@@ -37,14 +39,21 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
     rules_check::check_always(&r, &mut diags);
     if args.hisparse_on() {
         rules_check::check(&r, &mut diags);
+        rules_config::check(&r, &mut diags);
         rules_late::check(&r, &mut diags);
     }
     deviations::check(&r, &mut diags);
     report(&r, diags)
 }
 
+/// An int setting; a bool is Python's 0 or 1 (`{"top_k": true}` starts, and
+/// SGLang holds True, which equals 1).
 fn int_resolved(r: &Resolved<Value>) -> Option<Resolved<i64>> {
-    hc::as_int(&r.value).map(|v| Resolved::new(v, r.provenance.clone()))
+    let v = match &r.value {
+        Value::Bool(b) => Some(i64::from(*b)),
+        other => hc::as_int(other),
+    };
+    v.map(|v| Resolved::new(v, r.provenance.clone()))
 }
 
 fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {

@@ -3,7 +3,7 @@
 //! first swap-in, requests), plus the int16 LRU bound it never checks.
 
 use super::diagnostics::SglangDiagnostic;
-use super::hisparse_config::{self as hc, key_path, MAX_SWAP_IN_BLOCK_SIZE};
+use super::hisparse_config::{self as hc, key_path};
 use super::resolution::Resolution;
 use super::stages::SglangStage::{self, *};
 use crate::diagnostic::{Code, Diagnostic, FixOp};
@@ -75,14 +75,12 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // An unreadable config (r.config_ok false) has its own error, whose fix
     // removes it: the rules below then run on SGLang's defaults (the config is
     // empty), so that the errors the fixed launch would meet are reported now.
-    let ints_ok = config_ints(r, d);
-    let (Some(top_k), Some(dbs)) = (r.top_k_int(), r.device_buffer()) else {
+    // S3 (factory.py:79-95), with Python's semantics, is rules_config's (resolve.rs runs it first).
+    let Some(dbs) = r.device_buffer() else {
         late_config(r, d);
         return;
     };
-    if ints_ok {
-        buffer_below_top_k(r, top_k, dbs, d);
-    }
+    let top_k = r.top_k_int().unwrap_or(hc::DEFAULT_TOP_K);
     late_config(r, d);
     buffer_not_page_multiple(r, dbs, d);
     // S5: hisparse_coordinator.py:178-188 (HiSparseSpecSwapManager); top_k there is the model's index_topk.
@@ -94,86 +92,6 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     buffer_below_index_topk(r, top_k, dbs, d);
     buffer_over_int16(r, dbs, d);
     draft_kv_backend(r, d);
-}
-
-/// S3 (mem_cache/sparsity/factory.py:81-98): hisparse_config's top_k and
-/// device_buffer_size must be integers. Whether both are.
-fn config_ints(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) -> bool {
-    let mut ints_ok = true;
-    for (key, v) in [
-        ("top_k", &r.top_k),
-        ("device_buffer_size", &r.device_buffer_size),
-    ] {
-        // An explicit null is popped as None and fails the S3 comparison too.
-        let given = matches!(v.provenance, crate::report::Provenance::Explicit { .. });
-        if hc::as_int(&v.value).is_none() && (!v.value.is_null() || given) {
-            ints_ok = false;
-            let fix = match key {
-                "top_k" => vec![FixOp::Remove {
-                    path: key_path("top_k"),
-                }],
-                // Removed, the default 2 x top_k may be below index_topk or the
-                // page: a good buffer instead, the user's integral float if it is one.
-                _ => match good_device_buffer(r) {
-                    Some(good) => {
-                        let mine = v
-                            .value
-                            .as_f64()
-                            .filter(|f| f.fract() == 0.0)
-                            .map(|f| f as i64);
-                        let page = r.page();
-                        let value = mine
-                            .filter(|&m| m >= good && m % page == 0 && m <= MAX_DEVICE_BUFFER_SIZE)
-                            .unwrap_or(good);
-                        vec![set_key("device_buffer_size", json!(value))]
-                    }
-                    None => vec![FixOp::Remove {
-                        path: key_path("device_buffer_size"),
-                    }],
-                },
-            };
-            // A float compares and passes S3, then fails in torch.zeros when the
-            // coordinator sizes its tensors (hisparse_coordinator.py:648-696,
-            // FACTS_sglang.md #5); a string or null fails the S3 comparison.
-            let (stage, when) = if v.value.is_f64() {
-                (CoordinatorInit, "when the coordinator sizes its tensors by it (torch.zeros, managers/hisparse_coordinator.py:648-696)")
-            } else {
-                (AfterWeightsLoad, "at device_buffer_size < top_k (mem_cache/sparsity/factory.py:84-87), after the weights load")
-            };
-            d.push(
-                err(
-                    Code::HisparseConfigInvalidType,
-                    key_path(key),
-                    format!(
-                        "hisparse_config.{key} must be an integer; SGLang fails on {} {when}",
-                        py_repr(&v.value)
-                    ),
-                    stage,
-                )
-                .given(&v.value)
-                .allowed("an integer")
-                .fix(fix),
-            );
-        }
-    }
-    ints_ok
-}
-
-/// S3 (mem_cache/sparsity/factory.py:84-87): device_buffer_size >= top_k.
-fn buffer_below_top_k(r: &Resolution<'_>, top_k: i64, dbs: i64, d: &mut Vec<Diagnostic>) {
-    if dbs < top_k {
-        d.push(
-            err(
-                Code::DeviceBufferSizeBelowTopK,
-                key_path("device_buffer_size"),
-                format!("device_buffer_size ({dbs}) must be no smaller than top_k ({top_k})"),
-                AfterWeightsLoad,
-            )
-            .given(&json!(dbs))
-            .allowed(format!(">= top_k {top_k}"))
-            .fix(buffer_fix(r)),
-        );
-    }
 }
 
 /// S5 (allocator/hisparse.py:82-91, configure_spec_scratch), with or without
@@ -376,49 +294,13 @@ fn most_running_requests(r: &Resolution<'_>, dbs: i64) -> Option<i64> {
     (p >= 1).then(|| p.saturating_mul(attn_dp))
 }
 
-/// `swap_in_block_size` (S3) and `host_to_device_ratio` (S4).
+/// `host_to_device_ratio` (S3-S4; `swap_in_block_size` is rules_config's).
 fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
-    let swap = &r.swap_in_block_size.value;
-    match hc::as_int(swap) {
-        // factory.py:91-94.
-        None => {
-            let fixed = swap
-                .as_f64()
-                .filter(|_| !swap.is_boolean())
-                .map_or(hc::DEFAULT_SWAP_IN_BLOCK_SIZE, |f| {
-                    (f.round() as i64).clamp(1, MAX_SWAP_IN_BLOCK_SIZE)
-                });
-            d.push(
-                err(
-                    Code::SwapInBlockSizeNotInt,
-                    key_path("swap_in_block_size"),
-                    format!(
-                        "swap_in_block_size must be an integer, got {}",
-                        py_repr(swap)
-                    ),
-                    AfterWeightsLoad,
-                )
-                .given(swap)
-                .allowed("an integer in [1, 1024]")
-                .fix(vec![set_key("swap_in_block_size", json!(fixed))]),
-            );
-        }
-        // factory.py:95-98.
-        Some(s) if !(1..=MAX_SWAP_IN_BLOCK_SIZE).contains(&s) => d.push(
-            err(
-                Code::SwapInBlockSizeOutOfRange,
-                key_path("swap_in_block_size"),
-                format!("swap_in_block_size ({s}) must be in the range [1, 1024]"),
-                AfterWeightsLoad,
-            )
-            .given(swap)
-            .allowed("1 to 1024")
-            .fix(vec![set_key(
-                "swap_in_block_size",
-                json!(s.clamp(1, MAX_SWAP_IN_BLOCK_SIZE)),
-            )]),
-        ),
-        Some(_) => {}
+    // NaN, infinite or beyond 64 bits: rules_config's (their first use is elsewhere).
+    match &r.py.host_to_device_ratio {
+        crate::pyvalue::PyValue::Float(f) if !f.is_finite() => return,
+        crate::pyvalue::PyValue::Int(i) if i.to_i64().is_none() => return,
+        _ => {}
     }
     let ratio = &r.host_to_device_ratio.value;
     match hc::as_int(ratio) {
@@ -433,7 +315,7 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         // null or a string: first used at S3, in the indexer cell size
         // (model_executor/pool_configurator.py:633-635, FACTS_sglang.md #3).
         None if ratio.is_null() || ratio.is_string() || ratio.is_array() || ratio.is_object() => d.push(
-            err(Code::HisparseConfigInvalidType, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer; SGLang fails on {} when it sizes the indexer cells after the weights load (int(... * indexer_ratio), model_executor/pool_configurator.py:633-635)", py_repr(ratio)), AfterWeightsLoad)
+            err(Code::HisparseConfigInvalidType, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer; SGLang fails on {} when it sizes the indexer cells after the weights load (int(... * indexer_ratio), model_executor/pool_configurator.py:633-635)", r.py.host_to_device_ratio.repr()), AfterWeightsLoad)
                 .given(ratio)
                 .allowed("an integer >= 1")
                 .fix(vec![set_key("host_to_device_ratio", json!(hc::DEFAULT_HOST_TO_DEVICE_RATIO))]),
@@ -450,11 +332,13 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             let fixed = ratio
                 .as_f64()
                 .filter(|_| !ratio.is_boolean())
+                // Rounded, within the ratios the planner searches (1 to 256):
+                // 1e300 rounds to no pool SGLang can size (OverflowError).
                 .map_or(hc::DEFAULT_HOST_TO_DEVICE_RATIO, |f| {
-                    (f.round() as i64).max(1)
+                    (f.round() as i64).clamp(1, 256)
                 });
             d.push(
-                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into torch.zeros when it builds the HiSparse allocator and fails there (zeros(): argument 'size' (position 1) must be tuple of ints, not float; mem_cache/allocator/hisparse.py:63-72), after the weights load", py_repr(ratio)), PoolBuild)
+                err(Code::HostToDeviceRatioNotInt, key_path("host_to_device_ratio"), format!("host_to_device_ratio must be an integer: SGLang passes {} into torch.zeros when it builds the HiSparse allocator and fails there (zeros(): argument 'size' (position 1) must be tuple of ints, not float; mem_cache/allocator/hisparse.py:63-72), after the weights load", r.py.host_to_device_ratio.repr()), PoolBuild)
                     .given(ratio)
                     .allowed("an integer >= 1")
                     .fix(vec![set_key("host_to_device_ratio", json!(fixed))]),
@@ -482,16 +366,5 @@ fn late_config(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             );
         }
         Some(_) => {}
-    }
-}
-
-/// Python's repr of a JSON value, for SGLang's messages (`2.5`, `'x'`, `True`).
-fn py_repr(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("'{s}'"),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
-        Value::Null => "None".to_owned(),
-        other => other.to_string(),
     }
 }

@@ -119,13 +119,21 @@ fn attn_dp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
     } else {
         format!("--attn-dp-size must be positive (got {n}).")
     };
-    Some(
-        Diagnostic::error(Code::AttnDpSizeNotPositive, FieldPath::root(attr), msg)
-            .stage(Resolve)
-            .given(&json!(n))
-            .allowed("an attention-DP width of at least 1 (a divisor of tp_size)")
-            .fix(vec![set(attr, json!(1))]),
-    )
+    let e = Diagnostic::error(Code::AttnDpSizeNotPositive, FieldPath::root(attr), msg)
+        .stage(Resolve)
+        .given(&json!(n))
+        .allowed("an attention-DP width of at least 1 (a divisor of tp_size)");
+    // --attn-dp-size 1 beside --dp-size N --enable-dp-attention turns the
+    // deprecated form back on (parallel_hook.py:39-60): width N, which must
+    // divide tp_size (parallel_hook.py:326); else no fix of this one alone.
+    let a = r.args;
+    let revived = (attr == "attn_dp_size" && a.enable_dp_attention == Some(true))
+        .then(|| a.dp_size.unwrap_or(1))
+        .filter(|&w| w > 1);
+    Some(match revived {
+        Some(w) if a.tp_size.unwrap_or(1) % w != 0 => e,
+        _ => e.fix(vec![set(attr, json!(1))]),
+    })
 }
 
 /// `--dp-size` replicas with `--attn-dp-size` > 1 (parallel_hook.py:287-292):

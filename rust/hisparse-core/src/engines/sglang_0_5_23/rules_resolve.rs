@@ -192,12 +192,21 @@ fn data_parallel_layout(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         } else {
             "--attn-dp-size"
         };
-        d.push(
-            err(Code::DataParallelLayoutInvalid, attr, &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} ({from}; arg_groups/parallel_hook.py:326)"))
-                .given(&json!(attn_dp))
-                .allowed(format!("a divisor of tp_size {tp}"))
-                .fix(vec![set(attr, json!(fit))]),
-        );
+        let e = err(Code::DataParallelLayoutInvalid, attr, &format!("AssertionError (no message): tp_size % attn_dp_size == 0 fails, tp_size {tp}, attn_dp_size {attn_dp} ({from}; arg_groups/parallel_hook.py:326)"))
+            .given(&json!(attn_dp))
+            .allowed(format!("a divisor of tp_size {tp}"));
+        // --attn-dp-size 1 beside --dp-size N --enable-dp-attention turns the
+        // deprecated form back on (parallel_hook.py:39-60), width N again: no
+        // fix of this one alone (dp_replicas_with_attn_dp says why).
+        let revives = attr == "attn_dp_size"
+            && fit == 1
+            && a.enable_dp_attention == Some(true)
+            && a.dp_size.unwrap_or(1) > 1;
+        d.push(if revives {
+            e
+        } else {
+            e.fix(vec![set(attr, json!(fit))])
+        });
     }
 }
 
