@@ -54,6 +54,12 @@ pub(crate) struct SglangCli {
     /// Memory of one GPU in GiB (overrides --gpu's figure).
     #[arg(long, value_name = "GIB", allow_negative_numbers = true, help_heading = OWN)]
     pub gpu_memory_gib: Option<f64>,
+    /// GPUs one node holds, for the layout rules (a node's TP x PP ranks),
+    /// the RAM check and the plan (default: the --gpu's usual server: 8 on
+    /// HGX / DGX A100, H100, H200, B200, B300; 4 on a GB200 / GB300 NVL72
+    /// tray; unknown for PCIe and NVL cards).
+    #[arg(long, value_name = "N", help_heading = OWN)]
+    pub gpus_per_node: Option<u64>,
     /// Model weights per GPU in GiB (default: estimated from config.json).
     #[arg(long, value_name = "GIB", allow_negative_numbers = true, help_heading = OWN)]
     pub weights_gib: Option<f64>,
@@ -85,6 +91,7 @@ const OWN_FLAGS: &[(&str, bool)] = &[
     ("--host-memory-gib", true),
     ("--gpu", true),
     ("--gpu-memory-gib", true),
+    ("--gpus-per-node", true),
     ("--weights-gib", true),
     ("--plot", true),
     ("--help", false),
@@ -150,6 +157,7 @@ pub(crate) fn options(cli: &SglangCli) -> PlanOptions {
         gpu_memory_gib: cli.gpu_memory_gib,
         weights_gib: cli.weights_gib,
         gpu: cli.gpu.clone(),
+        gpus_per_node: cli.gpus_per_node,
         ..PlanOptions::default()
     }
 }

@@ -121,3 +121,52 @@ fn launches_on_the_command_line() {
     assert_eq!(code, 2);
     assert!(err.contains("nothing to check"), "{err}");
 }
+
+/// A vLLM instance whose tensor parallel world spans two nodes (`-tp 16
+/// --nnodes 2`, no data parallelism) uses 8 GPUs on each: vLLM's mp
+/// executor spreads the world over the nodes (config/parallel.py:1064-1076).
+/// Before, deploy counted 16 GPUs on each 8-GPU node (new-user trial).
+#[test]
+fn tensor_parallel_over_two_nodes_uses_half_the_gpus_of_each() {
+    let kv = r#"{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_consumer"},{"kv_connector":"HiSparseConnector","kv_role":"kv_both","kv_connector_extra_config":{"host_pool_gib":128}}]}}"#;
+    let launch = |rank: u32| {
+        format!(
+            "vllm serve /models/deepseek-v3.2 --tensor-parallel-size 16 --nnodes 2 --node-rank {rank}{} --kv-cache-dtype fp8_ds_mla --kv-transfer-config '{kv}'",
+            if rank > 0 { " --headless" } else { "" }
+        )
+    };
+    let (l0, l1) = (launch(0), launch(1));
+    let args = [
+        "--gpu",
+        "h200",
+        "--gpus-per-node",
+        "8",
+        "--host-memory-gib",
+        "2048",
+        "--launch",
+        &l0,
+        "--role",
+        "decode",
+        "--node",
+        "n0",
+        "--launch",
+        &l1,
+        "--role",
+        "decode",
+        "--node",
+        "n1",
+        "--json",
+    ];
+    let (code, out, err) = run(&args);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let codes: Vec<&str> = v["errors"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["code"].as_str()).collect())
+        .unwrap_or_default();
+    // The decode instance has no prefill here: that is the only error.
+    assert_eq!(codes, ["pd_kv_role_unpaired"], "{out}");
+    for node in v["plan"]["nodes"].as_array().unwrap() {
+        assert_eq!(node["gpus_used"], 8, "{out}");
+    }
+    assert_eq!(code, 1, "{out}{err}");
+}

@@ -469,3 +469,47 @@ fn model_type_other_than_llm_is_not_read_silently() {
         json_of(&["--", "sglang", "serve", &m, "--model-type", "llm"].map(str::to_owned));
     assert_eq!(code, 0, "{report}");
 }
+
+/// `--gpus-per-node` is one of hisparse-check's own flags for SGLang too (as
+/// `--gpu` is), in both forms; before, it was read as an unknown SGLang flag
+/// and the node size fell back to --gpu's 8 (break-it trial).
+#[test]
+fn gpus_per_node_is_hisparse_check_s_own_flag_for_sglang() {
+    let model = format!(
+        "{}/../../tests/data/models/deepseek-v3.2",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let engine = [
+        "--engine",
+        "sglang",
+        &model,
+        "--tp",
+        "16",
+        "--gpu",
+        "h200",
+        "--gpus-per-node",
+        "16",
+    ];
+    let (code, out, err) = run(&engine);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("unknown_key"), "{out}");
+    let serve = [
+        "--gpus-per-node",
+        "8",
+        "--gpu",
+        "h200",
+        "--",
+        "sglang",
+        "serve",
+        &model,
+        "--tp",
+        "16",
+    ];
+    let (code, out, err) = run(&serve);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("error[gpus_per_node_exceeded]"), "{out}");
+    assert!(
+        !out.contains("unknown_key") && !out.contains("model_config_missing"),
+        "{out}"
+    );
+}

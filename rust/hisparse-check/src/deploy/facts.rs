@@ -192,7 +192,13 @@ fn check_vllm(l: &Launch) -> Result<(Report, Facts), String> {
         node_rank: serve.node_rank.unwrap_or(0),
         address: flag_value(&l.args, "--data-parallel-address").map(str::to_owned),
         context_len,
-        gpus_used: tp.saturating_mul(dp_local),
+        gpus_used: vllm_gpus_on_node(
+            tp,
+            serve.pipeline_parallel_size.unwrap_or(1),
+            dp,
+            dp_local,
+            nnodes,
+        ),
         dtype,
         // The flag as given; unset, vLLM turns it on unless a connector of
         // the tree lacks SupportsHMA (config/vllm.py:2257-2294).
@@ -388,4 +394,18 @@ fn check_sglang(l: &Launch) -> Result<(Report, Facts), String> {
         ..Facts::default()
     };
     Ok((report, facts))
+}
+
+/// The GPUs one vLLM launch uses on its node: each local DP replica's
+/// TP x PP ranks; without data parallelism a TP x PP world over `--nnodes`
+/// nodes puts world / nnodes on each (vLLM 0.33 config/parallel.py:1064-1076:
+/// with --nnodes the mp executor spreads the world over the nodes, so
+/// `-tp 16 --nnodes 2` is 8 a node).
+fn vllm_gpus_on_node(tp: i64, pp: i64, dp: i64, dp_local: i64, nnodes: i64) -> i64 {
+    let world = tp.max(1).saturating_mul(pp.max(1));
+    if dp <= 1 && nnodes > 1 {
+        (world / nnodes).max(1)
+    } else {
+        world.saturating_mul(dp_local.max(1))
+    }
 }
