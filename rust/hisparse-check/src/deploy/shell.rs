@@ -68,7 +68,9 @@ impl Splitter<'_> {
                         self.i += 1;
                         self.push(n);
                     }
-                    None => self.started = true,
+                    // A backslash ending the script is kept as itself, as
+                    // dash and bash keep it (`sh -c 'echo a \'` prints `a \`).
+                    None => self.push('\\'),
                 },
                 '\'' => self.single()?,
                 '"' => self.double()?,
@@ -400,6 +402,10 @@ mod tests {
         assert_eq!(words("a\"b\"'c'd"), ["abcd"]);
         assert_eq!(words("a \"b\\q\""), ["a", "b\\q"]);
         assert_eq!(words("a $ b"), ["a", "$", "b"]);
+        // A backslash that ends the script stays (dash and bash print `[a][\]`
+        // for `printf '[%s]' a \`); it was an empty word (break-it trial).
+        assert_eq!(words("a \\"), ["a", "\\"]);
+        assert_eq!(words("a b\\"), ["a", "b\\"]);
     }
 
     #[test]
