@@ -177,6 +177,7 @@ codes! {
     NgramWithDpAttention => "ngram_with_dp_attention",
     ContextLengthOverDerived => "context_length_over_derived",
     AttnDpSizeNotPositive => "attn_dp_size_not_positive",
+    DcpSizeNotPositive => "dcp_size_not_positive",
     DpReplicasWithAttnDp => "dp_replicas_with_attn_dp",
     TpPpNotDivisibleByNnodes => "tp_pp_not_divisible_by_nnodes",
     PipelineSpeculationOffPrefill => "pipeline_speculation_off_prefill",

@@ -688,3 +688,18 @@ fn prefill_complete_is_refused_in_aggregated_serving_without_hisparse() {
     let r = check(v.clone());
     assert!(fixed(&args(v), &r).valid, "{:#?}", r.errors);
 }
+
+// --- Found by the 2,000-launch differential: --dcp-size 0 ----------------------
+
+/// `--dcp-size 0` is SGLang's "must be >= 1" at resolve
+/// (arg_groups/parallel_hook.py:240-247); we said valid. The fix (1) passes.
+#[test]
+fn a_dcp_size_below_one_is_refused_at_resolve() {
+    for n in [0, -3] {
+        let v = json!({"dcp_size": n});
+        let (r, s) = refused(v.clone(), Code::DcpSizeNotPositive);
+        assert_eq!(s, "resolve");
+        assert!(fixed(&args(v), &r).valid, "{:#?}", r.errors);
+    }
+    assert!(check(json!({"dcp_size": 1})).valid);
+}

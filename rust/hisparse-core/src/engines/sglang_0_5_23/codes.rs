@@ -58,6 +58,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::NgramWithDpAttention,
     Code::ContextLengthOverDerived,
     Code::AttnDpSizeNotPositive,
+    Code::DcpSizeNotPositive,
     Code::DpReplicasWithAttnDp,
     Code::TpPpNotDivisibleByNnodes,
     Code::PipelineSpeculationOffPrefill,

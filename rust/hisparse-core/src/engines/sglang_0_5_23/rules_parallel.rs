@@ -21,8 +21,29 @@ fn set(attr: &str, value: Value) -> FixOp {
 
 /// Stage S1's layout rules, in SGLang's order.
 pub(crate) fn check_resolve(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    d.extend(dcp_not_positive(r));
     d.extend(attn_dp_not_positive(r));
     d.extend(dp_replicas_with_attn_dp(r));
+}
+
+/// A decode-context-parallel size below 1 (`--dcp-size 0`): "Decode context
+/// parallel size ... must be >= 1" at resolve (handle_decode_context_parallelism,
+/// arg_groups/parallel_hook.py:240-247, which runs before handle_data_parallelism).
+/// The fix is SGLang's default, 1 (no DCP, the same GPUs). Found by the
+/// 2,000-launch differential.
+fn dcp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let n = r.args.dcp_size.filter(|&n| n < 1)?;
+    Some(
+        Diagnostic::error(
+            Code::DcpSizeNotPositive,
+            FieldPath::root("dcp_size"),
+            format!("Decode context parallel size (--dcp-size / --decode-context-parallel-size) must be >= 1, but got dcp_size={n}."),
+        )
+        .stage(Resolve)
+        .given(&json!(n))
+        .allowed("an integer >= 1 (1: no decode context parallelism)")
+        .fix(vec![set("dcp_size", json!(1))]),
+    )
 }
 
 /// Stage S2's layout rules, in SGLang's order.
