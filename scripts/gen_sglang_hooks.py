@@ -56,7 +56,8 @@ PORTED: dict[str, str] = {
     "`speculative_eagle_topk_missing`, `eagle_topk_needs_tree_backend`, `ngram_topk_with_pages`, "
     "`ngram_with_dp_attention`; EAGLE's defaults (read)",
     "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`",
-    "check_pipeline_parallel_compat": "`pipeline_speculation_off_prefill`",
+    "check_pipeline_parallel_compat": "`pipeline_speculation_off_prefill`, `pipeline_speculation_not_eagle`",
+    "handle_decode_context_parallelism": "`dcp_size_not_positive`; its backend rules are not ported",
     "_hisparse_validation": "`hisparse_model_not_dsa`, `radix_cache_enabled`, `mixed_chunk_with_hisparse`, "
     "`speculative_eagle_topk_not_one`, `speculative_adaptive_with_hisparse`, `dsa_backend_not_allowed`",
 }

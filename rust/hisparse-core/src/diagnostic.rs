@@ -181,6 +181,7 @@ codes! {
     DpReplicasWithAttnDp => "dp_replicas_with_attn_dp",
     TpPpNotDivisibleByNnodes => "tp_pp_not_divisible_by_nnodes",
     PipelineSpeculationOffPrefill => "pipeline_speculation_off_prefill",
+    PipelineSpeculationNotEagle => "pipeline_speculation_not_eagle",
     SpeculativeAlgorithmNotForModel => "speculative_algorithm_not_for_model",
     // Issue 23 (h23): SGLang's KV-cache rules without HiSparse (rules_kv.rs).
     KvCacheShardingOffPrefill => "kv_cache_sharding_off_prefill",

@@ -703,3 +703,29 @@ fn a_dcp_size_below_one_is_refused_at_resolve() {
     }
     assert!(check(json!({"dcp_size": 1})).valid);
 }
+
+/// `--pp-size 2` with NGRAM (any algorithm but EAGLE / NEXTN) fails SGLang's
+/// pipeline assert at check (arg_groups/validation_hook.py:131-137), on P/D
+/// prefill too; we said valid. EAGLE keeps its own rule (off prefill only).
+#[test]
+fn pipeline_parallelism_takes_only_eagle_speculation() {
+    let v = json!({"pp_size": 2, "speculative_algorithm": "NGRAM"});
+    let r = check(v);
+    assert_eq!(stage(error(&r, Code::PipelineSpeculationNotEagle)), "check");
+    let v =
+        json!({"pp_size": 2, "speculative_algorithm": "NGRAM", "disaggregation_mode": "prefill"});
+    assert!(check(v)
+        .errors
+        .iter()
+        .any(|e| e.code == Code::PipelineSpeculationNotEagle));
+    let r = check(
+        json!({"pp_size": 2, "speculative_algorithm": "NEXTN", "disaggregation_mode": "prefill"}),
+    );
+    assert!(
+        !r.errors
+            .iter()
+            .any(|e| e.code == Code::PipelineSpeculationNotEagle),
+        "{:#?}",
+        r.errors
+    );
+}

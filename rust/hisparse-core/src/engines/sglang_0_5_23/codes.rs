@@ -62,6 +62,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::DpReplicasWithAttnDp,
     Code::TpPpNotDivisibleByNnodes,
     Code::PipelineSpeculationOffPrefill,
+    Code::PipelineSpeculationNotEagle,
     Code::SpeculativeAlgorithmNotForModel,
     Code::KvCacheShardingOffPrefill,
     Code::KvCacheDtypeNeedsBlackwell,

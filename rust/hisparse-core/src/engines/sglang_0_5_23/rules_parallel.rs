@@ -223,11 +223,31 @@ fn nnodes_divide_tp_pp(r: &Resolution<'_>) -> Option<Diagnostic> {
 /// No fix: dropping the pipeline or the speculation changes the deployment.
 fn pipeline_speculation_off_prefill(r: &Resolution<'_>) -> Option<Diagnostic> {
     let a = r.args;
-    if a.pp_size.unwrap_or(1) <= 1 || !a.speculation_on() || a.pd_mode() == "prefill" {
+    if a.pp_size.unwrap_or(1) <= 1 || !a.speculation_on() {
         return None;
     }
-    if !matches!(a.speculative_algorithm(), Some("EAGLE")) {
-        return None; // another algorithm fails the assert before (:131-137), not ported
+    match a.speculative_algorithm() {
+        Some("EAGLE") => {}
+        Some("DSPARK") => return None, // its own prefill-only assert (:124-130), not ported
+        // Any other algorithm, P/D prefill or not (validation_hook.py:131-137);
+        // found by the 2,000-launch differential. No fix: another algorithm
+        // or no pipeline parallelism is another deployment.
+        _ => {
+            return Some(
+                Diagnostic::error(
+                    Code::PipelineSpeculationNotEagle,
+                    FieldPath::root("speculative_algorithm"),
+                    "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding",
+                )
+                .stage(Check)
+                .given(&json!(a.speculative_algorithm))
+                .allowed("EAGLE (or NEXTN) with --pp-size > 1")
+                .hint("serve without pipeline parallelism (--pp-size 1, the same GPUs as --tp-size), or with --speculative-algorithm EAGLE"),
+            );
+        }
+    }
+    if a.pd_mode() == "prefill" {
+        return None;
     }
     Some(
         Diagnostic::error(
