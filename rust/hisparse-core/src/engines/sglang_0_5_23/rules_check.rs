@@ -70,8 +70,9 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         );
     }
     if let Some((steps, topk, _)) = r.speculative {
-        // hisparse_hook.py:117-121.
-        if topk != 1 {
+        // hisparse_hook.py:117-121: `(speculative_eagle_topk or 1) != 1`, so
+        // Python reads 0 as 1 and SGLang passes it (2,000-launch differential).
+        if topk != 1 && topk != 0 {
             // With topk 1 the draft tokens become steps + 1 (speculative_hook.py:1255-1266),
             // and HiSparse takes 2-4 (hisparse_coordinator.py:178-181): at most 3 steps.
             let mut ops = vec![set("speculative_eagle_topk", json!(1))];

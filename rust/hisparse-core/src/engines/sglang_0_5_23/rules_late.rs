@@ -76,11 +76,17 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     // removes it: the rules below then run on SGLang's defaults (the config is
     // empty), so that the errors the fixed launch would meet are reported now.
     // S3 (factory.py:79-95), with Python's semantics, is rules_config's (resolve.rs runs it first).
+    let top_k = r.top_k_int().unwrap_or(hc::DEFAULT_TOP_K);
     let Some(dbs) = r.device_buffer() else {
         late_config(r, d);
+        // The speculative swap's rules need no buffer: reported now, so that
+        // fixing the buffer reveals nothing (2,000-launch differential).
+        if let Some((steps, _, draft)) = &r.speculative {
+            spec_on_xpu(r, d);
+            spec_draft_tokens(r, *steps, draft.value, top_k, d);
+        }
         return;
     };
-    let top_k = r.top_k_int().unwrap_or(hc::DEFAULT_TOP_K);
     late_config(r, d);
     buffer_not_page_multiple(r, dbs, d);
     // S5: hisparse_coordinator.py:178-188 (HiSparseSpecSwapManager); top_k there is the model's index_topk.
