@@ -170,3 +170,25 @@ fn tensor_parallel_over_two_nodes_uses_half_the_gpus_of_each() {
     }
     assert_eq!(code, 1, "{out}{err}");
 }
+
+/// A launch without `node` runs on a node of its own, which is never the
+/// declared node of the same name (before, `solo` and node `solo` were one
+/// node of 16 GPUs: a false node_gpus_exceeded, break-it trial).
+#[test]
+fn a_launch_s_own_node_is_not_a_declared_node_of_its_name() {
+    let dir = std::env::temp_dir().join(format!("hisparse-own-node-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("collide.yaml");
+    std::fs::write(
+        &file,
+        "kind: HisparseDeployment\nnodes:\n  solo: {gpu: h200, gpus_per_node: 8, ram_gib: 100}\nlaunches:\n- name: a\n  node: solo\n  command: vllm serve /models/deepseek-v3.2 -tp 8\n- name: solo\n  machine: {gpu: h200, gpus_per_node: 8, ram_gib: 100}\n  command: vllm serve /models/deepseek-v3.2 -tp 8\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&[file.to_str().unwrap(), "--json"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let nodes = v["plan"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{out}");
+    assert!(nodes.iter().all(|n| n["gpus_used"] == 8), "{out}");
+}

@@ -88,6 +88,13 @@ pub fn node_of(l: &Launch) -> String {
     l.node.clone().unwrap_or_else(|| l.name.clone())
 }
 
+/// What groups launches by node: a launch's own node (no `node` given) is
+/// never a declared node of the same name (a launch `solo` beside a node
+/// `solo` are two nodes: break-it trial).
+pub fn node_key(l: &Launch) -> (bool, String) {
+    (l.node.is_some(), node_of(l))
+}
+
 /// What a launch's HiSparse pools pin on its node (0 without HiSparse: an
 /// assumed plan pins nothing).
 pub fn pinned(c: &Checked, plan: &LaunchPlan) -> u64 {
@@ -106,11 +113,11 @@ fn leads(c: &Checked) -> bool {
 pub fn plan(launches: &[Checked], plans: &[LaunchPlan]) -> DeployPlan {
     let mut out = DeployPlan::default();
     // Nodes in the order their first launch is given.
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut index: BTreeMap<(bool, String), usize> = BTreeMap::new();
     let mut nodes: Vec<NodePlan> = Vec::new();
     for (c, p) in launches.iter().zip(plans) {
         let l = &c.launch;
-        let at = *index.entry(node_of(l)).or_insert_with(|| {
+        let at = *index.entry(node_key(l)).or_insert_with(|| {
             nodes.push(NodePlan {
                 node: node_of(l),
                 launches: Vec::new(),

@@ -12,7 +12,7 @@
 use super::diag::{Edit, Pair, PairDiagnostic};
 use super::facts::Checked;
 use super::model::{EngineKind, Role};
-use super::plan::{node_of, LaunchPlan};
+use super::plan::{node_key, LaunchPlan};
 use super::role::{flag_value, transfer_connector};
 use hisparse_core::diagnostic::Stage;
 use hisparse_core::plan::gib_text;
@@ -52,11 +52,11 @@ pub fn paired_role(c: &Checked) -> Role {
 /// The rules on nodes shared by several launches.
 pub fn node_rules(all: &[Checked], plans: &[LaunchPlan]) -> Vec<PairDiagnostic> {
     let mut out = Vec::new();
-    let mut nodes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut nodes: BTreeMap<(bool, String), Vec<usize>> = BTreeMap::new();
     for (i, c) in all.iter().enumerate() {
-        nodes.entry(node_of(&c.launch)).or_default().push(i);
+        nodes.entry(node_key(&c.launch)).or_default().push(i);
     }
-    for (node, members) in &nodes {
+    for ((_, node), members) in &nodes {
         if members.len() < 2 {
             continue;
         }
