@@ -123,7 +123,9 @@ def check_deployment(
     a bound (bytes, documents, aliases, string length, nesting, launches),
     holds no engine launch, or a bad field of a deployment file or launch
     (each with its code and path); TypeError for a path or launch of the
-    wrong type.
+    wrong type. A launch that cannot be checked (its model config missing,
+    a flag the engine refuses: the command exits 2) is not raised: it is in
+    ``launch_errors`` and ``valid`` is false.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
