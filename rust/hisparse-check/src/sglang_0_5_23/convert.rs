@@ -8,34 +8,9 @@ use hisparse_core::pytext::{
 };
 use serde_json::Value;
 
-/// Python's `repr()` of a str, as argparse quotes a refused value.
-pub fn py_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+/// Python's `repr()` of a str, as argparse quotes a refused value (the core's,
+/// which escapes C1 controls as Python does).
+pub use hisparse_core::pyvalue::str_repr as py_repr;
 
 /// argparse's message for a `type` that raised ValueError or TypeError.
 fn invalid(name: &str, text: &str) -> String {
