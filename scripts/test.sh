@@ -283,7 +283,8 @@ for i in "${selected[@]}"; do
   printf '\n== [%d/%d] %s%s (%s UTC)\n' "$k" "$n" "$CURRENT" "$detail" "$(date -u +%H:%M:%S)"
   "step_${STEP_IDS[$i]}"
   took=$(duration $((SECONDS - CURRENT_START)))
-  printf -- '-- %s: %s\n' "$CURRENT" "$took"
+  # The free disk after each step: the log says which step filled it.
+  printf -- '-- %s: %s (disk: %s free)\n' "$CURRENT" "$took" "$(df -h --output=avail . | tail -1 | tr -d ' ')"
   SUMMARY+=("$(printf '  %-32s %8s' "$CURRENT" "$took")")
 done
 CURRENT=
