@@ -4,7 +4,8 @@
 # an API the older Triton lacks fails here and not on a lent GPU:
 #
 # 1. a venv (.venv-gpu-rehearsal, kept between runs) with torch==2.11.0 and
-#    triton==3.6.0 from PyPI (the CUDA wheels: about 4.7 GB, about 2 minutes),
+#    triton==3.6.0 from PyPI (the CUDA wheels: about 4.7 GB, about 2 minutes;
+#    through $UV, uv, when it is set, as scripts/test.sh does),
 #    numpy, pytest and hypothesis, and nothing of this project;
 # 2. the bundle (scripts/gpu_bundle.sh) installed --no-index --no-deps, exactly as
 #    on the device, and `scripts/gpu_check.sh --bundle .gpu --rehearse`: every
@@ -32,8 +33,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${pins[*]}" ]; then
   t0=$(date +%s)
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --upgrade pip
-  PIP_NO_CACHE_DIR=1 "$venv/bin/python" -m pip install --quiet --retries 10 --timeout 60 "${pins[@]}"
+  if [ -n "${UV:-}" ]; then
+    # scripts/test.sh passes its uv: the CUDA wheels this venv shares with the
+    # others are hardlinked from uv's cache, not a second copy (test.sh, venv_install).
+    "$UV" pip install --quiet --python "$venv/bin/python" "${pins[@]}"
+  else
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    PIP_NO_CACHE_DIR=1 "$venv/bin/python" -m pip install --quiet --retries 10 --timeout 60 "${pins[@]}"
+  fi
   echo "${pins[*]}" > "$stamp"
   echo "gpu_rehearsal: $venv installed in $(($(date +%s) - t0)) s ($(du -sh "$venv" | cut -f1))"
 fi

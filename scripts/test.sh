@@ -17,51 +17,63 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-export PIP_NO_CACHE_DIR=1 # see venv_install
+export PIP_NO_CACHE_DIR=1 # pip builds the wheel and the bundle; uv installs (see venv_install)
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 
 # --- helpers -----------------------------------------------------------------
 
 duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-# pip_log: pip's stdout, one line per package it downloads or builds, instead
-# of progress bars (unreadable in a CI log) or --quiet (minutes of silence
-# while GB-sized wheels download). "Requirement already satisfied" lines (a
-# rerun prints one per package) are counted, not shown. pip's errors go to
-# stderr and pass through untouched. pip runs with python -u, so each line
-# comes when it is printed, not with the next 4 KB.
-pip_log() {
+# uv installs every venv's packages (pip only builds the wheel and makes the
+# venvs). Disk is why: the four venvs hold four torch/CUDA stacks (the kernels
+# run on torch 2.15, the GPU rehearsal on 2.11, vLLM pins 2.14.0, SGLang
+# 2.14.1), ~30 GB through pip, and a CI run once failed with ENOSPC in the
+# last one. uv unpacks each wheel once into its cache (.uv-cache, inside the
+# checkout so that it is on the venvs' filesystem) and hardlinks it into every
+# venv that takes it, so a CUDA wheel two venvs share is on disk once and no
+# second copy waits in a download folder. The free space is printed at every
+# step's end. The version is pinned: the install must be the same every run.
+UV_VERSION=0.13.9
+export UV_CACHE_DIR="$PWD/.uv-cache" UV_LINK_MODE=hardlink UV_HTTP_TIMEOUT=120 UV_HTTP_RETRIES=10
+export UV_NO_PROGRESS=1 # a CI log, not a terminal
+uv_bin() {
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+  fi
+  if ! .venv/bin/uv --version 2>/dev/null | grep -qx "uv $UV_VERSION\( .*\)\?"; then
+    .venv/bin/python -m pip install --quiet "uv==$UV_VERSION" >&2
+  fi
+  echo "$PWD/.venv/bin/uv"
+}
+
+# uv_log: uv's report (stderr) with its per-package " + name==version" lines
+# counted, not shown: "Resolved/Prepared/Installed N packages", each large
+# download and any error say what happened.
+uv_log() {
   awk '
-    /^Requirement already satisfied/ { satisfied++; next }
-    /^ *Downloading .*\.metadata/ { next }
-    /^ *(Downloading|Resuming|Installing build|Getting requirements|Preparing metadata|Building wheel|Created wheel|Installing collected|Successfully|Attempting uninstall|ERROR|WARNING)/ {
-      sub(/^ +/, ""); print "  pip: " $0; fflush(); next
-    }
-    END { if (satisfied) print "  pip: already satisfied: " satisfied " requirements" }
+    /^ [+~-] / { n++; next }
+    { print "  uv: " $0; fflush() }
+    END { if (n) print "  uv: " n " packages installed or removed" }
   '
 }
 
-# venv_install VENV SPEC...: create VENV if needed and pip install SPEC (one
-# requirement, or pip's own arguments: `-r FILE`, `--no-deps NAME`) into it.
+# venv_install VENV SPEC...: create VENV if needed and install SPEC (one
+# requirement, or uv pip's arguments: `-r FILE`, `--no-deps NAME`) into it.
 # torch and CUDA come as GB-sized wheels; a dropped connection must not fail
-# the run, so pip resumes downloads and the whole install is retried. Disk:
-# the two venvs hold ~15 GB once installed (torch and CUDA wheels twice: the
-# kernels run on torch 2.15, vLLM pins 2.14); pip keeps no second copy of the
-# wheels in its cache (PIP_NO_CACHE_DIR), and the free space is printed first,
-# so a full disk reads as one (a run once failed with ENOSPC).
+# the run, so uv retries each request and the whole install is retried.
 venv_install() {
-  local venv=$1 attempt
+  local venv=$1 attempt uv
   shift
+  uv=$(uv_bin)
   if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
   fi
-  "$venv/bin/python" -u -m pip install --progress-bar off --upgrade pip | pip_log
   for attempt in 1 2 3; do
-    if "$venv/bin/python" -u -m pip install --progress-bar off --retries 10 --resume-retries 10 --timeout 60 \
-      "$@" | pip_log; then
+    # pipefail: the pipeline fails when uv does.
+    if "$uv" pip install --python "$venv/bin/python" "$@" 2>&1 >/dev/null | uv_log; then
       return 0
     fi
-    echo "pip install $* into $venv failed (attempt $attempt)" >&2
+    echo "uv pip install $* into $venv failed (attempt $attempt)" >&2
     if [ "$attempt" = 3 ]; then
       df -h . >&2
       exit 1
@@ -113,8 +125,8 @@ step_venv() {
   wheel=$(ci_wheel)
   echo "  wheel: $wheel"
   # The kernels extra (torch, triton, numpy) too: every kernel test runs in CI.
-  # --force-reinstall --no-deps first: the same version number as an older build.
-  venv_install .venv --force-reinstall --no-deps "$wheel"
+  # --reinstall --no-deps first: the same version number as an older build.
+  venv_install .venv --reinstall --no-deps "$wheel"
   venv_install .venv "$wheel[test,kernels]"
 }
 
@@ -167,7 +179,7 @@ step_gpu_rehearsal() {
   # whole code path under the interpreter in a venv of the device image's
   # torch / triton, and the AOT compile on that Triton (scripts/gpu_rehearsal.sh).
   HISPARSE_RS_WHEEL="$(ci_wheel)" bash scripts/gpu_bundle.sh
-  bash scripts/gpu_rehearsal.sh
+  UV="$(uv_bin)" bash scripts/gpu_rehearsal.sh
 }
 
 add_step venv_vllm "python environment .venv-vllm" "vLLM 0.33.0 with its torch 2.14 (~7 GB the first time) and the test extra"
@@ -177,7 +189,7 @@ step_venv_vllm() {
   # (vllm==0.33.0) and the test extra.
   local wheel
   wheel=$(ci_wheel)
-  venv_install .venv-vllm --force-reinstall --no-deps "$wheel"
+  venv_install .venv-vllm --reinstall --no-deps "$wheel"
   venv_install .venv-vllm "$wheel[test,vllm]"
 }
 
@@ -199,7 +211,7 @@ step_venv_sglang() {
   venv_install .venv-sglang --no-deps sglang==0.5.23
   local wheel
   wheel=$(ci_wheel)
-  venv_install .venv-sglang --force-reinstall --no-deps "$wheel"
+  venv_install .venv-sglang --reinstall --no-deps "$wheel"
   venv_install .venv-sglang "$wheel[test]"
 }
 
