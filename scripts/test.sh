@@ -118,8 +118,16 @@ ci_wheel() {
 }
 
 add_step venv "python environment .venv" "the wheel (maturin, a release build, once for every venv) and the test + kernels extras (torch, triton: ~4 GB the first time)"
+# The whole run needs ~22 GB of disk (README.md, "Disk"): say so at once when
+# it is short, not with ENOSPC twenty minutes in.
+NEED_GB=22
 step_venv() {
   df -h . | sed 's/^/  disk: /'
+  local free_gb
+  free_gb=$(($(df -Pk . | awk 'NR == 2 { print $4 }') / 1048576))
+  if [ "$free_gb" -lt "$NEED_GB" ]; then
+    echo "  disk: WARNING: ${free_gb} GB free; a run from a fresh clone needs about ${NEED_GB} GB (the venvs' torch and CUDA wheels)" >&2
+  fi
   rm -rf target/ci-wheel # this checkout's sources, not a previous run's
   local wheel
   wheel=$(ci_wheel)
