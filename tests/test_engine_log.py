@@ -80,7 +80,7 @@ def test_unreadable_logs_raise(tmp_path: Path) -> None:
         hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=tmp_path / "none.log")
     empty = tmp_path / "empty.log"
     empty.write_text("INFO nothing here\n")
-    with pytest.raises(ValueError, match=r"no vLLM 0\.33\.0 start-up line in its 1 lines"):
+    with pytest.raises(ValueError, match=r"no vLLM 0\.33\.0 start-up line in its one line"):
         hisparse_rs.plan(DSV32, kv_transfer_config=HISPARSE, gpu="h200", engine_log=empty)
     with pytest.raises(ValueError, match="SGLang's start-up lines instead"):
         hisparse_rs.plan(

@@ -46,9 +46,14 @@ pub fn section(r: &EngineLogReport) -> String {
     let engine = crate::dialect::of(&r.engine).name;
     let _ = writeln!(
         out,
-        "\nengine log {} ({engine} start-up lines; {} lines read{}{})",
+        "\nengine log {} ({engine} start-up lines; {} lines read{}{}{})",
         r.path,
         crate::render_plan_parts::n(r.lines),
+        if r.stopped_early {
+            ", only its first GiB (the rest unread)"
+        } else {
+            ""
+        },
         if r.lines_cut > 0 {
             format!(", {} cut at 64 KiB", r.lines_cut)
         } else {

@@ -13,9 +13,11 @@
 //! are found by the engine's phrase anywhere in the line, so a prefix we
 //! have not seen costs nothing.
 //!
-//! Bounded: one pass over any size of log, at most [`MAX_LOG_LINE_BYTES`]
-//! of a line looked at (the rest is skipped without being kept) and at most
-//! [`MAX_LOG_FIGURES`] figures kept; what was dropped is counted.
+//! Bounded: one pass over at most [`MAX_LOG_BYTES`] of a log (the start-up
+//! lines come first; a log that runs on, or `/dev/zero`, ends there, and the
+//! report says so), at most [`MAX_LOG_LINE_BYTES`] of a line looked at (the
+//! rest is skipped without being kept) and at most [`MAX_LOG_FIGURES`]
+//! figures kept; what was dropped is counted.
 
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
@@ -24,6 +26,11 @@ use std::io::BufRead;
 /// ... with config:" line and SGLang's `server_args=ServerArgs(...)` line run
 /// to a few KB; a longer line is cut here (its tail is read and dropped).
 pub const MAX_LOG_LINE_BYTES: usize = 64 << 10;
+
+/// Bytes of a log read: the start-up lines of a 64-GPU launch are a few MB;
+/// a server's log runs on with its requests (or `kubectl logs -f` never
+/// ends), so reading stops here and [`EngineLog::stopped_early`] says so.
+pub const MAX_LOG_BYTES: u64 = 1 << 30;
 
 /// Figures kept from one log (a figure a line, per rank: a 64-GPU launch logs
 /// a few hundred); later ones are counted in [`EngineLog::figures_dropped`].
@@ -88,6 +95,9 @@ pub struct EngineLog {
     pub figures: Vec<LoggedFigure>,
     /// Figures past [`MAX_LOG_FIGURES`], not kept.
     pub figures_dropped: u64,
+    /// Reading stopped at [`MAX_LOG_BYTES`] with more of the log unread.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped_early: bool,
 }
 
 impl EngineLog {
@@ -148,6 +158,10 @@ pub struct EngineLogReport {
     pub lines_cut: u64,
     #[serde(default)]
     pub figures_dropped: u64,
+    /// Reading stopped at [`MAX_LOG_BYTES`] with more of the log unread
+    /// (absent when the whole log was read).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped_early: bool,
     /// Whether the logged launch ran HiSparse (its HiSparse lines are there).
     pub logged_hisparse: bool,
     /// The engine's measurements the plan used in place of its estimates.
@@ -225,6 +239,7 @@ impl EngineLogReport {
             lines: log.lines,
             lines_cut: log.lines_cut,
             figures_dropped: log.figures_dropped,
+            stopped_early: log.stopped_early,
             logged_hisparse,
             measured,
             compared,
@@ -304,11 +319,25 @@ pub fn launch_mismatches(
 /// Reads a log in one pass, keeping the figures `rules` find. I/O errors are
 /// returned as they come (a log cut short is not one: what was read counts).
 pub fn read(reader: &mut dyn BufRead, rules: &[LineRule]) -> std::io::Result<EngineLog> {
+    read_at_most(reader, rules, MAX_LOG_BYTES)
+}
+
+/// [`read`], stopping once `max_bytes` of the log have been read.
+fn read_at_most(
+    reader: &mut dyn BufRead,
+    rules: &[LineRule],
+    max_bytes: u64,
+) -> std::io::Result<EngineLog> {
     let mut log = EngineLog::default();
     let mut line = Vec::with_capacity(1024);
+    let mut bytes = 0u64;
     loop {
         line.clear();
-        let (any, cut) = read_line(reader, &mut line)?;
+        if bytes >= max_bytes {
+            log.stopped_early = !reader.fill_buf()?.is_empty();
+            return Ok(log);
+        }
+        let (any, cut) = read_line(reader, &mut line, &mut bytes, max_bytes)?;
         if !any {
             return Ok(log);
         }
@@ -338,10 +367,20 @@ pub fn read(reader: &mut dyn BufRead, rules: &[LineRule]) -> std::io::Result<Eng
 }
 
 /// One line into `buf` (without its newline), at most [`MAX_LOG_LINE_BYTES`]
-/// kept; returns (something was read, the line was cut).
-fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> std::io::Result<(bool, bool)> {
+/// kept, counting the bytes consumed into `bytes` and consuming none past
+/// `max_bytes` (a line without end stops there); returns (something was
+/// read, the line was cut).
+fn read_line(
+    reader: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    bytes: &mut u64,
+    max_bytes: u64,
+) -> std::io::Result<(bool, bool)> {
     let (mut any, mut cut) = (false, false);
     loop {
+        if *bytes >= max_bytes {
+            return Ok((any, cut));
+        }
         let chunk = match reader.fill_buf() {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -351,6 +390,8 @@ fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> std::io::Result<(bo
             return Ok((any, cut));
         }
         any = true;
+        let left = usize::try_from(max_bytes - *bytes).unwrap_or(usize::MAX);
+        let chunk = &chunk[..chunk.len().min(left)];
         let (used, done) = match chunk.iter().position(|&b| b == b'\n') {
             Some(i) => (i + 1, true),
             None => (chunk.len(), false),
@@ -362,6 +403,7 @@ fn read_line(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> std::io::Result<(bo
         }
         buf.extend_from_slice(&content[..content.len().min(room)]);
         reader.consume(used);
+        *bytes += used as u64;
         if done {
             if buf.last() == Some(&b'\r') {
                 buf.pop();
@@ -498,6 +540,30 @@ mod tests {
         assert_eq!(log.lines_cut, 1);
         assert_eq!(log.figures.len(), MAX_LOG_FIGURES);
         assert_eq!(log.figures_dropped, 5);
+    }
+
+    #[test]
+    fn reading_stops_at_the_byte_bound_and_says_so() {
+        let line = "Available KV cache memory: 1 GiB\n";
+        let text = line.repeat(10);
+        // The bound falls inside the fourth line: three whole lines, the
+        // fourth cut short at the bound, and the rest unread.
+        let bound = (line.len() * 3 + 5) as u64;
+        let log = read_at_most(&mut text.as_bytes(), &rules(), bound).unwrap();
+        assert!(log.stopped_early);
+        assert_eq!(log.lines, 4);
+        assert_eq!(log.figures.len(), 3);
+        // A log that ends at the bound exactly was read whole.
+        let bound = text.len() as u64;
+        let whole = read_at_most(&mut text.as_bytes(), &rules(), bound).unwrap();
+        assert!(!whole.stopped_early);
+        assert_eq!(whole.figures.len(), 10);
+        // A line without end (/dev/zero) stops at the bound too.
+        let mut zeros = std::io::Read::take(std::io::repeat(0), 1 << 40);
+        let log =
+            read_at_most(&mut std::io::BufReader::new(&mut zeros), &rules(), 1 << 20).unwrap();
+        assert!(log.stopped_early);
+        assert_eq!((log.lines, log.lines_cut), (1, 1));
     }
 
     #[test]

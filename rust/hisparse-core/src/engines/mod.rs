@@ -49,9 +49,14 @@ pub fn read_engine_log(
         } else {
             "it has none of the lines the engine prints while it starts (\"Model loading took\", \"Available KV cache memory\", \"Load weight end\", \"max_total_num_tokens=\")".to_owned()
         };
+        let read = match (log.lines, log.stopped_early) {
+            (1, false) => "its one line".to_owned(),
+            (n, false) => format!("its {n} lines"),
+            (1, true) => "the one line of its first GiB (the rest not read)".to_owned(),
+            (n, true) => format!("the {n} lines of its first GiB (the rest not read)"),
+        };
         return Err(format!(
-            "--engine-log {path}: no {name} start-up line in its {} lines: {found}",
-            log.lines
+            "--engine-log {path}: no {name} start-up line in {read}: {found}"
         ));
     }
     Ok(log)
