@@ -15,6 +15,7 @@
 //! length, nesting depth (yaml.rs's), launches ([`MAX_LAUNCHES`]).
 
 use super::model::{Deployment, Launch, Machine, NotRead, MAX_LAUNCHES};
+use super::own::MAX_GPUS_PER_NODE;
 pub use super::words::{gpu_name, launch_of, ModelDirs};
 use crate::yaml::{self, StreamBounds};
 use hisparse_core::files::read_regular;
@@ -97,7 +98,7 @@ fn object(
         .unwrap_or("unnamed");
     let here = format!("{at}:{kind}/{name}");
     let spec = v.get("spec").cloned().unwrap_or(Value::Null);
-    let int = |p: &str, d: u64| spec.pointer(p).and_then(Value::as_u64).unwrap_or(d);
+    let int = |key: &str| count(&spec, key, &here, 1);
     match kind {
         "List" => {
             if depth >= MAX_LIST_DEPTH {
@@ -115,7 +116,7 @@ fn object(
         }
         "Pod" => pod(&spec, &here, &format!("Pod/{name}"), (1, 1), &[], dirs, out),
         "Deployment" | "StatefulSet" => {
-            let pods = (int("/replicas", 1), 1);
+            let pods = (int("replicas")?, 1);
             pod(
                 spec.pointer("/template/spec").unwrap_or(&Value::Null),
                 &here,
@@ -127,7 +128,7 @@ fn object(
             )
         }
         "Job" => {
-            let pods = (int("/parallelism", 1), 1);
+            let pods = (int("parallelism")?, 1);
             pod(
                 spec.pointer("/template/spec").unwrap_or(&Value::Null),
                 &here,
@@ -159,6 +160,22 @@ fn object(
     }
 }
 
+/// A workload's count (`replicas`, `parallelism`, a LeaderWorkerSet's
+/// `size`): absent or null is `default`; anything but an integer in
+/// 0..=2^31-1 (the API's int32) is an error, as the API server refuses the
+/// manifest at apply (a value read as 1 instead would check another deployment).
+fn count(spec: &Value, key: &str, here: &str, default: u64) -> Result<u64, String> {
+    match spec.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n <= i32::MAX as u64)
+            .ok_or_else(|| {
+                format!("{here}: {key} {v} is not an integer in 0..=2147483647 (Kubernetes' int32: the API server refuses the manifest)")
+            }),
+    }
+}
+
 /// A LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): `replicas` groups of
 /// `size` pods, the leader from `leaderTemplate` (else `workerTemplate`).
 fn leader_worker_set(
@@ -168,12 +185,12 @@ fn leader_worker_set(
     dirs: &ModelDirs,
     out: &mut Deployment,
 ) -> Result<(), String> {
-    let replicas = spec.get("replicas").and_then(Value::as_u64).unwrap_or(1);
+    let replicas = count(spec, "replicas", here, 1)?;
     let lwt = spec
         .get("leaderWorkerTemplate")
         .cloned()
         .unwrap_or(Value::Null);
-    let size = lwt.get("size").and_then(Value::as_u64).unwrap_or(1).max(1);
+    let size = count(&lwt, "size", &format!("{here}.leaderWorkerTemplate"), 1)?.max(1);
     if size > MAX_LAUNCHES as u64 {
         return Err(format!("{here}: leaderWorkerTemplate.size {size} is over the bound of {MAX_LAUNCHES} pods per group (the bound on launches)"));
     }
@@ -238,11 +255,13 @@ pub fn quantity_bytes(v: &Value) -> Option<u64> {
         ("Gi", 1073741824.0),
         ("Ti", 1099511627776.0),
         ("Pi", 1125899906842624.0),
+        ("Ei", 1152921504606846976.0),
         ("k", 1e3),
         ("M", 1e6),
         ("G", 1e9),
         ("T", 1e12),
         ("P", 1e15),
+        ("E", 1e18),
     ];
     let (num, mult) = SUFFIXES
         .iter()
@@ -254,6 +273,33 @@ pub fn quantity_bytes(v: &Value) -> Option<u64> {
         .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
     let bytes = n * mult;
     (bytes < u64::MAX as f64).then_some(bytes.ceil() as u64)
+}
+
+/// A container's `resources.limits["nvidia.com/gpu"]`: an extended
+/// resource, so a whole number (the API server refuses `1.5` or `abc`), at
+/// most [`MAX_GPUS_PER_NODE`] (one pod runs on one node).
+fn gpu_limit(limits: Option<&Value>, at: &str) -> Result<Option<u64>, String> {
+    let Some(g) = limits.and_then(|l| l.get("nvidia.com/gpu")) else {
+        return Ok(None);
+    };
+    let n = g
+        .as_u64()
+        .or_else(|| g.as_str().and_then(|t| t.trim().parse::<u64>().ok()));
+    match n {
+        Some(n) if n <= MAX_GPUS_PER_NODE => Ok(Some(n)),
+        _ => Err(format!("{at}: resources.limits[\"nvidia.com/gpu\"] {g} is not a whole number of GPUs in 0..={MAX_GPUS_PER_NODE} (one pod's node)")),
+    }
+}
+
+/// A container's `resources.limits.memory`, a Kubernetes quantity (`2Ti`,
+/// `1800Gi`, `2e12`); one the API server would refuse is an error.
+fn memory_limit(limits: Option<&Value>, at: &str) -> Result<Option<u64>, String> {
+    let Some(m) = limits.and_then(|l| l.get("memory")) else {
+        return Ok(None);
+    };
+    quantity_bytes(m).map(Some).ok_or_else(|| {
+        format!("{at}: resources.limits.memory {m} is not a Kubernetes quantity of bytes (2Ti, 1800Gi, 2e12)")
+    })
 }
 
 /// One pod template: its containers, each a launch or listed as not read.
@@ -290,17 +336,11 @@ fn pod(
         let cname = s(c, "name").unwrap_or("?");
         let at = format!("{here}/{cname}");
         let limits = c.pointer("/resources/limits");
-        let gpus = limits.and_then(|l| l.get("nvidia.com/gpu")).and_then(|g| {
-            g.as_u64()
-                .or_else(|| g.as_str().and_then(|t| t.trim().parse().ok()))
-        });
         let machine = Machine {
             gpu: product.as_deref().and_then(gpu_name),
             gpu_product: product.clone(),
-            gpus_per_pod: gpus,
-            memory_limit_bytes: limits
-                .and_then(|l| l.get("memory"))
-                .and_then(quantity_bytes),
+            gpus_per_pod: gpu_limit(limits, &at)?,
+            memory_limit_bytes: memory_limit(limits, &at)?,
         };
         match container(c, injected, dirs) {
             Ok(Some(mut launch)) => {
@@ -484,6 +524,70 @@ items:
 kind: Service
 metadata: {name: svc}
 "#;
+
+    #[test]
+    fn values_the_api_server_refuses_are_errors_not_defaults() {
+        // Each was read as 1 replica, no GPU limit or no memory limit, so the
+        // check judged another deployment than the one applied.
+        for (from, to, said) in [
+            (
+                "replicas: 2",
+                "replicas: two",
+                "replicas \"two\" is not an integer",
+            ),
+            (
+                "replicas: 2",
+                "replicas: -1",
+                "replicas -1 is not an integer",
+            ),
+            (
+                "replicas: 2",
+                "replicas: 1.5",
+                "replicas 1.5 is not an integer",
+            ),
+            (
+                "replicas: 2",
+                "replicas: 4294967296",
+                "replicas 4294967296 is not an integer",
+            ),
+            (
+                "nvidia.com/gpu: 8,",
+                "nvidia.com/gpu: 1.5,",
+                "nvidia.com/gpu\"] 1.5 is not a whole number",
+            ),
+            (
+                "nvidia.com/gpu: 8,",
+                "nvidia.com/gpu: eight,",
+                "\"eight\" is not a whole number",
+            ),
+            (
+                "nvidia.com/gpu: 8,",
+                "nvidia.com/gpu: 1000000000000,",
+                "in 0..=1024",
+            ),
+            (
+                "memory: 2Ti",
+                "memory: 2TB",
+                "memory \"2TB\" is not a Kubernetes quantity",
+            ),
+            (
+                "memory: 2Ti",
+                "memory: -2Ti",
+                "memory \"-2Ti\" is not a Kubernetes quantity",
+            ),
+        ] {
+            let err = read(&STS.replace(from, to)).unwrap_err();
+            assert!(err.contains(said), "{to}: {err}");
+            assert!(err.starts_with("m.yaml"), "{err}");
+        }
+        // What the API server takes is read: quoted counts of GPUs, exa, null replicas.
+        let d = read(&STS.replace("nvidia.com/gpu: 8,", "nvidia.com/gpu: \"4\",")).unwrap();
+        assert_eq!(d.launches[0].machine.gpus_per_pod, Some(4));
+        let d = read(&STS.replace("memory: 2Ti", "memory: 1Ei")).unwrap();
+        assert_eq!(d.launches[0].machine.memory_limit_bytes, Some(1 << 60));
+        let d = read(&STS.replace("replicas: 2", "replicas: null")).unwrap();
+        assert_eq!(d.launches[0].replicas, 1);
+    }
 
     #[test]
     fn reads_a_list_with_a_shell_string() {
