@@ -163,9 +163,7 @@ pub fn human(r: &DeployReport) -> String {
             format!("{n} error(s)")
         };
         if !c.report.warnings.is_empty() {
-            // Named only: the launch's own check (or --json's report.warnings) says them in full.
-            let w: Vec<&str> = c.report.warnings.iter().map(|d| d.code.as_str()).collect();
-            state.push_str(&format!(", warnings: {}", w.join(", ")));
+            state.push_str(&format!(", {} warning(s)", c.report.warnings.len()));
         }
         out.push_str(&format!(
             "\n  {} ({}): {state}\n",
@@ -175,15 +173,20 @@ pub fn human(r: &DeployReport) -> String {
         for (container, local) in &c.launch.model_mapped {
             out.push_str(&format!("    model {container} read from {local}\n"));
         }
-        for d in &c.report.errors {
-            out.push_str(&format!(
-                "    error[{}] {}: {}\n",
-                d.code.as_str(),
-                d.path,
-                d.message
-            ));
-            if let Some(h) = &d.hint {
-                out.push_str(&format!("      fix: {h}\n"));
+        // Each in full, as the launch's own check prints it: a warning's
+        // code alone says nothing a user can act on.
+        let said = [("error", &c.report.errors), ("warning", &c.report.warnings)];
+        for (kind, list) in said {
+            for d in list {
+                out.push_str(&format!(
+                    "    {kind}[{}] {}: {}\n",
+                    d.code.as_str(),
+                    d.path,
+                    d.message
+                ));
+                if let Some(h) = &d.hint {
+                    out.push_str(&format!("      fix: {h}\n"));
+                }
             }
         }
     }

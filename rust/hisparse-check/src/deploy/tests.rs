@@ -73,6 +73,35 @@ fn every_fix_at_once_passes_on_the_mismatched_examples() {
     }
 }
 
+#[test]
+fn every_launch_diagnostic_is_printed_in_full() {
+    // A warning used to be printed by its code alone; every example's
+    // launches' errors and warnings are now in the text with message and fix.
+    let mut seen = 0;
+    for name in [
+        "vllm-1p1d.yaml",
+        "sglang-1p1d.yaml",
+        "sglang-1p1d-mismatched.yaml",
+    ] {
+        let r = check(example(name));
+        let text = super::check::human(&r);
+        for c in &r.launches {
+            for d in c.report.errors.iter().chain(&c.report.warnings) {
+                seen += 1;
+                assert!(
+                    text.contains(&d.message),
+                    "{name}: {} not in\n{text}",
+                    d.code.as_str()
+                );
+                if let Some(h) = &d.hint {
+                    assert!(text.contains(&format!("fix: {h}")), "{name}: {h}");
+                }
+            }
+        }
+    }
+    assert!(seen > 0, "the examples have launch diagnostics to print");
+}
+
 fn pod(name: &str, cmd: &str) -> String {
     format!("---\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeSelector: {{nvidia.com/gpu.product: NVIDIA-H200}}\n  containers:\n  - name: c\n    command: [sh, -c, '{cmd}']\n    resources: {{limits: {{nvidia.com/gpu: 8, memory: 1800Gi}}}}\n")
 }
