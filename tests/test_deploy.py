@@ -83,6 +83,10 @@ def test_bad_input_raises_value_error(tmp_path: Path) -> None:
     many.write_text("---\nkind: Service\n" * 2000)
     with pytest.raises(ValueError, match="bound on documents"):
         hisparse_rs.check_deployment(many)
+    # An empty path mapped every model path (or none) where --model-dir "=" is refused.
+    for dirs in ({"": ""}, {"/models": ""}, {"": "tests/data/models"}):
+        with pytest.raises(ValueError, match="both non-empty"):
+            hisparse_rs.check_deployment(EXAMPLES / "vllm-1p1d.yaml", model_dirs=dirs)
 
 
 def test_deployment_codes_are_the_tail_of_error_codes() -> None:

@@ -121,8 +121,8 @@ def check_deployment(
     deployment: the report says what is wrong. Raises ValueError where
     ``hisparse-check deploy`` exits 2: a manifest that cannot be read, passes
     a bound (bytes, documents, aliases, string length, nesting, launches),
-    holds no engine launch, or a bad field of a deployment file or launch
-    (each with its code and path); TypeError for a path or launch of the
+    holds no engine launch, a bad field of a deployment file or launch
+    (each with its code and path), or an empty path in ``model_dirs``; TypeError for a path or launch of the
     wrong type. A launch that cannot be checked (its model config missing,
     a flag the engine refuses: the command exits 2) is not raised: it is in
     ``launch_errors`` and ``valid`` is false.

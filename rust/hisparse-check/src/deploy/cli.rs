@@ -170,7 +170,12 @@ pub fn check_json(
     launches: &[LaunchArg],
     machine: &MachineArg,
 ) -> Result<(bool, String), String> {
-    let dep = read(files, launches, machine, &ModelDirs(model_dirs.to_vec()))?;
+    let dep = read(
+        files,
+        launches,
+        machine,
+        &ModelDirs::from_pairs(model_dirs)?,
+    )?;
     let report = check::check(dep);
     Ok((report.valid(), check::to_json(&report)))
 }

@@ -14,15 +14,38 @@ pub struct ModelDirs(pub Vec<(String, String)>);
 impl ModelDirs {
     /// Parse `C=L` (both non-empty). Err: the usage message.
     pub fn parse_one(text: &str) -> Result<(String, String), String> {
-        match text.split_once('=') {
-            Some((c, l)) if !c.is_empty() && !l.is_empty() => Ok((
-                c.trim_end_matches('/').to_owned(),
-                l.trim_end_matches('/').to_owned(),
-            )),
-            _ => Err(format!(
-                "--model-dir {text:?}: give CONTAINER_PATH=LOCAL_PATH (e.g. /models=./models)"
-            )),
-        }
+        text.split_once('=')
+            .and_then(|(c, l)| Self::pair(c, l))
+            .ok_or_else(|| {
+                format!(
+                    "--model-dir {text:?}: give CONTAINER_PATH=LOCAL_PATH (e.g. /models=./models)"
+                )
+            })
+    }
+
+    /// The mapping of `container` to `local` (both non-empty; a trailing
+    /// `/` dropped), as `--model-dir` and Python's `model_dirs` give it.
+    pub fn pair(container: &str, local: &str) -> Option<(String, String)> {
+        (!container.is_empty() && !local.is_empty()).then(|| {
+            (
+                container.trim_end_matches('/').to_owned(),
+                local.trim_end_matches('/').to_owned(),
+            )
+        })
+    }
+
+    /// The mappings of `pairs` (Python's `model_dirs`); Err names the first
+    /// empty path, as `--model-dir` refuses it.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Result<Self, String> {
+        pairs
+            .iter()
+            .map(|(c, l)| {
+                Self::pair(c, l).ok_or_else(|| {
+                    format!("model_dirs {{{c:?}: {l:?}}}: give a container path and a local path, both non-empty (e.g. {{\"/models\": \"./models\"}})")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(ModelDirs)
     }
 
     /// `word` with a mapped prefix replaced (also after `--flag=`), and the mapping used.
