@@ -36,6 +36,9 @@ duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 UV_VERSION=0.13.9
 export UV_CACHE_DIR="$PWD/.uv-cache" UV_LINK_MODE=hardlink UV_HTTP_TIMEOUT=120 UV_HTTP_RETRIES=10
 export UV_NO_PROGRESS=1 # a CI log, not a terminal
+# The system's CA store, as pip has it (PIP_CERT on these machines), not uv's
+# bundled roots: a registry reached through a proxy with its own CA still verifies.
+export UV_NATIVE_TLS=1
 uv_bin() {
   if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
