@@ -419,11 +419,11 @@ def apply_fix(
     rest stay in place. A TypeError for argv words with ``engine="vllm"``
     (use :func:`serve_args`)."""
     if sglang.engine_name(engine) == "sglang":
-        if isinstance(args, Mapping):
+        if isinstance(args, Mapping | str):  # the attributes, or their JSON text
             attrs: dict[str, Any] = json.loads(_core.sglang_apply_fix_json(args, list(fix)))
             return attrs
         return _core.sglang_fixed_argv(sglang.argv_words(args), list(fix))
-    if not isinstance(args, Mapping):
+    if not isinstance(args, Mapping | str):  # the serve args, or their JSON text
         raise TypeError(
             "apply_fix(engine='vllm') takes serve args as a mapping (serve_args(...)), "
             f"got {type(args).__name__}; argv words are taken with engine='sglang'"
