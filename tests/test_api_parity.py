@@ -89,3 +89,26 @@ def test_a_vllm_keyword_typo_gets_a_did_you_mean() -> None:
         hisparse_rs.check(DSV32, tp_size=8)
     with pytest.raises(TypeError, match="did you mean max_model_len"):
         hisparse_rs.serve_args(DSV32, max_model_lenn=8)
+
+
+def test_both_engines_do_the_same_things_from_import_hisparse_rs() -> None:
+    """serve_args -> check_args -> the fix loop with apply_fix -> plan_args, one
+    loop for either engine (``engine=``), each ending valid and planned."""
+    launches = {
+        "vllm": dict(kv_transfer_config={"kv_connector": "HiSparseConnector"}, block_size=16),
+        "sglang": dict(tp_size=8, enable_hisparse=True, hisparse_config='{"device_buffer_size": 4000}'),
+    }
+    for engine, launch in launches.items():
+        args = hisparse_rs.serve_args(DSV32, engine=engine, **launch)
+        report = hisparse_rs.check_args(args, engine=engine, gpu="h200", host_memory_gib=2048)
+        assert report.engine == engine and not report.valid
+        rounds = 0
+        while report.errors and report.errors[0].fix:
+            args = hisparse_rs.apply_fix(args, report.errors[0].fix, engine=engine)
+            report = hisparse_rs.check_args(args, engine=engine, gpu="h200", host_memory_gib=2048)
+            rounds += 1
+            assert rounds <= 4, (engine, [e.code for e in report.errors])
+        assert report.valid, (engine, [e.code for e in report.errors])
+        plan = hisparse_rs.plan_args(args, engine=engine, gpu="h200", host_memory_gib=2048)
+        assert (plan.engine, plan.engine_version) == (engine, report.engine_version)
+        assert (plan.vllm_version is None) == (engine == "sglang") == (plan.sglang is not None)

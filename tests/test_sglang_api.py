@@ -5,8 +5,10 @@ through ``hisparse-check --engine sglang --json``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -200,3 +202,140 @@ def test_sglang_serve_model_type_diffusion_is_not_checked_silently() -> None:
     """Issue 23, defect 13: `--model-type diffusion` runs SGLang's diffusion server."""
     with pytest.raises(ValueError, match="--model-type diffusion"):
         hisparse_rs.check_sglang_argv(["sglang", "serve", DSV32, "--model-type", "diffusion"])
+
+
+# Issue 22, Python API parity: serve_args / check_args / apply_fix and the fix
+# loop for SGLang, in both forms a launch comes in (ServerArgs keywords, argv words).
+BROKEN = dict(
+    tp_size=8,
+    enable_hisparse=True,
+    kv_cache_dtype="fp8_e5m2",
+    mem_fraction_static=0.85,
+    hisparse_config='{"top_k": 2048, "device_buffer_size": 4000}',
+)
+BROKEN_ARGV = [
+    "sglang",
+    "serve",
+    DSV32,
+    "--tp",
+    "8",
+    "--enable-hisparse=1",
+    "--kv-cache-dtype",
+    "fp8_e5m2",
+    "--mem-frac",
+    "0.85",
+    "--hisp",
+    '{"top_k": 2048, "device_buffer_size": 4000}',
+]
+MACHINE = dict(gpu="h200", host_memory_gib=2048)
+
+
+def test_serve_args_and_check_args_are_check_for_sglang() -> None:
+    args = hisparse_rs.serve_args(DSV32, engine="sglang", **BROKEN)
+    assert args == {"model_path": DSV32, **BROKEN}
+    report = hisparse_rs.check_args(args, engine="sglang", **MACHINE)
+    assert report.engine == "sglang"
+    assert json.loads(report.to_json()) == json.loads(
+        hisparse_rs.check(DSV32, engine="sglang", **MACHINE, **BROKEN).to_json()
+    )
+    with pytest.raises(TypeError, match="tp_sise"):
+        hisparse_rs.serve_args(DSV32, engine="sglang", tp_sise=8)
+
+
+def test_the_fix_loop_converges_on_server_args() -> None:
+    """The README loop, for SGLang: apply the first error's fix, check again."""
+    args = hisparse_rs.serve_args(DSV32, engine="sglang", **BROKEN)
+    report = hisparse_rs.check_args(args, engine="sglang", **MACHINE)
+    first = [e.code for e in report.errors]
+    assert first == [
+        "dsa_kv_cache_dtype_unsupported",
+        "radix_cache_enabled",
+        "device_buffer_size_not_page_multiple",
+    ]
+    rounds = 0
+    while report.errors and report.errors[0].fix:
+        args = hisparse_rs.apply_fix(args, report.errors[0].fix, engine="sglang")
+        report = hisparse_rs.check_args(args, engine="sglang", **MACHINE)
+        rounds += 1
+    assert report.valid and rounds == len(first), [e.code for e in report.errors]
+    # A fix keeps what the user meant (fp8, not auto) and the hisparse_config form given (text).
+    assert args["kv_cache_dtype"] == "fp8_e4m3" and args["disable_radix_cache"] is True
+    assert args["hisparse_config"] == '{"top_k": 2048, "device_buffer_size": 4032}'
+    assert isinstance(report.hisparse, hisparse_rs.SglangHiSparseSettings)
+    assert report.hisparse.device_buffer_size == 4032
+    # A dict hisparse_config stays a dict.
+    as_dict = hisparse_rs.serve_args(
+        DSV32, engine="sglang", **{**BROKEN, "hisparse_config": {"device_buffer_size": 4000}}
+    )
+    fix = hisparse_rs.check_args(as_dict, engine="sglang").errors[-1].fix
+    assert hisparse_rs.apply_fix(as_dict, fix, engine="sglang")["hisparse_config"] == {
+        "device_buffer_size": 4032
+    }
+
+
+def test_the_fix_loop_converges_on_argv_words() -> None:
+    argv = list(BROKEN_ARGV)
+    report = hisparse_rs.check_sglang_argv(argv, **MACHINE)
+    assert report.errors[0].code == "invalid_value"  # --enable-hisparse=1, argparse's refusal
+    rounds = 0
+    while report.errors and report.errors[0].fix:
+        argv = hisparse_rs.apply_fix(argv, report.errors[0].fix, engine="sglang")
+        report = hisparse_rs.check_sglang_argv(argv, **MACHINE)
+        rounds += 1
+        assert rounds <= 4, (argv, [e.code for e in report.errors])
+    assert report.valid, [(e.code, e.message) for e in report.errors]
+    # Each fixed flag's words replaced (its abbreviation and =value form too), the rest in place.
+    assert argv == [
+        "sglang",
+        "serve",
+        DSV32,
+        "--tp",
+        "8",
+        "--mem-frac",
+        "0.85",
+        "--enable-hisparse",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--disable-radix-cache",
+        "--hisparse-config",
+        '{"top_k": 2048, "device_buffer_size": 4032}',
+    ]
+    # The words and the keywords arrive at the same launch.
+    args = hisparse_rs.serve_args(DSV32, engine="sglang", **BROKEN)
+    for e in hisparse_rs.check_args(args, engine="sglang", **MACHINE).errors:
+        args = hisparse_rs.apply_fix(args, e.fix, engine="sglang")
+    by_words = hisparse_rs.check_sglang_argv(argv, **MACHINE).hisparse
+    assert by_words == hisparse_rs.check_args(args, engine="sglang", **MACHINE).hisparse
+
+
+def test_every_fix_of_one_report_at_once_is_its_fixed_flags() -> None:
+    """Each error's fix applied in turn to the words gives the launch Report.fixed_flags prints."""
+    report = hisparse_rs.check_sglang_argv(BROKEN_ARGV, **MACHINE)
+    argv = list(BROKEN_ARGV)
+    for e in report.errors:
+        argv = hisparse_rs.apply_fix(argv, e.fix, engine="sglang")
+    assert hisparse_rs.check_sglang_argv(argv, **MACHINE).valid
+    assert report.fixed_flags is not None
+    # sglang serve MODEL --tp 8 --mem-frac 0.85: no fix names them, they stay in place
+    assert argv[:7] == BROKEN_ARGV[:5] + BROKEN_ARGV[8:10]
+
+    def flags(words: list[str]) -> list[tuple[str, ...]]:
+        cut = [i for i, w in enumerate(words) if w.startswith("--")] + [len(words)]
+        return sorted(tuple(words[a:b]) for a, b in itertools.pairwise(cut))
+
+    assert flags(argv[7:]) == flags(shlex.split(report.fixed_flags))
+
+
+def test_apply_fix_refuses_what_does_not_apply() -> None:
+    args = hisparse_rs.serve_args(DSV32, engine="sglang", tp_size=8)
+    with pytest.raises(ValueError, match="tp_size must be an int"):
+        hisparse_rs.apply_fix(args, [{"op": "set", "path": "tp_size", "value": "8"}], engine="sglang")
+    assert args == {"model_path": DSV32, "tp_size": 8}  # unchanged
+    with pytest.raises(ValueError, match="tp_size must be an int"):
+        hisparse_rs.apply_fix(
+            ["--model-path", DSV32], [{"op": "set", "path": "tp_size", "value": "8"}], engine="sglang"
+        )
+    with pytest.raises(ValueError, match="not a list of fix operations"):
+        hisparse_rs.apply_fix(args, [{"op": "paint"}], engine="sglang")
+    with pytest.raises(TypeError, match="engine='sglang'"):
+        hisparse_rs.apply_fix(["--model-path", DSV32], [], engine="vllm")

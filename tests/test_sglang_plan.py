@@ -6,9 +6,18 @@ rust/hisparse-core/tests/sglang_plan.rs)."""
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 import hisparse_rs
-from conftest import MODELS
+from conftest import HANG_S, MODELS
+
+EXE = shutil.which("hisparse-check") or str(Path(sys.executable).parent / "hisparse-check")
 
 DSV32 = str(MODELS / "deepseek-v3.2")
 LAUNCH = dict(
@@ -116,3 +125,80 @@ def test_weights_over_the_gpu_are_named_at_the_weight_load() -> None:
     assert e["path"] == "mem_fraction_static"
     assert e["stage"] == "after_weights_load"
     assert "exceed the GPU's 141 GiB" in e["message"]
+
+
+def sglang_plan(**extra: object) -> hisparse_rs.Plan:
+    return hisparse_rs.plan(
+        DSV32, engine="sglang", gpu="h200", host_memory_gib=2048, weights_gib=78, **{**LAUNCH, **extra}
+    )
+
+
+def test_an_sglang_plan_has_its_engine_and_sglang_fields_as_attributes() -> None:
+    """Issue 22: `.engine`, and SGLang's fields as attributes, not only in to_json()."""
+    p = sglang_plan()
+    assert (p.engine, p.engine_version, p.vllm_version) == ("sglang", hisparse_rs.SGLANG_VERSION, None)
+    sg = p.sglang
+    assert isinstance(sg, hisparse_rs.SglangSizing)
+    as_json = json.loads(p.to_json())
+    assert {k: getattr(sg, k) for k in as_json["sglang"]} == as_json["sglang"]
+    assert (sg.device_slots, sg.host_to_device_ratio, sg.device_cell_bytes) == (658_688, 2, 86_376)
+    assert p.at_context.host_to_device_ratio == 10 == as_json["at_context"]["host_to_device_ratio"]
+    assert [x.host_to_device_ratio for x in p.sweep] == [x["host_to_device_ratio"] for x in as_json["sweep"]]
+    vllm = hisparse_rs.plan(
+        DSV32,
+        gpu="h200",
+        host_memory_gib=2048,
+        tensor_parallel_size=8,
+        kv_transfer_config={
+            "kv_connector": "HiSparseConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": {"host_pool_gib": 64},
+        },
+    )
+    assert (vllm.engine, vllm.vllm_version, vllm.sglang) == ("vllm", hisparse_rs.VLLM_VERSION, None)
+    assert vllm.at_context.host_to_device_ratio is None
+
+
+def test_context_length_is_the_planned_length_not_sglangs_flag() -> None:
+    """Issue 22: plan(context_length=) is the planned tokens per request;
+    SGLang's --context-length is the launch's (a ServerArgs attribute, via
+    plan_args), and the errors say which is which."""
+    p = sglang_plan(context_length=None)
+    assert (p.context_length, p.max_model_len) == (163_840, 163_840)
+    short = hisparse_rs.plan(DSV32, engine="sglang", gpu="h200", context_length=32_768, **LAUNCH)
+    assert (short.context_length, short.max_model_len) == (32_768, 163_840)
+    args = hisparse_rs.serve_args(DSV32, engine="sglang", context_length=65_536, **LAUNCH)
+    launch = hisparse_rs.plan_args(args, engine="sglang", gpu="h200")
+    assert (launch.context_length, launch.max_model_len) == (65_536, 65_536)
+    with pytest.raises(
+        ValueError,
+        match=r"planned context length \(--plan-context-length; Python: plan\(context_length=\)\) "
+        r"100000 is longer than the launch's --context-length 65536",
+    ):
+        hisparse_rs.plan_args(args, engine="sglang", gpu="h200", context_length=100_000)
+    with pytest.raises(ValueError, match="163840, the model's context length"):
+        hisparse_rs.plan(DSV32, engine="sglang", gpu="h200", context_length=10**6, **LAUNCH)
+    with pytest.raises(ValueError, match=r"^the planned context length .* must be at least 1 token"):
+        hisparse_rs.plan(DSV32, engine="sglang", gpu="h200", context_length=0, **LAUNCH)
+
+
+def test_the_plan_text_prints_its_ratio_as_a_flag_to_paste() -> None:
+    """Issue 22: the SGLang plan prints its suggested host_to_device_ratio as the
+    --hisparse-config to paste (the launch's other keys kept), and the pasted
+    launch plans that ratio as its own (no flag line again)."""
+    argv = ["--plan", "--gpu", "h200", "--host-memory-gib", "2048", "--weights-gib", "78", "--"]
+    launch = ["sglang", "serve", DSV32, "--tp", "8", "--enable-hisparse", "--disaggregation-mode", "decode"]
+    config = ["--hisparse-config", '{"device_buffer_size": 4096}']
+    text = cli_text(*argv, *launch, *config)
+    line = next(x for x in text.splitlines() if x.startswith("  to serve it "))
+    flag = '--hisparse-config \'{"device_buffer_size": 4096, "host_to_device_ratio": 10}\''
+    assert line.startswith(f"  to serve it       {flag} (in place of"), line
+    pasted = cli_text(*argv, *launch, *shlex.split(flag))
+    assert "to serve it" not in pasted
+    assert "\n  host_to_device_ratio 10 is the largest the RAM budget per rank allows" in pasted
+
+
+def cli_text(*argv: str) -> str:
+    proc = subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=HANG_S)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout

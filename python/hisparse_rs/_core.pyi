@@ -30,6 +30,7 @@ __all__ = [
     "ResidencyResolver",
     "ResolveResult",
     "SglangHiSparseSettings",
+    "SglangSizing",
     "__version__",
     "_config_file_argv",
     "_register_exceptions",
@@ -48,9 +49,11 @@ __all__ = [
     "pool_error_codes",
     "run_cli",
     "run_cli_plan",
+    "sglang_apply_fix_json",
     "sglang_check_json",
     "sglang_codes",
     "sglang_deviations",
+    "sglang_fixed_argv",
     "sglang_plan_json",
     "vllm_deviations",
     "vllm_stages",
@@ -469,6 +472,51 @@ class PlanPoint:
     def min_host_pool_gib(self) -> float | None: ...
     @property
     def min_host_pool_requests(self) -> int | None: ...
+    @property
+    def host_to_device_ratio(self) -> int | None:
+        """SGLang plans only (None for vLLM): the smallest ``host_to_device_ratio`` whose host
+        pool holds ``min_host_pool_requests`` requests of this context."""
+
+@final
+class SglangSizing:
+    """How SGLang 0.5.23 sizes one GPU's pools for a HiSparse launch (``Plan.sglang``, the
+    JSON's ``sglang``; per GPU / rank, counts or bytes)."""
+
+    @property
+    def host_to_device_ratio(self) -> int:
+        """The launch's ``hisparse_config.host_to_device_ratio`` (R)."""
+    @property
+    def device_cell_bytes(self) -> int:
+        """Bytes of one device KV slot: ``L x kv_row + L x index_row x R``."""
+    @property
+    def device_slots(self) -> int:
+        """Device KV slots N_dev."""
+    @property
+    def host_tokens(self) -> int:
+        """Host pool tokens N_host = ``(int(N_dev x R) // page + 1) x page``."""
+    @property
+    def request_device_slots(self) -> int:
+        """Device slots one decoding request holds: ``D + 64 + scratch``."""
+    @property
+    def speculative_scratch_slots(self) -> int: ...
+    @property
+    def mem_fraction_static_rule(self) -> str: ...
+    @property
+    def max_running_requests(self) -> int:
+        """Per attention-DP worker, as SGLang resolves it."""
+    @property
+    def max_running_requests_rule(self) -> str: ...
+    @property
+    def ranks_per_host(self) -> int: ...
+    @property
+    def host_budget_per_rank_bytes(self) -> int | None:
+        """``(available RAM - 10 GiB) / ranks_per_host``; None without the node's RAM."""
+    @property
+    def baseline_device_slots(self) -> int:
+        """Device slots without HiSparse."""
+    @property
+    def prompt_on_device(self) -> bool:
+        """Whether a whole prompt sits in device slots while it is prefilled (False in P/D decode)."""
 
 @final
 class Plan:
@@ -484,13 +532,28 @@ class Plan:
     @property
     def schema_version(self) -> int: ...
     @property
-    def vllm_version(self) -> str: ...
+    def engine(self) -> Literal["vllm", "sglang"]:
+        """The engine planned for."""
+    @property
+    def engine_version(self) -> str:
+        """That engine's release (``VLLM_VERSION`` or ``SGLANG_VERSION``)."""
+    @property
+    def vllm_version(self) -> str | None:
+        """The vLLM release of a vLLM plan; None for SGLang (as ``Report.vllm_version``)."""
+    @property
+    def sglang(self) -> SglangSizing | None:
+        """SGLang plans only (None for vLLM): how SGLang sizes the pools."""
     @property
     def model(self) -> ModelSummary | None: ...
     @property
-    def context_length(self) -> int: ...
+    def context_length(self) -> int:
+        """The planned length: tokens per request the plan is for, ``plan(context_length=)``
+        (the CLI's ``--context-length`` for vLLM, ``--plan-context-length`` for SGLang), else
+        ``max_model_len``. Never the launch's own length setting."""
     @property
-    def max_model_len(self) -> int: ...
+    def max_model_len(self) -> int:
+        """The longest context the launch serves: vLLM's ``max_model_len``, SGLang's
+        ``--context-length`` (or the model's)."""
     @property
     def sizes(self) -> PlanSizes: ...
     @property
@@ -594,6 +657,15 @@ def check_sglang_argv(argv: Sequence[str], options_json: str | None = None) -> R
 
 def _sglang_argv_json(argv: Sequence[str]) -> str:
     """SGLang 0.5.23's argparse reading of argv as JSON (values, problems), for the differential test."""
+
+def sglang_apply_fix_json(args: Mapping[str, Any] | str, fix: Sequence[Mapping[str, Any]] | str) -> str:
+    """Apply one diagnostic's fix to SGLang ``ServerArgs`` attributes (as sglang_check_json takes
+    them); the fixed attributes as JSON text, ``hisparse_config`` in the form given. All or nothing;
+    ValueError if the fix does not apply, TypeError for an attribute of the wrong type."""
+
+def sglang_fixed_argv(argv: Sequence[str], fix: Sequence[Mapping[str, Any]] | str) -> list[str]:
+    """Apply one diagnostic's fix to an ``sglang serve`` argv (as check_sglang_argv takes it): the
+    words of the fixed launch. ValueError if the words cannot be read or the fix does not apply."""
 
 def _sglang_server_arg_names() -> list[str]:
     """Every ServerArgs attribute ``sglang serve`` 0.5.23 has a flag for (sorted)."""

@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from hisparse_rs import _core, sglang
 from hisparse_rs._core import Diagnostic, HiSparseSettings, ModelSummary, Report, SglangHiSparseSettings
@@ -247,7 +247,8 @@ def check(
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         platform=platform,
     )
-    return check_args(args, **{k: v for k, v in machine.items() if v is not None})
+    given_machine: dict[str, Any] = {k: v for k, v in machine.items() if v is not None}
+    return check_args(args, **given_machine)
 
 
 _CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {
@@ -275,26 +276,39 @@ def _unexpected(function: str, names: Iterable[str]) -> str:
     return f"{function}() got unexpected keyword arguments: {', '.join(parts)}{hint}"
 
 
-def serve_args(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+def serve_args(
+    model: str | os.PathLike[str] | None = None, *, engine: str = "vllm", **kwargs: Any
+) -> dict[str, Any]:
     """The ``ServeArgs`` JSON form of :func:`check`'s arguments (same names and meaning).
 
     This is the form :func:`check_args` and :func:`apply_fix` take and the test
     vectors use: a dict keyed by vLLM ``EngineArgs`` names, the model as
     ``"model"`` (a path) or ``"hf_config"`` (a mapping), and the environment
     variable as ``"VLLM_USE_V2_MODEL_RUNNER"``. Raises TypeError on an unknown name.
+
+    With ``engine="sglang"``: the SGLang 0.5.23 ``ServerArgs`` attributes, as
+    :func:`check` takes them with ``engine="sglang"`` (``model`` is
+    ``"model_path"``; None values are left out, SGLang's default applies), for
+    ``check_args(args, engine="sglang")`` and ``apply_fix(args, fix, engine="sglang")``.
     """
+    if sglang.engine_name(engine) == "sglang":
+        return sglang.sglang_server_args(model, **kwargs)
     unknown = sorted(set(kwargs) - _CHECK_KEYWORDS)
     if unknown:
         raise TypeError(_unexpected("serve_args", unknown))
     return _serve_args(model, **kwargs)
 
 
-def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
+def check_args(args: Mapping[str, Any], *, engine: str = "vllm", **machine: Any) -> Report:
     """:func:`check` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
     ``machine`` takes :func:`check`'s ``gpu``, ``gpu_memory_gib``, ``host_memory_gib``,
     ``weights_gib``, ``gpus_per_node``, and ``host_memory_source``: what ``host_memory_gib``
     is, quoted by the messages (at most 512 bytes; default "given with --host-memory-gib";
     the vLLM plugin passes the node's available RAM and says so).
+
+    With ``engine="sglang"``, ``args`` are SGLang 0.5.23 ``ServerArgs``
+    attributes (``serve_args(model, engine="sglang", ...)``) and the report is
+    :func:`check`'s with ``engine="sglang"``.
 
     The mapping is converted in Rust with bounds (docs/limits.md): nesting
     deeper than 128 levels or a circular reference is an ``input_too_deep``
@@ -309,6 +323,8 @@ def check_args(args: Mapping[str, Any], **machine: Any) -> Report:
     if unknown:
         raise TypeError(f"check_args() got unexpected keyword arguments: {', '.join(unknown)}")
     _check_options(machine)
+    if sglang.engine_name(engine) == "sglang":
+        return _core.sglang_check_json(args, json.dumps(machine) if machine else None)
     if not machine:
         return _core.check_json(args)
     return _core.check_json(args, json.dumps(machine))
@@ -377,10 +393,40 @@ def resolve(model: str | os.PathLike[str] | None = None, **kwargs: Any) -> Resol
     return ResolvedConfig(hisparse=report.hisparse, model=report.model, warnings=report.warnings)
 
 
-def apply_fix(args: Mapping[str, Any], fix: tuple[Mapping[str, Any], ...] | list[Any]) -> dict[str, Any]:
+Fix = tuple[Mapping[str, Any], ...] | list[Any]
+
+
+@overload
+def apply_fix(args: Mapping[str, Any], fix: Fix, *, engine: str = "vllm") -> dict[str, Any]: ...
+@overload
+def apply_fix(args: Sequence[str], fix: Fix, *, engine: str = "vllm") -> list[str]: ...
+def apply_fix(
+    args: Mapping[str, Any] | Sequence[str], fix: Fix, *, engine: str = "vllm"
+) -> dict[str, Any] | list[str]:
     """Apply a diagnostic's ``fix`` to serve args in ``ServeArgs`` JSON form (see
     :func:`serve_args`); returns the new args. All or nothing: removing an
     absent path changes nothing, and paths and the result nest at most 128
-    levels. Raises ValueError if the fix does not apply (``args`` is unchanged)."""
+    levels. Raises ValueError if the fix does not apply (``args`` is unchanged).
+
+    With ``engine="sglang"``, ``args`` is an SGLang launch in either form a
+    report comes from, and the fixed launch comes back in the same form:
+    ``ServerArgs`` attributes (``serve_args(model, engine="sglang", ...)``; a
+    ``hisparse_config`` given as JSON text stays text) give the fixed
+    attributes, for :func:`check_args`; the words of a command line (as
+    :func:`check_sglang_argv` takes them) give the fixed words: every word of
+    an attribute the fix sets (any spelling, abbreviation or ``--flag=value``)
+    is replaced by its new flag, as ``Report.fixed_flags`` prints it, and the
+    rest stay in place. A TypeError for argv words with ``engine="vllm"``
+    (use :func:`serve_args`)."""
+    if sglang.engine_name(engine) == "sglang":
+        if isinstance(args, Mapping | str):  # the attributes, or their JSON text
+            attrs: dict[str, Any] = json.loads(_core.sglang_apply_fix_json(args, list(fix)))
+            return attrs
+        return _core.sglang_fixed_argv(sglang.argv_words(args), list(fix))
+    if not isinstance(args, Mapping | str):  # the serve args, or their JSON text
+        raise TypeError(
+            "apply_fix(engine='vllm') takes serve args as a mapping (serve_args(...)), "
+            f"got {type(args).__name__}; argv words are taken with engine='sglang'"
+        )
     edited: dict[str, Any] = json.loads(_core.apply_fix_json(args, list(fix)))
     return edited

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,13 +59,20 @@ def plan(
             ``ServerArgs`` attributes, as :func:`check` takes them with
             ``engine="sglang"`` (device slots from GPU memory and
             ``mem_fraction_static``, ``D + 64`` slots per request, host RAM
-            pinned per rank: every rank holds its own copy). ``context_length``
-            here is the planner's tokens per request, as for vLLM; SGLang's own
-            ``context_length`` attribute is not taken by :func:`plan`.
+            pinned per rank: every rank holds its own copy).
+            ``context_length`` is the planned length, not SGLang's
+            ``--context-length`` (see below).
         model, **serve: the serve configuration, exactly as :func:`check` takes it
             (``kv_transfer_config=...``, ``tensor_parallel_size=...``,
             ``kv_cache_memory_bytes=...``, ``gpu_memory_utilization=...``).
-        context_length: tokens per request (default: max_model_len).
+        context_length: the planned length: tokens per request the plan is
+            for (``plan.context_length``; the CLI's ``--context-length`` for
+            vLLM, ``--plan-context-length`` for SGLang), default the longest the
+            launch serves (vLLM's ``max_model_len``; SGLang's ``--context-length``,
+            else the model's). It never sets the launch's own length: for
+            SGLang, give ``--context-length`` as the ``ServerArgs`` attribute
+            through :func:`plan_args` (``plan_args(serve_args(model,
+            engine="sglang", context_length=65536, ...), engine="sglang")``).
         target_requests: requests the suggested ``min_host_pool_gib`` holds
             (default: what the GPU holds at ``context_length``).
         host_memory_gib: the serving node's RAM in GiB (default: this machine's
@@ -129,15 +137,25 @@ def plan(
             raise ValueError("nothing to plan")
         return result
     args = serve_args(model, **serve)
-    return plan_args(args, engine_log=log, **{k: v for k, v in options.items() if v is not None})
+    given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    return plan_args(args, engine_log=log, **given)
 
 
-def plan_args(args: dict[str, Any], *, engine_log: str | None = None, **options: Any) -> Plan:
-    """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`)."""
+def plan_args(
+    args: Mapping[str, Any], *, engine: str = "vllm", engine_log: str | None = None, **options: Any
+) -> Plan:
+    """:func:`plan` on serve args in the ``ServeArgs`` JSON form (see :func:`serve_args`);
+    with ``engine="sglang"``, on SGLang ``ServerArgs`` attributes
+    (``serve_args(model, engine="sglang", ...)``, which may hold SGLang's own
+    ``context_length``: the launch's ``--context-length``). ``options`` are
+    :func:`plan`'s (``context_length`` among them: the planned tokens per request)."""
     _check_options(options)
     if engine_log is not None and not isinstance(engine_log, str):
         raise TypeError(f"engine_log must be a path (str or os.PathLike), got {type(engine_log).__name__}")
-    report, result = _core.plan_json(args, json.dumps(options), engine_log)
+    if sglang.engine_name(engine) == "sglang":
+        report, result = sglang.plan_args(args, options, engine_log=engine_log)
+    else:
+        report, result = _core.plan_json(args, json.dumps(options), engine_log)
     if not report.valid:
         raise ConfigError(report)
     if result is None:  # pragma: no cover - the core plans every valid configuration or raises

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hisparse_rs import _core
 from hisparse_rs._core import Plan, Report
 from hisparse_rs._options import _check_options
 
-__all__ = ["ENGINES", "check_sglang_argv", "engine_name", "sglang_server_args"]
+__all__ = ["ENGINES", "argv_words", "check_sglang_argv", "engine_name", "sglang_server_args"]
 
 #: The engines hisparse_rs speaks (``engine=`` of check, resolve and plan).
 ENGINES = ("vllm", "sglang")
@@ -87,7 +87,13 @@ def plan(
 ) -> tuple[Report, Plan | None]:
     """:func:`hisparse_rs.plan` with ``engine="sglang"``: the report and the
     plan (None unless the launch is valid); ``engine_log``: SGLang's start-up log."""
-    args = sglang_server_args(model, **server_args)
+    return plan_args(sglang_server_args(model, **server_args), options, engine_log=engine_log)
+
+
+def plan_args(
+    args: Mapping[str, Any], options: dict[str, Any], *, engine_log: str | None = None
+) -> tuple[Report, Plan | None]:
+    """:func:`plan` on ``ServerArgs`` attributes (``serve_args(..., engine="sglang")``)."""
     return _core.sglang_plan_json(args, _options(options) or "{}", engine_log)
 
 
@@ -98,6 +104,7 @@ def check_sglang_argv(
     host_memory_gib: float | None = None,
     gpu_memory_gib: float | None = None,
     gpus_per_node: int | None = None,
+    weights_gib: float | None = None,
 ) -> Report:
     """Check an SGLang 0.5.23 launch given as its command line, exactly as
     ``hisparse-check --engine sglang ARGV`` reads it; never raises on a bad launch.
@@ -120,6 +127,11 @@ def check_sglang_argv(
         gpus_per_node: GPUs one node holds (default: ``gpu``'s usual server, 8
             on HGX / DGX boards): a launch whose schedulers take more GPU ids
             is ``gpus_per_node_exceeded`` (model_executor/model_runner.py:455).
+        weights_gib: model weights per GPU in GiB (default: estimated from
+            config.json), for the checks that size the device slots.
+
+    A report's fixes apply to the same words: ``apply_fix(argv, d.fix,
+    engine="sglang")`` gives the fixed command line.
 
     Raises:
         TypeError: ``argv`` is not a sequence of str, or an option has the wrong type.
@@ -131,6 +143,22 @@ def check_sglang_argv(
             FIFO, a device, a directory) or is over its bound, as for vLLM
             (``.code`` ``not_a_regular_file`` / ``file_too_large``).
     """
+    words = argv_words(argv)
+    options = _options(
+        {
+            "gpu": gpu,
+            "host_memory_gib": host_memory_gib,
+            "gpu_memory_gib": gpu_memory_gib,
+            "gpus_per_node": gpus_per_node,
+            "weights_gib": weights_gib,
+        }
+    )
+    return _core.check_sglang_argv(words, options)
+
+
+def argv_words(argv: Iterable[str]) -> list[str]:
+    """``argv`` as a list of str, read once; TypeError for a str or a
+    non-str word, ValueError naming a word that is not UTF-8 text."""
     if isinstance(argv, str | bytes):
         raise TypeError("argv must be a list of str (the words of the command line)")
     words = list(argv)  # once: an iterator read twice would be checked empty
@@ -145,12 +173,4 @@ def check_sglang_argv(
                 f"argv[{i}] ({word!r}) is not UTF-8 text: hisparse_rs reads UTF-8 paths and values; "
                 "rename the file or directory, or link to it under a UTF-8 name"
             ) from None
-    options = _options(
-        {
-            "gpu": gpu,
-            "host_memory_gib": host_memory_gib,
-            "gpu_memory_gib": gpu_memory_gib,
-            "gpus_per_node": gpus_per_node,
-        }
-    )
-    return _core.check_sglang_argv(words, options)
+    return words

@@ -187,7 +187,12 @@ where
 
 /// A plan's text, with its engine-log section when it was planned from one.
 fn plan_text(plan: &Plan) -> String {
-    let text = render_plan::plan(plan);
+    plan_text_with(plan, None)
+}
+
+/// [`plan_text`] with an SGLang plan's flag to paste ([`render_plan::plan`]).
+fn plan_text_with(plan: &Plan, sglang_flag: Option<&str>) -> String {
+    let text = render_plan::plan(plan, sglang_flag);
     match &plan.engine_log {
         Some(log) => engine_log::insert_before_result(&text, &engine_log::section(log)),
         None => text,
@@ -261,11 +266,11 @@ fn run_sglang(
             };
             (text, report.valid, None)
         }
-        sglang_cli::Outcome::Plan(plan) => {
+        sglang_cli::Outcome::Plan(plan, flag) => {
             let text = if json_output {
                 plan.to_json()
             } else {
-                plan_text(&plan)
+                plan_text_with(&plan, flag.as_deref())
             };
             (text, plan.valid, Some(*plan))
         }
@@ -293,6 +298,18 @@ pub fn check_sglang_argv(
     words.extend(argv.iter().cloned());
     let launch = launch::split(&words).map_err(hisparse_core::plan::PlanError::Option)?;
     sglang_cli::check_argv(&launch.args, launch.sglang_serve, options)
+}
+
+/// An SGLang 0.5.23 launch given as its argv (as [`check_sglang_argv`] takes
+/// it) with one diagnostic's fix `ops` applied: the words of the fixed launch
+/// (the program words as given, every word of an attribute the fix sets
+/// replaced by its new words, the rest in place). Err: the words cannot be
+/// read (the CLI's usage error) or the fix does not apply.
+pub fn sglang_fixed_argv(
+    argv: &[String],
+    ops: &[hisparse_core::diagnostic::FixOp],
+) -> Result<Vec<String>, String> {
+    sglang_0_5_23::fixed_argv::fixed_argv(argv, ops)
 }
 
 /// Check a `vllm serve` launch given as its argv (the words after `vllm

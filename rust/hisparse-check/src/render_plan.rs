@@ -11,10 +11,13 @@ use hisparse_core::plan::{gib_text as gib, Plan, PoolMode};
 use hisparse_core::Code;
 use std::fmt::Write;
 
-/// The plan in its engine's terms: SGLang's (render_plan_sglang.rs) or vLLM's.
-pub fn plan(p: &Plan) -> String {
+/// The plan in its engine's terms: SGLang's (render_plan_sglang.rs) or vLLM's;
+/// `sglang_flag`: the flag that serves an SGLang plan's suggested
+/// `host_to_device_ratio` (`--hisparse-config '{...}'`, the launch's own keys
+/// kept), which only the launch's words can give.
+pub fn plan(p: &Plan, sglang_flag: Option<&str>) -> String {
     if let Some(sg) = &p.sglang {
-        return crate::render_plan_sglang::plan(p, sg);
+        return crate::render_plan_sglang::plan(p, sg, sglang_flag);
     }
     let mut out = String::new();
     let d = &dialect::VLLM;

@@ -29,7 +29,9 @@ fn gib_of(g: f64) -> String {
     format!("{}.{:02} GiB", n(cents / 100), cents % 100)
 }
 
-pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
+/// The SGLang plan; `ratio_flag`: the flag that serves the suggested
+/// `host_to_device_ratio` (`sglang_cli::ratio_flag`), printed under it to paste.
+pub fn plan(p: &Plan, sg: &SglangSizing, ratio_flag: Option<&str>) -> String {
     let mut out = String::new();
     let d = &dialect::SGLANG;
     let (s, h, g) = (&p.sizes, &p.host, &p.gpu);
@@ -273,6 +275,12 @@ pub fn plan(p: &Plan, sg: &SglangSizing) -> String {
         } else {
             Ok(())
         };
+        if let Some(flag) = ratio_flag {
+            let _ = writeln!(
+                out,
+                "  to serve it       {flag} (in place of the launch's --hisparse-config; the launch has host_to_device_ratio {r})"
+            );
+        }
     }
 
     sweep(

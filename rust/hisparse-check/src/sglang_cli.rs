@@ -7,7 +7,13 @@
 use crate::sglang_0_5_23::read;
 use crate::usage::{parse_tokens, Usage};
 use clap::Parser;
+use hisparse_core::diagnostic::FixOp;
 use hisparse_core::engines::sglang_0_5_23 as core_sglang;
+use hisparse_core::engines::sglang_0_5_23::fixed_flags::flag_words;
+use hisparse_core::engines::sglang_0_5_23::fixes::{apply_fix, fix_form};
+use hisparse_core::engines::sglang_0_5_23::flags::quote;
+use hisparse_core::engines::sglang_0_5_23::SglangArgs;
+use hisparse_core::path::FieldPath;
 use hisparse_core::plan::{Plan, PlanError, PlanOptions};
 use hisparse_core::Report;
 
@@ -124,10 +130,31 @@ fn split_own(words: &[String]) -> (Vec<String>, Vec<String>) {
     (own, rest)
 }
 
-/// What an SGLang run is: a report, or a plan with the report inside.
+/// What an SGLang run is: a report, or a plan with the report inside (and
+/// the flag that serves its suggested ratio, [`ratio_flag`]).
 pub(crate) enum Outcome {
     Report(Box<Report>),
-    Plan(Box<Plan>),
+    Plan(Box<Plan>, Option<String>),
+}
+
+/// The `--hisparse-config '{...}'` that serves the plan's suggested
+/// `host_to_device_ratio` at its context (the launch's other keys kept, as a
+/// check prints its fixes); None when the launch has that ratio already or
+/// no ratio fits.
+pub(crate) fn ratio_flag(args: &SglangArgs, plan: &Plan) -> Option<String> {
+    let ratio = plan.at_context.host_to_device_ratio?;
+    if plan.sglang.as_ref()?.host_to_device_ratio == ratio {
+        return None;
+    }
+    let ops = [FixOp::Set {
+        path: FieldPath::parse("hisparse_config.host_to_device_ratio").ok()?,
+        value: ratio.into(),
+    }];
+    let fixed = apply_fix(args, &ops).ok()?;
+    let now = fix_form(&fixed);
+    let words = flag_words("hisparse_config", now.get("hisparse_config"));
+    let quoted: Vec<String> = words.iter().skip(1).map(|w| quote(w)).collect();
+    Some(format!("{} {}", words.first()?, quoted.join(" ")))
 }
 
 pub(crate) struct Parsed {
@@ -178,7 +205,8 @@ pub(crate) fn run(parsed: Parsed) -> Result<Outcome, PlanError> {
         match planned {
             Ok(mut plan) => {
                 plan.ignored_flags = parsed.read.ignored.clone();
-                return Ok(Outcome::Plan(Box::new(plan)));
+                let flag = ratio_flag(&args, &plan);
+                return Ok(Outcome::Plan(Box::new(plan), flag));
             }
             // An invalid launch has no plan: its report says why.
             Err(PlanError::Option(_)) if !core_sglang::check(&args, &options)?.valid => {}

@@ -111,3 +111,11 @@ fn the_sglang_plan_names_its_ignored_flags_as_sglang_serve_flags() {
     );
     assert!(!t.contains("vllm serve"), "{t}");
 }
+
+#[test]
+fn the_suggested_ratio_is_a_flag_to_paste() {
+    // Issue 22: the plan's ratio as the --hisparse-config to paste, the launch's keys kept.
+    let t = plan_text(&[]);
+    let line = "  to serve it       --hisparse-config '{\"device_buffer_size\": 4096, \"host_to_device_ratio\": 10}' (in place of the launch's --hisparse-config; the launch has host_to_device_ratio 2)";
+    assert!(t.contains(line), "{line:?} not in\n{t}");
+}

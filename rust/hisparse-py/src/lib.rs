@@ -21,7 +21,7 @@ mod sglang;
 
 use errors::{parse_options, plan_error, ModelLoadError};
 use hisparse_core::check::check;
-use hisparse_core::diagnostic::{apply_fix as apply_ops, FixOp};
+use hisparse_core::diagnostic::apply_fix as apply_ops;
 use hisparse_core::engines::vllm_0_33::plan::plan;
 use hisparse_core::{Code, Diagnostic, ServeArgs};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -154,21 +154,7 @@ fn apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<S
             p.message
         )));
     }
-    let fix_value: serde_json::Value = if let Ok(text) = fix.cast::<PyString>() {
-        serde_json::from_str(text.to_str()?)
-            .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))?
-    } else {
-        let (value, problems) = pyjson::to_json(fix)?;
-        if let Some(p) = problems.first() {
-            return Err(PyValueError::new_err(format!(
-                "not a list of fix operations: {}",
-                p.message
-            )));
-        }
-        value
-    };
-    let ops: Vec<FixOp> = serde_json::from_value(fix_value)
-        .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))?;
+    let ops = pyjson::fix_ops(fix)?;
     let mut doc = args.normalized().0.into_owned().to_json();
     gil::no_panic(|| apply_ops(&mut doc, &ops))
         .map_err(gil::internal_error)?
@@ -312,12 +298,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HostPlan>()?;
     m.add_class::<GpuPlan>()?;
     m.add_class::<PlanPoint>()?;
+    m.add_class::<results::SglangSizing>()?;
     m.add_function(wrap_pyfunction!(plan_json, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_check_json, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_plan_json, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::check_sglang_argv, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::check_vllm_argv, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_server_arg_names, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::sglang_apply_fix_json, m)?)?;
+    m.add_function(wrap_pyfunction!(sglang::sglang_fixed_argv, m)?)?;
     m.add_function(wrap_pyfunction!(sglang::sglang_argv_json, m)?)?;
     m.add_function(wrap_pyfunction!(run_cli_plan, m)?)?;
     m.add_function(wrap_pyfunction!(check_json, m)?)?;

@@ -275,3 +275,25 @@ impl Walk {
 fn float(f: f64) -> Value {
     hisparse_core::pytext::py_float_json(f)
 }
+
+/// A diagnostic's fix as Python gives it (`Diagnostic.fix`: a sequence of
+/// `{"op": "set"|"remove"|"move", ...}` mappings, or its JSON text) -> the
+/// core's operations. Raises ValueError for anything else.
+pub fn fix_ops(fix: &Bound<'_, PyAny>) -> PyResult<Vec<hisparse_core::diagnostic::FixOp>> {
+    use pyo3::exceptions::PyValueError;
+    let value: Value = if let Ok(text) = fix.cast::<PyString>() {
+        serde_json::from_str(text.to_str()?)
+            .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))?
+    } else {
+        let (value, problems) = to_json(fix)?;
+        if let Some(p) = problems.first() {
+            return Err(PyValueError::new_err(format!(
+                "not a list of fix operations: {}",
+                p.message
+            )));
+        }
+        value
+    };
+    serde_json::from_value(value)
+        .map_err(|e| PyValueError::new_err(format!("not a list of fix operations: {e}")))
+}

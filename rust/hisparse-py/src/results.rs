@@ -536,7 +536,7 @@ impl ModelSummary {
 
 use hisparse_core::plan::{
     GpuPlan as CoreGpu, HostPlan as CoreHost, Limit, Plan as CorePlan, PlanPoint as CorePoint,
-    PoolMode, Sizes as CoreSizes,
+    PoolMode, SglangSizing as CoreSglangSizing, Sizes as CoreSizes,
 };
 
 fn limit(l: Option<Limit>) -> Option<&'static str> {
@@ -706,6 +706,9 @@ pub struct PlanPoint {
     target_requests: Option<u64>,
     min_host_pool_gib: Option<f64>,
     min_host_pool_requests: Option<u64>,
+    /// SGLang plans only (None for vLLM): the smallest `host_to_device_ratio`
+    /// whose host pool holds `min_host_pool_requests` requests of this context.
+    host_to_device_ratio: Option<u64>,
 }
 
 impl From<&CorePoint> for PlanPoint {
@@ -727,6 +730,7 @@ impl From<&CorePoint> for PlanPoint {
             target_requests: p.target_requests,
             min_host_pool_gib: p.min_host_pool_gib,
             min_host_pool_requests: p.min_host_pool_requests,
+            host_to_device_ratio: p.host_to_device_ratio,
         }
     }
 }
@@ -743,6 +747,61 @@ impl PlanPoint {
             self.context_length,
             show(self.baseline_requests, self.baseline_limit),
             show(self.hisparse_requests, self.hisparse_limit)
+        )
+    }
+}
+
+/// How SGLang 0.5.23 sizes one GPU's pools for a HiSparse launch (`Plan.sglang`,
+/// the JSON's `sglang`): `host_to_device_ratio` R, `device_cell_bytes`,
+/// `device_slots` (N_dev), `host_tokens` (N_host), `request_device_slots`
+/// (D + 64 + scratch), `speculative_scratch_slots`, `mem_fraction_static_rule`,
+/// `max_running_requests` (per attention-DP worker) and its rule,
+/// `ranks_per_host`, `host_budget_per_rank_bytes` (None without the node's
+/// RAM), `baseline_device_slots` (without HiSparse), `prompt_on_device`.
+#[pyclass(frozen, get_all, eq, skip_from_py_object, module = "hisparse_rs")]
+#[derive(Clone, PartialEq)]
+pub struct SglangSizing {
+    host_to_device_ratio: u64,
+    device_cell_bytes: u64,
+    device_slots: u64,
+    host_tokens: u64,
+    request_device_slots: u64,
+    speculative_scratch_slots: u64,
+    mem_fraction_static_rule: String,
+    max_running_requests: u64,
+    max_running_requests_rule: String,
+    ranks_per_host: u64,
+    host_budget_per_rank_bytes: Option<u64>,
+    baseline_device_slots: u64,
+    prompt_on_device: bool,
+}
+
+impl From<&CoreSglangSizing> for SglangSizing {
+    fn from(s: &CoreSglangSizing) -> Self {
+        SglangSizing {
+            host_to_device_ratio: s.host_to_device_ratio,
+            device_cell_bytes: s.device_cell_bytes,
+            device_slots: s.device_slots,
+            host_tokens: s.host_tokens,
+            request_device_slots: s.request_device_slots,
+            speculative_scratch_slots: s.speculative_scratch_slots,
+            mem_fraction_static_rule: s.mem_fraction_static_rule.clone(),
+            max_running_requests: s.max_running_requests,
+            max_running_requests_rule: s.max_running_requests_rule.clone(),
+            ranks_per_host: s.ranks_per_host,
+            host_budget_per_rank_bytes: s.host_budget_per_rank_bytes,
+            baseline_device_slots: s.baseline_device_slots,
+            prompt_on_device: s.prompt_on_device,
+        }
+    }
+}
+
+#[pymethods]
+impl SglangSizing {
+    fn __repr__(&self) -> String {
+        format!(
+            "SglangSizing(host_to_device_ratio={}, device_slots={}, host_tokens={}, max_running_requests={})",
+            self.host_to_device_ratio, self.device_slots, self.host_tokens, self.max_running_requests
         )
     }
 }
@@ -772,15 +831,34 @@ impl Plan {
     fn schema_version(&self) -> u32 {
         self.0.schema_version
     }
+    /// The engine planned for: "vllm" or "sglang".
     #[getter]
-    fn vllm_version(&self) -> &str {
-        &self.0.vllm_version
+    fn engine(&self) -> &str {
+        &self.0.engine
+    }
+    /// That engine's release ("0.33.0", "0.5.23").
+    #[getter]
+    fn engine_version(&self) -> &str {
+        &self.0.engine_version
+    }
+    /// The vLLM release of a vLLM plan; None for SGLang (as `Report.vllm_version`).
+    #[getter]
+    fn vllm_version(&self) -> Option<&str> {
+        Some(self.0.vllm_version.as_str()).filter(|v| !v.is_empty())
+    }
+    /// SGLang plans only (None for vLLM): how SGLang sizes the pools.
+    #[getter]
+    fn sglang(&self) -> Option<SglangSizing> {
+        self.0.sglang.as_ref().map(SglangSizing::from)
     }
     #[getter]
     fn model(&self) -> Option<ModelSummary> {
         self.0.model.clone().map(ModelSummary)
     }
-    /// Tokens per request the plan is for.
+    /// Tokens per request the plan is for: `plan(context_length=)` (the CLI's
+    /// `--context-length` for vLLM, `--plan-context-length` for SGLang), else
+    /// the longest the launch serves (vLLM's max_model_len, SGLang's
+    /// `--context-length` or the model's).
     #[getter]
     fn context_length(&self) -> u64 {
         self.0.context_length

@@ -184,6 +184,41 @@ pub fn check_vllm_argv(
     .map_err(plan_error)
 }
 
+/// Apply one diagnostic's fix (as `apply_fix_json` takes it) to `ServerArgs`
+/// attributes (as `sglang_check_json` takes them); returns the fixed
+/// attributes as JSON text, `hisparse_config` in the form given (JSON text
+/// stays text). All or nothing. Raises ValueError if the fix does not apply
+/// or the attributes cannot be read, TypeError for an attribute of the wrong type.
+#[pyfunction]
+pub fn sglang_apply_fix_json(args: &Bound<'_, PyAny>, fix: &Bound<'_, PyAny>) -> PyResult<String> {
+    let args = match parse_args(args)? {
+        Ok(a) => a,
+        Err(problems) => {
+            return Err(PyValueError::new_err(format!(
+                "the server args cannot be edited: {}",
+                problems.first().map_or("", |p| p.message.as_str())
+            )))
+        }
+    };
+    let ops = pyjson::fix_ops(fix)?;
+    let fixed = gil::no_panic(|| core_sglang::fixes::apply_fix(&args, &ops))
+        .map_err(gil::internal_error)?
+        .map_err(PyValueError::new_err)?;
+    Ok(fixed.to_json().to_string())
+}
+
+/// Apply one diagnostic's fix to an `sglang serve` argv (as
+/// `check_sglang_argv` takes it): the words of the fixed launch
+/// ([`hisparse_check::sglang_fixed_argv`]). Raises ValueError if the words
+/// cannot be read or the fix does not apply.
+#[pyfunction]
+pub fn sglang_fixed_argv(argv: Vec<String>, fix: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let ops = pyjson::fix_ops(fix)?;
+    gil::no_panic(|| hisparse_check::sglang_fixed_argv(&argv, &ops))
+        .map_err(gil::internal_error)?
+        .map_err(PyValueError::new_err)
+}
+
 /// Every `ServerArgs` attribute `sglang serve` 0.5.23 has a flag for (sorted).
 #[pyfunction(name = "_sglang_server_arg_names")]
 pub fn sglang_server_arg_names() -> Vec<&'static str> {

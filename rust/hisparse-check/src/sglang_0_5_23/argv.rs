@@ -72,6 +72,10 @@ pub struct Parsed {
     /// Values Python reads that the check cannot hold (an int beyond i64):
     /// the attribute and `--tp 99999999999999999999: why`.
     pub beyond: Vec<(&'static str, String)>,
+    /// The argv cut as argparse cuts it: where each group of words starts
+    /// (an option with its values, or words of no option) and the attribute
+    /// it sets (None: no option SGLang has); a group runs to the next start.
+    pub groups: Vec<(usize, Option<&'static str>)>,
 }
 
 /// A word of the argv, classified as argparse classifies it.
@@ -222,6 +226,11 @@ pub fn parse(argv: &[String]) -> Parsed {
     let mut suggested: HashMap<&str, Option<String>> = HashMap::new();
     let mut i = 0;
     while i < argv.len() {
+        let dest = match &words[i] {
+            Word::Option(flag, _, _) => Some(flag.dest),
+            _ => None,
+        };
+        out.groups.push((i, dest));
         match &words[i] {
             Word::Value | Word::DoubleDash => {
                 // No SGLang option is positional: a stray value or everything

@@ -34,7 +34,7 @@ pub mod diagnostics;
 pub(crate) mod dsa_dtype;
 pub mod engine_log;
 pub mod fixed_flags;
-pub(crate) mod fixes;
+pub mod fixes;
 pub mod flags;
 pub mod hisparse_config;
 pub mod plan;
@@ -75,6 +75,7 @@ pub fn fixes_applied(args: &SglangArgs, diags: &[crate::Diagnostic]) -> Option<S
 /// (`options.host_memory_gib`), and the fixes as SGLang flags
 /// (`Report::fixed_flags`). `Err` for an option out of range or an unknown GPU.
 pub fn check(args: &SglangArgs, options: &PlanOptions) -> Result<Report, PlanError> {
+    plan::check_planned_length(options)?;
     crate::plan::check_options(options)?;
     if let Some(e) = resolution::unreadable_model(args) {
         return Err(PlanError::Load(e));

@@ -542,11 +542,7 @@ pub(crate) fn coordinator_room(
 ) -> Option<Diagnostic> {
     let (model, _) = super::resolution::load_model(args, &mut Vec::new())?;
     let c = capacity(args, h, &model, machine).ok()?;
-    let max_len = args
-        .context_length
-        .and_then(|c| u64::try_from(c).ok())
-        .or(model.max_position_embeddings.as_ref().map(|s| s.value))
-        .unwrap_or(163_840);
+    let max_len = served_length(args, &model);
     let given = args
         .max_running_requests
         .and_then(|m| u64::try_from(m).ok());
@@ -600,10 +596,54 @@ pub(crate) fn coordinator_room(
     Some(w)
 }
 
+/// The planner's length in SGLang's words: `PlanOptions::context_length` is
+/// hisparse-check's `--plan-context-length` (Python: `plan(context_length=)`),
+/// never SGLang's own `--context-length`, which is the launch's.
+const PLANNED_LENGTH: &str =
+    "the planned context length (--plan-context-length; Python: plan(context_length=))";
+
+/// `PlanOptions::context_length` of 0, named as the planned length, not as
+/// SGLang's `--context-length` (the shared `check_options` says vLLM's words).
+pub(crate) fn check_planned_length(options: &PlanOptions) -> Result<(), PlanError> {
+    if options.context_length == Some(0) {
+        return Err(PlanError::Option(format!(
+            "{PLANNED_LENGTH} must be at least 1 token (SGLang's own --context-length is the launch's, read as such)"
+        )));
+    }
+    Ok(())
+}
+
+/// The longest context the launch serves: `--context-length`, else the
+/// model's `max_position_embeddings` (163,840 when neither is known).
+fn served_length(args: &SglangArgs, model: &ModelInfo) -> u64 {
+    args.context_length
+        .and_then(|c| u64::try_from(c).ok())
+        .or(model.max_position_embeddings.as_ref().map(|s| s.value))
+        .unwrap_or(163_840)
+}
+
+/// The planned length over the longest request the launch serves: SGLang
+/// refuses an input of `context_len` tokens or more
+/// (managers/tokenizer_manager.py:1337-1350), so such requests serve nothing.
+fn planned_length_over(args: &SglangArgs, context: u64, max_len: u64) -> Option<PlanError> {
+    (context > max_len).then(|| {
+        let whose = if args.context_length.is_some() {
+            format!("the launch's --context-length {max_len}")
+        } else {
+            format!("{max_len}, the model's context length (the launch gives no --context-length)")
+        };
+        PlanError::Option(format!(
+            "{PLANNED_LENGTH} {context} is longer than {whose}: SGLang refuses longer requests (managers/tokenizer_manager.py:1337-1350); plan a shorter context, or raise --context-length"
+        ))
+    })
+}
+
 /// Plan a valid SGLang HiSparse launch. `Err(PlanError::Option)` when the
 /// launch is not valid with HiSparse on (its `check` report says why) or the
-/// GPU memory is unknown; `Err` for options out of range.
+/// GPU memory is unknown; `Err` for options out of range (a planned length
+/// of 0 or over the launch's `--context-length`).
 pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError> {
+    check_planned_length(options)?;
     crate::plan::check_options(options)?;
     if let Some(e) = super::resolution::unreadable_model(args) {
         return Err(PlanError::Load(e));
@@ -627,12 +667,9 @@ pub fn plan(args: &SglangArgs, options: &PlanOptions) -> Result<Plan, PlanError>
     let (model, _) = super::resolution::load_model(args, &mut ignored)
         .ok_or_else(|| no("the model's config cannot be read".to_owned()))?;
     let c = capacity(args, &h, &model, &machine).map_err(no)?;
-    let max_len = args
-        .context_length
-        .and_then(|c| u64::try_from(c).ok())
-        .or(model.max_position_embeddings.as_ref().map(|s| s.value))
-        .unwrap_or(163_840);
+    let max_len = served_length(args, &model);
     let context = options.context_length.unwrap_or(max_len);
+    planned_length_over(args, context, max_len).map_or(Ok(()), Err)?;
     let host_mem = options.host_memory_gib.map(|g| (g * GIB) as u64);
     let budget = options
         .host_memory_gib
