@@ -236,7 +236,8 @@ fn parse_type(ty: Ty, text: &str) -> Refusal {
 }
 
 /// A config dataclass's value: pydantic validates a JSON object into the
-/// dataclass. Refused here only where no config object can come of it: text
+/// dataclass (vLLM's message is the `repr` of pydantic's ValidationError;
+/// this one says the same in a line). Refused here only where no config object can come of it: text
 /// that is not JSON (after vLLM's k/m/g/t expansion) or JSON that is not an
 /// object or array; the fields are the check's to read where it reads the
 /// flag (`--kv-transfer-config`, ...), and are not checked for the others.
@@ -244,12 +245,12 @@ fn dataclass(text: &str) -> Result<(), Refusal> {
     match json_loads(text, JsonFlag::Dataclass) {
         Ok(Value::Object(_) | Value::Array(_)) => Ok(()),
         Ok(v) => Err(Refusal::Type(format!(
-            "1 validation error: the config is a JSON object of its fields, not {} (pydantic's validate_json refuses {})",
+            "not a config object but {} (pydantic's validate_json refuses {})",
             json_kind(&v),
             py_repr(text)
         ))),
         Err(e) => Err(Refusal::Type(format!(
-            "1 validation error: Invalid JSON: {e} (pydantic's validate_json refuses {})",
+            "not JSON: {e} (pydantic's validate_json refuses {})",
             py_repr(text)
         ))),
     }
@@ -468,7 +469,11 @@ mod tests {
             .starts_with("Value {a} cannot"));
         let dc = row(Ty::Dataclass, false, &[]);
         assert!(dc.check("{\"x\": 80g}").is_ok());
-        assert!(dc.check("abc").is_err() && dc.check("5").is_err());
+        assert!(dc.check("abc").unwrap_err().starts_with("not JSON: "));
+        assert_eq!(
+            dc.check("5").unwrap_err(),
+            "not a config object but a number (pydantic's validate_json refuses '5')"
+        );
     }
 
     #[test]
