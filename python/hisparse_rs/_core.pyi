@@ -629,7 +629,8 @@ def _vllm_flag_table() -> str:
     """hisparse-check's table of vllm serve flags as JSON (private: for tests/vllm/test_flag_table.py).
 
     {"vllm": "0.33.0", "flags": [{"name", "option_strings", "negative_option_strings",
-    "nargs", "takes_value", "choices", "int_choices"}, ...]}.
+    "nargs", "takes_value", "choices", "int_choices", "type", "action"}, ...]}: the rows of
+    tests/vllm/vllm_flags.json (the dump of vLLM's parser), with the name inside each row.
     """
 
 def sglang_check_json(args: Mapping[str, Any] | str, options_json: str | None = None) -> Report:

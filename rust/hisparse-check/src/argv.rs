@@ -156,6 +156,8 @@ pub fn set_aside_unknown(
     let is_value = |w: &str| matches!(classify(w, &ours), Ok(Word::Value));
     let mut kept = Vec::with_capacity(args.len());
     let mut ignored = Vec::new();
+    // Optional flags the check reads: (name, where in `kept`, words; 0 for a None value).
+    let mut read_at: Vec<(&'static str, usize, usize)> = Vec::new();
     let mut it = args.into_iter().peekable();
     while let Some(arg) = it.next() {
         if arg == "--" {
@@ -201,6 +203,24 @@ pub fn set_aside_unknown(
             } else {
                 format!("--{}", flag.name)
             };
+            let next = it.peek().filter(|w| *w != "--" && is_value(w)).cloned();
+            let value = explicit.clone().or_else(|| next.clone());
+            if flag.optional && flag.takes == Takes::One {
+                if value
+                    .as_deref()
+                    .is_some_and(|v| v.is_empty() || v == "None")
+                {
+                    // vLLM's optional_type: `--kv-transfer-config None` (or "") is
+                    // None, the default, as if the flag were not given.
+                    if explicit.is_none() {
+                        it.next();
+                    }
+                    read_at.push((flag.name, kept.len(), 0));
+                    continue;
+                }
+                let words = 1 + usize::from(explicit.is_none() && next.is_some());
+                read_at.push((flag.name, kept.len(), words));
+            }
             kept.push(with_value(&name, explicit));
             continue;
         }
@@ -223,18 +243,39 @@ pub fn set_aside_unknown(
             }
             (Takes::Optional, None) => values.extend(it.next_if(|w| w != "--" && is_value(w))),
         }
-        if let Some(v) = values.iter().find(|v| !flag.accepts(v)) {
-            let choices: Vec<String> = flag.choices.iter().map(|c| format!("{c:?}")).collect();
-            return Err(vllm_refuses(
-                &spelled,
-                &format!("invalid choice: {v:?} (choose from {})", choices.join(", ")),
-            ));
+        // argparse's type, then its choices, on each value (`_get_values`).
+        if let Some(Err(why)) = values.iter().map(|v| flag.check(v)).find(Result::is_err) {
+            return Err(vllm_refuses(&spelled, &why));
         }
         ignored.push(arg);
         // A value after `=` or glued on is in `arg` already.
         ignored.extend(values.into_iter().skip(usize::from(glued)));
     }
+    drop_reset_flags(&mut kept, &read_at);
     Ok((kept, ignored))
+}
+
+/// An optional flag whose last value was None (`--speculative-config None`)
+/// is its default: argparse keeps the last value, so its earlier values go too.
+fn drop_reset_flags(kept: &mut Vec<String>, read_at: &[(&'static str, usize, usize)]) {
+    let reset: Vec<&str> = read_at
+        .iter()
+        .filter(|(name, _, words)| {
+            *words == 0
+                && read_at
+                    .iter()
+                    .rev()
+                    .find(|(n, _, _)| n == name)
+                    .map(|r| r.2)
+                    == Some(0)
+        })
+        .map(|(name, _, _)| *name)
+        .collect();
+    for (name, at, words) in read_at.iter().rev() {
+        if *words > 0 && reset.contains(name) {
+            kept.drain(*at..*at + *words);
+        }
+    }
 }
 
 fn with_value(spelled: &str, explicit: Option<String>) -> String {
@@ -768,8 +809,52 @@ mod tests {
                 &["m", "--enable-log-stats"],
                 "vLLM has only --disable-log-stats",
             ),
-            (&["m", "--dtype", "float7"], "invalid choice: \"float7\""),
-            (&["m", "--max-lora-rank", "7"], "invalid choice"),
+            (&["m", "--dtype", "float7"], "invalid choice: 'float7'"),
+            (
+                &["m", "--max-lora-rank", "7"],
+                "invalid choice: 7 (choose from 1, 128",
+            ),
+            // Values argparse's type= refuses, whether or not the check reads the flag.
+            (
+                &["m", "--port", "abc"],
+                "argument --port: invalid int value: 'abc'",
+            ),
+            (
+                &["m", "--port=1.5"],
+                "argument --port: invalid int value: '1.5'",
+            ),
+            (
+                &["m", "--seed", "x"],
+                "argument --seed: invalid int value: 'x'",
+            ),
+            (
+                &["m", "--cudagraph-capture-sizes", "1", "2.5"],
+                "invalid int value: '2.5'",
+            ),
+            (
+                &["m", "--max-log-len", "abc"],
+                "Value abc cannot be converted to <class 'int'>.",
+            ),
+            (
+                &["m", "--kv-offloading-size", "x"],
+                "Value x cannot be converted to <class 'float'>.",
+            ),
+            (
+                &["m", "--max-num-batched-tokens", "1.5K"],
+                "Decimals are not allowed",
+            ),
+            (
+                &["m", "--hf-overrides", "{rope}"],
+                "Value {rope} cannot be converted",
+            ),
+            (
+                &["m", "--default-chat-template-kwargs", "x"],
+                "invalid loads value: 'x'",
+            ),
+            (
+                &["m", "--moe-backend", "tritonn"],
+                "invalid choice: 'tritonn'",
+            ),
             (&["m", "--max"], "ambiguous option: --max could match"),
             (&["m", "-d", "1"], "ambiguous option: -d could match"),
         ] {
@@ -781,6 +866,44 @@ mod tests {
             ok(&["m", "--max-lora-rank", "0_8"]).1,
             s(&["--max-lora-rank", "0_8"])
         );
+        // An optional flag the check reads, given None: its default, so the
+        // value before it goes too (argparse keeps the last).
+        let known2 = ["model", "speculative-config"];
+        let (kept, _) = split(
+            &[
+                "m",
+                "--speculative-config",
+                "{}",
+                "--speculative-config=None",
+            ],
+            &known2,
+        )
+        .unwrap();
+        assert_eq!(kept, s(&["m"]));
+        let (kept, _) = split(
+            &[
+                "m",
+                "--speculative-config",
+                "",
+                "--speculative-config",
+                "{}",
+            ],
+            &known2,
+        )
+        .unwrap();
+        assert_eq!(kept, s(&["m", "--speculative-config", "{}"]));
+        // What argparse's types read passes: -1 for an int, None for an
+        // optional one, a suffixed int, an upper-case backend it lowers.
+        for args in [
+            &["m", "--port", "-1"][..],
+            &["m", "--max-log-len", "None"],
+            &["m", "--max-num-batched-tokens", "16k"],
+            &["m", "--moe-backend", "DEEP-GEMM"],
+            &["m", "--hf-overrides", "cpu"],
+            &["m", "--cpu-offload-gb", "1e1"],
+        ] {
+            assert_eq!(ok(args).1.len(), args.len() - 1, "{args:?}");
+        }
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod sglang_0_5_23;
 mod sglang_cli;
 mod usage;
 mod vllm_cli;
+mod vllm_flag;
+mod vllm_flag_table;
 mod vllm_flags;
 mod yaml;
 

@@ -77,7 +77,7 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     pub(crate) nnodes: Option<i64>,
     /// This node's zero-based index among --nnodes (also -r; default 0).
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     pub(crate) node_rank: Option<i64>,
     /// vllm serve --headless: engines and workers without an API server (needs
     /// at least one local DP replica).
@@ -85,7 +85,7 @@ pub(crate) struct Cli {
     pub(crate) headless: bool,
     /// This process is one external-LB DP rank (also -dpn): it runs one
     /// replica, and only its host pools are counted on the node.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = parse_py_int, allow_negative_numbers = true)]
     pub(crate) data_parallel_rank: Option<i64>,
     /// KV cache dtype: auto, bfloat16, fp8_ds_mla, fp8, ...
     #[arg(long, value_name = "DTYPE")]

@@ -77,6 +77,16 @@ fn forms_vllm_refuses_are_usage_errors() {
         (&["--headless=1"], "ignored explicit argument"),
         (&["--no-headless"], "unrecognized flag --no-headless"),
         (&["--max"], "ambiguous option"),
+        // Issue 22: argparse's type= on flags the check does not read.
+        (
+            &["--port", "abc"],
+            "argument --port: invalid int value: 'abc'",
+        ),
+        (&["--seed=1.5"], "argument --seed: invalid int value: '1.5'"),
+        (
+            &["--max-num-batched-tokens", "1.5K"],
+            "Decimals are not allowed",
+        ),
     ] {
         let o = check(
             &[&["--kv-transfer-config", kv.as_str()][..], extra].concat(),
@@ -87,6 +97,38 @@ fn forms_vllm_refuses_are_usage_errors() {
         assert!(err.contains(want), "{extra:?}: {err}");
         assert!(err.starts_with("hisparse-check: error: "), "{err}");
     }
+}
+
+/// Issue 22: a value Python's argparse reads for a flag the check reads
+/// passes: `1_0` and `-1` for an int (`--node-rank` took Rust's parse), `None`
+/// for an `optional_type` flag (its default: no host pool limit here).
+#[test]
+fn values_vllms_types_read_pass_for_flags_the_check_reads() {
+    let kv = kv("");
+    for extra in [
+        &["--node-rank", "0_0"][..],
+        &[
+            "--data-parallel-rank=0_0",
+            "--data-parallel-size",
+            "2",
+            "--data-parallel-external-lb",
+        ],
+        &["--kv-cache-memory-bytes", "None"],
+        &["--speculative-config", "{}", "--speculative-config="],
+    ] {
+        let o = check(
+            &[&["--kv-transfer-config", kv.as_str()][..], extra].concat(),
+            None,
+        );
+        assert_ne!(o.status.code(), Some(2), "{extra:?}: {}", text(&o));
+    }
+    // --kv-transfer-config None is no connector (vLLM's optional_type): HiSparse is
+    // then off, which the check says, instead of "not valid JSON".
+    let o = check(
+        &["--kv-transfer-config", &kv, "--kv-transfer-config", "None"],
+        None,
+    );
+    assert!(!text(&o).contains("not valid JSON"), "{}", text(&o));
 }
 
 #[test]
