@@ -63,7 +63,8 @@ def row(opt: dict[str, Any]) -> str:
         f"    Flag {{ spellings: &[{spellings}], dest: {rust_str(opt['dest'])}, "
         f"action: Action::{ACTIONS[opt['action']]}, nargs: {nargs(opt['nargs'])}, "
         f"ty: {TYPES[opt['type']]}, choices: {choices}, "
-        f"default: {rust_str(json.dumps(opt['default']))}, const_value: {rust_str(json.dumps(opt['const']))}, "
+        f"default: {rust_str(json.dumps(opt['default']))}, "
+        f"const_value: {rust_str(json.dumps(opt['const']))}, "
         f"required: {str(opt['required']).lower()} }},"
     )
 

@@ -153,12 +153,12 @@ add_step cargo_test "cargo test" "a dot per test (a failure prints in full)"
 # input print either way). Rerun one test with RUST_BACKTRACE=1 for a stack.
 step_cargo_test() { RUST_BACKTRACE=0 cargo test --workspace --locked -- --quiet; }
 
-add_step ruff "ruff check + format --check" "python tests benches"
+add_step ruff "ruff check + format --check" "python tests benches scripts"
 # The tools run as `python -m`: the venv's own, even where its console
 # scripts live elsewhere (a venv layered on another through a .pth file).
 step_ruff() {
-  python -m ruff check python tests benches
-  python -m ruff format --check python tests benches
+  python -m ruff check python tests benches scripts
+  python -m ruff format --check python tests benches scripts
 }
 
 add_step mypy "mypy --strict" "python/hisparse_rs benches"
