@@ -756,6 +756,7 @@ def test_differential(case: tuple[list[str], tuple[int, int]]) -> None:
 class _Diagnostic:
     def __init__(self, code: str, stage: str) -> None:
         self.code, self.stage, self.path, self.message = code, stage, "", code
+        self.revealed = False
 
 
 class _Report:
