@@ -624,6 +624,23 @@ def test_issue_22_a_fix_sets_a_path_once_and_a_revealed_error_says_so_in_json() 
     assert "host_pool_gib" not in report["errors"][0]["hint"]
 
 
+def test_issue_22_a_valid_check_says_the_ram_headroom_it_checked_in_both_engines() -> None:
+    pool = {**HS_NO_POOL, "kv_connector_extra_config": {"host_pool_gib": 128}}
+    vllm = [DSV32, "-tp", "8", "--kv-transfer-config", json.dumps(pool), "--host-memory-gib", "2048"]
+    sglang = ["--engine", "sglang", "--model-path", DSV32, "--tp", "8", "--enable-hisparse",
+              "--disable-radix-cache", "--gpu", "h200", "--host-memory-gib", "2048"]  # fmt: skip
+    for args, pools in ((vllm, "the 1 pool pins 128.00 GiB"), (sglang, "the 8 pools pin")):
+        text = run(*args).stdout
+        assert "\nhost RAM: 2048 GiB (given with --host-memory-gib): " + pools in text, text
+        m = as_json(*args)["host_memory"]
+        assert m["left_bytes"] == m["usable_bytes"] - m["pinned_bytes"] > 0, m
+        assert f"{m['left_bytes'] / 2**30:.2f} GiB left" in text
+    # Without the node's RAM the text says it was not checked, and has no figures.
+    text = run(*vllm[:-2]).stdout
+    assert "host RAM:" not in text and "host_memory_not_given" in text
+    assert "host_memory" not in as_json(*vllm[:-2])
+
+
 def test_plan_marks_each_figure_exact_measured_or_estimated() -> None:
     """Issue 21 item 3: the text says what each figure is, the JSON too; without GPU memory
     the plan does not say "plan fits" over "?" figures."""

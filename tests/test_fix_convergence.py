@@ -2,10 +2,11 @@
 
 Two ways a user applies the advice of :func:`hisparse_rs.check_args`:
 
-- the README loop: apply the fix of the first error that has one, check again,
+- one at a time: apply the fix of the first error that has one, check again,
   until no error has a fix;
 - every fix at once: the fixes of one report applied together, in report order
-  (what ``Report.fixed_flags`` prints as ``vllm serve`` flags).
+  (what ``Report.fixed_flags`` prints as ``vllm serve`` flags, and the README's
+  loop, which ends in one round on its own example: tests/test_readme.py).
 
 Invariants, for connector trees (nested MultiConnectors, misspelled keys, roles
 missing or misspelled), host pools (missing, misplaced, misspelled, too small,
@@ -136,7 +137,7 @@ def trail(steps: list[str]) -> str:
 
 
 def loop(args: dict[str, Any], machine: dict[str, Any]) -> tuple[hisparse_rs.Report, list[str]]:
-    """The README loop: apply the first error's fix, until no error has one.
+    """One fix at a time: apply the first error's fix, until no error has one.
 
     Bounded: one round per error of the first report, plus ``MAX_ROUNDS`` for
     the errors fixes reveal; a configuration seen before is a cycle.
@@ -147,7 +148,7 @@ def loop(args: dict[str, Any], machine: dict[str, Any]) -> tuple[hisparse_rs.Rep
     for _ in range(len(first.errors) + MAX_ROUNDS + 1):
         report = hisparse_rs.check_args(args, **machine)
         if not report.errors or not report.errors[0].fix:
-            # The README loop stops here: then no error may have a fix left.
+            # The loop stops here: then no error may have a fix left.
             assert not [e for e in report.errors if e.fix], (
                 f"the first error has no fix, a later one has:\n  {trail(steps)}"
             )

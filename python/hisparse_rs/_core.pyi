@@ -278,6 +278,16 @@ class Report:
     def gpu(self) -> dict[str, Any] | None:
         """The GPU named with ``gpu=`` (its figures and their sources), or None."""
     @property
+    def host_memory(self) -> dict[str, Any] | None:
+        """The node's RAM the pinned host pools were checked against, on a valid report.
+
+        Present when HiSparse is on and the RAM is known (``host_memory_gib=``, or the
+        machine's in the vLLM plugin): ``host_memory_gib``, ``source``, ``pools_per_node``,
+        ``pool_bytes``, ``pinned_bytes`` (the node's pools together), ``usable_bytes``
+        (what the engine lets them pin: ``rule``) and ``left_bytes`` (the headroom). None
+        otherwise (SGLang: also without the GPU's memory, which sizes its pool).
+        """
+    @property
     def ignored_flags(self) -> list[str]:
         """Flags given that the check does not read, as given (``--port 30000``); a new list each call."""
     @property

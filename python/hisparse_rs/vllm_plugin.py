@@ -61,8 +61,8 @@ creator check at :403). The plugin tells the check the node it runs on:
   counts every pool on this node (those of the DP replicas it runs:
   ``--data-parallel-size-local``, else an even share over ``--nnodes``),
   where vLLM checks each pool alone as it is allocated: pools that fit one
-  at a time but not together are refused here, with the deviation
-  ``host_pools_fit_alone`` beside the error. When this process cannot know
+  at a time but not together are refused here, the error naming the
+  deviation ``host_pools_fit_alone``. When this process cannot know
   which pools this node holds (the Ray executor or DP backend, an external
   launcher, external-LB DP ranks), the RAM check is skipped, with one log
   line.

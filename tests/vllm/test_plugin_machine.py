@@ -206,21 +206,38 @@ def test_pools_the_node_cannot_pin_are_reported_before_the_model_loads(
 def test_pools_that_fit_alone_but_not_together_carry_the_named_deviation(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """DP 8 x TP 1: eight private 128 GiB pools; each fits in 95 % of 1000 GiB, together they do not."""
+    """DP 8 x TP 1: eight private 128 GiB pools; each fits in 95 % of 1000 GiB, together they do not.
+    One problem, one diagnostic: the error names the deviation, no warning repeats it."""
     ram(monkeypatch, 1024, 1000)
     args = engine_args(128, tensor_parallel_size=1, data_parallel_size=8)
     report = hisparse_rs.check_args(
         vllm_plugin.serve_args_of(args), **vllm_plugin.machine(args, "cuda").options
     )
     assert [e.code for e in report.errors] == ["host_memory_exceeded"]
-    assert "host_pools_fit_alone" in [w.code for w in report.warnings]
+    assert "(deviation host_pools_fit_alone)" in report.errors[0].message
+    assert "host_pools_fit_alone" not in [w.code for w in report.warnings]
     assert "host_pools_fit_alone" in dict(hisparse_rs.vllm_deviations())
     with (
         caplog.at_level(logging.WARNING, logger=LOGGER),
-        pytest.raises(ValueError, match="host_memory_exceeded"),
+        pytest.raises(ValueError, match="host_memory_exceeded") as raised,
     ):
         args.create_engine_config()
-    assert any("host_pools_fit_alone" in line for line in plugin_lines(caplog))
+    assert "(deviation host_pools_fit_alone)" in str(raised.value)
+    assert not any("host_pools_fit_alone" in line for line in plugin_lines(caplog))
+
+
+def test_a_valid_launch_says_the_ram_headroom_it_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22: inside vllm serve the RAM is the machine's; a valid report says what the pools pin of it."""
+    ram(monkeypatch, 1024, 1000)
+    args = engine_args(64)
+    report = hisparse_rs.check_args(
+        vllm_plugin.serve_args_of(args), **vllm_plugin.machine(args, "cuda").options
+    )
+    assert report.valid, [e.code for e in report.errors]
+    m = report.host_memory
+    assert m is not None and m["host_memory_gib"] == 1000
+    assert m["source"] == vllm_plugin.HOST_MEMORY_SOURCE
+    assert m["left_bytes"] == m["usable_bytes"] - m["pinned_bytes"] > 0
 
 
 def test_each_node_of_a_multi_node_deployment_counts_its_own_pools(monkeypatch: pytest.MonkeyPatch) -> None:

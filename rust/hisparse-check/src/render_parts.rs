@@ -7,6 +7,7 @@
 //! and figures.
 
 use crate::dialect::Dialect;
+use hisparse_core::plan::gib_text;
 use hisparse_core::report::ModelSummary;
 use hisparse_core::{Diagnostic, Provenance, Report, Resolved};
 use serde_json::Value;
@@ -179,6 +180,7 @@ pub(crate) fn fixes(
 /// "Without this check" line, the fixes to paste (`also`: see [`fixes`]), and
 /// "result: valid" or "result: INVALID".
 pub(crate) fn report_tail(out: &mut String, d: &Dialect, report: &Report, also: &str) {
+    host_memory(out, report);
     findings(
         out,
         d,
@@ -198,6 +200,27 @@ pub(crate) fn report_tail(out: &mut String, d: &Dialect, report: &Report, also: 
     );
     let verdict = if report.valid { "valid" } else { "INVALID" };
     result_line(out, verdict, report.errors.len(), report.warnings.len());
+}
+
+/// A valid report's RAM headroom, when the node's RAM is known: what the
+/// pinned pools take of what the engine lets them pin, and what is left.
+fn host_memory(out: &mut String, report: &Report) {
+    let Some(m) = &report.host_memory else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nhost RAM: {} GiB ({}): the {} pool{} pin{} {} of the {} usable, {} left\n  usable: {}",
+        m.host_memory_gib,
+        m.source,
+        m.pools_per_node,
+        plural(usize::try_from(m.pools_per_node).unwrap_or(usize::MAX)),
+        if m.pools_per_node == 1 { "s" } else { "" },
+        gib_text(m.pinned_bytes),
+        gib_text(m.usable_bytes),
+        gib_text(m.left_bytes),
+        m.rule
+    );
 }
 
 /// The last line: "result: {verdict} (n errors, m warnings)", no newline after it.

@@ -162,6 +162,34 @@ pub struct ModelSummary {
     pub model_type: Option<String>,
 }
 
+/// The node's host RAM that a valid report's pinned host pools were checked
+/// against (`Report::host_memory`): present when the RAM is known
+/// (`--host-memory-gib`, Python's `host_memory_gib=`, or the machine's, read
+/// by the vLLM plugin) and the pools could be sized. `usable_bytes` is what
+/// the engine lets this node's pools pin (`rule` says how), `pinned_bytes`
+/// what they pin, `left_bytes` the difference (never negative: past it the
+/// report is invalid, with the engine's RAM error).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostMemoryCheck {
+    /// The node's RAM, in GiB, as given or read.
+    pub host_memory_gib: f64,
+    /// Where that figure came from (`--host-memory-gib`, this node's available RAM, ...).
+    pub source: String,
+    /// The host pools this node pins (vLLM: one per DP replica or per rank;
+    /// SGLang: one per rank on the node).
+    pub pools_per_node: u64,
+    /// Bytes each pool pins.
+    pub pool_bytes: u64,
+    /// Bytes the node's pools pin together.
+    pub pinned_bytes: u64,
+    /// Bytes the engine lets the node's pools pin.
+    pub usable_bytes: u64,
+    /// `usable_bytes - pinned_bytes`: the headroom the check found.
+    pub left_bytes: u64,
+    /// How `usable_bytes` follows from the RAM, with the engine's file:line.
+    pub rule: String,
+}
+
 /// Everything `hisparse-check` says about one serve configuration.
 ///
 /// Read back from JSON by its engine: `engine` first, then every diagnostic's
@@ -207,6 +235,11 @@ pub struct Report {
     /// `vllm serve` (`unset VLLM_USE_V2_MODEL_RUNNER`). Absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_env: Option<String>,
+    /// On a valid report with HiSparse, when the node's RAM is known: what
+    /// the pools pin of it and what is left ([`HostMemoryCheck`]). Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory: Option<HostMemoryCheck>,
 }
 
 impl Report {
@@ -231,6 +264,7 @@ impl Report {
             ignored_flags: Vec::new(),
             fixed_flags: None,
             fixed_env: None,
+            host_memory: None,
         }
     }
 

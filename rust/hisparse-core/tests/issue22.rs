@@ -495,3 +495,45 @@ fn vllms_default_length_and_its_long_length_variable() {
             .any(|w| w.code == Code::MaxModelLenTooLarge));
     }
 }
+
+/// "A valid check does not say the RAM headroom it checked": with the node's
+/// RAM given, a valid report says what the pools pin of the 95 % vLLM allows
+/// and what is left (JSON `host_memory`); without it, or invalid, nothing.
+#[test]
+fn a_valid_check_says_the_ram_headroom_it_checked() {
+    let a = args(json!({"tensor_parallel_size": 8, "kv_transfer_config": hisparse(json!(128))}));
+    let r = check(&a, &on_node(None)).unwrap();
+    assert!(r.valid, "{:?}", r.errors);
+    let m = r.host_memory.as_ref().expect("the RAM it checked");
+    let gib = 1u64 << 30;
+    assert_eq!(m.host_memory_gib, 2048.0);
+    assert_eq!(m.source, "given with --host-memory-gib");
+    assert_eq!(m.pools_per_node, 1);
+    assert!(
+        m.pool_bytes <= 128 * gib && m.pool_bytes > 127 * gib,
+        "{}",
+        m.pool_bytes
+    );
+    assert_eq!(m.pinned_bytes, m.pool_bytes);
+    assert_eq!(m.usable_bytes, (2048.0 * gib as f64 * 0.95) as u64);
+    assert_eq!(m.left_bytes, m.usable_bytes - m.pinned_bytes);
+    assert!(m.rule.contains("check_hisparse_host_memory"), "{}", m.rule);
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(j["host_memory"]["left_bytes"], json!(m.left_bytes));
+    // Without the node's RAM: the warning that it was not checked, no figures.
+    let r = check(&a, &PlanOptions::default()).unwrap();
+    assert!(r.valid && r.host_memory.is_none());
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.code == Code::HostMemoryNotGiven));
+    assert!(serde_json::to_value(&r)
+        .unwrap()
+        .get("host_memory")
+        .is_none());
+    // Over the RAM: the error, no headroom.
+    let over =
+        args(json!({"tensor_parallel_size": 8, "kv_transfer_config": hisparse(json!(4000))}));
+    let r = check(&over, &on_node(None)).unwrap();
+    assert!(!r.valid && r.host_memory.is_none());
+}

@@ -129,6 +129,21 @@ impl Report {
                 .and_then(|g| serde_json::to_value(g).ok()),
         )
     }
+    /// On a valid report with HiSparse, when the node's RAM is known
+    /// (`host_memory_gib=`, or the machine's in the vLLM plugin): what the
+    /// pinned host pools take of it, as a dict: host_memory_gib, source,
+    /// pools_per_node, pool_bytes, pinned_bytes, usable_bytes, left_bytes,
+    /// rule. None otherwise.
+    #[getter]
+    fn host_memory<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        optional_dict(
+            py,
+            self.0
+                .host_memory
+                .as_ref()
+                .and_then(|m| serde_json::to_value(m).ok()),
+        )
+    }
     /// The `vllm serve` flags to change with every fix of this report applied,
     /// as shell text (`--block-size 64 --kv-transfer-config '{...}'`;
     /// `(remove --flag)`): given in place of those flags (with `fixed_env`

@@ -49,7 +49,7 @@ use crate::plan::{
     GpuPlan, HostPlan, Limit, Plan, PlanError, PlanOptions, PlanPoint, PoolMode, SglangSizing,
     Sizes, SWEEP_START,
 };
-use crate::report::{Report, ENGINE_SGLANG};
+use crate::report::{HostMemoryCheck, Report, ENGINE_SGLANG};
 use serde_json::json;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -498,6 +498,9 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
     };
     let budget = budget_per_rank(host_gib, c.ranks_per_host);
     if c.pool_bytes <= budget {
+        report.host_memory = report
+            .valid
+            .then(|| host_memory_checked(&c, host_gib, budget));
         return;
     }
     // The largest integer ratio whose pool fits, each with the device slots
@@ -523,6 +526,27 @@ pub(crate) fn host_budget_check(args: &SglangArgs, machine: &Machine<'_>, report
     report.errors.push(e);
     report.valid = false;
     report.hisparse = None;
+}
+
+/// What a valid launch's pools pin of the node's RAM and the headroom left
+/// (issue 22: a valid check says the RAM it checked), in the plan's figures:
+/// SGLang's budget per rank times the ranks it divides the RAM among.
+fn host_memory_checked(c: &Capacity, host_gib: f64, budget: u64) -> HostMemoryCheck {
+    let pinned = c.pool_bytes.saturating_mul(c.pools_per_node);
+    let usable = budget.saturating_mul(c.ranks_per_host);
+    HostMemoryCheck {
+        host_memory_gib: host_gib,
+        source: "given with --host-memory-gib".to_owned(),
+        pools_per_node: c.pools_per_node,
+        pool_bytes: c.pool_bytes,
+        pinned_bytes: pinned,
+        usable_bytes: usable,
+        left_bytes: usable.saturating_sub(pinned),
+        rule: format!(
+            "the node's RAM less SGLang's 10 GiB reserve, as {} ranks' budgets of (min(available, cgroup) - 10 GiB) / {}, each rank's pool within its own (mem_cache/pool_host/base.py:84-107, :248-257)",
+            c.ranks_per_host, c.ranks_per_host
+        ),
+    }
 }
 
 /// The coordinator's GPU bookkeeping (managers/hisparse_coordinator.py:637-724)

@@ -105,5 +105,6 @@ fn report(r: &Resolution<'_>, diags: Vec<Diagnostic>) -> Report {
         ignored_flags: r.args.not_read(),
         fixed_flags: None,
         fixed_env: None,
+        host_memory: None,
     }
 }

@@ -321,3 +321,63 @@ fn hints_name_sglang_flags() {
         radix.hint
     );
 }
+
+/// Issue 22: a valid launch checked against the node's RAM says what its
+/// pools pin and what is left, in the plan's figures; none without the RAM
+/// or the GPU (which sizes the pool), nor on an invalid launch.
+#[test]
+fn a_valid_launch_says_the_ram_headroom_it_checked() {
+    let a = decode(json!({"disable_radix_cache": true}));
+    let machine = options(json!({"gpu": "h200", "host_memory_gib": 2048}));
+    let r = check(&a, &machine).unwrap();
+    assert!(r.valid, "{:?}", r.errors);
+    let m = r.host_memory.as_ref().expect("the RAM it checked");
+    let p = plan(&a, &machine).unwrap();
+    assert_eq!(m.host_memory_gib, 2048.0);
+    assert_eq!(m.pools_per_node, 8);
+    assert_eq!(m.pool_bytes, p.host.pool_bytes);
+    assert_eq!(m.pinned_bytes, p.host.pinned_bytes_per_node);
+    assert_eq!(Some(m.usable_bytes), p.host.usable_host_memory_bytes);
+    assert_eq!(m.left_bytes, m.usable_bytes - m.pinned_bytes);
+    assert!(m.rule.contains("pool_host/base.py:84-107"), "{}", m.rule);
+    let json: Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(json["host_memory"]["left_bytes"], json!(m.left_bytes));
+    for machine in [json!({"gpu": "h200"}), json!({"host_memory_gib": 2048})] {
+        let r = check(&a, &options(machine)).unwrap();
+        assert!(r.valid && r.host_memory.is_none());
+        assert!(!r.to_json().contains("host_memory\""));
+    }
+    let refused = check(&a, &options(json!({"gpu": "h200", "host_memory_gib": 64}))).unwrap();
+    assert!(!refused.valid && refused.host_memory.is_none());
+}
+
+/// Issue 22: an error only the other fixes reveal joins the report, marked
+/// `revealed`: the radix cache on (an error with a fix) hid a host pool the
+/// node's RAM cannot pin, so pasting the printed flags once was refused again.
+#[test]
+fn an_error_the_fixes_reveal_is_in_the_first_report() {
+    // Outside P/D decode, where SGLang keeps the radix cache on unless told.
+    let a = SglangArgs::from_json(json!({"model_path": model("deepseek-v3.2"), "tp_size": 8,
+        "enable_hisparse": true, "hisparse_config": "{\"host_to_device_ratio\": 4}"}))
+    .unwrap();
+    let machine = options(json!({"gpu": "h200", "host_memory_gib": 512}));
+    let r = check(&a, &machine).unwrap();
+    let codes: Vec<(Code, bool)> = r.errors.iter().map(|e| (e.code, e.revealed)).collect();
+    assert_eq!(
+        codes,
+        vec![
+            (Code::RadixCacheEnabled, false),
+            (Code::HostPoolOverRamBudget, true)
+        ],
+        "{:#?}",
+        r.errors
+    );
+    let fixed = fixes_applied(&a, &r.errors).unwrap();
+    let again = check(&fixed, &machine).unwrap();
+    assert!(again.valid, "{:?}", again.errors);
+    let flags = r.fixed_flags.unwrap();
+    assert!(
+        flags.contains("--disable-radix-cache") && flags.contains("host_to_device_ratio"),
+        "{flags}"
+    );
+}

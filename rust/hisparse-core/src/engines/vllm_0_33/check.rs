@@ -27,7 +27,7 @@ use crate::gpu::{self, GpuSpec};
 use crate::model::ModelInfo;
 use crate::path::FieldPath;
 use crate::plan::{self, PlanError, PlanOptions};
-use crate::report::{Provenance, Report};
+use crate::report::{HostMemoryCheck, Provenance, Report};
 
 /// Check a serve configuration for the machines `options` describes (see the
 /// module docs). `Err` for an option out of range or an unknown `--gpu`
@@ -94,9 +94,38 @@ pub(crate) fn check_with_model(
             report.warnings.push(planner::pinned_unchecked(&host));
         }
     }
+    if ram {
+        report.host_memory = host_memory_checked(args, options, &report);
+    }
     let fixed = fixed_flags(args, &report.errors);
     (report.fixed_flags, report.fixed_env) = (fixed.flags, fixed.env);
     Ok((report, model, gpu))
+}
+
+/// What a valid report's pools pin of the node's RAM, and the headroom left
+/// (issue 22: a valid check says the RAM it checked). None on an invalid
+/// report, without HiSparse, or when the RAM is unknown.
+fn host_memory_checked(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    report: &Report,
+) -> Option<HostMemoryCheck> {
+    let h = report.vllm_hisparse().filter(|_| report.valid)?;
+    let host = planner::host_plan(args, options, h, &mut Vec::new());
+    let usable = host.usable_host_memory_bytes?;
+    Some(HostMemoryCheck {
+        host_memory_gib: options.host_memory_gib?,
+        source: host.host_memory_source.clone(),
+        pools_per_node: host.pools_per_node,
+        pool_bytes: host.pool_bytes,
+        pinned_bytes: host.pinned_bytes_per_node,
+        usable_bytes: usable,
+        left_bytes: usable.saturating_sub(host.pinned_bytes_per_node),
+        rule: format!(
+            "95 % of the node's RAM, for this node's {} (vLLM 0.33 refuses a pool over 0.95 x the RAM available when its rank pins it: v1/hisparse/runtime.py:195-203 check_hisparse_host_memory)",
+            planner::pools_text(&host)
+        ),
+    })
 }
 
 /// With the GPU memory known (and no `--kv-cache-memory-bytes`), a valid
@@ -123,8 +152,8 @@ fn weights_room_check(
 }
 
 /// The pinned pools of a valid configuration against 95 % of the node's RAM
-/// (`options.host_memory_gib`): an error (with the warning when each pool
-/// fits alone) that makes the report invalid.
+/// (`options.host_memory_gib`): an error (whose message names the deviation
+/// when each pool fits alone) that makes the report invalid.
 /// With `advice` (the pool that lets the GPUs bind) below the most the RAM
 /// pins, the fix offers it instead.
 fn host_ram_check(
@@ -145,9 +174,6 @@ fn host_ram_check(
     let gpu_memory_known = options.gpu_memory_gib.is_some() || args.kv_cache_memory_bytes.is_some();
     if let Some(e) = planner::host_memory_error(&host, &h, &path, gpu_memory_known, advice) {
         report.errors.push(e);
-        report
-            .warnings
-            .extend(planner::pools_fit_alone(&host, &path));
         report.valid = false;
         report.hisparse = None;
     }

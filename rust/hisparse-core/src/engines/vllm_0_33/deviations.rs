@@ -14,7 +14,9 @@ use crate::diagnostic::Code;
 /// when) it fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deviation {
-    /// The diagnostic our report carries when it applies.
+    /// The code our report carries when it applies: a diagnostic's, or, for
+    /// `host_pools_fit_alone`, named in the `host_memory_exceeded` error it
+    /// qualifies (one problem, one diagnostic).
     pub code: Code,
     /// What vLLM 0.33.0 does instead, in one sentence.
     pub vllm: &'static str,

@@ -295,7 +295,6 @@ impl<'a> Planner<'a> {
         ) {
             if self.host.host_memory_given {
                 errors.push(e);
-                self.warnings.extend(pools_fit_alone(&self.host, &path));
             } else {
                 // This machine's RAM is not the serving node's: say so, do not fail on it.
                 self.warnings.push(host_memory_not_given(
@@ -473,7 +472,7 @@ fn pinned_text(host: &HostPlan) -> String {
 }
 
 /// How many pools this node pins, and why (the pool mode).
-fn pools_text(host: &HostPlan) -> String {
+pub(crate) fn pools_text(host: &HostPlan) -> String {
     match host.mode {
         PoolMode::Shared => format!(
             "{} pool{} (shared mode: one per DP replica)",
@@ -514,12 +513,13 @@ pub(crate) fn host_memory_error(
         Code::HostMemoryExceeded,
         path.clone(),
         format!(
-            "host_pool_gib {} pins {} on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {})",
+            "host_pool_gib {} pins {} on this node across {pools}, more than the {:.1} GiB usable (95 % of {:.1} GiB host RAM, {}){}",
             host.host_pool_gib,
             pinned_text(host),
             gib(usable),
             gib(host.host_memory_bytes.unwrap_or(0)),
-            host.host_memory_source
+            host.host_memory_source,
+            fits_alone_note(host).unwrap_or_default()
         ),
     )
     .given(&json!(host.host_pool_gib));
@@ -636,29 +636,24 @@ fn no_pool_fits(
     diag
 }
 
-/// The deviation beside a [`host_memory_error`] when every pool fits alone:
-/// vLLM 0.33 checks each pool by itself against 95 % of the RAM available
-/// when its rank allocates it (`check_hisparse_host_memory`,
-/// `v1/hisparse/runtime.py:195`, called per pool at :256, :384 and :403),
-/// so the pools that hisparse_rs refuses together may start there.
-pub(crate) fn pools_fit_alone(host: &HostPlan, path: &FieldPath) -> Option<Diagnostic> {
+/// The deviation inside a [`host_memory_error`]'s message when every pool
+/// fits alone (one problem, one diagnostic: it was a warning of its own,
+/// `host_pools_fit_alone`, repeating the error's figures): vLLM 0.33 checks
+/// each pool by itself against 95 % of the RAM available when its rank
+/// allocates it (`check_hisparse_host_memory`, `v1/hisparse/runtime.py:195`,
+/// called per pool at :256, :384 and :403), so the pools that hisparse_rs
+/// refuses together may start there. None for one pool, or one too large
+/// alone (vLLM refuses it too).
+fn fits_alone_note(host: &HostPlan) -> Option<String> {
     let usable = host.usable_host_memory_bytes?;
     if host.pools_per_node < 2 || host.pool_bytes > usable || host.pinned_bytes_per_node <= usable {
         return None;
     }
-    Some(
-        Diagnostic::warning(
-            Code::HostPoolsFitAlone,
-            path.clone(),
-            format!(
-                "each of the {} pools on this node ({}) fits alone in the {} usable, and vLLM 0.33 checks each pool alone as its rank allocates it, after the weights have loaded (check_hisparse_host_memory): it may start with these pools, with more than 95 % of the node's available RAM pinned, or fail at a later rank's allocation; hisparse_rs checks the node's pools together",
-                host.pools_per_node,
-                gib_text(host.pool_bytes),
-                gib_text(usable)
-            ),
-        )
-        .given(&json!(host.host_pool_gib)),
-    )
+    Some(format!(
+        "; each pool ({}) fits alone, and vLLM 0.33 checks each pool alone as its rank allocates it, after the weights have loaded (check_hisparse_host_memory): it may start with these pools, with more than 95 % of the node's available RAM pinned, or fail at a later rank's allocation; hisparse_rs checks the node's pools together (deviation {})",
+        gib_text(host.pool_bytes),
+        Code::HostPoolsFitAlone.as_str()
+    ))
 }
 
 /// TP and DP sizes as given, at least 1.
