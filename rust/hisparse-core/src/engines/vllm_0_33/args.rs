@@ -431,12 +431,14 @@ impl ServeArgs {
 
 /// The config.json a model path names. Anything that exists and is not a
 /// directory counts, so a FIFO or device is refused as such when read.
+/// `path/config.json` exists only when `path` is a directory, so it is looked
+/// at first: one `stat` for a model directory, the usual case.
 fn config_file(path: &Path) -> Option<PathBuf> {
-    if path.exists() && !path.is_dir() {
-        return Some(path.to_owned());
-    }
     let inner = path.join("config.json");
-    inner.exists().then_some(inner)
+    if inner.exists() {
+        return Some(inner);
+    }
+    (path.exists() && !path.is_dir()).then(|| path.to_owned())
 }
 
 /// vLLM's parallel sizes from its flags (the arithmetic on them is
