@@ -19,7 +19,7 @@
 //! most of a check's file work.
 
 use super::error::LoadError;
-use super::parse_config;
+use super::{parse_config, ModelInfo};
 use crate::limits::MAX_MODEL_CONFIG_BYTES;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -98,17 +98,24 @@ fn settled(meta: &Metadata, now: SystemTime) -> Option<Identity> {
 
 /// The parsed config.json at `file` (`shown` names it in errors).
 pub fn load(file: &Path, shown: &str) -> Result<Arc<Value>, LoadError> {
-    load_at(file, shown, SystemTime::now)
+    load_at(file, shown, None, SystemTime::now)
 }
 
-/// [`load`] with the clock given (the tests move it).
+/// [`load`] of a file whose `stat` the caller just made (`meta`, symlinks
+/// followed): it is the one that vouches for a settled file.
+pub fn load_stat(file: &Path, shown: &str, meta: Metadata) -> Result<Arc<Value>, LoadError> {
+    load_at(file, shown, Some(meta), SystemTime::now)
+}
+
+/// [`load`] with the stat (or None: made here) and the clock given (the tests move it).
 fn load_at(
     file: &Path,
     shown: &str,
+    meta: Option<Metadata>,
     now: impl Fn() -> SystemTime,
 ) -> Result<Arc<Value>, LoadError> {
     // One stat: a settled file whose stat is the one cached is not read.
-    if let Ok(meta) = std::fs::metadata(file) {
+    if let Some(meta) = meta.or_else(|| std::fs::metadata(file).ok()) {
         if crate::files::is_readable(&meta, MAX_MODEL_CONFIG_BYTES) {
             if let Some(hit) = identity(&meta).and_then(|id| cache_get_settled(file, id)) {
                 return Ok(hit);
@@ -177,6 +184,40 @@ fn cache_put(file: PathBuf, stamp: Stamp, settled: Option<Identity>, value: Arc<
             },
         );
     }
+}
+
+/// Model facts memoized: at most this many configs' (the newest kept).
+const INFO_ENTRIES: usize = 8;
+
+type InfoMemo = Mutex<Vec<(Arc<Value>, ModelInfo)>>;
+
+/// [`super::read`]`(cfg, None)`, memoized for a value [`load`] handed out:
+/// the file cache gives one `Arc` per content, so the same config.json read
+/// again is the same pointer, and the memo holds that `Arc` (no other value
+/// can take its address). A value no one else holds (an inline `hf_config`,
+/// a fresh one each call) is read and not kept. The facts are a function of
+/// the value alone; the lock is never held while they are read.
+pub fn read_shared(cfg: &Arc<Value>) -> ModelInfo {
+    static MEMO: OnceLock<InfoMemo> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    if Arc::strong_count(cfg) < 2 {
+        return super::read(cfg, None);
+    }
+    if let Ok(guard) = memo.lock() {
+        if let Some((_, info)) = guard.iter().find(|(v, _)| Arc::ptr_eq(v, cfg)) {
+            return info.clone();
+        }
+    }
+    let info = super::read(cfg, None);
+    if let Ok(mut guard) = memo.lock() {
+        if !guard.iter().any(|(v, _)| Arc::ptr_eq(v, cfg)) {
+            if guard.len() >= INFO_ENTRIES {
+                guard.remove(0);
+            }
+            guard.push((Arc::clone(cfg), info.clone()));
+        }
+    }
+    info
 }
 
 #[cfg(test)]
@@ -251,8 +292,14 @@ mod tests {
         // Read an hour later, the file has long been unchanged.
         let later = || SystemTime::now() + Duration::from_secs(3600);
         let before = reads();
-        assert_eq!(load_at(&file, "x", later).unwrap()["index_topk"], 1024);
-        assert_eq!(load_at(&file, "x", later).unwrap()["index_topk"], 1024);
+        assert_eq!(
+            load_at(&file, "x", None, later).unwrap()["index_topk"],
+            1024
+        );
+        assert_eq!(
+            load_at(&file, "x", None, later).unwrap()["index_topk"],
+            1024
+        );
         assert_eq!(reads() - before, 1, "the second load is one stat");
         // A rewrite of the same size with the mtime set back changes the ctime.
         let was = ctime(&file);
@@ -271,7 +318,10 @@ mod tests {
             }
         }
         assert_ne!(ctime(&file), was, "the filesystem's ctime tick is over 5 s");
-        assert_eq!(load_at(&file, "x", later).unwrap()["index_topk"], 2048);
+        assert_eq!(
+            load_at(&file, "x", None, later).unwrap()["index_topk"],
+            2048
+        );
         assert_eq!(reads() - before, 2);
         std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
     }
