@@ -31,6 +31,9 @@ fn per_call_us<T>(n: usize, mut f: impl FnMut() -> T) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// A part's name, what it times, and its timing.
+type Row<'a> = (&'a str, &'a str, Box<dyn Fn() -> f64 + 'a>);
+
 fn main() {
     let root = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -57,7 +60,7 @@ fn main() {
     let part = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let options = PlanOptions::default();
     let report = resolve(&args).expect("loads");
-    let rows: [(&str, &str, Box<dyn Fn() -> f64>); 5] = [
+    let rows: [Row<'_>; 5] = [
         (
             "check",
             "check (no machine options)",
