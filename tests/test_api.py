@@ -303,3 +303,20 @@ def test_model_ids_from_the_cache(
     assert report.valid and report.model is not None and commit in report.model.source
     with pytest.raises(hisparse_rs.ModelLoadError, match=r"hf download zai-org/GLM-5 config\.json"):
         hisparse_rs.check("zai-org/GLM-5")
+
+
+def test_check_sends_what_serve_args_gives_in_its_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check() builds its serve args in one pass over its parameters (issue 22,
+    speed): the same dict, key for key and in order, as serve_args() of the same
+    arguments, so the core reads the same input (its first type error included)."""
+    from hisparse_rs import _core, config
+
+    every: dict[str, Any] = {name: f"v-{name}" for name in config._SERVE_FIELDS}
+    every.update(hf_config={"a": 1}, vllm_use_v2_model_runner=True, hf_config_path=Path("/x/y"))
+    sent: list[Any] = []
+    monkeypatch.setattr(_core, "check_json", lambda args, *rest: sent.append(args))
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    hisparse_rs.check(DSV32, **every)
+    expected = hisparse_rs.serve_args(DSV32, **{**every, "hf_config_path": "/x/y"})
+    assert list(sent[0].items()) == list(expected.items())
+    assert list(expected)[-4:] == ["model", "hf_config", "VLLM_USE_V2_MODEL_RUNNER", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"]

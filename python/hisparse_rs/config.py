@@ -54,10 +54,10 @@ class ResolvedConfig:
 
 def _serve_args(
     model: str | os.PathLike[str] | None,
+    fields: Mapping[str, Any],
     *,
     hf_config: Mapping[str, Any] | None = None,
     vllm_use_v2_model_runner: Any = _ENV,
-    **fields: Any,
 ) -> dict[str, Any]:
     args: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     if model is not None:
@@ -195,7 +195,7 @@ def check(
         TypeError: an argument has the wrong type.
         ValueError: an unknown ``gpu`` or ``engine``, or a machine option out of range.
     """
-    given = {k: v for k, v in locals().items() if k in _VLLM_ONLY and v is not None and v is not _ENV}
+    params = locals()  # the arguments alone: the first statement
     machine = {
         "gpu": gpu,
         "gpu_memory_gib": gpu_memory_gib,
@@ -204,6 +204,7 @@ def check(
         "gpus_per_node": gpus_per_node,
     }
     if sglang.engine_name(engine) == "sglang":
+        given = {k: v for k, v in params.items() if k in _VLLM_ONLY and v is not None and v is not _ENV}
         if given:
             raise TypeError(
                 f"check(engine='sglang') takes SGLang ServerArgs names; {', '.join(sorted(given))} "
@@ -213,39 +214,12 @@ def check(
         return sglang.check(model, machine, {**shared, **server_args})
     if server_args:
         raise TypeError(_unexpected("check", server_args))
+    # One pass over the arguments, in their order (serve_args gives the same dict).
+    fields = {k: v for k in _SERVE_FIELDS if (v := params[k]) is not None}
+    if hf_config_path is not None:
+        fields["hf_config_path"] = os.fsdecode(hf_config_path)
     args = _serve_args(
-        model,
-        revision=revision,
-        hf_config_path=None if hf_config_path is None else os.fsdecode(hf_config_path),
-        hf_config=hf_config,
-        vllm_use_v2_model_runner=vllm_use_v2_model_runner,
-        hf_overrides=hf_overrides,
-        kv_transfer_config=kv_transfer_config,
-        attention_config=attention_config,
-        speculative_config=speculative_config,
-        compilation_config=compilation_config,
-        tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size,
-        data_parallel_size=data_parallel_size,
-        data_parallel_size_local=data_parallel_size_local,
-        decode_context_parallel_size=decode_context_parallel_size,
-        prefill_context_parallel_size=prefill_context_parallel_size,
-        nnodes=nnodes,
-        node_rank=node_rank,
-        headless=headless,
-        data_parallel_rank=data_parallel_rank,
-        kv_cache_dtype=kv_cache_dtype,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        gpu_memory_utilization=gpu_memory_utilization,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        distributed_executor_backend=distributed_executor_backend,
-        data_parallel_backend=data_parallel_backend,
-        enable_expert_parallel=enable_expert_parallel,
-        scheduler_reserve_full_isl=scheduler_reserve_full_isl,
-        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
-        platform=platform,
+        model, fields, hf_config=hf_config, vllm_use_v2_model_runner=vllm_use_v2_model_runner
     )
     given_machine: dict[str, Any] = {k: v for k, v in machine.items() if v is not None}
     return check_args(args, **given_machine)
@@ -259,6 +233,12 @@ _CHECK_KEYWORDS = frozenset(inspect.signature(check).parameters) - {
 }
 # vLLM's arguments that SGLang does not share (its revision, kv_cache_dtype and nnodes are SGLang's too).
 _VLLM_ONLY = _CHECK_KEYWORDS - {"revision", "kv_cache_dtype", "nnodes"}
+# The ServeArgs fields check() passes as given, in its signature's order.
+_SERVE_FIELDS = tuple(
+    name
+    for name in inspect.signature(check).parameters
+    if name in _CHECK_KEYWORDS and name not in ("hf_config", "vllm_use_v2_model_runner")
+)
 
 
 def _unexpected(function: str, names: Iterable[str]) -> str:
@@ -296,7 +276,13 @@ def serve_args(
     unknown = sorted(set(kwargs) - _CHECK_KEYWORDS)
     if unknown:
         raise TypeError(_unexpected("serve_args", unknown))
-    return _serve_args(model, **kwargs)
+    fields = {k: v for k, v in kwargs.items() if k not in ("hf_config", "vllm_use_v2_model_runner")}
+    return _serve_args(
+        model,
+        fields,
+        hf_config=kwargs.get("hf_config"),
+        vllm_use_v2_model_runner=kwargs.get("vllm_use_v2_model_runner", _ENV),
+    )
 
 
 def check_args(args: Mapping[str, Any], *, engine: str = "vllm", **machine: Any) -> Report:

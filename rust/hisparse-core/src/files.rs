@@ -129,6 +129,13 @@ fn open_nonblocking(path: &Path) -> io::Result<File> {
 
 /// The bytes of the regular file at `path` (symlinks followed), at most `max`.
 pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+    read_regular_stat(path, max).map(|(bytes, _)| bytes)
+}
+
+/// [`read_regular`], also returning the open file's metadata as it was
+/// before the read (for a cache key: a change during the read changes the
+/// file's ctime after it).
+pub fn read_regular_stat(path: &Path, max: u64) -> Result<(Vec<u8>, Metadata), FileError> {
     let io_err = |e: io::Error| match e.kind() {
         io::ErrorKind::NotFound => FileError::NotFound,
         _ => FileError::Io(e),
@@ -147,7 +154,13 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
             max,
         });
     }
-    Ok(bytes)
+    Ok((bytes, meta))
+}
+
+/// Whether `meta` is of a regular file of at most `max` bytes (what
+/// [`read_regular`] reads; anything else it refuses with an error).
+pub fn is_readable(meta: &Metadata, max: u64) -> bool {
+    check(meta, max).is_ok()
 }
 
 #[cfg(test)]

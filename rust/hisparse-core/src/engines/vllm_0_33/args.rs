@@ -415,28 +415,37 @@ impl ServeArgs {
             return Ok(None);
         };
         // A local path first, as vLLM; else a model id in the Hugging Face cache.
-        let file = match config_file(Path::new(model)) {
-            Some(file) => file,
-            None => crate::model::hub::locate(
-                model,
-                self.revision.as_deref(),
-                &crate::model::hub::HubCache::from_env(|k| std::env::var(k).ok()),
-            )?,
+        let (file, meta) = match config_file(Path::new(model)) {
+            Some(found) => found,
+            None => (
+                crate::model::hub::locate(
+                    model,
+                    self.revision.as_deref(),
+                    &crate::model::hub::HubCache::from_env(|k| std::env::var(k).ok()),
+                )?,
+                None,
+            ),
         };
         let shown = file.display().to_string();
-        let value = crate::model::file::load(&file, &shown)?;
+        let value = match meta {
+            Some(meta) => crate::model::file::load_stat(&file, &shown, meta)?,
+            None => crate::model::file::load(&file, &shown)?,
+        };
         Ok(Some((value, shown)))
     }
 }
 
-/// The config.json a model path names. Anything that exists and is not a
-/// directory counts, so a FIFO or device is refused as such when read.
-fn config_file(path: &Path) -> Option<PathBuf> {
-    if path.exists() && !path.is_dir() {
-        return Some(path.to_owned());
-    }
+/// The config.json a model path names, with its `stat` when that was made.
+/// Anything that exists and is not a directory counts, so a FIFO or device
+/// is refused as such when read. `path/config.json` exists only when `path`
+/// is a directory, so it is looked at first: one `stat` for a model
+/// directory, the usual case, and the one the file cache's key needs.
+fn config_file(path: &Path) -> Option<(PathBuf, Option<std::fs::Metadata>)> {
     let inner = path.join("config.json");
-    inner.exists().then_some(inner)
+    if let Ok(meta) = std::fs::metadata(&inner) {
+        return Some((inner, Some(meta)));
+    }
+    (path.exists() && !path.is_dir()).then(|| (path.to_owned(), None))
 }
 
 /// vLLM's parallel sizes from its flags (the arithmetic on them is

@@ -87,10 +87,11 @@ pub(crate) fn check_with_model(
             (report, model) = resolve_advised(args, hw, Some(&advice), machine)?;
         }
     }
-    // Without the node's RAM the pools are not checked: say so on a valid report.
+    // Without the node's RAM the pools are not checked: say so on a valid
+    // report (what they pin; this machine's RAM is not read).
     if host_ram && options.host_memory_gib.is_none() {
-        if let Some(h) = report.vllm_hisparse().cloned() {
-            let host = planner::host_plan(args, options, &h, &mut Vec::new());
+        if let Some(h) = report.vllm_hisparse() {
+            let host = planner::node_pools(args, options, h);
             report.warnings.push(planner::pinned_unchecked(&host));
         }
     }

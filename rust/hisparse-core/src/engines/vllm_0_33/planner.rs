@@ -666,12 +666,50 @@ fn tp_dp(args: &ServeArgs) -> (u64, u64) {
 }
 
 /// The host pools of a resolved configuration on this node: mode, blocks,
-/// bytes, and what this node pins against its RAM.
+/// bytes, and what this node pins against its RAM: `--host-memory-gib`, else
+/// this machine's `MemAvailable` (or a warning that it could not be read).
 pub(crate) fn host_plan(
     args: &ServeArgs,
     options: &PlanOptions,
     h: &ResolvedHiSparse,
     warnings: &mut Vec<Diagnostic>,
+) -> HostPlan {
+    let mut host = node_pools(args, options, h);
+    if options.host_memory_gib.is_some() {
+        return host;
+    }
+    match host_memory_available() {
+        Some(b) => {
+            host.host_memory_bytes = Some(b);
+            host.usable_host_memory_bytes = Some(usable(b));
+            host.host_memory_source = "this machine's MemAvailable (/proc/meminfo), what vLLM checks on the node it runs on; --host-memory-gib gives the serving node's".to_owned();
+        }
+        None => warnings.push(
+            Diagnostic::warning(
+                Code::HostMemoryUnknown,
+                FieldPath::root("host_memory_gib"),
+                "this machine's host RAM could not be read (/proc/meminfo), so the pinned pools are not checked against it",
+            )
+            .hint("pass --host-memory-gib (Python: host_memory_gib=) with the serving node's RAM"),
+        ),
+    }
+    host
+}
+
+/// The pinned bytes the check allows of `bytes` of RAM (95 %).
+fn usable(bytes: u64) -> u64 {
+    (bytes as f64 * HOST_MEMORY_FRACTION) as u64
+}
+
+/// [`host_plan`] without this machine's RAM: the node's RAM is
+/// `--host-memory-gib` or unknown ("unknown", None). The plain check's
+/// warning that the RAM was not checked needs only the pools, so it never
+/// reads `/proc/meminfo` (a read per call, in the kernel, costs what the
+/// rest of a check does).
+pub(crate) fn node_pools(
+    args: &ServeArgs,
+    options: &PlanOptions,
+    h: &ResolvedHiSparse,
 ) -> HostPlan {
     let (tp, dp) = tp_dp(args);
     let platform = args.platform.as_deref().unwrap_or("cuda");
@@ -731,23 +769,7 @@ pub(crate) fn host_plan(
                 .clone()
                 .unwrap_or_else(|| "given with --host-memory-gib".to_owned()),
         ),
-        None => match host_memory_available() {
-            Some(b) => (
-                Some(b),
-                "this machine's MemAvailable (/proc/meminfo), what vLLM checks on the node it runs on; --host-memory-gib gives the serving node's".to_owned(),
-            ),
-            None => {
-                warnings.push(
-                    Diagnostic::warning(
-                        Code::HostMemoryUnknown,
-                        FieldPath::root("host_memory_gib"),
-                        "this machine's host RAM could not be read (/proc/meminfo), so the pinned pools are not checked against it",
-                    )
-                    .hint("pass --host-memory-gib (Python: host_memory_gib=) with the serving node's RAM"),
-                );
-                (None, "unknown".to_owned())
-            }
-        },
+        None => (None, "unknown".to_owned()),
     };
     let speculative_model = args
         .speculative_config
@@ -769,7 +791,7 @@ pub(crate) fn host_plan(
         pinned_bytes_per_node: pool.saturating_mul(pools_per_node),
         host_memory_bytes,
         host_memory_source,
-        usable_host_memory_bytes: host_memory_bytes.map(|b| (b as f64 * HOST_MEMORY_FRACTION) as u64),
+        usable_host_memory_bytes: host_memory_bytes.map(usable),
         host_memory_given: options.host_memory_gib.is_some(),
         draft_model: speculative_model.map(|m| {
             format!("speculative draft {m} keeps its KV on the GPU: HiSparse pools hold the target model's (and its MTP layers') KV only")

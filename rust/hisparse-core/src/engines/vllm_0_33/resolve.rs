@@ -93,7 +93,7 @@ pub(crate) fn resolve_once(
                 model::deep_merge(&mut merged, o);
                 model::read(&merged, Some(o))
             }
-            None => model::read(cfg, None),
+            None => model::file::read_shared(cfg),
         };
         (info, source.clone())
     });
