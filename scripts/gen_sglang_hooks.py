@@ -54,8 +54,9 @@ PORTED: dict[str, str] = {
     "in part: its rules for a prefill worker (backends, CP, speculation) are not ported",
     "handle_speculative_decoding": "`speculative_algorithm_unknown`, `speculative_num_steps_missing`, "
     "`speculative_eagle_topk_missing`, `eagle_topk_needs_tree_backend`, `ngram_topk_with_pages`, "
-    "`ngram_with_dp_attention`; EAGLE's defaults (read)",
-    "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`",
+    "`ngram_with_dp_attention`, `speculative_adaptive_steps_not_candidate`; EAGLE's defaults (read)",
+    "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`; "
+    "`ep_size_zero` (the publish after it, entrypoints/engine.py:1175)",
     "check_pipeline_parallel_compat": "`pipeline_speculation_off_prefill`, `pipeline_speculation_not_eagle`",
     "handle_decode_context_parallelism": "`dcp_size_not_positive`; its backend rules are not ported",
     "_hisparse_validation": "`hisparse_model_not_dsa`, `radix_cache_enabled`, `mixed_chunk_with_hisparse`, "

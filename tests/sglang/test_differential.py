@@ -37,6 +37,7 @@ named deviations by code) are printed at the end of the session (conftest.py).
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -470,6 +471,20 @@ def _our_resolved(report: Any) -> dict[str, Json]:
     return {k: v.get("value") if isinstance(v, dict) else v for k, v in hisparse.items()}
 
 
+def _same(ours: Json, sglang: Json) -> bool:
+    """Equal as Python compares them; a number the report writes as a string
+    (``"nan"``, ``"inf"``, an integer beyond 64 bits) is read back, and NaN
+    equals NaN (SGLang holds the float it read)."""
+    if isinstance(ours, str) and isinstance(sglang, (int, float)) and not isinstance(sglang, bool):
+        try:
+            ours = float(ours) if isinstance(sglang, float) else int(ours)
+        except ValueError:
+            return False
+    if isinstance(ours, float) and isinstance(sglang, float) and math.isnan(ours) and math.isnan(sglang):
+        return True
+    return bool(ours == sglang)
+
+
 def _codes(report: Any) -> set[str]:
     return {d.code for d in [*report.errors, *report.warnings]}
 
@@ -503,7 +518,7 @@ def compare(
     elif verdict["valid"] and verdict["resolved"].get("enable_hisparse"):
         resolved = _our_resolved(report)
         for field in COMPARED:
-            if field in verdict["resolved"] and resolved.get(field) != verdict["resolved"][field]:
+            if field in verdict["resolved"] and not _same(resolved.get(field), verdict["resolved"][field]):
                 differences.append(
                     f"{field}: ours {resolved.get(field)!r}, SGLang {verdict['resolved'][field]!r}"
                 )

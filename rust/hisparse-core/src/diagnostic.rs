@@ -190,6 +190,8 @@ codes! {
     PrefillOnlyDisableKvCachePreconditions => "prefill_only_disable_kv_cache_preconditions",
     TilelangFp8BackendsMixed => "tilelang_fp8_backends_mixed",
     PrefillCompletePolicyUnsupported => "prefill_complete_policy_unsupported",
+    SpeculativeAdaptiveStepsNotCandidate => "speculative_adaptive_steps_not_candidate",
+    EpSizeZero => "ep_size_zero",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

@@ -70,6 +70,8 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::PrefillOnlyDisableKvCachePreconditions,
     Code::TilelangFp8BackendsMixed,
     Code::PrefillCompletePolicyUnsupported,
+    Code::SpeculativeAdaptiveStepsNotCandidate,
+    Code::EpSizeZero,
 ];
 
 #[cfg(test)]

@@ -197,11 +197,12 @@ fn data_parallel_layout(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .allowed(format!("a divisor of tp_size {tp}"));
         // --attn-dp-size 1 beside --dp-size N --enable-dp-attention turns the
         // deprecated form back on (parallel_hook.py:39-60), width N again: no
-        // fix of this one alone (dp_replicas_with_attn_dp says why).
+        // fix of this one alone (dp_replicas_with_attn_dp says why; N below 1
+        // is attn_dp_size_not_positive's refusal then).
         let revives = attr == "attn_dp_size"
             && fit == 1
             && a.enable_dp_attention == Some(true)
-            && a.dp_size.unwrap_or(1) > 1;
+            && a.dp_size.unwrap_or(1) != 1;
         d.push(if revives {
             e
         } else {
@@ -296,9 +297,11 @@ fn kv_cache_sharding(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
 /// speculative_hook.py:1159-1174: EAGLE picks (3, 1, 4) only when none of
 /// steps / topk / draft tokens is given; topk or draft tokens without steps
 /// is a bare AssertionError, steps without topk a TypeError (FACTS_sglang.md #6).
+/// Adaptive speculation fills topk (1) and steps (3) before these run
+/// (speculative_hook.py:262-264, :1402-1414): neither fires then.
 fn eagle_parameters(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     let a = r.args;
-    if a.speculation_on() && a.speculative_algorithm() != Some("NGRAM") {
+    if a.speculation_on() && a.speculative_algorithm() != Some("NGRAM") && !a.adaptive_on() {
         let (steps, topk, draft) = (
             a.speculative_num_steps,
             a.speculative_eagle_topk,

@@ -23,6 +23,50 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(unknown_algorithm(r));
     d.extend(ngram_topk_with_pages(r));
     d.extend(ngram_with_dp_attention(r));
+    d.extend(adaptive_steps_not_candidate(r));
+}
+
+/// The candidate steps of SGLang's default adaptive config, every batch-size
+/// slot's together (speculative/adaptive_spec_params.py:28-53, :142-150).
+pub const ADAPTIVE_CANDIDATE_STEPS: [i64; 5] = [0, 1, 3, 5, 7];
+
+/// `--speculative-adaptive` (when SGLang keeps it on, [`SglangArgs::adaptive_on`])
+/// with `--speculative-num-steps` outside the candidate steps: ValueError at
+/// resolve (`_init_adaptive_speculative_params`, speculative_hook.py:1392-1420;
+/// unset steps resolve to 3). The fix is the nearest candidate (the larger on a
+/// tie); with HiSparse one of 1 and 3, whose 2-4 draft tokens
+/// (hisparse_coordinator.py:178-181) are steps + 1.
+///
+/// [`SglangArgs::adaptive_on`]: super::args::SglangArgs
+fn adaptive_steps_not_candidate(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let steps = a.speculative_num_steps?;
+    if !a.adaptive_on() || ADAPTIVE_CANDIDATE_STEPS.contains(&steps) {
+        return None;
+    }
+    let candidates: &[i64] = if a.hisparse_on() {
+        &[1, 3]
+    } else {
+        &ADAPTIVE_CANDIDATE_STEPS
+    };
+    let nearest = candidates
+        .iter()
+        .copied()
+        .min_by_key(|c| (c.abs_diff(steps), -c))
+        .unwrap_or(3);
+    Some(
+        Diagnostic::error(
+            Code::SpeculativeAdaptiveStepsNotCandidate,
+            FieldPath::root("speculative_num_steps"),
+            format!(
+                "--speculative-num-steps={steps} is not in the adaptive config candidate_steps {ADAPTIVE_CANDIDATE_STEPS:?}. Pass one of those values."
+            ),
+        )
+        .stage(Resolve)
+        .given(&json!(steps))
+        .allowed(format!("one of {ADAPTIVE_CANDIDATE_STEPS:?} with --speculative-adaptive (SGLang's default adaptive config, speculative/adaptive_spec_params.py:28-53)"))
+        .fix(vec![set("speculative_num_steps", json!(nearest))]),
+    )
 }
 
 /// `--speculative-algorithm` that is no builtin name nor alias: ValueError
