@@ -859,3 +859,33 @@ fn attn_dp_size_one_beside_a_zero_dp_size_is_no_fix() {
     let r = check(json!({"dp_size": -1, "attn_dp_size": 0, "enable_dp_attention": true}));
     assert!(error(&r, Code::AttnDpSizeNotPositive).fix.is_empty());
 }
+
+/// Adaptive speculation that SGLang turns off for topk 2 is back on once the
+/// topk fix gives 1: the fixed launch met the adaptive rules and was refused
+/// again (HiSparse: adaptive is unsupported; without: steps 2 is no
+/// candidate). The fixes that open the gate now close those too.
+#[test]
+fn a_fix_that_turns_adaptive_back_on_also_fixes_what_adaptive_needs() {
+    for v in [
+        json!({"enable_hisparse": true, "disable_radix_cache": true, "speculative_algorithm": "EAGLE",
+               "speculative_adaptive": true, "speculative_num_steps": 3, "speculative_eagle_topk": 2,
+               "speculative_num_draft_tokens": 4}),
+        json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true,
+               "speculative_num_steps": 2, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 3}),
+        json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true, "attn_dp_size": 3,
+               "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3}),
+    ] {
+        let r = check(v.clone());
+        assert!(!r.valid);
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::SpeculativeAdaptiveStepsNotCandidate
+                    || d.code == Code::SpeculativeAdaptiveWithHisparse),
+            "adaptive is off as given: {:#?}",
+            r.errors
+        );
+        let after = fixed(&args(v.clone()), &r);
+        assert!(after.valid, "{v}: {:#?}", after.errors);
+    }
+}

@@ -43,6 +43,7 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
         rules_late::check(&r, &mut diags);
     }
     deviations::check(&r, &mut diags);
+    rules_spec::adaptive_revived_by_fixes(&r, &mut diags);
     report(&r, diags)
 }
 
