@@ -35,7 +35,10 @@ PLUMBING = {"resolving_view", "run_post_process_pass"}
 #: or in part), or why it is not ported. A hook not named here is "not ported".
 PORTED: dict[str, str] = {
     "handle_deprecated_dp_attention": "read: `--dp-size N --enable-dp-attention` is the attention-DP width",
-    "handle_pd_disaggregation": "`host_receive_with_hisparse`, `decode_radix_cache_with_hisparse`, "
+    "handle_cache_compatibility": "in part: `host_receive_off_decode`, `host_receive_with_dcp` (the "
+    "host_pool backup decode host receive declares); `hierarchical_cache_without_radix_cache`",
+    "handle_pd_disaggregation": "`host_receive_threshold_out_of_range`, `host_receive_with_hisparse`, "
+    "`decode_radix_cache_with_hisparse`, "
     "`prefill_complete_with_hisparse`, `prefill_complete_policy_unsupported`; "
     "`attn_dp_size_not_positive` (its ZeroDivisionError)",
     "handle_gpu_memory_settings": "read: the default `chunked_prefill_size` and `mem_fraction_static` by GPU",

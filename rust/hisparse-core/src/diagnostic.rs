@@ -192,6 +192,9 @@ codes! {
     PrefillCompletePolicyUnsupported => "prefill_complete_policy_unsupported",
     SpeculativeAdaptiveStepsNotCandidate => "speculative_adaptive_steps_not_candidate",
     EpSizeZero => "ep_size_zero",
+    HostReceiveThresholdOutOfRange => "host_receive_threshold_out_of_range",
+    HostReceiveOffDecode => "host_receive_off_decode",
+    HostReceiveWithDcp => "host_receive_with_dcp",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

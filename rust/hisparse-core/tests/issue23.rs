@@ -889,3 +889,38 @@ fn a_fix_that_turns_adaptive_back_on_also_fixes_what_adaptive_needs() {
         assert!(after.valid, "{v}: {:#?}", after.errors);
     }
 }
+
+// --- NOT_DRAWN ported: decode host KV buffering without HiSparse ---------------
+
+/// A threshold outside [0, 1], or below 1 off a P/D decode server (the
+/// host_pool retraction backup it declares is decode-only), or with DCP:
+/// SGLang refuses each at resolve (pd_disaggregation_hook.py:64-80,
+/// kv_cache_hook.py:351-364); we said valid. The fix (threshold 1) passes.
+#[test]
+fn decode_host_receive_is_refused_where_sglang_refuses_it() {
+    let t = "disaggregation_decode_host_receive_threshold";
+    for (v, code) in [
+        (json!({t: 1.5}), Code::HostReceiveThresholdOutOfRange),
+        (json!({t: -0.1}), Code::HostReceiveThresholdOutOfRange),
+        (json!({t: 0.5}), Code::HostReceiveOffDecode),
+        (
+            json!({t: 0.5, "disaggregation_mode": "prefill"}),
+            Code::HostReceiveOffDecode,
+        ),
+        (
+            json!({t: 0.5, "disaggregation_mode": "decode", "dcp_size": 2}),
+            Code::HostReceiveWithDcp,
+        ),
+    ] {
+        let (r, s) = refused(v.clone(), code);
+        assert_eq!(s, "resolve", "{v}");
+        let after = fixed(&args(v.clone()), &r);
+        assert!(
+            !after.errors.iter().any(|d| d.code == code),
+            "{v}: {:#?}",
+            after.errors
+        );
+    }
+    assert!(check(json!({t: 0.5, "disaggregation_mode": "decode"})).valid);
+    assert!(check(json!({t: 0.0, "disaggregation_mode": "decode"})).valid);
+}

@@ -72,6 +72,9 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::PrefillCompletePolicyUnsupported,
     Code::SpeculativeAdaptiveStepsNotCandidate,
     Code::EpSizeZero,
+    Code::HostReceiveThresholdOutOfRange,
+    Code::HostReceiveOffDecode,
+    Code::HostReceiveWithDcp,
 ];
 
 #[cfg(test)]
