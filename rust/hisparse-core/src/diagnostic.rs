@@ -195,6 +195,7 @@ codes! {
     HostReceiveThresholdOutOfRange => "host_receive_threshold_out_of_range",
     HostReceiveOffDecode => "host_receive_off_decode",
     HostReceiveWithDcp => "host_receive_with_dcp",
+    DpReplicasOverNodes => "dp_replicas_over_nodes",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

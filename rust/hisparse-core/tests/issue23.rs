@@ -924,3 +924,22 @@ fn decode_host_receive_is_refused_where_sglang_refuses_it() {
     assert!(check(json!({t: 0.5, "disaggregation_mode": "decode"})).valid);
     assert!(check(json!({t: 0.0, "disaggregation_mode": "decode"})).valid);
 }
+
+/// `--dp-size 2 --nnodes 2`: SGLang's check asserts no multi-node DP replicas
+/// (arg_groups/validation_hook.py:199-202); we said valid. Attention DP over
+/// nodes is not replicas.
+#[test]
+fn data_parallel_replicas_over_nodes_are_refused_at_check() {
+    let (r, s) = refused(
+        json!({"tp_size": 8, "dp_size": 2, "nnodes": 2}),
+        Code::DpReplicasOverNodes,
+    );
+    assert_eq!(s, "check");
+    assert!(error(&r, Code::DpReplicasOverNodes).fix.is_empty());
+    let r = check(json!({"tp_size": 8, "dp_size": 2, "enable_dp_attention": true, "nnodes": 2}));
+    assert!(
+        !r.errors.iter().any(|d| d.code == Code::DpReplicasOverNodes),
+        "{:#?}",
+        r.errors
+    );
+}

@@ -75,6 +75,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::HostReceiveThresholdOutOfRange,
     Code::HostReceiveOffDecode,
     Code::HostReceiveWithDcp,
+    Code::DpReplicasOverNodes,
 ];
 
 #[cfg(test)]

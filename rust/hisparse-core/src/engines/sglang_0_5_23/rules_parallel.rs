@@ -50,8 +50,34 @@ fn dcp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
 pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(nnodes_divide_tp_pp(r));
     d.extend(pipeline_speculation_off_prefill(r));
+    d.extend(dp_replicas_over_nodes(r));
     d.extend(ep_size_zero(r));
     d.extend(gpus_per_node_exceeded(r));
+}
+
+/// `--dp-size` replicas (the resolved dp_size, after `--dp-size N
+/// --enable-dp-attention` is turned into attention DP) with `--nnodes` other
+/// than 1: AssertionError "multi-node data-parallel replicas are not
+/// supported; use attention DP (--attn-dp-size) across nodes"
+/// (arg_groups/validation_hook.py:199-202), at check. No fix: attention DP
+/// or one node is another deployment.
+fn dp_replicas_over_nodes(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let dp = r.dp_replicas();
+    let nnodes = r.args.nnodes.unwrap_or(1);
+    if dp <= 1 || nnodes == 1 {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::DpReplicasOverNodes,
+            FieldPath::root("dp_size"),
+            "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes",
+        )
+        .stage(Check)
+        .given(&json!(dp))
+        .allowed("--dp-size 1 with --nnodes > 1, or --nnodes 1 with --dp-size > 1")
+        .hint(format!("choose one: {dp} replicas on one node (--nnodes 1), or attention DP across the {nnodes} nodes (--attn-dp-size); they are different deployments, so the check does not pick")),
+    )
 }
 
 /// `--ep-size 0`: the launcher publishes the resolved arguments right after
