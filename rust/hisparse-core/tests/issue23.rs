@@ -943,3 +943,29 @@ fn data_parallel_replicas_over_nodes_are_refused_at_check() {
         r.errors
     );
 }
+
+/// Adaptive EAGLE on Llama with none of steps / topk / draft tokens: adaptive
+/// gives topk 1; the fix that drops adaptive left Llama's (5, 4, 8), which
+/// HiSparse refuses again. The fix now gives (3, 1, 4) with it.
+#[test]
+fn dropping_adaptive_on_llama_keeps_linear_speculation() {
+    let v = json!({"model_path": model("llama-3.1-8b"), "enable_hisparse": true,
+        "disable_radix_cache": true, "speculative_algorithm": "EAGLE", "speculative_adaptive": true});
+    let r = check(v.clone());
+    assert!(
+        r.errors
+            .iter()
+            .any(|d| d.code == Code::SpeculativeAdaptiveWithHisparse),
+        "{:#?}",
+        r.errors
+    );
+    let after = fixed(&args(v), &r);
+    assert!(
+        !after
+            .errors
+            .iter()
+            .any(|d| d.code == Code::SpeculativeEagleTopkNotOne),
+        "{:#?}",
+        after.errors
+    );
+}

@@ -97,7 +97,21 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         // hisparse_hook.py:122-126.
         // It reads the resolved flag: SGLang turns adaptive off where it cannot run.
         if a.adaptive_on() {
-            d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(vec![set("speculative_adaptive", json!(false))]));
+            // Without adaptive, none of steps / topk / draft tokens given is
+            // (5, 4, 8) on Llama and Grok (speculative_hook.py:1430-1461): the
+            // fix gives HiSparse's linear (3, 1, 4) with it.
+            let mut ops = vec![set("speculative_adaptive", json!(false))];
+            if a.speculative_num_steps.is_none()
+                && a.speculative_eagle_topk.is_none()
+                && a.speculative_num_draft_tokens.is_none()
+            {
+                ops.extend([
+                    set("speculative_num_steps", json!(3)),
+                    set("speculative_eagle_topk", json!(1)),
+                    set("speculative_num_draft_tokens", json!(4)),
+                ]);
+            }
+            d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(ops));
         }
     }
     // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA and
