@@ -299,6 +299,8 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         "--ep-size": maybe([1, 8]),
         "--max-total-tokens": maybe([131072, 1048576]),
         "--speculative-ngram-max-bfs-breadth": maybe([1, 10]),
+        # Decode host KV buffering below 1 (pd_disaggregation_hook.py:64-80).
+        "--disaggregation-decode-host-receive-threshold": maybe([0.5, 0.0, 1.0, 1.5]),
     }
     for flag, strategy in valued.items():
         if draw(st.integers(0, rarely)) == 0:
@@ -872,11 +874,6 @@ NOT_DRAWN = {
     "(kv_cache_hook.py:321-345) is ported for DSA / DeepSeek-V4 only; a non-DSA model's "
     "prefill backend (triton for DeepSeek-V3) is not resolved yet",
     "is_embedding": "only read with --prefill-only-disable-kv-cache (above)",
-    "disaggregation_decode_host_receive_threshold": "below 1 it turns on decode host KV "
-    "buffering, whose rules (pd_disaggregation_hook.py:64-80: no HiSparse, host_pool "
-    "retraction declared over the user's backup; hicache_hook.py:75-95: the layer_first "
-    "host layout) are not ported yet: the generator found SGLang refusing "
-    "--disaggregation-decode-host-receive-threshold 0.5 without HiSparse where we said valid",
 }
 
 _DEST_SPELLINGS: dict[str, list[str]] = {}
