@@ -35,7 +35,10 @@ PLUMBING = {"resolving_view", "run_post_process_pass"}
 #: or in part), or why it is not ported. A hook not named here is "not ported".
 PORTED: dict[str, str] = {
     "handle_deprecated_dp_attention": "read: `--dp-size N --enable-dp-attention` is the attention-DP width",
-    "handle_pd_disaggregation": "`host_receive_with_hisparse`, `decode_radix_cache_with_hisparse`, "
+    "handle_cache_compatibility": "in part: `host_receive_off_decode`, `host_receive_with_dcp` (the "
+    "host_pool backup decode host receive declares); `hierarchical_cache_without_radix_cache`",
+    "handle_pd_disaggregation": "`host_receive_threshold_out_of_range`, `host_receive_with_hisparse`, "
+    "`decode_radix_cache_with_hisparse`, "
     "`prefill_complete_with_hisparse`, `prefill_complete_policy_unsupported`; "
     "`attn_dp_size_not_positive` (its ZeroDivisionError)",
     "handle_gpu_memory_settings": "read: the default `chunked_prefill_size` and `mem_fraction_static` by GPU",
@@ -54,8 +57,10 @@ PORTED: dict[str, str] = {
     "in part: its rules for a prefill worker (backends, CP, speculation) are not ported",
     "handle_speculative_decoding": "`speculative_algorithm_unknown`, `speculative_num_steps_missing`, "
     "`speculative_eagle_topk_missing`, `eagle_topk_needs_tree_backend`, `ngram_topk_with_pages`, "
-    "`ngram_with_dp_attention`; EAGLE's defaults (read)",
-    "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`",
+    "`ngram_with_dp_attention`, `speculative_adaptive_steps_not_candidate`; EAGLE's defaults (read)",
+    "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`, "
+    "`dp_replicas_over_nodes`; "
+    "`ep_size_zero` (the publish after it, entrypoints/engine.py:1175)",
     "check_pipeline_parallel_compat": "`pipeline_speculation_off_prefill`, `pipeline_speculation_not_eagle`",
     "handle_decode_context_parallelism": "`dcp_size_not_positive`; its backend rules are not ported",
     "_hisparse_validation": "`hisparse_model_not_dsa`, `radix_cache_enabled`, `mixed_chunk_with_hisparse`, "

@@ -54,6 +54,22 @@ def test_check_an_sglang_launch() -> None:
     assert b200.kv_cache_dtype == "fp8_e4m3"
 
 
+def test_top_k_is_pythons_value() -> None:
+    """A float top_k SGLang accepts (a buffer given) is held as Python holds it
+    (issue 23: the settings were integers, so a valid launch had none)."""
+    import math
+
+    for text, want in [("2048.5", 2048.5), ("NaN", math.nan), ("-Infinity", -math.inf), ("2048", 2048)]:
+        config = '{"top_k": ' + text + ', "device_buffer_size": 6144}'
+        report = hisparse_rs.check(DSV32, engine="sglang", gpu="h200", **{**VALID, "hisparse_config": config})
+        assert report.valid, report.to_json()
+        h = report.hisparse
+        assert isinstance(h, hisparse_rs.SglangHiSparseSettings)
+        assert type(h.top_k) is type(want), (text, h.top_k)
+        assert h.top_k == want or (math.isnan(h.top_k) and math.isnan(want)), (text, h.top_k)
+    assert json.loads(report.to_json())["hisparse"]["top_k"]["value"] == 2048
+
+
 def test_resolve_raises_with_every_error_and_its_sglang_stage() -> None:
     with pytest.raises(hisparse_rs.ConfigError) as info:
         hisparse_rs.resolve(

@@ -195,8 +195,10 @@ class SglangHiSparseSettings:
     """HiSparse as SGLang 0.5.23 would run it, with SGLang's names (tokens, slots, bytes)."""
 
     @property
-    def top_k(self) -> int:
-        """``hisparse_config.top_k``: read only by the default buffer and the buffer >= top_k check."""
+    def top_k(self) -> int | float:
+        """``hisparse_config.top_k`` as Python holds it (an int, or a float such as 2048.5 or NaN,
+        which SGLang accepts when a buffer is given): read only by the default buffer and the
+        buffer >= top_k check."""
     @property
     def index_topk(self) -> int:
         """The model's ``index_topk``, which replaces ``top_k`` at run time."""

@@ -10,7 +10,10 @@ the first refusal, as a launch on GPUs would (the stage names are the
                     (server_args.py:244-297 -> arg_groups/pipeline.py); a record
                     whose resolution failed cannot be retried (server_args.py:253-260).
 - check             `ServerArgs.check_server_args()` (server_args.py:508-511 ->
-                    arg_groups/validation_hook.py:172, hisparse_hook.py:87-165).
+                    arg_groups/validation_hook.py:172, hisparse_hook.py:87-165),
+                    then the publish that follows it before any process starts
+                    (`set_server_args`, entrypoints/engine.py:1165-1175: the
+                    derived parallel widths, srt/runtime_context.py:142-155).
 - after_weights_load `parse_hisparse_config()` (mem_cache/sparsity/factory.py:62-117),
                     first called while the KV pool is sized, after the weights
                     load (model_executor/pool_configurator.py:584-586). It takes
@@ -230,10 +233,15 @@ def _verdict(
         return _refusal(verdict, "resolve", exc)
     resolved.update(_resolved_settings(server_args))
 
-    # S2 check
+    # S2 check: check_server_args, then the launcher publishes the arguments
+    # (entrypoints/engine.py:1165-1175: set_server_args derives the parallel
+    # widths, a ZeroDivisionError for --ep-size 0), before any process starts.
+    from sglang.srt.runtime_context import get_context
+
     verdict["modelled_to"] = "check"
     try:
         server_args.check_server_args()
+        get_context().set_server_args(server_args)
     except Exception as exc:
         return _refusal(verdict, "check", exc)
     if not resolved["enable_hisparse"]:
@@ -242,9 +250,7 @@ def _verdict(
 
     from sglang.srt.arg_groups.overrides import model_config_of
     from sglang.srt.configs.model_config import is_deepseek_dsa
-    from sglang.srt.runtime_context import get_context
 
-    get_context().set_server_args(server_args)
     hf_config = model_config_of(server_args).hf_config
     index_topk = getattr(model_config_of(server_args).hf_text_config, "index_topk", None)
     resolved["index_topk"] = index_topk
@@ -294,7 +300,11 @@ def _verdict(
         num_draft_tokens = 0
         if resolved["speculative_algorithm"] not in (None, "NONE"):
             num_draft_tokens = resolved["speculative_num_draft_tokens"] or 0
-        max_running = resolved["max_running_requests"] or AUTO_MAX_RUNNING_REQUESTS
+        # 0 is a given value, not an unset one: SGLang tests `is not None`
+        # (model_executor/pool_configurator.py:1141-1145), max(1, 0 // attn_dp) is 1.
+        max_running = resolved["max_running_requests"]
+        if max_running is None:
+            max_running = AUTO_MAX_RUNNING_REQUESTS
         # One attention-DP worker's pool (model_executor/pool_configurator.py:1141-1144):
         # ReqToTokenPool has size + 1 rows (memory_pool.py:402); a P/D decode
         # server's DecodeReqToTokenPool size + pre_alloc_size + 1

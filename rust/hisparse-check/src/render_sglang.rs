@@ -29,7 +29,10 @@ pub fn human(report: &Report) -> String {
                 provenance(&h.enable_hisparse.provenance)
             );
             let mut rows: Vec<(&str, String, &Provenance)> = vec![
-                row("top_k", &h.top_k, |v| v.to_string()),
+                row("top_k", &h.top_k, |v| match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    n => n.to_string(),
+                }),
                 row("index_topk", &h.index_topk, |v| {
                     format!("{v} (replaces top_k at run time)")
                 }),

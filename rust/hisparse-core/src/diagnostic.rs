@@ -190,6 +190,12 @@ codes! {
     PrefillOnlyDisableKvCachePreconditions => "prefill_only_disable_kv_cache_preconditions",
     TilelangFp8BackendsMixed => "tilelang_fp8_backends_mixed",
     PrefillCompletePolicyUnsupported => "prefill_complete_policy_unsupported",
+    SpeculativeAdaptiveStepsNotCandidate => "speculative_adaptive_steps_not_candidate",
+    EpSizeZero => "ep_size_zero",
+    HostReceiveThresholdOutOfRange => "host_receive_threshold_out_of_range",
+    HostReceiveOffDecode => "host_receive_off_decode",
+    HostReceiveWithDcp => "host_receive_with_dcp",
+    DpReplicasOverNodes => "dp_replicas_over_nodes",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

@@ -118,7 +118,12 @@ pub struct SglangHiSparse {
     pub enable_hisparse: Resolved<bool>,
     /// `hisparse_config.top_k`: feeds only the default buffer and the
     /// `device_buffer_size >= top_k` check (mem_cache/sparsity/factory.py:85-90).
-    pub top_k: Resolved<i64>,
+    /// Python's value, which SGLang holds as it is (`{"top_k": 2048.5}` with a
+    /// buffer given starts): an integer (a bool is 0 or 1), written as a JSON
+    /// integer; a float, as a JSON number, NaN and infinities as `"nan"`,
+    /// `"inf"`, `"-inf"`; an integer beyond 64 bits as its digits, a string
+    /// ([`crate::pyvalue::PyValue::to_json`]).
+    pub top_k: Resolved<serde_json::Value>,
     /// The model's `index_topk`, which replaces `top_k` at run time
     /// (model_executor/model_runner.py:1039-1041).
     pub index_topk: Resolved<i64>,

@@ -729,3 +729,243 @@ fn pipeline_parallelism_takes_only_eagle_speculation() {
         r.errors
     );
 }
+
+// --- Found by the differential past launch 400 ---------------------------------
+
+/// `{"top_k": 2048.5}` with a buffer given passes SGLang's parse
+/// (factory.py:84: 6144 < 2048.5 is False) and starts: SGLang holds the float
+/// and runs with index_topk. The report's resolved settings hold Python's
+/// value (there were none: the settings were integers); an integer stays a
+/// JSON integer.
+#[test]
+fn a_float_top_k_is_held_as_python_holds_it() {
+    let r = hisparse(r#"{"top_k": 2048.5, "device_buffer_size": 6144}"#);
+    assert!(r.valid, "{:#?}", r.errors);
+    let h = r.sglang_hisparse().expect("resolved settings");
+    assert_eq!(h.top_k.value, json!(2048.5));
+    assert_eq!(h.index_topk.value, 2048);
+    let r = hisparse(r#"{"top_k": NaN, "device_buffer_size": 4096}"#);
+    assert!(r.valid, "{:#?}", r.errors);
+    assert_eq!(r.sglang_hisparse().unwrap().top_k.value, json!("nan"));
+    let r = hisparse(r#"{"top_k": 1024}"#);
+    let text = serde_json::to_value(&r).unwrap();
+    assert_eq!(text["hisparse"]["top_k"]["value"], json!(1024));
+    assert!(text["hisparse"]["top_k"]["value"].is_i64());
+    let r = hisparse(r#"{"top_k": true, "device_buffer_size": 4096}"#);
+    assert_eq!(r.sglang_hisparse().unwrap().top_k.value, json!(1));
+}
+
+/// NGRAM's topk is `--speculative-ngram-max-bfs-breadth` (default 10,
+/// speculative_hook.py:1309-1313), whatever `--speculative-eagle-topk` says:
+/// HiSparse's linear-speculation rule is fixed by the breadth (the fix was
+/// `--speculative-eagle-topk 1`, which the user had given, and the fixed
+/// launch was refused again).
+#[test]
+fn ngram_topk_under_hisparse_is_fixed_by_the_bfs_breadth() {
+    let v = json!({"enable_hisparse": true, "disable_radix_cache": true,
+        "attention_backend": "flashinfer", "speculative_algorithm": "NGRAM",
+        "speculative_eagle_topk": 1, "speculative_num_steps": 3, "speculative_num_draft_tokens": 4});
+    let r = check(v.clone());
+    let e = error(&r, Code::SpeculativeEagleTopkNotOne);
+    let fix = serde_json::to_value(&e.fix).unwrap();
+    assert_eq!(
+        fix[0]["path"],
+        json!("speculative_ngram_max_bfs_breadth"),
+        "{fix}"
+    );
+    let after = fixed(&args(v), &r);
+    assert!(
+        !after
+            .errors
+            .iter()
+            .any(|d| d.code == Code::SpeculativeEagleTopkNotOne),
+        "{:#?}",
+        after.errors
+    );
+}
+
+/// `--speculative-adaptive` with steps outside the default adaptive config's
+/// candidates [0, 1, 3, 5, 7]: ValueError at resolve
+/// (speculative_hook.py:1392-1420); we said the HiSparse rule at check (and
+/// nothing without HiSparse). Adaptive that SGLang turns off (topk 2, NGRAM)
+/// is neither this nor HiSparse's adaptive rule.
+#[test]
+fn adaptive_speculation_takes_the_candidate_steps_at_resolve() {
+    let v = json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true,
+        "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3});
+    let (r, s) = refused(v.clone(), Code::SpeculativeAdaptiveStepsNotCandidate);
+    assert_eq!(s, "resolve");
+    assert_eq!(
+        error(&r, Code::SpeculativeAdaptiveStepsNotCandidate).message,
+        "--speculative-num-steps=2 is not in the adaptive config candidate_steps [0, 1, 3, 5, 7]. Pass one of those values."
+    );
+    assert!(fixed(&args(v), &r).valid);
+    let v = json!({"speculative_algorithm": "nextn", "speculative_adaptive": true,
+        "speculative_num_steps": 6, "enable_hisparse": true, "disable_radix_cache": true});
+    let r = check(v.clone());
+    let fix =
+        serde_json::to_value(&error(&r, Code::SpeculativeAdaptiveStepsNotCandidate).fix).unwrap();
+    assert_eq!(
+        fix[0]["value"],
+        json!(3),
+        "HiSparse takes 2-4 draft tokens: {fix}"
+    );
+    assert!(
+        check(
+            json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true,
+        "speculative_num_steps": 3})
+        )
+        .valid
+    );
+    for off in [
+        json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true, "speculative_eagle_topk": 2,
+               "speculative_num_steps": 2, "speculative_num_draft_tokens": 4, "enable_hisparse": true,
+               "disable_radix_cache": true}),
+        json!({"speculative_algorithm": "NGRAM", "speculative_adaptive": true, "speculative_num_steps": 2,
+               "speculative_ngram_max_bfs_breadth": 1, "enable_hisparse": true, "disable_radix_cache": true}),
+    ] {
+        let r = check(off);
+        for code in [
+            Code::SpeculativeAdaptiveStepsNotCandidate,
+            Code::SpeculativeAdaptiveWithHisparse,
+        ] {
+            assert!(
+                !r.errors.iter().any(|d| d.code == code),
+                "{code:?}: {:#?}",
+                r.errors
+            );
+        }
+    }
+}
+
+/// `--ep-size 0`: ZeroDivisionError when the launcher publishes the arguments
+/// after check_server_args (srt/runtime_context.py:154, entrypoints/engine.py:1165-1175).
+#[test]
+fn an_ep_size_of_zero_is_refused_at_check() {
+    let v = json!({"ep_size": 0});
+    let (r, s) = refused(v.clone(), Code::EpSizeZero);
+    assert_eq!(s, "check");
+    assert!(fixed(&args(v), &r).valid);
+    assert!(check(json!({"ep_size": 1})).valid);
+}
+
+/// `--dp-size 0 --attn-dp-size 2 --enable-dp-attention` on tp 1: the layout
+/// fix `--attn-dp-size 1` turned the deprecated form back on with width 0
+/// (a ZeroDivisionError): no fix of that one alone, as for a width > 1.
+#[test]
+fn attn_dp_size_one_beside_a_zero_dp_size_is_no_fix() {
+    let r = check(json!({"dp_size": 0, "attn_dp_size": 2, "enable_dp_attention": true}));
+    assert!(error(&r, Code::DataParallelLayoutInvalid).fix.is_empty());
+    let r = check(json!({"dp_size": -1, "attn_dp_size": 0, "enable_dp_attention": true}));
+    assert!(error(&r, Code::AttnDpSizeNotPositive).fix.is_empty());
+}
+
+/// Adaptive speculation that SGLang turns off for topk 2 is back on once the
+/// topk fix gives 1: the fixed launch met the adaptive rules and was refused
+/// again (HiSparse: adaptive is unsupported; without: steps 2 is no
+/// candidate). The fixes that open the gate now close those too.
+#[test]
+fn a_fix_that_turns_adaptive_back_on_also_fixes_what_adaptive_needs() {
+    for v in [
+        json!({"enable_hisparse": true, "disable_radix_cache": true, "speculative_algorithm": "EAGLE",
+               "speculative_adaptive": true, "speculative_num_steps": 3, "speculative_eagle_topk": 2,
+               "speculative_num_draft_tokens": 4}),
+        json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true,
+               "speculative_num_steps": 2, "speculative_eagle_topk": 2, "speculative_num_draft_tokens": 3}),
+        json!({"speculative_algorithm": "EAGLE", "speculative_adaptive": true, "attn_dp_size": 3,
+               "speculative_num_steps": 2, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 3}),
+    ] {
+        let r = check(v.clone());
+        assert!(!r.valid);
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::SpeculativeAdaptiveStepsNotCandidate
+                    || d.code == Code::SpeculativeAdaptiveWithHisparse),
+            "adaptive is off as given: {:#?}",
+            r.errors
+        );
+        let after = fixed(&args(v.clone()), &r);
+        assert!(after.valid, "{v}: {:#?}", after.errors);
+    }
+}
+
+// --- NOT_DRAWN ported: decode host KV buffering without HiSparse ---------------
+
+/// A threshold outside [0, 1], or below 1 off a P/D decode server (the
+/// host_pool retraction backup it declares is decode-only), or with DCP:
+/// SGLang refuses each at resolve (pd_disaggregation_hook.py:64-80,
+/// kv_cache_hook.py:351-364); we said valid. The fix (threshold 1) passes.
+#[test]
+fn decode_host_receive_is_refused_where_sglang_refuses_it() {
+    let t = "disaggregation_decode_host_receive_threshold";
+    for (v, code) in [
+        (json!({t: 1.5}), Code::HostReceiveThresholdOutOfRange),
+        (json!({t: -0.1}), Code::HostReceiveThresholdOutOfRange),
+        (json!({t: 0.5}), Code::HostReceiveOffDecode),
+        (
+            json!({t: 0.5, "disaggregation_mode": "prefill"}),
+            Code::HostReceiveOffDecode,
+        ),
+        (
+            json!({t: 0.5, "disaggregation_mode": "decode", "dcp_size": 2}),
+            Code::HostReceiveWithDcp,
+        ),
+    ] {
+        let (r, s) = refused(v.clone(), code);
+        assert_eq!(s, "resolve", "{v}");
+        let after = fixed(&args(v.clone()), &r);
+        assert!(
+            !after.errors.iter().any(|d| d.code == code),
+            "{v}: {:#?}",
+            after.errors
+        );
+    }
+    assert!(check(json!({t: 0.5, "disaggregation_mode": "decode"})).valid);
+    assert!(check(json!({t: 0.0, "disaggregation_mode": "decode"})).valid);
+}
+
+/// `--dp-size 2 --nnodes 2`: SGLang's check asserts no multi-node DP replicas
+/// (arg_groups/validation_hook.py:199-202); we said valid. Attention DP over
+/// nodes is not replicas.
+#[test]
+fn data_parallel_replicas_over_nodes_are_refused_at_check() {
+    let (r, s) = refused(
+        json!({"tp_size": 8, "dp_size": 2, "nnodes": 2}),
+        Code::DpReplicasOverNodes,
+    );
+    assert_eq!(s, "check");
+    assert!(error(&r, Code::DpReplicasOverNodes).fix.is_empty());
+    let r = check(json!({"tp_size": 8, "dp_size": 2, "enable_dp_attention": true, "nnodes": 2}));
+    assert!(
+        !r.errors.iter().any(|d| d.code == Code::DpReplicasOverNodes),
+        "{:#?}",
+        r.errors
+    );
+}
+
+/// Adaptive EAGLE on Llama with none of steps / topk / draft tokens: adaptive
+/// gives topk 1; the fix that drops adaptive left Llama's (5, 4, 8), which
+/// HiSparse refuses again. The fix now gives (3, 1, 4) with it.
+#[test]
+fn dropping_adaptive_on_llama_keeps_linear_speculation() {
+    let v = json!({"model_path": model("llama-3.1-8b"), "enable_hisparse": true,
+        "disable_radix_cache": true, "speculative_algorithm": "EAGLE", "speculative_adaptive": true});
+    let r = check(v.clone());
+    assert!(
+        r.errors
+            .iter()
+            .any(|d| d.code == Code::SpeculativeAdaptiveWithHisparse),
+        "{:#?}",
+        r.errors
+    );
+    let after = fixed(&args(v), &r);
+    assert!(
+        !after
+            .errors
+            .iter()
+            .any(|d| d.code == Code::SpeculativeEagleTopkNotOne),
+        "{:#?}",
+        after.errors
+    );
+}

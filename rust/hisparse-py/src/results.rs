@@ -1002,9 +1002,24 @@ pub struct SglangHiSparseSettings(pub(crate) Arc<SglangHiSparse>);
 impl SglangHiSparseSettings {
     /// `hisparse_config.top_k` (default 2048): only the default buffer and the
     /// `device_buffer_size >= top_k` check read it (mem_cache/sparsity/factory.py:85-90).
+    /// Python's value as SGLang holds it: an int (any size), or a float
+    /// (`2048.5`, NaN and infinities pass SGLang's checks when a buffer is given).
     #[getter]
-    fn top_k(&self) -> i64 {
-        self.0.top_k.value
+    fn top_k<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.0.top_k.value {
+            serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                (Some(i), _, _) => Ok(i.into_pyobject(py)?.into_any()),
+                (None, Some(u), _) => Ok(u.into_pyobject(py)?.into_any()),
+                (_, _, f) => Ok(f.unwrap_or(f64::NAN).into_pyobject(py)?.into_any()),
+            },
+            // "nan", "inf", "-inf", or the digits of an integer beyond 64 bits.
+            serde_json::Value::String(s) if s.ends_with("nan") || s.ends_with("inf") => {
+                py.get_type::<pyo3::types::PyFloat>().call1((s.as_str(),))
+            }
+            other => py
+                .get_type::<pyo3::types::PyInt>()
+                .call1((other.to_string().trim_matches('"'),)),
+        }
     }
     /// The model's `index_topk`, which replaces `top_k` at run time (model_runner.py:1039-1041).
     #[getter]
@@ -1114,7 +1129,8 @@ impl SglangHiSparseSettings {
         format!(
             "SglangHiSparseSettings(device_buffer_size={}, top_k={}, index_topk={}, host_to_device_ratio={}, page_size={}, kv_cache_dtype={:?})",
             h.device_buffer_size.value,
-            h.top_k.value,
+            // Python's repr: 2048, 2048.5, nan (a JSON string only where JSON has no number).
+            h.top_k.value.as_str().map_or_else(|| h.top_k.value.to_string(), str::to_owned),
             h.index_topk.value,
             h.host_to_device_ratio.value,
             h.page_size.value,

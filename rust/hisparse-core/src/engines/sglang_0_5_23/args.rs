@@ -258,6 +258,18 @@ impl SglangArgs {
         self.speculative_algorithm().is_some_and(|a| a != "NONE")
     }
 
+    /// `--speculative-adaptive` as SGLang keeps it: on only for EAGLE / EAGLE3
+    /// with `speculative_eagle_topk` unset or 1 and no attention DP;
+    /// `_maybe_disable_adaptive` turns it off otherwise, with a warning
+    /// (arg_groups/speculative_hook.py:1374-1389,
+    /// speculative/adaptive_spec_params.py:56-100).
+    pub(crate) fn adaptive_on(&self) -> bool {
+        self.speculative_adaptive == Some(true)
+            && matches!(self.speculative_algorithm(), Some("EAGLE" | "EAGLE3"))
+            && matches!(self.speculative_eagle_topk, None | Some(1))
+            && self.attn_dp_given().0 <= 1
+    }
+
     /// `--speculative-algorithm` as SGLang resolves it: upper-cased, `NEXTN`
     /// as `EAGLE` (arg_groups/speculative_hook.py:136-160, :81-118); None when
     /// not given or not a name `SpeculativeAlgorithm.from_string` knows

@@ -70,6 +70,12 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::PrefillOnlyDisableKvCachePreconditions,
     Code::TilelangFp8BackendsMixed,
     Code::PrefillCompletePolicyUnsupported,
+    Code::SpeculativeAdaptiveStepsNotCandidate,
+    Code::EpSizeZero,
+    Code::HostReceiveThresholdOutOfRange,
+    Code::HostReceiveOffDecode,
+    Code::HostReceiveWithDcp,
+    Code::DpReplicasOverNodes,
 ];
 
 #[cfg(test)]

@@ -555,7 +555,9 @@ fn speculative(args: &SglangArgs, arch: Option<&str>) -> Option<(i64, i64, Resol
     let none_given = args.speculative_num_steps.is_none()
         && args.speculative_eagle_topk.is_none()
         && args.speculative_num_draft_tokens.is_none();
+    // Adaptive speculation sets topk 1 and steps 3 before (speculative_hook.py:262-264, :1402-1414).
     if none_given
+        && !args.adaptive_on()
         && args.speculative_algorithm() != Some("STANDALONE")
         && args.speculative_algorithm() != Some("NGRAM")
         && matches!(

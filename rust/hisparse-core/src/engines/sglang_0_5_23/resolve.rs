@@ -43,6 +43,7 @@ pub fn resolve_for(args: &SglangArgs, machine: &Machine<'_>) -> Report {
         rules_late::check(&r, &mut diags);
     }
     deviations::check(&r, &mut diags);
+    rules_spec::adaptive_revived_by_fixes(&r, &mut diags);
     report(&r, diags)
 }
 
@@ -56,11 +57,24 @@ fn int_resolved(r: &Resolved<Value>) -> Option<Resolved<i64>> {
     v.map(|v| Resolved::new(v, r.provenance.clone()))
 }
 
+/// top_k as Python holds it: any number (`2048.5` and `nan` pass SGLang's
+/// checks when a buffer is given, and are never used again), a bool as 0 or 1.
+/// A string stands for a float or an integer [`crate::pyvalue::PyValue::to_json`]
+/// cannot write as a JSON number; anything else never gets this far.
+fn number_resolved(r: &Resolved<Value>) -> Option<Resolved<Value>> {
+    let v = match &r.value {
+        Value::Bool(b) => Value::from(i64::from(*b)),
+        n @ (Value::Number(_) | Value::String(_)) => n.clone(),
+        _ => return None,
+    };
+    Some(Resolved::new(v, r.provenance.clone()))
+}
+
 fn settings(r: &Resolution<'_>) -> Option<SglangHiSparse> {
     let index_topk = r.index_topk?;
     Some(SglangHiSparse {
         enable_hisparse: Resolved::new(true, explicit("enable_hisparse")),
-        top_k: int_resolved(&r.top_k)?,
+        top_k: number_resolved(&r.top_k)?,
         index_topk: Resolved::new(index_topk, derived(&["config.json:index_topk"], "the model's index_topk replaces top_k at run time (model_executor/model_runner.py:1039-1041)")),
         device_buffer_size: int_resolved(&r.device_buffer_size)?,
         host_to_device_ratio: int_resolved(&r.host_to_device_ratio)?,

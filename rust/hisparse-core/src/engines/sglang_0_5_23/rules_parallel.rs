@@ -50,7 +50,55 @@ fn dcp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
 pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(nnodes_divide_tp_pp(r));
     d.extend(pipeline_speculation_off_prefill(r));
+    d.extend(dp_replicas_over_nodes(r));
+    d.extend(ep_size_zero(r));
     d.extend(gpus_per_node_exceeded(r));
+}
+
+/// `--dp-size` replicas (the resolved dp_size, after `--dp-size N
+/// --enable-dp-attention` is turned into attention DP) with `--nnodes` other
+/// than 1: AssertionError "multi-node data-parallel replicas are not
+/// supported; use attention DP (--attn-dp-size) across nodes"
+/// (arg_groups/validation_hook.py:199-202), at check. No fix: attention DP
+/// or one node is another deployment.
+fn dp_replicas_over_nodes(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let dp = r.dp_replicas();
+    let nnodes = r.args.nnodes.unwrap_or(1);
+    if dp <= 1 || nnodes == 1 {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::DpReplicasOverNodes,
+            FieldPath::root("dp_size"),
+            "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes",
+        )
+        .stage(Check)
+        .given(&json!(dp))
+        .allowed("--dp-size 1 with --nnodes > 1, or --nnodes 1 with --dp-size > 1")
+        .hint(format!("choose one: {dp} replicas on one node (--nnodes 1), or attention DP across the {nnodes} nodes (--attn-dp-size); they are different deployments, so the check does not pick")),
+    )
+}
+
+/// `--ep-size 0`: the launcher publishes the resolved arguments right after
+/// check_server_args (entrypoints/engine.py:1165-1175), and the MoE TP width
+/// `tp_size // moe_ep_size // moe_dp_size` divides by zero
+/// (`derive_parallel_widths`, srt/runtime_context.py:154): ZeroDivisionError
+/// before any process starts, the check stage here. The fix is SGLang's
+/// default, 1 (no expert parallelism, the same GPUs).
+fn ep_size_zero(r: &Resolution<'_>) -> Option<Diagnostic> {
+    r.args.ep_size.filter(|&n| n == 0)?;
+    Some(
+        Diagnostic::error(
+            Code::EpSizeZero,
+            FieldPath::root("ep_size"),
+            "ZeroDivisionError: integer division or modulo by zero (moe_tp_size = tp_size // ep_size // moe_dp_size with ep_size 0, srt/runtime_context.py:154, when the launcher publishes the arguments after check_server_args, entrypoints/engine.py:1165-1175)",
+        )
+        .stage(Check)
+        .given(&json!(0))
+        .allowed("an expert-parallel width of at least 1 (1: no expert parallelism)")
+        .fix(vec![set("ep_size", json!(1))]),
+    )
 }
 
 /// Most node counts [`gpus_per_node_exceeded`]'s fix tries.
@@ -146,13 +194,14 @@ fn attn_dp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
         .allowed("an attention-DP width of at least 1 (a divisor of tp_size)");
     // --attn-dp-size 1 beside --dp-size N --enable-dp-attention turns the
     // deprecated form back on (parallel_hook.py:39-60): width N, which must
-    // divide tp_size (parallel_hook.py:326); else no fix of this one alone.
+    // divide tp_size (parallel_hook.py:326) and be at least 1; else no fix of
+    // this one alone.
     let a = r.args;
     let revived = (attr == "attn_dp_size" && a.enable_dp_attention == Some(true))
         .then(|| a.dp_size.unwrap_or(1))
-        .filter(|&w| w > 1);
+        .filter(|&w| w != 1);
     Some(match revived {
-        Some(w) if a.tp_size.unwrap_or(1) % w != 0 => e,
+        Some(w) if w < 1 || a.tp_size.unwrap_or(1) % w != 0 => e,
         _ => e.fix(vec![set(attr, json!(1))]),
     })
 }

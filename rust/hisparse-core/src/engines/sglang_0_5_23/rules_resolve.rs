@@ -27,7 +27,10 @@ fn err(code: Code, attr: &str, msg: &str) -> Diagnostic {
 /// Every S1 rule of this file, in SGLang's pipeline order (one function per
 /// rule, each with its code, SGLang's message, file:line and fix).
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
+    d.extend(host_receive_threshold_out_of_range(r));
     host_receive_with_hisparse(r, d);
+    d.extend(host_receive_off_decode(r));
+    d.extend(host_receive_with_dcp(r));
     decode_radix_cache_with_hisparse(r, d);
     prefill_complete_with_hisparse(r, d);
     prefill_only_disable_kv_cache(r, d);
@@ -39,6 +42,82 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     kv_cache_sharding(r, d);
     eagle_parameters(r, d);
     eagle_topk_tree_backend(r, d);
+}
+
+/// The fix of every decode host receive rule: threshold 1, host receive off
+/// (SGLang's default).
+fn host_receive_off() -> Vec<FixOp> {
+    vec![set(
+        "disaggregation_decode_host_receive_threshold",
+        json!(1.0),
+    )]
+}
+
+/// `--disaggregation-decode-host-receive-threshold` outside [0, 1]:
+/// ValueError "... must be between 0 and 1" (pd_disaggregation_hook.py:64-67).
+fn host_receive_threshold_out_of_range(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let t = r
+        .args
+        .disaggregation_decode_host_receive_threshold
+        .filter(|t| !(0.0..=1.0).contains(t))?;
+    Some(
+        err(
+            Code::HostReceiveThresholdOutOfRange,
+            "disaggregation_decode_host_receive_threshold",
+            "--disaggregation-decode-host-receive-threshold must be between 0 and 1",
+        )
+        .given(&json!(t))
+        .allowed("a number in [0, 1] (1: decode host receive off)")
+        .fix(host_receive_off()),
+    )
+}
+
+/// A threshold below 1 turns on decode host KV buffering, which declares
+/// `disaggregation_decode_retraction_backup=host_pool`
+/// (pd_disaggregation_hook.py:68-80); off a P/D decode server
+/// handle_cache_compatibility refuses that backup (kv_cache_hook.py:351-359).
+fn host_receive_off_decode(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let t = a
+        .disaggregation_decode_host_receive_threshold
+        .filter(|t| (0.0..1.0).contains(t))?;
+    if a.pd_mode() == "decode" || a.hisparse_on() {
+        return None; // host_receive_with_hisparse refuses it first
+    }
+    Some(
+        err(
+            Code::HostReceiveOffDecode,
+            "disaggregation_decode_host_receive_threshold",
+            "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD decode server.",
+        )
+        .given(&json!(t))
+        .allowed("1 off a P/D decode server (decode host receive, below 1, declares the host_pool retraction backup, decode only)")
+        .fix(host_receive_off()),
+    )
+}
+
+/// The same host_pool backup with `--dcp-size` > 1 on a decode server:
+/// "... does not support --dcp-size > 1." (kv_cache_hook.py:360-364).
+fn host_receive_with_dcp(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let t = a
+        .disaggregation_decode_host_receive_threshold
+        .filter(|t| (0.0..1.0).contains(t))?;
+    if a.pd_mode() != "decode" || a.hisparse_on() || a.dcp_size.unwrap_or(1) <= 1 {
+        return None;
+    }
+    Some(
+        err(
+            Code::HostReceiveWithDcp,
+            "disaggregation_decode_host_receive_threshold",
+            "--disaggregation-decode-retraction-backup=host_pool does not support --dcp-size > 1.",
+        )
+        .given(&json!(t))
+        .allowed(
+            "1 with --dcp-size > 1 (decode host receive declares the host_pool retraction backup)",
+        )
+        .fix(host_receive_off()),
+    )
 }
 
 /// pd_disaggregation_hook.py:68-72.
@@ -197,11 +276,12 @@ fn data_parallel_layout(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
             .allowed(format!("a divisor of tp_size {tp}"));
         // --attn-dp-size 1 beside --dp-size N --enable-dp-attention turns the
         // deprecated form back on (parallel_hook.py:39-60), width N again: no
-        // fix of this one alone (dp_replicas_with_attn_dp says why).
+        // fix of this one alone (dp_replicas_with_attn_dp says why; N below 1
+        // is attn_dp_size_not_positive's refusal then).
         let revives = attr == "attn_dp_size"
             && fit == 1
             && a.enable_dp_attention == Some(true)
-            && a.dp_size.unwrap_or(1) > 1;
+            && a.dp_size.unwrap_or(1) != 1;
         d.push(if revives {
             e
         } else {
@@ -296,9 +376,11 @@ fn kv_cache_sharding(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
 /// speculative_hook.py:1159-1174: EAGLE picks (3, 1, 4) only when none of
 /// steps / topk / draft tokens is given; topk or draft tokens without steps
 /// is a bare AssertionError, steps without topk a TypeError (FACTS_sglang.md #6).
+/// Adaptive speculation fills topk (1) and steps (3) before these run
+/// (speculative_hook.py:262-264, :1402-1414): neither fires then.
 fn eagle_parameters(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     let a = r.args;
-    if a.speculation_on() && a.speculative_algorithm() != Some("NGRAM") {
+    if a.speculation_on() && a.speculative_algorithm() != Some("NGRAM") && !a.adaptive_on() {
         let (steps, topk, draft) = (
             a.speculative_num_steps,
             a.speculative_eagle_topk,

@@ -23,6 +23,110 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(unknown_algorithm(r));
     d.extend(ngram_topk_with_pages(r));
     d.extend(ngram_with_dp_attention(r));
+    d.extend(adaptive_steps_not_candidate(r));
+}
+
+/// The flags whose fix can turn adaptive speculation back on
+/// ([`SglangArgs::adaptive_on`]: the algorithm, topk, the attention-DP width).
+///
+/// [`SglangArgs::adaptive_on`]: super::args::SglangArgs
+const ADAPTIVE_GATES: [&str; 5] = [
+    "speculative_algorithm",
+    "speculative_eagle_topk",
+    "attn_dp_size",
+    "dp_size",
+    "enable_dp_attention",
+];
+
+/// `--speculative-adaptive` that SGLang turns off (topk 2, attention DP) is
+/// turned back on by the fixes that give topk 1 or one attention-DP worker:
+/// the fixed launch then meets the adaptive rules (HiSparse's
+/// `speculative_adaptive_with_hisparse`, hisparse_hook.py:122-126; the
+/// candidate steps, speculative_hook.py:1416-1420). Each error whose fix
+/// opens that gate also drops adaptive (HiSparse) or sets the nearest
+/// candidate steps, so that every fix at once passes. Runs after every rule.
+pub(crate) fn adaptive_revived_by_fixes(r: &Resolution<'_>, d: &mut [Diagnostic]) {
+    let a = r.args;
+    if a.speculative_adaptive != Some(true) || a.adaptive_on() {
+        return;
+    }
+    let errors: Vec<Diagnostic> = d.iter().filter(|e| e.is_error()).cloned().collect();
+    let Some(fixed) = super::fixes::apply_all(a, &errors) else {
+        return;
+    };
+    if !fixed.adaptive_on() {
+        return;
+    }
+    let op = if fixed.hisparse_on() {
+        set("speculative_adaptive", json!(false))
+    } else {
+        let steps = fixed.speculative_num_steps.unwrap_or(3);
+        if ADAPTIVE_CANDIDATE_STEPS.contains(&steps) {
+            return;
+        }
+        set(
+            "speculative_num_steps",
+            json!(nearest_candidate(steps, &ADAPTIVE_CANDIDATE_STEPS)),
+        )
+    };
+    let gates: Vec<FieldPath> = ADAPTIVE_GATES.iter().map(|g| FieldPath::root(g)).collect();
+    for e in d.iter_mut().filter(|e| e.is_error()) {
+        let opens = e.fix.iter().any(|f| match f {
+            FixOp::Set { path, .. } | FixOp::Remove { path } => gates.contains(path),
+            FixOp::Move { .. } => false,
+        });
+        if opens && !e.fix.contains(&op) {
+            e.fix.push(op.clone());
+        }
+    }
+}
+
+/// The candidate nearest `steps`, the larger on a tie.
+fn nearest_candidate(steps: i64, candidates: &[i64]) -> i64 {
+    candidates
+        .iter()
+        .copied()
+        .min_by_key(|c| (c.abs_diff(steps), -c))
+        .unwrap_or(3)
+}
+
+/// The candidate steps of SGLang's default adaptive config, every batch-size
+/// slot's together (speculative/adaptive_spec_params.py:28-53, :142-150).
+pub const ADAPTIVE_CANDIDATE_STEPS: [i64; 5] = [0, 1, 3, 5, 7];
+
+/// `--speculative-adaptive` (when SGLang keeps it on, [`SglangArgs::adaptive_on`])
+/// with `--speculative-num-steps` outside the candidate steps: ValueError at
+/// resolve (`_init_adaptive_speculative_params`, speculative_hook.py:1392-1420;
+/// unset steps resolve to 3). The fix is the nearest candidate (the larger on a
+/// tie); with HiSparse one of 1 and 3, whose 2-4 draft tokens
+/// (hisparse_coordinator.py:178-181) are steps + 1.
+///
+/// [`SglangArgs::adaptive_on`]: super::args::SglangArgs
+fn adaptive_steps_not_candidate(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let steps = a.speculative_num_steps?;
+    if !a.adaptive_on() || ADAPTIVE_CANDIDATE_STEPS.contains(&steps) {
+        return None;
+    }
+    let candidates: &[i64] = if a.hisparse_on() {
+        &[1, 3]
+    } else {
+        &ADAPTIVE_CANDIDATE_STEPS
+    };
+    let nearest = nearest_candidate(steps, candidates);
+    Some(
+        Diagnostic::error(
+            Code::SpeculativeAdaptiveStepsNotCandidate,
+            FieldPath::root("speculative_num_steps"),
+            format!(
+                "--speculative-num-steps={steps} is not in the adaptive config candidate_steps {ADAPTIVE_CANDIDATE_STEPS:?}. Pass one of those values."
+            ),
+        )
+        .stage(Resolve)
+        .given(&json!(steps))
+        .allowed(format!("one of {ADAPTIVE_CANDIDATE_STEPS:?} with --speculative-adaptive (SGLang's default adaptive config, speculative/adaptive_spec_params.py:28-53)"))
+        .fix(vec![set("speculative_num_steps", json!(nearest))]),
+    )
 }
 
 /// `--speculative-algorithm` that is no builtin name nor alias: ValueError
