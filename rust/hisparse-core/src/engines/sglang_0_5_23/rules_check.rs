@@ -70,49 +70,7 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
         );
     }
     if let Some((steps, topk, _)) = r.speculative {
-        // hisparse_hook.py:117-121: `(speculative_eagle_topk or 1) != 1`, so
-        // Python reads 0 as 1 and SGLang passes it (2,000-launch differential).
-        if topk != 1 && topk != 0 {
-            // With topk 1 the draft tokens become steps + 1 (speculative_hook.py:1255-1266),
-            // and HiSparse takes 2-4 (hisparse_coordinator.py:178-181): at most 3 steps.
-            // NGRAM's topk is --speculative-ngram-max-bfs-breadth, whatever
-            // --speculative-eagle-topk says (speculative_hook.py:1309-1313).
-            let ngram = a.speculative_algorithm() == Some("NGRAM");
-            let topk_flag = if ngram {
-                "speculative_ngram_max_bfs_breadth"
-            } else {
-                "speculative_eagle_topk"
-            };
-            let mut ops = vec![set(topk_flag, json!(1))];
-            if steps > 3 && !ngram {
-                ops.push(set("speculative_num_steps", json!(3)));
-            }
-            d.push(
-                err(Code::SpeculativeEagleTopkNotOne, "speculative_eagle_topk", "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.")
-                    .given(&json!(topk))
-                    .allowed("1")
-                    .fix(ops),
-            );
-        }
-        // hisparse_hook.py:122-126.
-        // It reads the resolved flag: SGLang turns adaptive off where it cannot run.
-        if a.adaptive_on() {
-            // Without adaptive, none of steps / topk / draft tokens given is
-            // (5, 4, 8) on Llama and Grok (speculative_hook.py:1430-1461): the
-            // fix gives HiSparse's linear (3, 1, 4) with it.
-            let mut ops = vec![set("speculative_adaptive", json!(false))];
-            if a.speculative_num_steps.is_none()
-                && a.speculative_eagle_topk.is_none()
-                && a.speculative_num_draft_tokens.is_none()
-            {
-                ops.extend([
-                    set("speculative_num_steps", json!(3)),
-                    set("speculative_eagle_topk", json!(1)),
-                    set("speculative_num_draft_tokens", json!(4)),
-                ]);
-            }
-            d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(ops));
-        }
+        speculative(r, steps, topk, d);
     }
     // hisparse_hook.py:157-161 -> validate_hisparse_dsa_backend (:44-61), DSA and
     // DeepSeek-V4 on CUDA (only ROCm returns early for V4, :128-149).
@@ -164,6 +122,55 @@ pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
                 );
             }
         }
+    }
+}
+
+/// HiSparse's rules on speculative decoding (hisparse_hook.py:117-126), for
+/// a launch that speculates with `steps` steps and `topk`.
+fn speculative(r: &Resolution<'_>, steps: i64, topk: i64, d: &mut Vec<Diagnostic>) {
+    let a = r.args;
+    // hisparse_hook.py:117-121: `(speculative_eagle_topk or 1) != 1`, so
+    // Python reads 0 as 1 and SGLang passes it (2,000-launch differential).
+    if topk != 1 && topk != 0 {
+        // With topk 1 the draft tokens become steps + 1 (speculative_hook.py:1255-1266),
+        // and HiSparse takes 2-4 (hisparse_coordinator.py:178-181): at most 3 steps.
+        // NGRAM's topk is --speculative-ngram-max-bfs-breadth, whatever
+        // --speculative-eagle-topk says (speculative_hook.py:1309-1313).
+        let ngram = a.speculative_algorithm() == Some("NGRAM");
+        let topk_flag = if ngram {
+            "speculative_ngram_max_bfs_breadth"
+        } else {
+            "speculative_eagle_topk"
+        };
+        let mut ops = vec![set(topk_flag, json!(1))];
+        if steps > 3 && !ngram {
+            ops.push(set("speculative_num_steps", json!(3)));
+        }
+        d.push(
+            err(Code::SpeculativeEagleTopkNotOne, "speculative_eagle_topk", "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.")
+                .given(&json!(topk))
+                .allowed("1")
+                .fix(ops),
+        );
+    }
+    // hisparse_hook.py:122-126.
+    // It reads the resolved flag: SGLang turns adaptive off where it cannot run.
+    if a.adaptive_on() {
+        // Without adaptive, none of steps / topk / draft tokens given is
+        // (5, 4, 8) on Llama and Grok (speculative_hook.py:1430-1461): the
+        // fix gives HiSparse's linear (3, 1, 4) with it.
+        let mut ops = vec![set("speculative_adaptive", json!(false))];
+        if a.speculative_num_steps.is_none()
+            && a.speculative_eagle_topk.is_none()
+            && a.speculative_num_draft_tokens.is_none()
+        {
+            ops.extend([
+                set("speculative_num_steps", json!(3)),
+                set("speculative_eagle_topk", json!(1)),
+                set("speculative_num_draft_tokens", json!(4)),
+            ]);
+        }
+        d.push(err(Code::SpeculativeAdaptiveWithHisparse, "speculative_adaptive", "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.").given(&json!(true)).fix(ops));
     }
 }
 
