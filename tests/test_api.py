@@ -319,4 +319,9 @@ def test_check_sends_what_serve_args_gives_in_its_order(monkeypatch: pytest.Monk
     hisparse_rs.check(DSV32, **every)
     expected = hisparse_rs.serve_args(DSV32, **{**every, "hf_config_path": "/x/y"})
     assert list(sent[0].items()) == list(expected.items())
-    assert list(expected)[-4:] == ["model", "hf_config", "VLLM_USE_V2_MODEL_RUNNER", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"]
+    assert list(expected)[-4:] == [
+        "model",
+        "hf_config",
+        "VLLM_USE_V2_MODEL_RUNNER",
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+    ]

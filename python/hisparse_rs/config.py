@@ -218,9 +218,7 @@ def check(
     fields = {k: v for k in _SERVE_FIELDS if (v := params[k]) is not None}
     if hf_config_path is not None:
         fields["hf_config_path"] = os.fsdecode(hf_config_path)
-    args = _serve_args(
-        model, fields, hf_config=hf_config, vllm_use_v2_model_runner=vllm_use_v2_model_runner
-    )
+    args = _serve_args(model, fields, hf_config=hf_config, vllm_use_v2_model_runner=vllm_use_v2_model_runner)
     given_machine: dict[str, Any] = {k: v for k, v in machine.items() if v is not None}
     return check_args(args, **given_machine)
 
