@@ -969,3 +969,34 @@ fn dropping_adaptive_on_llama_keeps_linear_speculation() {
         after.errors
     );
 }
+
+/// `--tp 8 --moe-dense-tp-size 2`: SGLang's check asserts moe_dense_tp_size
+/// is None, 1 or tp_size (arg_groups/validation_hook.py:207-211); we said
+/// valid (break23). 1 and tp_size pass; the fix is 1. `--dwdp-size` forces it
+/// to 1 at resolve (parallel_hook.py:480-484), so it is not refused there.
+#[test]
+fn a_moe_dense_tp_size_other_than_one_or_tp_is_refused_at_check() {
+    let (r, s) = refused(
+        json!({"tp_size": 8, "moe_dense_tp_size": 2}),
+        Code::MoeDenseTpSizeUnsupported,
+    );
+    assert_eq!(s, "check");
+    let fix = &error(&r, Code::MoeDenseTpSizeUnsupported).fix;
+    assert_eq!(fix.len(), 1, "{fix:#?}");
+    for ok in [
+        json!({"tp_size": 8, "moe_dense_tp_size": 1}),
+        json!({"tp_size": 8, "moe_dense_tp_size": 8}),
+        json!({"tp_size": 8}),
+        json!({"tp_size": 8, "moe_dense_tp_size": null}),
+        json!({"tp_size": 8, "moe_dense_tp_size": 2, "dwdp_size": 2}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::MoeDenseTpSizeUnsupported),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}

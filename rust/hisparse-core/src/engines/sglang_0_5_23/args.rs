@@ -35,6 +35,10 @@ pub struct SglangArgs {
     /// `--dcp-size` (parallel.py:52; default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dcp_size: Option<i64>,
+    /// `--moe-dense-tp-size` (parallel.py; default None): None, 1 or tp_size
+    /// (arg_groups/validation_hook.py:207-211).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_dense_tp_size: Option<i64>,
     /// Attention data parallelism (parallel.py:194; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_dp_attention: Option<bool>,

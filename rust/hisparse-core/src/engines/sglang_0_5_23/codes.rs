@@ -76,6 +76,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::HostReceiveOffDecode,
     Code::HostReceiveWithDcp,
     Code::DpReplicasOverNodes,
+    Code::MoeDenseTpSizeUnsupported,
 ];
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(nnodes_divide_tp_pp(r));
     d.extend(pipeline_speculation_off_prefill(r));
     d.extend(dp_replicas_over_nodes(r));
+    d.extend(moe_dense_tp_size_unsupported(r));
     d.extend(ep_size_zero(r));
     d.extend(gpus_per_node_exceeded(r));
 }
@@ -77,6 +78,37 @@ fn dp_replicas_over_nodes(r: &Resolution<'_>) -> Option<Diagnostic> {
         .given(&json!(dp))
         .allowed("--dp-size 1 with --nnodes > 1, or --nnodes 1 with --dp-size > 1")
         .hint(format!("choose one: {dp} replicas on one node (--nnodes 1), or attention DP across the {nnodes} nodes (--attn-dp-size); they are different deployments, so the check does not pick")),
+    )
+}
+
+/// `--moe-dense-tp-size` other than 1 or `--tp-size`: AssertionError
+/// "moe_dense_tp_size only supports None, 1, or tp_size currently"
+/// (arg_groups/validation_hook.py:207-211), at check. A `--dwdp-size` above 1
+/// declares it 1 at resolve (`_handle_dwdp`, parallel_hook.py:435, 480-484),
+/// so it is not refused then. The fix is 1 (dense layers in data parallel,
+/// the same GPUs); tp_size is the other choice SGLang takes. Found by break23.
+fn moe_dense_tp_size_unsupported(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let n = a.moe_dense_tp_size?;
+    let tp = a.tp_size.unwrap_or(1);
+    let dwdp = a
+        .other
+        .get("dwdp_size")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if n == 1 || n == tp || dwdp > 1 {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::MoeDenseTpSizeUnsupported,
+            FieldPath::root("moe_dense_tp_size"),
+            "moe_dense_tp_size only supports None, 1, or tp_size currently",
+        )
+        .stage(Check)
+        .given(&json!(n))
+        .allowed(format!("unset, 1, or the tp_size ({tp})"))
+        .fix(vec![set("moe_dense_tp_size", json!(1))]),
     )
 }
 
