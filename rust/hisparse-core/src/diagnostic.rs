@@ -196,6 +196,8 @@ codes! {
     HostReceiveOffDecode => "host_receive_off_decode",
     HostReceiveWithDcp => "host_receive_with_dcp",
     DpReplicasOverNodes => "dp_replicas_over_nodes",
+    BaseGpuIdNegative => "base_gpu_id_negative",
+    GpuIdStepNotPositive => "gpu_id_step_not_positive",
     MoeDenseTpSizeUnsupported => "moe_dense_tp_size_unsupported",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).

@@ -1000,3 +1000,50 @@ fn a_moe_dense_tp_size_other_than_one_or_tp_is_refused_at_check() {
         );
     }
 }
+
+/// `--base-gpu-id -1` and `--gpu-id-step 0`: SGLang's check asserts
+/// "base_gpu_id must be non-negative" and "gpu_id_step must be positive"
+/// (arg_groups/validation_hook.py:204-205); we said valid (break23). The
+/// fixes are SGLang's defaults, 0 and 1.
+#[test]
+fn a_negative_base_gpu_id_or_a_gpu_id_step_below_one_is_refused_at_check() {
+    for (v, code, attr, fixed) in [
+        (
+            json!({"base_gpu_id": -1}),
+            Code::BaseGpuIdNegative,
+            "base_gpu_id",
+            0,
+        ),
+        (
+            json!({"gpu_id_step": 0}),
+            Code::GpuIdStepNotPositive,
+            "gpu_id_step",
+            1,
+        ),
+        (
+            json!({"gpu_id_step": -2}),
+            Code::GpuIdStepNotPositive,
+            "gpu_id_step",
+            1,
+        ),
+    ] {
+        let (r, s) = refused(v.clone(), code);
+        assert_eq!(s, "check", "{v}");
+        let fix = serde_json::to_value(&error(&r, code).fix).unwrap();
+        assert_eq!(fix[0]["value"], json!(fixed), "{v}: {fix}");
+        assert!(fix.to_string().contains(attr), "{fix}");
+    }
+    for ok in [
+        json!({"base_gpu_id": 0, "gpu_id_step": 1}),
+        json!({"base_gpu_id": 3, "gpu_id_step": 2}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| matches!(d.code, Code::BaseGpuIdNegative | Code::GpuIdStepNotPositive)),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}

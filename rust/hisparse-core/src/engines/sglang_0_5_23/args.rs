@@ -39,6 +39,14 @@ pub struct SglangArgs {
     /// (arg_groups/validation_hook.py:207-211).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_dense_tp_size: Option<i64>,
+    /// `--base-gpu-id` (default 0; must be >= 0, validation_hook.py:204). Not
+    /// yet in the node GPU count (`gpus_per_node_exceeded` takes 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_gpu_id: Option<i64>,
+    /// `--gpu-id-step` (default 1; must be >= 1, validation_hook.py:205). Not
+    /// yet in the node GPU count (`gpus_per_node_exceeded` takes 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_id_step: Option<i64>,
     /// Attention data parallelism (parallel.py:194; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_dp_attention: Option<bool>,

@@ -76,6 +76,8 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::HostReceiveOffDecode,
     Code::HostReceiveWithDcp,
     Code::DpReplicasOverNodes,
+    Code::BaseGpuIdNegative,
+    Code::GpuIdStepNotPositive,
     Code::MoeDenseTpSizeUnsupported,
 ];
 

@@ -51,6 +51,8 @@ pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(nnodes_divide_tp_pp(r));
     d.extend(pipeline_speculation_off_prefill(r));
     d.extend(dp_replicas_over_nodes(r));
+    d.extend(base_gpu_id_negative(r));
+    d.extend(gpu_id_step_not_positive(r));
     d.extend(moe_dense_tp_size_unsupported(r));
     d.extend(ep_size_zero(r));
     d.extend(gpus_per_node_exceeded(r));
@@ -78,6 +80,42 @@ fn dp_replicas_over_nodes(r: &Resolution<'_>) -> Option<Diagnostic> {
         .given(&json!(dp))
         .allowed("--dp-size 1 with --nnodes > 1, or --nnodes 1 with --dp-size > 1")
         .hint(format!("choose one: {dp} replicas on one node (--nnodes 1), or attention DP across the {nnodes} nodes (--attn-dp-size); they are different deployments, so the check does not pick")),
+    )
+}
+
+/// `--base-gpu-id` below 0: AssertionError "base_gpu_id must be
+/// non-negative" (arg_groups/validation_hook.py:204), at check. The fix is
+/// SGLang's default, 0. Found by break23.
+fn base_gpu_id_negative(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let n = r.args.base_gpu_id.filter(|&n| n < 0)?;
+    Some(
+        Diagnostic::error(
+            Code::BaseGpuIdNegative,
+            FieldPath::root("base_gpu_id"),
+            "base_gpu_id must be non-negative",
+        )
+        .stage(Check)
+        .given(&json!(n))
+        .allowed("an integer >= 0 (the first GPU id this server takes; default 0)")
+        .fix(vec![set("base_gpu_id", json!(0))]),
+    )
+}
+
+/// `--gpu-id-step` below 1: AssertionError "gpu_id_step must be positive"
+/// (arg_groups/validation_hook.py:205), at check. The fix is SGLang's
+/// default, 1. Found by break23.
+fn gpu_id_step_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let n = r.args.gpu_id_step.filter(|&n| n < 1)?;
+    Some(
+        Diagnostic::error(
+            Code::GpuIdStepNotPositive,
+            FieldPath::root("gpu_id_step"),
+            "gpu_id_step must be positive",
+        )
+        .stage(Check)
+        .given(&json!(n))
+        .allowed("an integer >= 1 (the step between the GPU ids of one server's ranks; default 1)")
+        .fix(vec![set("gpu_id_step", json!(1))]),
     )
 }
 
