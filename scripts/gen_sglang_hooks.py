@@ -55,7 +55,8 @@ PORTED: dict[str, str] = {
     "`data_parallel_layout_invalid`; the chunked-prefill division (read)",
     "handle_kv_cache_sharding": "`kv_cache_sharding_off_prefill`, `kv_cache_sharding_with_hisparse`; "
     "in part: its rules for a prefill worker (backends, CP, speculation) are not ported",
-    "handle_speculative_decoding": "`speculative_algorithm_unknown`, `speculative_num_steps_missing`, "
+    "handle_speculative_decoding": "`speculative_algorithm_unknown`, `ngram_bfs_breadth_zero`, "
+    "`speculative_num_steps_missing`, "
     "`speculative_eagle_topk_missing`, `eagle_topk_needs_tree_backend`, `ngram_topk_with_pages`, "
     "`ngram_with_dp_attention`, `speculative_adaptive_steps_not_candidate`; EAGLE's defaults (read)",
     "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`, "

@@ -686,6 +686,7 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, "--speculative-algorithm", "NGRAM"], (9, 0)),  # resolve: topk 10 with page 64
     ([*DSV32, *HISPARSE, "--speculative-algorithm", "NGRAM"], (9, 0)),
     ([*DSV32, "--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"], (9, 0)),
+    ([*DSV32, "--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "0"], (9, 0)),  # break23
     ([*DSV32, "--context-length", "262144"], (9, 0)),  # resolve: above the derived 163840
     ([*DSV32, "--tp", "3", "--dp", "3", "--enable-dp-attention"], (9, 0)),  # check: default chunk / 3
     ([*DSV32, "--tp", "3", "--dp", "3", "--enable-dp-attention"], (10, 0)),

@@ -1047,3 +1047,24 @@ fn a_negative_base_gpu_id_or_a_gpu_id_step_below_one_is_refused_at_check() {
         );
     }
 }
+
+/// `--speculative-algorithm NGRAM --speculative-ngram-max-bfs-breadth 0`:
+/// NGRAM's topk is the breadth, and without `--speculative-num-steps` SGLang
+/// derives the steps as draft tokens // topk (speculative_hook.py:1310-1326):
+/// ZeroDivisionError at resolve; we said valid (break23). With the steps given
+/// there is no division. The fix is breadth 1.
+#[test]
+fn an_ngram_bfs_breadth_of_zero_is_refused_at_resolve_without_steps() {
+    let v = json!({"speculative_algorithm": "NGRAM", "speculative_ngram_max_bfs_breadth": 0});
+    let (r, s) = refused(v, Code::NgramBfsBreadthZero);
+    assert_eq!(s, "resolve");
+    let fix = serde_json::to_value(&error(&r, Code::NgramBfsBreadthZero).fix).unwrap();
+    assert_eq!(fix[0]["value"], json!(1), "{fix}");
+    let r = check(json!({"speculative_algorithm": "NGRAM",
+        "speculative_ngram_max_bfs_breadth": 0, "speculative_num_steps": 3}));
+    assert!(
+        !r.errors.iter().any(|d| d.code == Code::NgramBfsBreadthZero),
+        "{:#?}",
+        r.errors
+    );
+}
