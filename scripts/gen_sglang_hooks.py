@@ -61,7 +61,7 @@ PORTED: dict[str, str] = {
     "`ngram_with_dp_attention`, `speculative_adaptive_steps_not_candidate`; EAGLE's defaults (read)",
     "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`, "
     "`dp_replicas_over_nodes`, `base_gpu_id_negative`, `gpu_id_step_not_positive`, "
-    "`moe_dense_tp_size_unsupported`; "
+    "`moe_dense_tp_size_unsupported`, `served_model_name_colon`; "
     "`ep_size_zero` (the publish after it, entrypoints/engine.py:1175)",
     "check_pipeline_parallel_compat": "`pipeline_speculation_off_prefill`, `pipeline_speculation_not_eagle`",
     "handle_decode_context_parallelism": "`dcp_size_not_positive`; its backend rules are not ported",

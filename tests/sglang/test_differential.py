@@ -698,6 +698,7 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, "--tp", "8", "--nnodes", "0"], (9, 0)),  # check: ZeroDivisionError
     ([*DSV32, "--tp", "8", "--moe-dense-tp-size", "2"], (9, 0)),  # check: None, 1 or tp_size (break23)
     ([*DSV32, "--base-gpu-id", "-1", "--gpu-id-step", "0"], (9, 0)),  # check: both asserted (break23)
+    ([*DSV32, "--served-model-name", "ds:v32"], (9, 0)),  # check: the LoRA colon (break23)
     ([*DSV32, "--tp", "4", "--pp-size", "2", "--speculative-algorithm", "EAGLE", "--disaggregation-mode",
       "decode"], (9, 0)),  # check: PP with speculation only on prefill
     ([*DSV32, "--kv-cache-dtype", "fp8_e5m2"], (9, 0)),  # resolve; the fix keeps 8 bits: fp8_e4m3

@@ -200,6 +200,7 @@ codes! {
     NgramBfsBreadthZero => "ngram_bfs_breadth_zero",
     GpuIdStepNotPositive => "gpu_id_step_not_positive",
     MoeDenseTpSizeUnsupported => "moe_dense_tp_size_unsupported",
+    ServedModelNameColon => "served_model_name_colon",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

@@ -1068,3 +1068,32 @@ fn an_ngram_bfs_breadth_of_zero_is_refused_at_resolve_without_steps() {
         r.errors
     );
 }
+
+/// A served model name with a colon, given or defaulted from `--model-path`
+/// (arg_groups/serving_hook.py:642-647): SGLang's check asserts no ':' (the
+/// LoRA `model:adapter` syntax), except for s3://, gs://, az:// names
+/// (arg_groups/validation_hook.py:213-219, utils/runai_utils.py:14, 48-50);
+/// we said valid (break23). The fix names the server without the colon.
+#[test]
+fn a_served_model_name_with_a_colon_is_refused_at_check() {
+    let (r, s) = refused(
+        json!({"served_model_name": "ds:v32"}),
+        Code::ServedModelNameColon,
+    );
+    assert_eq!(s, "check");
+    let fix = serde_json::to_value(&error(&r, Code::ServedModelNameColon).fix).unwrap();
+    assert_eq!(fix[0]["value"], json!("ds-v32"), "{fix}");
+    for ok in [
+        json!({"served_model_name": "S3://bucket/ds:v32"}),
+        json!({"served_model_name": "ds-v32"}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::ServedModelNameColon),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}

@@ -47,6 +47,10 @@ pub struct SglangArgs {
     /// yet in the node GPU count (`gpus_per_node_exceeded` takes 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_id_step: Option<i64>,
+    /// `--served-model-name` (default the model path, serving_hook.py:642-647;
+    /// no ':' unless an s3/gs/az URI, validation_hook.py:213-219).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_model_name: Option<String>,
     /// Attention data parallelism (parallel.py:194; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_dp_attention: Option<bool>,

@@ -80,6 +80,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::NgramBfsBreadthZero,
     Code::GpuIdStepNotPositive,
     Code::MoeDenseTpSizeUnsupported,
+    Code::ServedModelNameColon,
 ];
 
 #[cfg(test)]

@@ -54,6 +54,7 @@ pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(base_gpu_id_negative(r));
     d.extend(gpu_id_step_not_positive(r));
     d.extend(moe_dense_tp_size_unsupported(r));
+    d.extend(served_model_name_colon(r));
     d.extend(ep_size_zero(r));
     d.extend(gpus_per_node_exceeded(r));
 }
@@ -147,6 +148,39 @@ fn moe_dense_tp_size_unsupported(r: &Resolution<'_>) -> Option<Diagnostic> {
         .given(&json!(n))
         .allowed(format!("unset, 1, or the tp_size ({tp})"))
         .fix(vec![set("moe_dense_tp_size", json!(1))]),
+    )
+}
+
+/// A served model name (`--served-model-name`, default the model path,
+/// serving_hook.py:642-647) with a ':' and not an s3://, gs:// or az:// URI
+/// (utils/runai_utils.py:14, 48-50): AssertionError "served_model_name
+/// cannot contain a colon (':') character. ..." (arg_groups/validation_hook.py:213-219),
+/// at check. The fix names the server with '-' for each ':'. Found by break23.
+fn served_model_name_colon(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let (name, given) = match (&a.served_model_name, &a.model_path) {
+        (Some(n), _) => (n.as_str(), "--served-model-name"),
+        (None, Some(p)) => (p.as_str(), "--model-path (the served name's default)"),
+        (None, None) => return None,
+    };
+    let lower = name.to_lowercase();
+    if !name.contains(':')
+        || ["s3://", "gs://", "az://"]
+            .iter()
+            .any(|s| lower.starts_with(s))
+    {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::ServedModelNameColon,
+            FieldPath::root("served_model_name"),
+            format!("served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' syntax used in LoRA adapter specification. Invalid value: '{name}'"),
+        )
+        .stage(Check)
+        .given(&json!(name))
+        .allowed(format!("a name without ':' (from {given}), or an s3://, gs:// or az:// URI"))
+        .fix(vec![set("served_model_name", json!(name.replace(':', "-")))]),
     )
 }
 
