@@ -40,7 +40,7 @@ PORTED: dict[str, str] = {
     "handle_pd_disaggregation": "`host_receive_threshold_out_of_range`, `host_receive_with_hisparse`, "
     "`decode_radix_cache_with_hisparse`, "
     "`prefill_complete_with_hisparse`, `prefill_complete_policy_unsupported`; "
-    "`attn_dp_size_not_positive` (its ZeroDivisionError)",
+    "`attn_dp_size_not_positive`, `decode_dp_size_zero` (its ZeroDivisionErrors)",
     "handle_gpu_memory_settings": "read: the default `chunked_prefill_size` and `mem_fraction_static` by GPU",
     "handle_model_specific_adjustments": "`dsa_dcp_unsupported`, `dsa_kv_cache_dtype_unsupported`, "
     "`triton_dsa_backend_on_cuda`, `tilelang_fp8_with_hisparse`, `tilelang_fp8_backends_mixed`, "

@@ -197,6 +197,7 @@ codes! {
     HostReceiveWithDcp => "host_receive_with_dcp",
     DpReplicasOverNodes => "dp_replicas_over_nodes",
     BaseGpuIdNegative => "base_gpu_id_negative",
+    DecodeDpSizeZero => "decode_dp_size_zero",
     NgramBfsBreadthZero => "ngram_bfs_breadth_zero",
     GpuIdStepNotPositive => "gpu_id_step_not_positive",
     MoeDenseTpSizeUnsupported => "moe_dense_tp_size_unsupported",

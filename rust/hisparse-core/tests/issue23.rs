@@ -1097,3 +1097,30 @@ fn a_served_model_name_with_a_colon_is_refused_at_check() {
         );
     }
 }
+
+/// `--disaggregation-mode decode --dp-size 0 --max-running-requests 16`:
+/// SGLang's P/D hook divides max_running_requests by dp_size x attn_dp_size
+/// to default the decode extra slots (pd_disaggregation_hook.py:133-136):
+/// ZeroDivisionError at resolve; we said valid (found by break23's run of the
+/// differential). Given extra slots skip the division. The fix is dp_size 1.
+#[test]
+fn a_zero_dp_size_on_a_decode_server_with_max_running_requests_is_refused_at_resolve() {
+    let v = json!({"disaggregation_mode": "decode", "dp_size": 0, "max_running_requests": 16});
+    let (r, s) = refused(v, Code::DecodeDpSizeZero);
+    assert_eq!(s, "resolve");
+    let fix = serde_json::to_value(&error(&r, Code::DecodeDpSizeZero).fix).unwrap();
+    assert_eq!(fix[0]["value"], json!(1), "{fix}");
+    for ok in [
+        json!({"disaggregation_mode": "decode", "dp_size": 0, "max_running_requests": 16,
+            "disaggregation_decode_extra_slots": 4}),
+        json!({"disaggregation_mode": "decode", "dp_size": 0}),
+        json!({"disaggregation_mode": "prefill", "dp_size": 0, "max_running_requests": 16}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors.iter().any(|d| d.code == Code::DecodeDpSizeZero),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}

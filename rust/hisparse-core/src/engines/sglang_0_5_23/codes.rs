@@ -77,6 +77,7 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::HostReceiveWithDcp,
     Code::DpReplicasOverNodes,
     Code::BaseGpuIdNegative,
+    Code::DecodeDpSizeZero,
     Code::NgramBfsBreadthZero,
     Code::GpuIdStepNotPositive,
     Code::MoeDenseTpSizeUnsupported,

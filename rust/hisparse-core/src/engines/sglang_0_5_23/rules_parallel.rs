@@ -22,6 +22,7 @@ fn set(attr: &str, value: Value) -> FixOp {
 /// Stage S1's layout rules, in SGLang's order.
 pub(crate) fn check_resolve(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(dcp_not_positive(r));
+    d.extend(decode_dp_size_zero(r));
     d.extend(attn_dp_not_positive(r));
     d.extend(dp_replicas_with_attn_dp(r));
 }
@@ -43,6 +44,36 @@ fn dcp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
         .given(&json!(n))
         .allowed("an integer >= 1 (1: no decode context parallelism)")
         .fix(vec![set("dcp_size", json!(1))]),
+    )
+}
+
+/// A P/D decode server with `--dp-size 0`, `--max-running-requests` given and
+/// no `--disaggregation-decode-extra-slots`: the extra slots' default divides
+/// max_running_requests by dp_size x attn_dp_size (`num_dp_ranks_of`,
+/// arg_groups/pd_disaggregation_hook.py:133-136, runtime_context.py:202-207):
+/// ZeroDivisionError at resolve. Under --enable-dp-attention the 0 is the
+/// attention-DP width, [`attn_dp_not_positive`]'s. The fix is SGLang's
+/// default, 1. Found by break23's run of the differential.
+fn decode_dp_size_zero(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    if a.disaggregation_mode.as_deref() != Some("decode")
+        || a.dp_size != Some(0)
+        || a.enable_dp_attention == Some(true)
+        || a.max_running_requests.is_none()
+        || a.disaggregation_decode_extra_slots.is_some()
+    {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::DecodeDpSizeZero,
+            FieldPath::root("dp_size"),
+            "ZeroDivisionError: integer division or modulo by zero (max_running_requests // num_dp_ranks with dp_size 0, defaulting the decode extra slots, arg_groups/pd_disaggregation_hook.py:133-136)",
+        )
+        .stage(Resolve)
+        .given(&json!(0))
+        .allowed("a data-parallel size of at least 1 (1: one replica)")
+        .fix(vec![set("dp_size", json!(1))]),
     )
 }
 
