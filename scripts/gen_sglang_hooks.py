@@ -40,7 +40,7 @@ PORTED: dict[str, str] = {
     "handle_pd_disaggregation": "`host_receive_threshold_out_of_range`, `host_receive_with_hisparse`, "
     "`decode_radix_cache_with_hisparse`, "
     "`prefill_complete_with_hisparse`, `prefill_complete_policy_unsupported`; "
-    "`attn_dp_size_not_positive` (its ZeroDivisionError)",
+    "`attn_dp_size_not_positive`, `decode_dp_size_zero` (its ZeroDivisionErrors)",
     "handle_gpu_memory_settings": "read: the default `chunked_prefill_size` and `mem_fraction_static` by GPU",
     "handle_model_specific_adjustments": "`dsa_dcp_unsupported`, `dsa_kv_cache_dtype_unsupported`, "
     "`triton_dsa_backend_on_cuda`, `tilelang_fp8_with_hisparse`, `tilelang_fp8_backends_mixed`, "
@@ -55,11 +55,13 @@ PORTED: dict[str, str] = {
     "`data_parallel_layout_invalid`; the chunked-prefill division (read)",
     "handle_kv_cache_sharding": "`kv_cache_sharding_off_prefill`, `kv_cache_sharding_with_hisparse`; "
     "in part: its rules for a prefill worker (backends, CP, speculation) are not ported",
-    "handle_speculative_decoding": "`speculative_algorithm_unknown`, `speculative_num_steps_missing`, "
+    "handle_speculative_decoding": "`speculative_algorithm_unknown`, `ngram_bfs_breadth_zero`, "
+    "`speculative_num_steps_missing`, "
     "`speculative_eagle_topk_missing`, `eagle_topk_needs_tree_backend`, `ngram_topk_with_pages`, "
     "`ngram_with_dp_attention`, `speculative_adaptive_steps_not_candidate`; EAGLE's defaults (read)",
     "check_server_args": "`chunked_prefill_not_page_multiple`, `tp_pp_not_divisible_by_nnodes`, "
-    "`dp_replicas_over_nodes`; "
+    "`dp_replicas_over_nodes`, `base_gpu_id_negative`, `gpu_id_step_not_positive`, "
+    "`moe_dense_tp_size_unsupported`, `served_model_name_colon`; "
     "`ep_size_zero` (the publish after it, entrypoints/engine.py:1175)",
     "check_pipeline_parallel_compat": "`pipeline_speculation_off_prefill`, `pipeline_speculation_not_eagle`",
     "handle_decode_context_parallelism": "`dcp_size_not_positive`; its backend rules are not ported",

@@ -301,6 +301,11 @@ def launch(draw: st.DrawFn) -> tuple[list[str], tuple[int, int]]:
         "--speculative-ngram-max-bfs-breadth": maybe([1, 10]),
         # Decode host KV buffering below 1 (pd_disaggregation_hook.py:64-80).
         "--disaggregation-decode-host-receive-threshold": maybe([0.5, 0.0, 1.0, 1.5]),
+        # check_server_args' asserts found by break23 (validation_hook.py:204-219).
+        "--moe-dense-tp-size": maybe([1, 2, 8]),
+        "--base-gpu-id": maybe([0, 2, -1]),
+        "--gpu-id-step": maybe([1, 2, 0]),
+        "--served-model-name": maybe(["ds", "ds:v32", "s3://b/ds:v32"]),
     }
     for flag, strategy in valued.items():
         if draw(st.integers(0, rarely)) == 0:
@@ -686,6 +691,7 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, "--speculative-algorithm", "NGRAM"], (9, 0)),  # resolve: topk 10 with page 64
     ([*DSV32, *HISPARSE, "--speculative-algorithm", "NGRAM"], (9, 0)),
     ([*DSV32, "--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"], (9, 0)),
+    ([*DSV32, "--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "0"], (9, 0)),
     ([*DSV32, "--context-length", "262144"], (9, 0)),  # resolve: above the derived 163840
     ([*DSV32, "--tp", "3", "--dp", "3", "--enable-dp-attention"], (9, 0)),  # check: default chunk / 3
     ([*DSV32, "--tp", "3", "--dp", "3", "--enable-dp-attention"], (10, 0)),
@@ -695,6 +701,11 @@ EXAMPLES: list[tuple[list[str], tuple[int, int]]] = [
     ([*DSV32, "--tp", "8", "--dp", "0", "--enable-dp-attention"], (9, 0)),  # resolve: ZeroDivisionError
     ([*DSV32, "--tp", "8", "--nnodes", "3"], (9, 0)),  # check: tp x pp % nnodes
     ([*DSV32, "--tp", "8", "--nnodes", "0"], (9, 0)),  # check: ZeroDivisionError
+    ([*DSV32, "--tp", "8", "--moe-dense-tp-size", "2"], (9, 0)),  # check: None, 1 or tp_size (break23)
+    ([*DSV32, "--base-gpu-id", "-1", "--gpu-id-step", "0"], (9, 0)),  # check: both asserted (break23)
+    ([*DSV32, "--served-model-name", "ds:v32"], (9, 0)),  # check: the LoRA colon (break23)
+    ([*DSV32, "--disaggregation-mode", "decode", "--dp-size", "0", "--max-running-requests", "16"],
+     (9, 0)),  # resolve: the decode extra slots divide by dp_size (break23)
     ([*DSV32, "--tp", "4", "--pp-size", "2", "--speculative-algorithm", "EAGLE", "--disaggregation-mode",
       "decode"], (9, 0)),  # check: PP with speculation only on prefill
     ([*DSV32, "--kv-cache-dtype", "fp8_e5m2"], (9, 0)),  # resolve; the fix keeps 8 bits: fp8_e4m3

@@ -196,6 +196,12 @@ codes! {
     HostReceiveOffDecode => "host_receive_off_decode",
     HostReceiveWithDcp => "host_receive_with_dcp",
     DpReplicasOverNodes => "dp_replicas_over_nodes",
+    BaseGpuIdNegative => "base_gpu_id_negative",
+    DecodeDpSizeZero => "decode_dp_size_zero",
+    NgramBfsBreadthZero => "ngram_bfs_breadth_zero",
+    GpuIdStepNotPositive => "gpu_id_step_not_positive",
+    MoeDenseTpSizeUnsupported => "moe_dense_tp_size_unsupported",
+    ServedModelNameColon => "served_model_name_colon",
     // A whole deployment's rules, between launches (hisparse-check deploy;
     // engines/deploy_codes.rs lists them with their sources).
     PdModelMismatch => "pd_model_mismatch",

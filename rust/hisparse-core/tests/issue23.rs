@@ -969,3 +969,158 @@ fn dropping_adaptive_on_llama_keeps_linear_speculation() {
         after.errors
     );
 }
+
+/// `--tp 8 --moe-dense-tp-size 2`: SGLang's check asserts moe_dense_tp_size
+/// is None, 1 or tp_size (arg_groups/validation_hook.py:207-211); we said
+/// valid (break23). 1 and tp_size pass; the fix is 1. `--dwdp-size` forces it
+/// to 1 at resolve (parallel_hook.py:480-484), so it is not refused there.
+#[test]
+fn a_moe_dense_tp_size_other_than_one_or_tp_is_refused_at_check() {
+    let (r, s) = refused(
+        json!({"tp_size": 8, "moe_dense_tp_size": 2}),
+        Code::MoeDenseTpSizeUnsupported,
+    );
+    assert_eq!(s, "check");
+    let fix = &error(&r, Code::MoeDenseTpSizeUnsupported).fix;
+    assert_eq!(fix.len(), 1, "{fix:#?}");
+    for ok in [
+        json!({"tp_size": 8, "moe_dense_tp_size": 1}),
+        json!({"tp_size": 8, "moe_dense_tp_size": 8}),
+        json!({"tp_size": 8}),
+        json!({"tp_size": 8, "moe_dense_tp_size": null}),
+        json!({"tp_size": 8, "moe_dense_tp_size": 2, "dwdp_size": 2}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::MoeDenseTpSizeUnsupported),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}
+
+/// `--base-gpu-id -1` and `--gpu-id-step 0`: SGLang's check asserts
+/// "base_gpu_id must be non-negative" and "gpu_id_step must be positive"
+/// (arg_groups/validation_hook.py:204-205); we said valid (break23). The
+/// fixes are SGLang's defaults, 0 and 1.
+#[test]
+fn a_negative_base_gpu_id_or_a_gpu_id_step_below_one_is_refused_at_check() {
+    for (v, code, attr, fixed) in [
+        (
+            json!({"base_gpu_id": -1}),
+            Code::BaseGpuIdNegative,
+            "base_gpu_id",
+            0,
+        ),
+        (
+            json!({"gpu_id_step": 0}),
+            Code::GpuIdStepNotPositive,
+            "gpu_id_step",
+            1,
+        ),
+        (
+            json!({"gpu_id_step": -2}),
+            Code::GpuIdStepNotPositive,
+            "gpu_id_step",
+            1,
+        ),
+    ] {
+        let (r, s) = refused(v.clone(), code);
+        assert_eq!(s, "check", "{v}");
+        let fix = serde_json::to_value(&error(&r, code).fix).unwrap();
+        assert_eq!(fix[0]["value"], json!(fixed), "{v}: {fix}");
+        assert!(fix.to_string().contains(attr), "{fix}");
+    }
+    for ok in [
+        json!({"base_gpu_id": 0, "gpu_id_step": 1}),
+        json!({"base_gpu_id": 3, "gpu_id_step": 2}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| matches!(d.code, Code::BaseGpuIdNegative | Code::GpuIdStepNotPositive)),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}
+
+/// `--speculative-algorithm NGRAM --speculative-ngram-max-bfs-breadth 0`:
+/// NGRAM's topk is the breadth, and without `--speculative-num-steps` SGLang
+/// derives the steps as draft tokens // topk (speculative_hook.py:1310-1326):
+/// ZeroDivisionError at resolve; we said valid (break23). With the steps given
+/// there is no division. The fix is breadth 1.
+#[test]
+fn an_ngram_bfs_breadth_of_zero_is_refused_at_resolve_without_steps() {
+    let v = json!({"speculative_algorithm": "NGRAM", "speculative_ngram_max_bfs_breadth": 0});
+    let (r, s) = refused(v, Code::NgramBfsBreadthZero);
+    assert_eq!(s, "resolve");
+    let fix = serde_json::to_value(&error(&r, Code::NgramBfsBreadthZero).fix).unwrap();
+    assert_eq!(fix[0]["value"], json!(1), "{fix}");
+    let r = check(json!({"speculative_algorithm": "NGRAM",
+        "speculative_ngram_max_bfs_breadth": 0, "speculative_num_steps": 3}));
+    assert!(
+        !r.errors.iter().any(|d| d.code == Code::NgramBfsBreadthZero),
+        "{:#?}",
+        r.errors
+    );
+}
+
+/// A served model name with a colon, given or defaulted from `--model-path`
+/// (arg_groups/serving_hook.py:642-647): SGLang's check asserts no ':' (the
+/// LoRA `model:adapter` syntax), except for s3://, gs://, az:// names
+/// (arg_groups/validation_hook.py:213-219, utils/runai_utils.py:14, 48-50);
+/// we said valid (break23). The fix names the server without the colon.
+#[test]
+fn a_served_model_name_with_a_colon_is_refused_at_check() {
+    let (r, s) = refused(
+        json!({"served_model_name": "ds:v32"}),
+        Code::ServedModelNameColon,
+    );
+    assert_eq!(s, "check");
+    let fix = serde_json::to_value(&error(&r, Code::ServedModelNameColon).fix).unwrap();
+    assert_eq!(fix[0]["value"], json!("ds-v32"), "{fix}");
+    for ok in [
+        json!({"served_model_name": "S3://bucket/ds:v32"}),
+        json!({"served_model_name": "ds-v32"}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors
+                .iter()
+                .any(|d| d.code == Code::ServedModelNameColon),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}
+
+/// `--disaggregation-mode decode --dp-size 0 --max-running-requests 16`:
+/// SGLang's P/D hook divides max_running_requests by dp_size x attn_dp_size
+/// to default the decode extra slots (pd_disaggregation_hook.py:133-136):
+/// ZeroDivisionError at resolve; we said valid (found by break23's run of the
+/// differential). Given extra slots skip the division. The fix is dp_size 1.
+#[test]
+fn a_zero_dp_size_on_a_decode_server_with_max_running_requests_is_refused_at_resolve() {
+    let v = json!({"disaggregation_mode": "decode", "dp_size": 0, "max_running_requests": 16});
+    let (r, s) = refused(v, Code::DecodeDpSizeZero);
+    assert_eq!(s, "resolve");
+    let fix = serde_json::to_value(&error(&r, Code::DecodeDpSizeZero).fix).unwrap();
+    assert_eq!(fix[0]["value"], json!(1), "{fix}");
+    for ok in [
+        json!({"disaggregation_mode": "decode", "dp_size": 0, "max_running_requests": 16,
+            "disaggregation_decode_extra_slots": 4}),
+        json!({"disaggregation_mode": "decode", "dp_size": 0}),
+        json!({"disaggregation_mode": "prefill", "dp_size": 0, "max_running_requests": 16}),
+    ] {
+        let r = check(ok.clone());
+        assert!(
+            !r.errors.iter().any(|d| d.code == Code::DecodeDpSizeZero),
+            "{ok}: {:#?}",
+            r.errors
+        );
+    }
+}

@@ -35,6 +35,22 @@ pub struct SglangArgs {
     /// `--dcp-size` (parallel.py:52; default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dcp_size: Option<i64>,
+    /// `--moe-dense-tp-size` (parallel.py; default None): None, 1 or tp_size
+    /// (arg_groups/validation_hook.py:207-211).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_dense_tp_size: Option<i64>,
+    /// `--base-gpu-id` (default 0; must be >= 0, validation_hook.py:204). Not
+    /// yet in the node GPU count (`gpus_per_node_exceeded` takes 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_gpu_id: Option<i64>,
+    /// `--gpu-id-step` (default 1; must be >= 1, validation_hook.py:205). Not
+    /// yet in the node GPU count (`gpus_per_node_exceeded` takes 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_id_step: Option<i64>,
+    /// `--served-model-name` (default the model path, serving_hook.py:642-647;
+    /// no ':' unless an s3/gs/az URI, validation_hook.py:213-219).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_model_name: Option<String>,
     /// Attention data parallelism (parallel.py:194; default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_dp_attention: Option<bool>,

@@ -76,6 +76,12 @@ pub const SGLANG_CODES: &[Code] = &[
     Code::HostReceiveOffDecode,
     Code::HostReceiveWithDcp,
     Code::DpReplicasOverNodes,
+    Code::BaseGpuIdNegative,
+    Code::DecodeDpSizeZero,
+    Code::NgramBfsBreadthZero,
+    Code::GpuIdStepNotPositive,
+    Code::MoeDenseTpSizeUnsupported,
+    Code::ServedModelNameColon,
 ];
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ fn set(attr: &str, value: Value) -> FixOp {
 /// Stage S1's layout rules, in SGLang's order.
 pub(crate) fn check_resolve(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(dcp_not_positive(r));
+    d.extend(decode_dp_size_zero(r));
     d.extend(attn_dp_not_positive(r));
     d.extend(dp_replicas_with_attn_dp(r));
 }
@@ -46,11 +47,45 @@ fn dcp_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
     )
 }
 
+/// A P/D decode server with `--dp-size 0`, `--max-running-requests` given and
+/// no `--disaggregation-decode-extra-slots`: the extra slots' default divides
+/// max_running_requests by dp_size x attn_dp_size (`num_dp_ranks_of`,
+/// arg_groups/pd_disaggregation_hook.py:133-136, runtime_context.py:202-207):
+/// ZeroDivisionError at resolve. Under --enable-dp-attention the 0 is the
+/// attention-DP width, [`attn_dp_not_positive`]'s. The fix is SGLang's
+/// default, 1. Found by break23's run of the differential.
+fn decode_dp_size_zero(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    if a.disaggregation_mode.as_deref() != Some("decode")
+        || a.dp_size != Some(0)
+        || a.enable_dp_attention == Some(true)
+        || a.max_running_requests.is_none()
+        || a.disaggregation_decode_extra_slots.is_some()
+    {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::DecodeDpSizeZero,
+            FieldPath::root("dp_size"),
+            "ZeroDivisionError: integer division or modulo by zero (max_running_requests // num_dp_ranks with dp_size 0, defaulting the decode extra slots, arg_groups/pd_disaggregation_hook.py:133-136)",
+        )
+        .stage(Resolve)
+        .given(&json!(0))
+        .allowed("a data-parallel size of at least 1 (1: one replica)")
+        .fix(vec![set("dp_size", json!(1))]),
+    )
+}
+
 /// Stage S2's layout rules, in SGLang's order.
 pub(crate) fn check_check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(nnodes_divide_tp_pp(r));
     d.extend(pipeline_speculation_off_prefill(r));
     d.extend(dp_replicas_over_nodes(r));
+    d.extend(base_gpu_id_negative(r));
+    d.extend(gpu_id_step_not_positive(r));
+    d.extend(moe_dense_tp_size_unsupported(r));
+    d.extend(served_model_name_colon(r));
     d.extend(ep_size_zero(r));
     d.extend(gpus_per_node_exceeded(r));
 }
@@ -77,6 +112,106 @@ fn dp_replicas_over_nodes(r: &Resolution<'_>) -> Option<Diagnostic> {
         .given(&json!(dp))
         .allowed("--dp-size 1 with --nnodes > 1, or --nnodes 1 with --dp-size > 1")
         .hint(format!("choose one: {dp} replicas on one node (--nnodes 1), or attention DP across the {nnodes} nodes (--attn-dp-size); they are different deployments, so the check does not pick")),
+    )
+}
+
+/// `--base-gpu-id` below 0: AssertionError "base_gpu_id must be
+/// non-negative" (arg_groups/validation_hook.py:204), at check. The fix is
+/// SGLang's default, 0. Found by break23.
+fn base_gpu_id_negative(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let n = r.args.base_gpu_id.filter(|&n| n < 0)?;
+    Some(
+        Diagnostic::error(
+            Code::BaseGpuIdNegative,
+            FieldPath::root("base_gpu_id"),
+            "base_gpu_id must be non-negative",
+        )
+        .stage(Check)
+        .given(&json!(n))
+        .allowed("an integer >= 0 (the first GPU id this server takes; default 0)")
+        .fix(vec![set("base_gpu_id", json!(0))]),
+    )
+}
+
+/// `--gpu-id-step` below 1: AssertionError "gpu_id_step must be positive"
+/// (arg_groups/validation_hook.py:205), at check. The fix is SGLang's
+/// default, 1. Found by break23.
+fn gpu_id_step_not_positive(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let n = r.args.gpu_id_step.filter(|&n| n < 1)?;
+    Some(
+        Diagnostic::error(
+            Code::GpuIdStepNotPositive,
+            FieldPath::root("gpu_id_step"),
+            "gpu_id_step must be positive",
+        )
+        .stage(Check)
+        .given(&json!(n))
+        .allowed("an integer >= 1 (the step between the GPU ids of one server's ranks; default 1)")
+        .fix(vec![set("gpu_id_step", json!(1))]),
+    )
+}
+
+/// `--moe-dense-tp-size` other than 1 or `--tp-size`: AssertionError
+/// "moe_dense_tp_size only supports None, 1, or tp_size currently"
+/// (arg_groups/validation_hook.py:207-211), at check. A `--dwdp-size` above 1
+/// declares it 1 at resolve (`_handle_dwdp`, parallel_hook.py:435, 480-484),
+/// so it is not refused then. The fix is 1 (dense layers in data parallel,
+/// the same GPUs); tp_size is the other choice SGLang takes. Found by break23.
+fn moe_dense_tp_size_unsupported(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let n = a.moe_dense_tp_size?;
+    let tp = a.tp_size.unwrap_or(1);
+    let dwdp = a
+        .other
+        .get("dwdp_size")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    if n == 1 || n == tp || dwdp > 1 {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::MoeDenseTpSizeUnsupported,
+            FieldPath::root("moe_dense_tp_size"),
+            "moe_dense_tp_size only supports None, 1, or tp_size currently",
+        )
+        .stage(Check)
+        .given(&json!(n))
+        .allowed(format!("unset, 1, or the tp_size ({tp})"))
+        .fix(vec![set("moe_dense_tp_size", json!(1))]),
+    )
+}
+
+/// A served model name (`--served-model-name`, default the model path,
+/// serving_hook.py:642-647) with a ':' and not an s3://, gs:// or az:// URI
+/// (utils/runai_utils.py:14, 48-50): AssertionError "served_model_name
+/// cannot contain a colon (':') character. ..." (arg_groups/validation_hook.py:213-219),
+/// at check. The fix names the server with '-' for each ':'. Found by break23.
+fn served_model_name_colon(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    let (name, given) = match (&a.served_model_name, &a.model_path) {
+        (Some(n), _) => (n.as_str(), "--served-model-name"),
+        (None, Some(p)) => (p.as_str(), "--model-path (the served name's default)"),
+        (None, None) => return None,
+    };
+    let lower = name.to_lowercase();
+    if !name.contains(':')
+        || ["s3://", "gs://", "az://"]
+            .iter()
+            .any(|s| lower.starts_with(s))
+    {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::ServedModelNameColon,
+            FieldPath::root("served_model_name"),
+            format!("served_model_name cannot contain a colon (':') character. The colon is reserved for the 'model:adapter' syntax used in LoRA adapter specification. Invalid value: '{name}'"),
+        )
+        .stage(Check)
+        .given(&json!(name))
+        .allowed(format!("a name without ':' (from {given}), or an s3://, gs:// or az:// URI"))
+        .fix(vec![set("served_model_name", json!(name.replace(':', "-")))]),
     )
 }
 

@@ -21,6 +21,7 @@ fn set(attr: &str, value: Value) -> FixOp {
 /// Every rule of this file, in SGLang's order.
 pub(crate) fn check(r: &Resolution<'_>, d: &mut Vec<Diagnostic>) {
     d.extend(unknown_algorithm(r));
+    d.extend(ngram_bfs_breadth_zero(r));
     d.extend(ngram_topk_with_pages(r));
     d.extend(ngram_with_dp_attention(r));
     d.extend(adaptive_steps_not_candidate(r));
@@ -189,6 +190,32 @@ fn without_speculation(r: &Resolution<'_>) -> Vec<FixOp> {
         path: FieldPath::root(attr),
     })
     .collect()
+}
+
+/// NGRAM with `--speculative-ngram-max-bfs-breadth 0` and no
+/// `--speculative-num-steps`: SGLang sets topk to the breadth, then the steps
+/// to draft tokens // topk (speculative_hook.py:1310-1326): ZeroDivisionError
+/// at resolve. The fix asks for breadth 1 (a linear chain, which the page
+/// rule below also takes). Found by break23.
+fn ngram_bfs_breadth_zero(r: &Resolution<'_>) -> Option<Diagnostic> {
+    let a = r.args;
+    if a.speculative_algorithm() != Some("NGRAM")
+        || a.speculative_ngram_max_bfs_breadth != Some(0)
+        || a.speculative_num_steps.is_some()
+    {
+        return None;
+    }
+    Some(
+        Diagnostic::error(
+            Code::NgramBfsBreadthZero,
+            FieldPath::root("speculative_ngram_max_bfs_breadth"),
+            "ZeroDivisionError: integer division or modulo by zero (speculative_num_steps = speculative_num_draft_tokens // speculative_eagle_topk, with NGRAM's topk the --speculative-ngram-max-bfs-breadth 0, arg_groups/speculative_hook.py:1310-1326)",
+        )
+        .stage(Resolve)
+        .given(&json!(0))
+        .allowed("a breadth of at least 1 (or --speculative-num-steps given)")
+        .fix(vec![set("speculative_ngram_max_bfs_breadth", json!(1))]),
+    )
 }
 
 /// NGRAM's `speculative_eagle_topk` is `--speculative-ngram-max-bfs-breadth`
