@@ -248,6 +248,24 @@ pub struct Report {
 }
 
 impl Report {
+    /// Inserts the errors the fixes together reveal (each engine's advise
+    /// pass finds them), marked `revealed`, after every error with a fix and
+    /// before those without (so the first error has a fix whenever one
+    /// does); whether there were any.
+    pub fn insert_revealed(&mut self, revealed: Vec<Diagnostic>) -> bool {
+        let grown = !revealed.is_empty();
+        for mut e in revealed {
+            e.revealed = true;
+            let at = self
+                .errors
+                .iter()
+                .rposition(|d| !d.fix.is_empty())
+                .map_or(0, |i| i + 1);
+            self.errors.insert(at, e);
+        }
+        grown
+    }
+
     /// A report from diagnostics alone (e.g. flags that are not valid JSON),
     /// for `engine` ([`ENGINE_VLLM`], [`ENGINE_SGLANG`]) at the release
     /// `engine_version` its engine module states.

@@ -61,17 +61,8 @@ fn reveal(args: &SglangArgs, machine: &Machine<'_>, report: &mut Report) {
                     .any(|d| d.code == e.code && d.path == e.path)
             })
             .collect();
-        if new.is_empty() {
+        if !report.insert_revealed(new) {
             return;
-        }
-        for mut e in new {
-            e.revealed = true;
-            let at = report
-                .errors
-                .iter()
-                .rposition(|d| !d.fix.is_empty())
-                .map_or(0, |i| i + 1);
-            report.errors.insert(at, e);
         }
     }
 }

@@ -225,7 +225,7 @@ fn absorb(args: &ServeArgs, hw: Hw<'_>, machine: Option<MachineCheck<'_>>, repor
         }
         shortest_length(report);
         added.extend(revealed.iter().cloned());
-        if insert_revealed(report, revealed) {
+        if report.insert_revealed(revealed) {
             grown = true;
         }
         if !grown {
@@ -407,25 +407,6 @@ fn absorb_additions(
                 e.message
             ));
         }
-        grown = true;
-    }
-    grown
-}
-
-/// Inserts the errors the fixes together reveal; whether there were any.
-fn insert_revealed(report: &mut Report, revealed: Vec<Diagnostic>) -> bool {
-    let mut grown = false;
-    for mut e in revealed {
-        // Marked by its own field; its hint is its own (Diagnostic::revealed).
-        e.revealed = true;
-        // Applied after every other fix, before the errors that have none
-        // (so the first error has a fix whenever one does).
-        let at = report
-            .errors
-            .iter()
-            .rposition(|d| !d.fix.is_empty())
-            .map_or(0, |i| i + 1);
-        report.errors.insert(at, e);
         grown = true;
     }
     grown
